@@ -225,62 +225,107 @@ def _shoup_lazy(x, w, ws, q):
     return x * w - mulhi(x, ws) * q
 
 
+def _pass_sizes(log_n: int) -> list[int]:
+    """Stages per memory pass: radix-4 passes (two stages each), one radix-2 pass first if log N is odd.
+
+    Two stages per pass measured 15-20% faster than one on XLA:CPU; three or four stages per pass, or
+    a transposed layout for the short-stride stages, measured 2-4x slower.
+    """
+    return [1] * (log_n % 2) + [2] * (log_n // 2)
+
+
+def _ct_butterfly(hi, lo, w, ws, q, wide):
+    """Cooley-Tukey butterfly (hi + w lo, hi - w lo), lazy: [0, 4q) -> [0, 4q), or [0, 2q) if wide."""
+    v = _shoup_lazy(lo, w, ws, q)
+    if wide:
+        hi = jnp.where(hi >= q, hi - q, hi)
+        v = jnp.where(v >= q, v - q, v)
+        return hi + v, hi - v + q
+    two_q = q + q
+    hi = jnp.where(hi >= two_q, hi - two_q, hi)
+    return hi + v, hi - v + two_q
+
+
 def _forward(x, q, w, ws, *, wide: bool):
-    """Cooley-Tukey stages; input [0, q), output [0, 2q) (bit-reversed order)."""
+    """Cooley-Tukey stages; input [0, q), output [0, 2q), bit-reversed order.
+
+    A pass of k stages starting with m blocks views x as [..., m, 2^k, t_k]; slice i (k bits, most
+    significant first) meets slice i ^ 2^(k-1-j) at stage j, with twiddle w[m 2^j + block 2^j + i >> (k-j)].
+    """
     n = x.shape[-1]
     lead = x.shape[:-1]
+    limbs = x.shape[-2]
     q = q[..., None]
-    two_q = q + q
     m, t = 1, n
-    while m < n:
-        t //= 2
-        a = x.reshape(lead + (m, 2, t))
-        hi, lo = a[..., 0, :], a[..., 1, :]
-        wm = w[:, m : 2 * m, None]
-        wsm = ws[:, m : 2 * m, None]
-        v = _shoup_lazy(lo, wm, wsm, q)
-        if wide:  # values in [0, 2q): reduce both halves to [0, q) first.
-            hi = jnp.where(hi >= q, hi - q, hi)
-            v = jnp.where(v >= q, v - q, v)
-            out = (hi + v, hi - v + q)
-        else:  # Harvey: values in [0, 4q).
-            hi = jnp.where(hi >= two_q, hi - two_q, hi)
-            out = (hi + v, hi - v + two_q)
-        x = jnp.stack(out, axis=-2).reshape(lead + (n,))
-        m *= 2
-    q2 = q[..., 0]
+    for k in _pass_sizes(n.bit_length() - 1):
+        t >>= k
+        a = x.reshape(lead + (m, 1 << k, t))
+        parts = [a[..., i, :] for i in range(1 << k)]
+        for j in range(k):
+            mj = m << j
+            wj = w[:, mj : 2 * mj].reshape(limbs, m, 1 << j)
+            wsj = ws[:, mj : 2 * mj].reshape(limbs, m, 1 << j)
+            half = 1 << (k - 1 - j)
+            for i in range(1 << k):
+                if not i & half:
+                    pre = i >> (k - j)
+                    parts[i], parts[i | half] = _ct_butterfly(
+                        parts[i], parts[i | half], wj[:, :, pre, None], wsj[:, :, pre, None], q, wide
+                    )
+        x = jnp.stack(parts, axis=-2).reshape(lead + (n,))
+        m <<= k
+    q = q[..., 0]
     if not wide:
-        x = jnp.where(x >= q2 + q2, x - (q2 + q2), x)
+        x = jnp.where(x >= q + q, x - (q + q), x)
     return x
 
 
 def _inverse(x, q, wi, wis, last, lasts, *, wide: bool):
-    """Gentleman-Sande stages with N^-1 folded into the last; input [0, q), output [0, q)."""
+    """Gentleman-Sande stages with N^-1 folded into the last; input [0, q), output [0, q).
+
+    A pass of k stages starting at pair distance t views x as [..., M, 2^k, t] (M = N / (t 2^k) blocks);
+    slice i meets slice i + 2^j at stage j (bits least significant first), with twiddle
+    wi[m_j + block 2^(k-j-1) + i >> (j+1)], m_j = N / (2 t 2^j). Lazy range [0, 2q), or [0, q) if wide.
+    """
     n = x.shape[-1]
     lead = x.shape[:-1]
+    limbs = x.shape[-2]
     q = q[..., None]
     bound = q if wide else q + q
-    m, t = n // 2, 1
-    while m >= 1:
-        a = x.reshape(lead + (m, 2, t))
-        hi, lo = a[..., 0, :], a[..., 1, :]
-        s = hi + lo
-        d = hi - lo + bound
-        if m == 1:
-            c0, c1 = last[:, 0:1, None], last[:, 1:2, None]
-            s0, s1 = lasts[:, 0:1, None], lasts[:, 1:2, None]
-            u = _shoup_lazy(s, c0, s0, q)
-            v = _shoup_lazy(d, c1, s1, q)
-            u = jnp.where(u >= q, u - q, u)
-            v = jnp.where(v >= q, v - q, v)
-        else:
-            u = jnp.where(s >= bound, s - bound, s)
-            v = _shoup_lazy(d, wi[:, m : 2 * m, None], wis[:, m : 2 * m, None], q)
-            if wide:
-                v = jnp.where(v >= q, v - q, v)
-        x = jnp.stack((u, v), axis=-2).reshape(lead + (n,))
-        m //= 2
-        t *= 2
+    t = 1
+    for k in _pass_sizes(n.bit_length() - 1):
+        blocks = n // (t << k)
+        a = x.reshape(lead + (blocks, 1 << k, t))
+        parts = [a[..., i, :] for i in range(1 << k)]
+        for j in range(k):
+            mj = n // (t << (j + 1))
+            step = 1 << j
+            if mj == 1:
+                c0, c1 = last[:, 0:1, None], last[:, 1:2, None]
+                s0, s1 = lasts[:, 0:1, None], lasts[:, 1:2, None]
+            else:
+                wj = wi[:, mj : 2 * mj].reshape(limbs, blocks, 1 << (k - j - 1))
+                wsj = wis[:, mj : 2 * mj].reshape(limbs, blocks, 1 << (k - j - 1))
+            for i in range(1 << k):
+                if i & step:
+                    continue
+                hi, lo = parts[i], parts[i | step]
+                s = hi + lo
+                d = hi - lo + bound
+                if mj == 1:
+                    u = _shoup_lazy(s, c0, s0, q)
+                    v = _shoup_lazy(d, c1, s1, q)
+                    u = jnp.where(u >= q, u - q, u)
+                    v = jnp.where(v >= q, v - q, v)
+                else:
+                    pre = i >> (j + 1)
+                    u = jnp.where(s >= bound, s - bound, s)
+                    v = _shoup_lazy(d, wj[:, :, pre, None], wsj[:, :, pre, None], q)
+                    if wide:
+                        v = jnp.where(v >= q, v - q, v)
+                parts[i], parts[i | step] = u, v
+        x = jnp.stack(parts, axis=-2).reshape(lead + (n,))
+        t <<= k
     return x
 
 
