@@ -1,0 +1,163 @@
+"""math/modular.py against Python integers, on random and edge inputs (0, q-1, lazy-range maxima)."""
+
+import random
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from crossfhe.math import modular as M
+
+# Odd moduli of every size class the kernels promise: tiny, 17-bit, NTT primes near 2^28/2^30, and
+# the wide range [2^30, 2^31) up to the Mersenne prime 2^31 - 1.
+MODULI = [3, 65537, 268369921, 1073479681, 1073741827, 2013265921, 2**31 - 1]
+WIDE_Q = [q for q in MODULI if q > 2**15]
+
+
+def _inputs(q, count=3000, seed=0):
+    rnd = random.Random(seed * 7919 + q)
+    edge = [0, 1, q - 1, q - 2, q // 2]
+    a = edge + edge[::-1] + [rnd.randrange(q) for _ in range(count)]
+    b = edge[::-1] + edge + [rnd.randrange(q) for _ in range(count)]
+    return a, b
+
+
+def _u32(xs):
+    return np.array(xs, dtype=np.uint32)
+
+
+def _consts(q):
+    t = M.ModulusTable.create([q])
+    return {k: getattr(t, k)[0] for k in ("q", "bits", "barrett_mu", "mont_qinv", "mont_r2", "r_mod_q")}
+
+
+@pytest.mark.parametrize("q", MODULI, ids=lambda q: f"q={q}")
+def test_mul_wide_exact(q):
+    rnd = random.Random(q)
+    a = [0, 1, 2**32 - 1, 2**31, 65535, 65536] + [rnd.randrange(2**32) for _ in range(2000)]
+    b = [2**32 - 1, 2**32 - 1, 2**32 - 1, 2**31, 65535, 65536] + [rnd.randrange(2**32) for _ in range(2000)]
+    hi, lo = M.mul_wide(_u32(a), _u32(b))
+    want = [x * y for x, y in zip(a, b)]
+    assert np.asarray(hi).tolist() == [w >> 32 for w in want]
+    assert np.asarray(lo).tolist() == [w & 0xFFFFFFFF for w in want]
+
+
+@pytest.mark.parametrize("q", MODULI, ids=lambda q: f"q={q}")
+def test_add_sub_neg(q):
+    a, b = _inputs(q)
+    A, B = _u32(a), _u32(b)
+    assert np.asarray(M.add_mod(A, B, np.uint32(q))).tolist() == [(x + y) % q for x, y in zip(a, b)]
+    assert np.asarray(M.sub_mod(A, B, np.uint32(q))).tolist() == [(x - y) % q for x, y in zip(a, b)]
+    assert np.asarray(M.neg_mod(A, np.uint32(q))).tolist() == [(-x) % q for x in a]
+
+
+@pytest.mark.parametrize("q", MODULI, ids=lambda q: f"q={q}")
+def test_barrett(q):
+    c = _consts(q)
+    a, b = _inputs(q)
+    got = M.barrett_mul(_u32(a), _u32(b), c["q"], c["barrett_mu"], c["bits"])
+    assert np.asarray(got).tolist() == [x * y % q for x, y in zip(a, b)]
+    # Largest two-word input of the stated domain z < 2^(2s), and single words (any uint32 when q > 2^15).
+    s = q.bit_length()
+    zmax = 2 ** (2 * s) - 1
+    got = M.barrett_reduce_wide(_u32([zmax >> 32]), _u32([zmax & 0xFFFFFFFF]), c["q"], c["barrett_mu"], c["bits"])
+    assert int(got[0]) == zmax % q
+    if q > 2**15:
+        xs = [0, q - 1, q, 2**32 - 1] + [random.Random(q).randrange(2**32) for _ in range(1000)]
+        got = M.barrett_reduce(_u32(xs), c["q"], c["barrett_mu"], c["bits"])
+        assert np.asarray(got).tolist() == [x % q for x in xs]
+
+
+@pytest.mark.parametrize("q", [q for q in MODULI if q < 2**30], ids=lambda q: f"q={q}")
+def test_barrett_lazy_range(q):
+    c = _consts(q)
+    a, b = _inputs(q)
+    got = np.asarray(M.barrett_mul_lazy(_u32(a), _u32(b), c["q"], c["barrett_mu"], c["bits"])).astype(np.int64)
+    assert (got < 2 * q).all()
+    assert (got % q).tolist() == [x * y % q for x, y in zip(a, b)]
+
+
+@pytest.mark.parametrize("q", MODULI, ids=lambda q: f"q={q}")
+def test_shoup(q):
+    rnd = random.Random(q + 1)
+    xs = [0, 1, 2**32 - 1, 4 * q - 1 if 4 * q < 2**32 else 2 * q - 1] + [rnd.randrange(2**32) for _ in range(3000)]
+    ws = [q - 1, 0, q - 1, q - 1] + [rnd.randrange(q) for _ in range(3000)]
+    X, W = _u32(xs), _u32(ws)
+    wsh = M.shoup_precompute(W, q)
+    assert wsh.tolist() == [(w << 32) // q for w in ws]
+    lazy = np.asarray(M.shoup_mul_lazy(X, W, wsh, np.uint32(q))).astype(np.int64)
+    assert (lazy < 2 * q).all()
+    want = [x * w % q for x, w in zip(xs, ws)]
+    assert (lazy % q).tolist() == want
+    assert np.asarray(M.shoup_mul(X, W, wsh, np.uint32(q))).tolist() == want
+
+
+@pytest.mark.parametrize("q", MODULI, ids=lambda q: f"q={q}")
+def test_montgomery(q):
+    c = _consts(q)
+    a, b = _inputs(q)
+    r_inv = pow(2**32, -1, q)
+    A, B = _u32(a), _u32(b)
+    lazy = np.asarray(M.montgomery_mul_lazy(A, B, c["q"], c["mont_qinv"])).astype(np.int64)
+    assert (lazy < 2 * q).all()
+    want = [x * y * r_inv % q for x, y in zip(a, b)]
+    assert (lazy % q).tolist() == want
+    assert np.asarray(M.montgomery_mul(A, B, c["q"], c["mont_qinv"])).tolist() == want
+    # Round trip through Montgomery form, and a product of Montgomery forms.
+    am = M.to_montgomery(A, c["q"], c["mont_qinv"], c["mont_r2"])
+    assert np.asarray(am).tolist() == [x * 2**32 % q for x in a]
+    assert np.asarray(M.from_montgomery(am, c["q"], c["mont_qinv"])).tolist() == a
+    # Largest input of the lazy domain z < q 2^32: a = 2^32 - 1, b = q - 1.
+    big = M.montgomery_mul(_u32([2**32 - 1]), _u32([q - 1]), c["q"], c["mont_qinv"])
+    assert int(big[0]) == (2**32 - 1) * (q - 1) * r_inv % q
+
+
+@pytest.mark.parametrize("q", WIDE_Q, ids=lambda q: f"q={q}")
+def test_reduce_u64(q):
+    c = _consts(q)
+    rnd = random.Random(q + 2)
+    zs = [0, 2**64 - 1, 2**63, q * 2**32, q * q] + [rnd.randrange(2**64) for _ in range(2000)]
+    got = M.reduce_u64(_u32([z >> 32 for z in zs]), _u32([z & 0xFFFFFFFF for z in zs]), c["q"],
+                       c["barrett_mu"], c["bits"], c["mont_qinv"], c["mont_r2"])
+    assert np.asarray(got).tolist() == [z % q for z in zs]
+
+
+@pytest.mark.parametrize("q", WIDE_Q, ids=lambda q: f"q={q}")
+def test_mac_reduce_at_max_terms(q):
+    c = _consts(q)
+    n = min(M.Modulus.create(q).mac_max_terms, 512)
+    rnd = random.Random(q + 3)
+    cols = 64
+    a = np.array([[q - 1] * 4 + [rnd.randrange(q) for _ in range(cols - 4)] for _ in range(n)], dtype=np.uint32)
+    b = np.array([[q - 1] * 4 + [rnd.randrange(q) for _ in range(cols - 4)] for _ in range(n)], dtype=np.uint32)
+    got = M.mac_reduce(a, b, c["q"], c["barrett_mu"], c["bits"], c["mont_qinv"], c["mont_r2"], axis=0)
+    want = [sum(int(a[i, j]) * int(b[i, j]) for i in range(n)) % q for j in range(cols)]
+    assert np.asarray(got).tolist() == want
+
+
+def test_mac_max_terms_is_the_overflow_bound():
+    for q in WIDE_Q:
+        n = M.Modulus.create(q).mac_max_terms
+        assert n * (q - 1) ** 2 < 2**64 <= (n + 1) * (q - 1) ** 2
+
+
+@pytest.mark.parametrize("bad", [2, 4, 2**31, 2**31 + 1, -7, 1])
+def test_modulus_rejects_bad(bad):
+    with pytest.raises(ValueError, match="modulus"):
+        M.Modulus.create(bad)
+
+
+def test_kernels_exact_under_user_jit_without_x64():
+    assert not jax.config.jax_enable_x64, "the test must run with x64 off, as users have it"
+    q = 2013265921
+    c = _consts(q)
+    a, b = _inputs(q, count=500)
+
+    @jax.jit
+    def user_fn(x, y):
+        return M.barrett_mul(x, y, c["q"], c["barrett_mu"], c["bits"]) + jnp.uint32(0)
+
+    got = user_fn(_u32(a), _u32(b))
+    assert got.dtype == jnp.uint32
+    assert np.asarray(got).tolist() == [x * y % q for x, y in zip(a, b)]
