@@ -1,0 +1,36 @@
+# Each target creates .venv when needed, installs crossfhe into it, and runs.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export CROSSFHE_JAX_CACHE ?= $(CURDIR)/.jax_cache
+
+.PHONY: demo test test-slow lint bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/crossfhe demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check crossfhe tests benchmarks
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow -q
+
+bench: $(STAMP)
+	$(BIN)/crossfhe bench ntt
+
+bench-quick: $(STAMP)
+	$(BIN)/crossfhe bench ntt --quick
+
+clean:
+	rm -rf $(VENV) .jax_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target

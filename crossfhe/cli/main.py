@@ -1,0 +1,78 @@
+"""The ``crossfhe`` command: ``demo``, ``bench <suite>``, ``params``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+from pathlib import Path
+
+BENCH_SUITES = ("ntt",)
+
+
+def _enable_compilation_cache() -> None:
+    import jax
+
+    cache = os.environ.get("CROSSFHE_JAX_CACHE", str(Path.home() / ".cache" / "crossfhe" / "jax"))
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def _benchmarks_dir() -> Path:
+    here = Path(__file__).resolve().parents[2] / "benchmarks"
+    if not here.is_dir():
+        raise SystemExit("crossfhe bench: the benchmarks ship with the source checkout (benchmarks/ not found)")
+    return here
+
+
+def _cmd_demo(args) -> int:
+    from crossfhe.cli import demo
+
+    _enable_compilation_cache()
+    return 0 if demo.run(log_n=args.log_n, limbs=args.limbs) else 1
+
+
+def _cmd_bench(args, rest) -> int:
+    script = _benchmarks_dir() / f"bench_{args.suite}.py"
+    sys.argv = [str(script), *rest]
+    runpy.run_path(str(script), run_name="__main__")
+    return 0
+
+
+def _cmd_params(args) -> int:
+    from crossfhe.core import params
+
+    levels = list(params.SecurityLevel)
+    print("Max log2(PQ) for a uniform ternary secret (HomomorphicEncryption.org standard, classical)")
+    print(f"{'N':>8} " + " ".join(f"{int(lv):>6}-bit" for lv in levels))
+    for log_n in range(10, 18):
+        row = []
+        for lv in levels:
+            try:
+                row.append(f"{params.max_log_pq(1 << log_n, lv):>10}")
+            except Exception:
+                row.append(f"{'-':>10}")
+        print(f"{1 << log_n:>8} " + " ".join(row))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="crossfhe", description="crossfhe: FHE on one RNS/NTT substrate in JAX")
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="multiply two random polynomials through the NTT and check the product")
+    d.add_argument("--log-n", type=int, default=14)
+    d.add_argument("--limbs", type=int, default=8)
+    b = sub.add_parser("bench", help="run a benchmark suite (options after the suite go to it)")
+    b.add_argument("suite", choices=BENCH_SUITES)
+    sub.add_parser("params", help="print the security table parameters are checked against")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "bench":
+        return _cmd_bench(args, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return _cmd_demo(args) if args.command == "demo" else _cmd_params(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
