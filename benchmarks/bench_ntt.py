@@ -113,7 +113,10 @@ def main(args: argparse.Namespace) -> list[dict]:
             floor_ms = (4 * limbs * n * 4) / bandwidth * 1e3  # x, w, w_shoup in; result out
             np_reps = max(3, min(reps, int(2e8 // (limbs * n * log_n)) or 3))
             np_fwd = float(np.median(_timeit(lambda x=x, plan=plan: T.ntt_reference(x, plan), reps=np_reps)))
-            np_inv = float(np.median(_timeit(lambda plan=plan: T.intt_reference(np.asarray(y), plan), reps=np_reps)))
+            y_host = np.asarray(y)
+            np_inv = float(
+                np.median(_timeit(lambda y_host=y_host, plan=plan: T.intt_reference(y_host, plan), reps=np_reps))
+            )
             pr = run_peer(peer, log_n, primes, reps) if peer else None
             for name, fn, np_s, peer_key in (
                 ("ntt_forward", lambda xd=xd, plan=plan: T.ntt(xd, plan), np_fwd, "fwd"),

@@ -68,8 +68,12 @@ def add_wide(hi, lo, hi2, lo2):
 
 
 def _shr_wide(hi, lo, k):
-    """``(hi * 2^32 + lo) >> k`` for 0 < k < 32, low word only (caller guarantees it fits)."""
-    return (hi << (32 - k)) | (lo >> k)
+    """``(hi * 2^32 + lo) >> k`` for 1 <= k <= 32, low word only (caller guarantees it fits).
+
+    Every shift amount stays below the word size (lo is shifted by k - 1, then by 1), so the result never
+    depends on how a backend treats a shift by 32.
+    """
+    return (hi << (32 - k)) | ((lo >> (k - 1)) >> 1)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -109,8 +113,9 @@ class Modulus:
 
     @property
     def mac_max_terms(self) -> int:
-        """Largest n for which ``mac_reduce`` of n products of residues cannot overflow 64 bits."""
-        return (2**64 - 1) // (self.q - 1) ** 2
+        """Largest n for which ``mac_reduce`` of n products of residues in [0, q) is exact: the sum
+        stays below 2^64, and n <= 2^16 (the limit of :func:`sum_wide`)."""
+        return min(2**16, (2**64 - 1) // (self.q - 1) ** 2)
 
     def shoup(self, w: int) -> int:
         """Shoup's companion of a constant ``w`` in [0, q): floor(w * 2^32 / q)."""
@@ -330,7 +335,8 @@ def mac_reduce(a, b, q, mu, bits, qinv, r2, *, axis=0):
     The n products a_i * b_i (a_i, b_i in [0, q)) are summed exactly in a two-word accumulator and the
     sum is reduced once (:func:`reduce_u64`, q > 2^15). No overflow while n <= ``Modulus.mac_max_terms``
     = floor((2^64 - 1) / (q - 1)^2): 4 for q < 2^31, 16 for q < 2^30, 256 for q < 2^28; the caller keeps
-    n within it (splitting the axis otherwise). ``q`` and its constants broadcast against the result
+    n within it (splitting the axis otherwise). Products of residues of different moduli (basis
+    conversion) need the bound recomputed from both moduli. ``q`` and its constants broadcast against the result
     (the input shape without ``axis``). Output in [0, q). Exact.
     """
     hi, lo = mul_wide(a, b)

@@ -23,7 +23,7 @@ per butterfly. Outputs of :func:`ntt` and :func:`intt` are in [0, q); :func:`ntt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -88,7 +88,7 @@ def _factorize_small(n: int) -> list[int]:
     return f
 
 
-@lru_cache(maxsize=None)
+@cache
 def minimal_primitive_root(order: int, q: int) -> int:
     """The smallest primitive ``order``-th root of unity mod prime q (order a power of two)."""
     if (q - 1) % order:
