@@ -1,0 +1,468 @@
+"""RNS bases, CRT, fast basis conversion, ModUp / ModDown and rescale against Python big integers."""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math.modular import shoup_mul, shoup_precompute
+from crossfhe.math.rns import (
+    BasisConversion,
+    ModDownPlan,
+    ModUpPlan,
+    RescalePlan,
+    RNSBasis,
+    compose,
+    decompose,
+    fast_basis_conversion,
+    mod_down,
+    mod_up,
+    rescale,
+)
+
+# --------------------------------------------------------------------------------------------------
+# Test primes: q = 1 mod 2^17 (NTT-friendly up to N = 2^16), checked by deterministic Miller-Rabin.
+# --------------------------------------------------------------------------------------------------
+
+_MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)  # deterministic for n < 3.3e24
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    for p in _MR_BASES:
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in _MR_BASES:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+@functools.cache
+def ntt_primes(bits: int, count: int, two_n: int = 1 << 17) -> tuple[int, ...]:
+    """The ``count`` largest primes q < 2^bits with q = 1 mod two_n."""
+    out, k = [], ((1 << bits) - 1) // two_n
+    while len(out) < count:
+        if is_prime(k * two_n + 1):
+            out.append(k * two_n + 1)
+        k -= 1
+    return tuple(out)
+
+
+def basis_of(bits: int, count: int, skip: int = 0) -> RNSBasis:
+    return RNSBasis(ntt_primes(bits, skip + count)[skip:])
+
+
+def spell(names: str):
+    """Test ids that spell the parameters: spell("bits,limbs")((30, 4)) == "bits=30/limbs=4"."""
+    keys = names.split(",")
+    return lambda case: "/".join(f"{k}={v}" for k, v in zip(keys, case, strict=True))
+
+
+def random_ints(rng: random.Random, bound: int, n: int, edges=()) -> list[int]:
+    """n integers in [0, bound): the given edge values first (reduced), then uniform ones."""
+    vals = [e % bound for e in edges][:n]
+    return vals + [rng.randrange(bound) for _ in range(n - len(vals))]
+
+
+def test_known_primes():
+    assert is_prime(1073479681) and (1073479681 - 1) % (1 << 17) == 0
+    assert ntt_primes(30, 2) == (1073479681, 1071513601)
+    assert is_prime(2**31 - 1) and not is_prime(2**31 + 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Bases
+# --------------------------------------------------------------------------------------------------
+
+
+def test_basis_constants():
+    basis = basis_of(30, 5)
+    big_q = 1
+    for q in basis.moduli:
+        big_q *= q
+    assert basis.product == big_q
+    for i, q in enumerate(basis.moduli):
+        assert basis.hat[i] == big_q // q
+        assert basis.hat[i] * basis.hat_inv[i] % q == 1
+        assert basis.hat_inv_shoup[i] == (basis.hat_inv[i] << 32) // q
+    assert basis.table.q.shape == (5, 1) and basis.table.q.dtype == np.uint32
+    assert [int(v) for v in basis.table.q[:, 0]] == list(basis.moduli)
+
+
+def test_basis_is_frozen_and_hashable():
+    a = RNSBasis([7, 11, 13])
+    b = RNSBasis((7, 11, 13))
+    assert a == b and hash(a) == hash(b) and a.moduli == (7, 11, 13)
+    assert a != RNSBasis((7, 13, 11))
+    assert len({a, b}) == 1
+    with pytest.raises(AttributeError):
+        a.moduli = (3,)
+
+
+@pytest.mark.parametrize(
+    "moduli",
+    [(), (8,), (1,), (2**31 + 11,), (2**31 - 1, 2**31 - 1), (15, 35), (9, 7, 3)],
+    ids=["empty", "even", "one", "above-2^31", "duplicate", "gcd-5", "gcd-3"],
+)
+def test_basis_rejects_bad_moduli(moduli):
+    with pytest.raises(ParameterError):
+        RNSBasis(moduli)
+
+
+def test_sub_bases():
+    basis = basis_of(30, 6)
+    m = basis.moduli
+    assert basis.drop_last().moduli == m[:5]
+    assert basis.prefix(2).moduli == m[:2]
+    assert basis.sub(2, 5).moduli == m[2:5]
+    assert basis.prefix(3).concat(basis.sub(3, 6)) == basis
+    with pytest.raises(ParameterError):
+        basis.prefix(0)
+    with pytest.raises(ParameterError):
+        basis.sub(3, 3)
+    with pytest.raises(ParameterError):
+        RNSBasis(m[:1]).drop_last()
+    with pytest.raises(ParameterError):
+        basis.concat(basis.prefix(1))  # shared modulus
+
+
+# --------------------------------------------------------------------------------------------------
+# Exact CRT
+# --------------------------------------------------------------------------------------------------
+
+
+CRT_CASES = [(30, 1, 6), (30, 4, 8), (28, 10, 6), (31, 3, 10)]
+
+
+@pytest.mark.parametrize("bits,limbs,log_n", CRT_CASES, ids=map(spell("bits,limbs,logN"), CRT_CASES))
+def test_decompose_compose_roundtrip(bits, limbs, log_n):
+    basis = basis_of(bits, limbs)
+    big_q, n = basis.product, 1 << log_n
+    rng = random.Random(f"crt-{bits}-{limbs}-{log_n}")
+    xs = random_ints(rng, big_q, n, edges=(0, 1, big_q - 1, big_q // 2, big_q // 2 + 1))
+    res = decompose(xs, basis)
+    assert res.shape == (limbs, n) and res.dtype == np.uint32
+    for i, q in enumerate(basis.moduli):
+        assert [int(r) for r in res[i]] == [x % q for x in xs]
+    assert list(compose(res, basis)) == xs
+    centered = [x - big_q if x > big_q // 2 else x for x in xs]
+    assert list(compose(res, basis, centered=True)) == centered
+    assert max(centered) == (big_q - 1) // 2 and min(centered) == -((big_q - 1) // 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(xs=st.lists(st.integers(min_value=-(2**200), max_value=2**200), min_size=1, max_size=8))
+def test_decompose_compose_property(xs):
+    basis = basis_of(30, 4)
+    big_q = basis.product
+    res = decompose(np.array(xs, dtype=object).reshape(1, -1), basis)
+    assert res.shape == (1, 4, len(xs))
+    assert list(compose(res, basis)[0]) == [x % big_q for x in xs]
+    back = compose(res, basis, centered=True)[0]
+    assert all((b - x) % big_q == 0 and abs(2 * b) < big_q for b, x in zip(back, xs, strict=True))
+
+
+def test_decompose_scalar_and_batch_axes():
+    basis = basis_of(30, 3)
+    assert decompose(-1, basis).tolist() == [q - 1 for q in basis.moduli]
+    xs = np.arange(24, dtype=np.int64).reshape(2, 3, 4) * 10**6
+    res = decompose(xs, basis)
+    assert res.shape == (2, 3, 3, 4)
+    assert (compose(res, basis) == xs.astype(object)).all()
+
+
+def test_compose_rejects_limb_mismatch():
+    basis = basis_of(30, 3)
+    with pytest.raises(BasisMismatchError):
+        compose(np.zeros((2, 8), dtype=np.uint32), basis)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fast basis conversion
+# --------------------------------------------------------------------------------------------------
+
+
+def conversion_alpha(x: int, src: RNSBasis) -> int:
+    """alpha with sum_i [x (C/c_i)^-1]_{c_i} C/c_i = x + alpha C (the conversion's overshoot)."""
+    s = sum((x % c) * inv % c * h for c, inv, h in zip(src.moduli, src.hat_inv, src.hat, strict=True))
+    alpha, rem = divmod(s - x, src.product)
+    assert rem == 0
+    return alpha
+
+
+def check_conversion(xs, src: RNSBasis, dst: RNSBasis, out) -> list[int]:
+    """out == (x + alpha C) mod b_j with the exact alpha of each x, and 0 <= alpha < |C|."""
+    out = np.asarray(out)
+    assert out.dtype == np.uint32 and out.shape[-2:] == (len(dst), len(xs))
+    alphas = []
+    for n, x in enumerate(xs):
+        alpha = conversion_alpha(x, src)
+        assert 0 <= alpha < len(src)
+        expect = [(x + alpha * src.product) % b for b in dst.moduli]
+        assert [int(v) for v in out[:, n]] == expect
+        alphas.append(alpha)
+    return alphas
+
+
+CONV_CASES = [(30, 1, 30, 1, 6), (30, 3, 30, 2, 8), (28, 10, 30, 4, 6), (31, 5, 28, 3, 7), (30, 8, 30, 8, 10)]
+
+
+@pytest.mark.parametrize(
+    "src_bits,src_limbs,dst_bits,dst_limbs,log_n",
+    CONV_CASES,
+    ids=map(spell("Cbits,Climbs,Bbits,Blimbs,logN"), CONV_CASES),
+)
+def test_fast_conversion_equals_x_plus_alpha_c(src_bits, src_limbs, dst_bits, dst_limbs, log_n):
+    src = basis_of(src_bits, src_limbs)
+    dst = basis_of(dst_bits, dst_limbs, skip=src_limbs if src_bits == dst_bits else 0)
+    conv = BasisConversion.create(src, dst)
+    rng = random.Random(f"conv-{src_bits}-{src_limbs}-{dst_bits}-{dst_limbs}")
+    big_c = src.product
+    xs = random_ints(rng, big_c, 1 << log_n, edges=(0, 1, big_c - 1, big_c // 2, big_c // 2 + 1))
+    alphas = check_conversion(xs, src, dst, fast_basis_conversion(decompose(xs, src), conv))
+    assert alphas[0] == 0  # x = 0 converts exactly
+    if src_limbs >= 3:
+        assert max(alphas) > 0  # the approximation is real, not vacuous
+
+
+@settings(max_examples=25, deadline=None)
+@given(xs=st.lists(st.integers(min_value=0, max_value=basis_of(30, 4).product - 1), min_size=8, max_size=8))
+def test_fast_conversion_property(xs):
+    src, dst = basis_of(30, 4), basis_of(30, 3, skip=4)
+    conv = _cached_conversion(src, dst)
+    check_conversion(xs, src, dst, fast_basis_conversion(decompose(xs, src), conv))
+
+
+@functools.cache
+def _cached_conversion(src, dst, chunk=None):
+    return BasisConversion.create(src, dst, chunk=chunk)
+
+
+def test_fast_conversion_chunked_44_limbs():
+    """44 source limbs near 2^31 into 30-bit targets: the safe chunk is 8, so 6 partial sums."""
+    src, dst = basis_of(31, 44), basis_of(30, 3)
+    conv = _cached_conversion(src, dst)
+    assert conv.chunk == 8
+    rng = random.Random(44)
+    xs = random_ints(rng, src.product, 64, edges=(0, 1, src.product - 1))
+    check_conversion(xs, src, dst, fast_basis_conversion(decompose(xs, src), conv))
+
+
+@pytest.mark.parametrize("chunk", [3, 4], ids=lambda c: f"limbs=10/chunk={c}")
+def test_fast_conversion_smaller_chunks(chunk):
+    """A lowered chunk (uneven last chunk included) gives the same exact result."""
+    src, dst = basis_of(31, 10), basis_of(28, 2)
+    rng = random.Random(10)
+    xs = random_ints(rng, src.product, 32, edges=(0, src.product - 1))
+    x = decompose(xs, src)
+    out = fast_basis_conversion(x, _cached_conversion(src, dst, chunk))
+    np.testing.assert_array_equal(
+        np.asarray(out), np.asarray(fast_basis_conversion(x, _cached_conversion(src, dst)))
+    )
+    check_conversion(xs, src, dst, out)
+
+
+def test_chunk_bound_uses_both_bases():
+    big, small = basis_of(31, 2), basis_of(28, 2)
+    # mac_max_terms of a 28-bit target alone would be 256; y_i < 2^31 makes the real bound 32.
+    assert BasisConversion.create(big, small).chunk == (2**64 - 1) // (
+        (max(big.moduli) - 1) * (max(small.moduli) - 1)
+    )
+    assert BasisConversion.create(big, small).chunk < 256
+    p20 = ntt_primes(20, 4, two_n=1 << 11)
+    assert BasisConversion.create(RNSBasis(p20[:2]), RNSBasis(p20[2:])).chunk == 2**16
+    with pytest.raises(ParameterError):
+        BasisConversion.create(big, small, chunk=10**6)
+    with pytest.raises(ParameterError):
+        BasisConversion.create(big, RNSBasis((32749,)))  # target below 2^15
+
+
+def test_fast_conversion_batch_axes():
+    src, dst = basis_of(30, 3), basis_of(30, 2, skip=3)
+    rng = random.Random(7)
+    xs = np.array(random_ints(rng, src.product, 2 * 3 * 16), dtype=object).reshape(2, 3, 16)
+    out = np.asarray(fast_basis_conversion(decompose(xs, src), _cached_conversion(src, dst)))
+    assert out.shape == (2, 3, 2, 16)
+    flat = [int(v) for v in xs.reshape(-1)]
+    check_conversion(flat, src, dst, out.transpose(2, 0, 1, 3).reshape(2, -1))
+
+
+def test_fast_conversion_rejects_limb_mismatch():
+    src, dst = basis_of(30, 3), basis_of(30, 2, skip=3)
+    with pytest.raises(BasisMismatchError):
+        fast_basis_conversion(np.zeros((2, 8), dtype=np.uint32), _cached_conversion(src, dst))
+
+
+def test_user_jit_with_x64_off_is_exact():
+    assert not jax.config.jax_enable_x64
+    src, dst = basis_of(31, 6), basis_of(30, 4)
+    conv = _cached_conversion(src, dst)
+    rng = random.Random(64)
+    xs = random_ints(rng, src.product, 128, edges=(0, src.product - 1))
+
+    @jax.jit
+    def user_fn(x, plan):
+        return fast_basis_conversion(x, plan)
+
+    out = user_fn(decompose(xs, src), conv)
+    assert out.dtype == np.uint32
+    check_conversion(xs, src, dst, out)
+    # Closing over the plan (tables become constants of the user's trace) is exact too.
+    check_conversion(xs, src, dst, jax.jit(lambda x: fast_basis_conversion(x, conv))(decompose(xs, src)))
+
+
+# --------------------------------------------------------------------------------------------------
+# ModUp / ModDown
+# --------------------------------------------------------------------------------------------------
+
+
+def mul_by_const(res: np.ndarray, basis: RNSBasis, c: int) -> np.ndarray:
+    """Residues times the integer c, limb by limb (reference, NumPy object arithmetic)."""
+    out = [
+        (res[..., i, :].astype(object) * (c % q) % q).astype(np.uint32) for i, q in enumerate(basis.moduli)
+    ]
+    return np.stack(out, axis=-2)
+
+
+UPDOWN_CASES = [(1, 1, 6), (4, 2, 8), (8, 3, 7), (3, 4, 6)]
+
+
+@pytest.mark.parametrize("q_limbs,p_limbs,log_n", UPDOWN_CASES, ids=map(spell("Q,P,logN"), UPDOWN_CASES))
+def test_mod_up_then_mod_down_of_p_times_x_is_exact(q_limbs, p_limbs, log_n):
+    """ModUp(x) = x + alpha Q over Q ∪ P; times P it is P x mod QP; ModDown gives x back exactly."""
+    q_basis, p_basis = basis_of(30, q_limbs), basis_of(30, p_limbs, skip=q_limbs)
+    qp = q_basis.concat(p_basis)
+    up, down = ModUpPlan.create(q_basis, qp), ModDownPlan.create(q_basis, p_basis)
+    rng = random.Random(f"updown-{q_limbs}-{p_limbs}")
+    xs = random_ints(rng, q_basis.product, 1 << log_n, edges=(0, 1, q_basis.product - 1))
+    x = decompose(xs, q_basis)
+    ext = np.asarray(mod_up(x, up))
+    assert ext.shape == (len(qp), len(xs))
+    np.testing.assert_array_equal(ext[:q_limbs], x)
+    check_conversion(xs, q_basis, p_basis, ext[q_limbs:])
+    back = mod_down(mul_by_const(ext, qp, p_basis.product), down)
+    np.testing.assert_array_equal(np.asarray(back), x)
+
+
+@pytest.mark.parametrize(
+    "q_limbs,p_limbs", [(2, 1), (5, 2), (6, 5)], ids=map(spell("Q,P"), [(2, 1), (5, 2), (6, 5)])
+)
+def test_mod_down_error_bound(q_limbs, p_limbs):
+    """ModDown(X) = floor(X / P) - alpha mod Q with 0 <= alpha < |P|: X/P - out in [0, |P|)."""
+    q_basis, p_basis = basis_of(30, q_limbs), basis_of(30, p_limbs, skip=q_limbs)
+    qp = q_basis.concat(p_basis)
+    big_p, big_q = p_basis.product, q_basis.product
+    rng = random.Random(f"down-{q_limbs}-{p_limbs}")
+    xs = random_ints(
+        rng, qp.product, 256, edges=(0, big_p - 1, big_p, qp.product - 1, 5 * big_p + big_p // 2)
+    )
+    out = compose(mod_down(decompose(xs, qp), ModDownPlan.create(q_basis, p_basis)), q_basis)
+    deficits = [(x // big_p - int(o)) % big_q for x, o in zip(xs, out, strict=True)]
+    assert all(0 <= d < p_limbs for d in deficits)
+    for x, o, d in zip(xs, out, deficits, strict=True):
+        assert d == conversion_alpha(x % big_p, p_basis)
+        assert x % big_p != 0 or o == x // big_p % big_q
+
+
+@pytest.mark.parametrize("dnum", [1, 2, 3], ids=lambda d: f"Q=6/P=2/dnum={d}")
+def test_mod_up_of_digit_groups(dnum):
+    """Hybrid key switching: each digit group D of Q extends to Q ∪ P in Q ∪ P's limb order."""
+    q_basis, p_basis = basis_of(30, 6), basis_of(30, 2, skip=6)
+    qp = q_basis.concat(p_basis)
+    rng = random.Random(f"digits-{dnum}")
+    xs = random_ints(rng, q_basis.product, 32)
+    x = decompose(xs, q_basis)
+    size = -(-6 // dnum)
+    for start in range(0, 6, size):
+        stop = min(start + size, 6)
+        digit = q_basis.sub(start, stop)
+        plan = ModUpPlan.create(digit, qp)
+        assert plan.offset == start
+        ext = np.asarray(mod_up(x[start:stop], plan))
+        assert ext.shape == (8, 32)
+        np.testing.assert_array_equal(ext[start:stop], x[start:stop])
+        others = np.concatenate([ext[:start], ext[stop:]])
+        rest = RNSBasis(qp.moduli[:start] + qp.moduli[stop:])
+        check_conversion([v % digit.product for v in xs], digit, rest, others)
+
+
+def test_mod_up_down_plan_errors():
+    q_basis, p_basis = basis_of(30, 4), basis_of(30, 2, skip=4)
+    qp = q_basis.concat(p_basis)
+    with pytest.raises(ParameterError):
+        ModUpPlan.create(RNSBasis((q_basis.moduli[0], q_basis.moduli[2])), qp)  # not contiguous
+    with pytest.raises(ParameterError):
+        ModUpPlan.create(qp, qp)  # nothing to extend to
+    with pytest.raises(ParameterError):
+        ModDownPlan.create(q_basis, q_basis.prefix(1))  # P shares a modulus with Q
+    with pytest.raises(BasisMismatchError):
+        mod_down(np.zeros((5, 8), dtype=np.uint32), ModDownPlan.create(q_basis, p_basis))
+    with pytest.raises(BasisMismatchError):
+        mod_up(np.zeros((3, 8), dtype=np.uint32), ModUpPlan.create(q_basis, qp))
+
+
+def test_mod_up_down_under_user_jit():
+    q_basis, p_basis = basis_of(30, 3), basis_of(30, 2, skip=3)
+    qp = q_basis.concat(p_basis)
+    up, down = ModUpPlan.create(q_basis, qp), ModDownPlan.create(q_basis, p_basis)
+    p_mod = decompose(p_basis.product, qp).reshape(-1, 1)
+    p_mod_shoup = shoup_precompute(p_mod, qp.table.q)
+
+    @jax.jit
+    def roundtrip(x, up, down, p_mod, p_mod_shoup, q):
+        return mod_down(shoup_mul(mod_up(x, up), p_mod, p_mod_shoup, q), down)
+
+    rng = random.Random(3)
+    x = decompose(random_ints(rng, q_basis.product, 64), q_basis)
+    np.testing.assert_array_equal(np.asarray(roundtrip(x, up, down, p_mod, p_mod_shoup, qp.table.q)), x)
+
+
+# --------------------------------------------------------------------------------------------------
+# Rescale
+# --------------------------------------------------------------------------------------------------
+
+
+RESCALE_CASES = [(30, 2, 6), (30, 5, 8), (28, 10, 6), (31, 3, 10)]
+
+
+@pytest.mark.parametrize("bits,limbs,log_n", RESCALE_CASES, ids=map(spell("bits,limbs,logN"), RESCALE_CASES))
+def test_rescale_is_exact_rounding(bits, limbs, log_n):
+    basis = basis_of(bits, limbs)
+    lower, q_last = basis.drop_last(), basis.moduli[-1]
+    big_q, h = basis.product, (q_last - 1) // 2
+    rng = random.Random(f"rescale-{bits}-{limbs}")
+    edges = (0, 1, h, h + 1, q_last - 1, q_last, 7 * q_last + h, 7 * q_last + h + 1, big_q - 1, big_q - h - 1)
+    xs = random_ints(rng, big_q, 1 << log_n, edges=edges)
+    out = np.asarray(rescale(decompose(xs, basis), RescalePlan.create(basis)))
+    assert out.shape == (limbs - 1, len(xs)) and out.dtype == np.uint32
+    assert list(compose(out, lower)) == [(x + h) // q_last % lower.product for x in xs]
+    # Centered: round(X_c / q_last) lands in the centered range of Q', so the equality is over Z.
+    centered = [x - big_q if x > big_q // 2 else x for x in xs]
+    assert list(compose(out, lower, centered=True)) == [(xc + h) // q_last for xc in centered]
+    assert [int(v) for v in out[:, 1]] == [0] * (limbs - 1) and list(compose(out[:, 3:4], lower)) == [1]
+
+
+def test_rescale_errors():
+    with pytest.raises(ParameterError):
+        RescalePlan.create(basis_of(30, 1))
+    with pytest.raises(BasisMismatchError):
+        rescale(np.zeros((2, 8), dtype=np.uint32), RescalePlan.create(basis_of(30, 3)))
