@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math import primes
 from crossfhe.math.decompose import (
     Gadget,
     RNSGadgetPlan,
@@ -26,37 +27,10 @@ from crossfhe.math.decompose import (
 )
 from crossfhe.math.rns import RNSBasis, compose, decompose
 
-_MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
 
-
-def is_prime(n: int) -> bool:
-    if n < 2 or any(n % p == 0 for p in _MR_BASES if p < n):
-        return n in _MR_BASES
-    d, s = n - 1, 0
-    while d % 2 == 0:
-        d, s = d // 2, s + 1
-    for a in _MR_BASES:
-        x = pow(a, d, n)
-        if x in (1, n - 1):
-            continue
-        for _ in range(s - 1):
-            x = x * x % n
-            if x == n - 1:
-                break
-        else:
-            return False
-    return True
-
-
-@functools.cache
 def ntt_primes(bits: int, count: int, two_n: int = 1 << 17) -> tuple[int, ...]:
     """The ``count`` largest primes q < 2^bits with q = 1 mod two_n."""
-    out, k = [], ((1 << bits) - 1) // two_n
-    while len(out) < count:
-        if is_prime(k * two_n + 1):
-            out.append(k * two_n + 1)
-        k -= 1
-    return tuple(out)
+    return primes.ntt_primes(bits, two_n // 2, count)
 
 
 Q30 = ntt_primes(30, 1)[0]  # 1073479681

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math import primes
 from crossfhe.math.modular import shoup_mul, shoup_precompute
 from crossfhe.math.rns import (
     BasisConversion,
@@ -31,40 +32,9 @@ from crossfhe.math.rns import (
 # Test primes: q = 1 mod 2^17 (NTT-friendly up to N = 2^16), checked by deterministic Miller-Rabin.
 # --------------------------------------------------------------------------------------------------
 
-_MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)  # deterministic for n < 3.3e24
-
-
-def is_prime(n: int) -> bool:
-    if n < 2:
-        return False
-    for p in _MR_BASES:
-        if n % p == 0:
-            return n == p
-    d, s = n - 1, 0
-    while d % 2 == 0:
-        d, s = d // 2, s + 1
-    for a in _MR_BASES:
-        x = pow(a, d, n)
-        if x in (1, n - 1):
-            continue
-        for _ in range(s - 1):
-            x = x * x % n
-            if x == n - 1:
-                break
-        else:
-            return False
-    return True
-
-
-@functools.cache
 def ntt_primes(bits: int, count: int, two_n: int = 1 << 17) -> tuple[int, ...]:
     """The ``count`` largest primes q < 2^bits with q = 1 mod two_n."""
-    out, k = [], ((1 << bits) - 1) // two_n
-    while len(out) < count:
-        if is_prime(k * two_n + 1):
-            out.append(k * two_n + 1)
-        k -= 1
-    return tuple(out)
+    return primes.ntt_primes(bits, two_n // 2, count)
 
 
 def basis_of(bits: int, count: int, skip: int = 0) -> RNSBasis:
@@ -81,12 +51,6 @@ def random_ints(rng: random.Random, bound: int, n: int, edges=()) -> list[int]:
     """n integers in [0, bound): the given edge values first (reduced), then uniform ones."""
     vals = [e % bound for e in edges][:n]
     return vals + [rng.randrange(bound) for _ in range(n - len(vals))]
-
-
-def test_known_primes():
-    assert is_prime(1073479681) and (1073479681 - 1) % (1 << 17) == 0
-    assert ntt_primes(30, 2) == (1073479681, 1071513601)
-    assert is_prime(2**31 - 1) and not is_prime(2**31 + 1)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ per butterfly. Outputs of :func:`ntt` and :func:`intt` are in [0, q); :func:`ntt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache, lru_cache, partial
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +31,7 @@ import numpy as np
 
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.modular import mulhi, shoup_precompute
+from crossfhe.math.primes import is_prime, minimal_root_of_unity
 
 U32 = jnp.uint32
 MIN_LOG_N = 4
@@ -52,61 +53,11 @@ def bit_reverse(i: np.ndarray | int, log_n: int):
     return r
 
 
-def _is_probable_prime(n: int) -> bool:
-    if n < 2:
-        return False
-    for p in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37):
-        if n % p == 0:
-            return n == p
-    d, s = n - 1, 0
-    while d % 2 == 0:
-        d //= 2
-        s += 1
-    for a in (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37):
-        x = pow(a, d, n)
-        if x in (1, n - 1):
-            continue
-        for _ in range(s - 1):
-            x = x * x % n
-            if x == n - 1:
-                break
-        else:
-            return False
-    return True
-
-
-def _factorize_small(n: int) -> list[int]:
-    f, p = [], 2
-    while p * p <= n:
-        if n % p == 0:
-            f.append(p)
-            while n % p == 0:
-                n //= p
-        p += 1
-    if n > 1:
-        f.append(n)
-    return f
-
-
-@cache
-def minimal_primitive_root(order: int, q: int) -> int:
-    """The smallest primitive ``order``-th root of unity mod prime q (order a power of two)."""
-    if (q - 1) % order:
-        raise ParameterError(f"q = {q} is not 1 mod {order}: no primitive {order}-th root of unity")
-    cofactors = _factorize_small(q - 1)
-    g = next(
-        g for g in range(2, q) if all(pow(g, (q - 1) // f, q) != 1 for f in cofactors)
-    )
-    root = pow(g, (q - 1) // order, q)
-    # The primitive roots of order 2^k are root^odd; take the smallest for a canonical choice.
-    return min(pow(root, e, q) for e in range(1, order, 2))
-
-
 @lru_cache(maxsize=64)
 def _limb_tables(n: int, q: int):
     """Forward and inverse twiddle tables of one limb, as Python-int derived uint32 NumPy arrays."""
     log_n = n.bit_length() - 1
-    psi = minimal_primitive_root(2 * n, q)
+    psi = minimal_root_of_unity(2 * n, q)
     psi_inv = pow(psi, -1, q)
     brv = bit_reverse(np.arange(n), log_n)
     pw = np.empty(n, dtype=np.uint64)
@@ -199,7 +150,7 @@ def _create_plan(n: int, moduli: tuple[int, ...]) -> NTTPlan:
     if len(set(moduli)) != len(moduli):
         raise ParameterError(f"moduli must be distinct, got {moduli}")
     for q in moduli:
-        if not (2 < q < 2**31) or (q - 1) % (2 * n) or not _is_probable_prime(q):
+        if not (2 < q < 2**31) or (q - 1) % (2 * n) or not is_prime(q):
             raise ParameterError(f"modulus {q} is not an NTT-friendly prime below 2^31 for N = {n} (q = 1 mod 2N)")
     tables = [_limb_tables(n, q) for q in moduli]
     stacked = [np.stack([t[i] for t in tables]) for i in range(6)]
@@ -428,7 +379,7 @@ def ntt_definition(x, plan: NTTPlan) -> np.ndarray:
     out = np.zeros(x.shape, dtype=np.uint32)
     brv = bit_reverse(np.arange(plan.n), plan.log_n)
     for li, q in enumerate(plan.moduli):
-        psi = minimal_primitive_root(2 * plan.n, q)
+        psi = minimal_root_of_unity(2 * plan.n, q)
         for idx in np.ndindex(*x.shape[:-2]):
             coeffs = [int(c) for c in x[idx + (li,)]]
             for k in range(plan.n):
