@@ -42,6 +42,7 @@ def _cmd_bench(args, rest) -> int:
 
 def _cmd_params(args) -> int:
     from crossfhe.core import params
+    from crossfhe.errors import ParameterError
 
     levels = list(params.SecurityLevel)
     print("Max log2(PQ) for a uniform ternary secret (HomomorphicEncryption.org standard, classical)")
@@ -51,7 +52,7 @@ def _cmd_params(args) -> int:
         for lv in levels:
             try:
                 row.append(f"{params.max_log_pq(1 << log_n, lv):>10}")
-            except Exception:
+            except ParameterError:
                 row.append(f"{'-':>10}")
         print(f"{1 << log_n:>8} " + " ".join(row))
     return 0

@@ -25,11 +25,7 @@ from dataclasses import dataclass, field
 
 from crossfhe.errors import InsecureParametersError, ParameterError
 from crossfhe.math import primes
-
-MIN_LOG_N = 4
-MAX_LOG_N = 17
-MAX_LIMBS = 64
-"""Most RNS limbs (ciphertext primes plus special primes) a parameter set may have."""
+from crossfhe.ring.ntt import MAX_LIMBS, MAX_LOG_N, MIN_LOG_N  # the NTT plan's limits bound every set
 
 
 class SecurityLevel(enum.IntEnum):
