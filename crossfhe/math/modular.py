@@ -14,7 +14,8 @@ Ranges: unless a docstring states a lazy range, inputs and outputs are in ``[0, 
 References: Barrett as in CROSS Alg. 2 (shift, multiply, shift, subtract, correct); Shoup's
 multiplication by a precomputed constant (Harvey, "Faster arithmetic for number-theoretic transforms",
 2014); Montgomery REDC with R = 2^32; the multiply-accumulate-then-reduce-once operator "(M A)_n R" of
-Alchemist §4.
+Alchemist §4. Reduction by shifts and adds for sparse (low-Hamming-weight) primes, bit-exact with
+Barrett, is in :mod:`crossfhe.math.sparse`.
 """
 
 from __future__ import annotations
