@@ -31,16 +31,23 @@ def _parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="N 2^12, 2^14 and limbs 1, 8 only; fewer repetitions")
     p.add_argument("--json", type=Path, default=None, help="write the JSON records here")
-    p.add_argument("--threads", type=int, default=1, help="XLA:CPU threads (1 matches the single-thread peer)")
+    p.add_argument("--threads", type=int, default=1, help="CPUs to run on (1 matches the single-thread peer)")
     p.add_argument("--no-peer", action="store_true", help="skip tfhe-ntt")
     p.add_argument("--reps", type=int, default=None)
     return p.parse_args()
 
 
+def _pin_threads(threads: int) -> None:
+    """Restrict this process (and the peer it starts) to ``threads`` CPUs before JAX creates its CPU
+    client, which sizes its thread pool, and so its loop partitioning, by the CPUs it may use."""
+    if hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, set(cpus[-threads:]))
+
+
 ARGS = _parse() if __name__ == "__main__" else None
-if ARGS is not None and ARGS.threads == 1:
-    # Must be set before jax initialises its CPU client.
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+if ARGS is not None:
+    _pin_threads(ARGS.threads)
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
