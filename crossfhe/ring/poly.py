@@ -29,14 +29,14 @@ from crossfhe.math.modular import (
     shoup_precompute,
     sub_mod,
 )
-from crossfhe.ring.ntt import NTTPlan, intt, ntt
+from crossfhe.ring.ntt import NTTPlan, intt, ntt, slot_exponents, slot_of_exponent
 
 U32 = jnp.uint32
 
 
 class Domain(enum.Enum):
-    """Where a polynomial's values live: coefficients, or evaluations at the odd powers of psi
-    in bit-reversed order (the output order of :func:`crossfhe.ring.ntt.ntt`)."""
+    """Where a polynomial's values live: coefficients, or evaluations at the odd powers of psi in the
+    slot order of :func:`crossfhe.ring.ntt.ntt`."""
 
     COEFF = "coeff"
     EVAL = "eval"
@@ -191,34 +191,26 @@ def mul_monomial(a: RNSPoly, j: int) -> RNSPoly:
     return a._replace(jnp.where(negate, neg_mod(shifted, q), shifted))
 
 
-def _bit_reverse_jnp(i, log_n: int):
-    r = jnp.zeros_like(i)
-    for b in range(log_n):
-        r = r | (((i >> b) & 1) << (log_n - 1 - b))
-    return r
-
-
 def automorphism(a: RNSPoly, k: int) -> RNSPoly:
     """The automorphism a(X) -> a(X^k) for odd k (mod 2N), in either domain. Exact.
 
     Coefficient domain: output coefficient i is a_j with j = i k^-1 mod 2N when j < N, else -a_{j-N}.
-    Evaluation domain: slot i holds a(psi^(2 brv(i) + 1)); the output's slot i is the input's slot
-    brv((k (2 brv(i) + 1) mod 2N - 1) / 2), a permutation. Indices are computed in-graph from iota.
+    Evaluation domain: slot p holds a(psi^e(p)) (:func:`~crossfhe.ring.ntt.slot_exponents`), so the
+    output's slot p is the input's slot holding a(psi^(k e(p))), a permutation. Indices are computed
+    in-graph from iota.
     """
     n = a.n
     k = int(k) % (2 * n)
     if k % 2 == 0:
         raise ParameterError(f"automorphism X -> X^k needs an odd k, got k = {k}")
-    log_n = n.bit_length() - 1
-    i = jnp.arange(n, dtype=U32)
     mask = jnp.uint32(2 * n - 1)
     if a.domain == Domain.COEFF:
+        i = jnp.arange(n, dtype=U32)
         j = (i * jnp.uint32(pow(k, -1, 2 * n))) & mask
         src = jnp.where(j < n, j, j - n)
         vals = jnp.take(a.data, src.astype(jnp.int32), axis=-1)
         return a._replace(jnp.where(j < n, vals, neg_mod(vals, _table(a.basis).q)))
-    e = ((jnp.uint32(2) * _bit_reverse_jnp(i, log_n) + 1) * jnp.uint32(k)) & mask
-    src = _bit_reverse_jnp((e - 1) >> 1, log_n)
+    src = slot_of_exponent((slot_exponents(n, jnp) * jnp.uint32(k)) & mask, n)
     return a._replace(jnp.take(a.data, src.astype(jnp.int32), axis=-1))
 
 
