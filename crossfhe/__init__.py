@@ -20,6 +20,7 @@ from crossfhe.errors import (
     ParameterError,
     SerializationError,
 )
+from crossfhe.math.random import ChaChaKey, Rng, seed_key
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
 
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BasisMismatchError",
+    "ChaChaKey",
     "CrossFHEError",
     "Domain",
     "DomainMismatchError",
@@ -34,6 +36,7 @@ __all__ = [
     "NTTPlan",
     "ParameterError",
     "RNSPoly",
+    "Rng",
     "RingParams",
     "RingParamsLiteral",
     "SecretDistribution",
@@ -43,4 +46,5 @@ __all__ = [
     "intt",
     "max_log_pq",
     "ntt",
+    "seed_key",
 ]
