@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     d = sub.add_parser("demo", help="multiply two random polynomials through the NTT and check the product")
     d.add_argument("--log-n", type=int, default=14)
     d.add_argument("--limbs", type=int, default=8)
-    b = sub.add_parser("bench", help="run a benchmark suite (options after the suite go to it)")
+    b = sub.add_parser("bench", help="run a benchmark suite (options after the suite go to it)", add_help=False)
     b.add_argument("suite", choices=BENCH_SUITES)
     sub.add_parser("params", help="print the security table parameters are checked against")
     args, rest = parser.parse_known_args(argv)
