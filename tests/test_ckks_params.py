@@ -65,3 +65,18 @@ def test_bad_literals(kwargs, match):
         Params.from_literal(ParamsLiteral(insecure=True, **kwargs))
     with pytest.raises(ParameterError, match="level must be in"):
         Params.from_literal(ParamsLiteral(log_n=10, levels=2, log_scale=30, insecure=True)).moduli_at(3)
+
+
+def test_presets_secure_and_insecure():
+    import dataclasses
+
+    from crossfhe.ckks import presets
+
+    for name, p in presets.SECURE.items():
+        bound = {12: 109, 13: 218, 14: 438, 15: 881, 16: 1747}[p.n.bit_length() - 1]
+        assert not p.ring.insecure and p.log_pq <= bound, name
+    for name, p in presets.INSECURE.items():
+        assert p.ring.insecure and p.log_pq > 1747, name
+    for lit in (presets.CROSS_SET6_LITERAL, presets.ALCHEMIST_LITERAL):
+        with pytest.raises(InsecureParametersError, match="1747"):
+            Params.from_literal(dataclasses.replace(lit, insecure=False))

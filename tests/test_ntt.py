@@ -107,8 +107,8 @@ def test_plan_is_cached_and_validated():
         T.NTTPlan.create(1024, [primes[0], 1073741827])  # prime, but not 1 mod 2048
     with pytest.raises(ParameterError, match="distinct"):
         T.NTTPlan.create(1024, [primes[0], primes[0]])
-    with pytest.raises(ParameterError, match="1 to 64"):
-        T.NTTPlan.create(16, ntt_primes(30, 16, 65))
+    with pytest.raises(ParameterError, match="1 to 128"):
+        T.NTTPlan.create(64, ntt_primes(30, 64, 129))
     plan = T.NTTPlan.create(1024, primes)
     with pytest.raises(BasisMismatchError, match=r"\[..., 2, 1024\]"):
         T.ntt(np.zeros((3, 1024), np.uint32), plan)

@@ -214,9 +214,9 @@ BAD_LITERALS = {
     "not-ntt-friendly-N": (dict(log_n=13, q=(40961,)), r"q\[0\] = 40961 is not NTT-friendly for N = 8192"),
     "not-prime": (dict(log_n=12, q=(16385,)), r"q\[0\] = \d+ is not prime"),
     "32-bit-prime": (dict(log_n=12, q=(2**31 + 2**20 + 1,)), r"q\[0\] = 2148532225: .*at most 31 bits"),
-    "65-limbs": (
-        dict(log_n=12, q_bits=(30,) * 60, p_bits=(30,) * 5, insecure=True),
-        "65 limbs .* maximum 64",
+    "129-limbs": (
+        dict(log_n=12, q_bits=(30,) * 124, p_bits=(30,) * 5, insecure=True),
+        "129 limbs .* maximum 128",
     ),
     "not-enough-primes": (
         dict(log_n=16, q_bits=(20, 20, 20), insecure=True),
@@ -244,8 +244,8 @@ def test_direct_construction_is_checked():
         RingParams(n=3000, q=(Q12[0],), insecure=True)
     with pytest.raises(ParameterError, match="q is empty"):
         RingParams(n=4096, q=())
-    with pytest.raises(ParameterError, match="limbs exceeds the maximum 64"):
-        RingParams(n=4096, q=ntt_primes(30, 4096, 65), insecure=True)
+    with pytest.raises(ParameterError, match="limbs exceeds the maximum 128"):
+        RingParams(n=4096, q=ntt_primes(30, 4096, 129), insecure=True)
     with pytest.raises(ParameterError, match="secret"):
         RingParams(n=4096, q=Q12, secret="ternary")
     with pytest.raises(ParameterError, match="insecure"):

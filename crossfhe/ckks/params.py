@@ -88,7 +88,7 @@ class Params:
             raise ParameterError("CKKS key switching needs at least one special prime")
         log_p = sum(math.log2(p) for p in self.ring.p)
         log_digit = max(sum(math.log2(x) for x in q[i : i + digit]) for i in range(0, len(q), digit))
-        if log_p < log_digit:
+        if log_p < log_digit - 1:  # key-switching noise grows with digit / P: at most 2x here
             raise ParameterError(
                 f"the special primes (log2 P = {log_p:.1f}) must cover the largest key-switching digit "
                 f"(log2 = {log_digit:.1f}, {digit} primes with dnum = {self.dnum}); add special primes or raise dnum"
@@ -123,7 +123,7 @@ class Params:
         dnum = lit.dnum
         digit = math.ceil(len(q) / dnum)
         log_digit = max(sum(math.log2(x) for x in q[i : i + digit]) for i in range(0, len(q), digit))
-        special_bits = lit.special_bits or (31,) * math.ceil(log_digit / 30.99)
+        special_bits = lit.special_bits or (31,) * max(1, math.ceil((log_digit - 1) / 31))
         p = _take_primes(special_bits, n, used)
         secret = SecretDistribution.TERNARY
         ring = RingParams(n=n, q=q, p=p, security=lit.security, secret=secret, insecure=lit.insecure)

@@ -43,7 +43,7 @@ from crossfhe.math.primes import is_prime, minimal_root_of_unity
 U32 = jnp.uint32
 MIN_LOG_N = 4
 MAX_LOG_N = 17
-MAX_LIMBS = 64
+MAX_LIMBS = 128
 TAIL = 32
 """N2: the last log2(N2) forward stages (first inverse stages) run in the transposed layout."""
 
