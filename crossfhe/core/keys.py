@@ -1,0 +1,285 @@
+"""Secret and public keys of RLWE, and the samplers of the polynomials they are made of (all schemes).
+
+A ring is given by any ``params_like`` object with ``n`` (ring degree N), ``q`` (ciphertext primes
+q_0..q_{L-1}) and ``p`` (special primes p_0..p_{K-1}, possibly empty), e.g.
+:class:`crossfhe.core.params.RingParams`. Keys are kept in the evaluation (EVAL) domain.
+
+* :class:`SecretKey`: ternary s, as int32 coefficients and as EVAL residues over Q_L ∪ P.
+* :class:`PublicKey`: (b, a) over Q_L with b = -a s + e, a uniform from a seed the key keeps.
+* :func:`sample_uniform`, :func:`sample_gaussian`, :func:`sample_ternary`: RNSPoly samplers from a
+  :class:`~crossfhe.math.random.ChaChaKey` (ChaCha20, never ``jax.random``).
+
+Noise: the Gaussian sampler is the CDT sampler of :func:`crossfhe.math.random.discrete_gaussian` with
+tail cut ``GAUSSIAN_TAIL`` sigma, so every error coefficient satisfies |e| <= :func:`gaussian_bound`
+(sigma) = ceil(13 sigma) (42 for sigma = 3.19), a worst-case bound the noise analyses use.
+
+Reference: Lyubashevsky, Peikert, Regev, "On ideal lattices and learning with errors over rings", 2010
+(RLWE public key); HomomorphicEncryption.org security standard, 2018 (ternary secret, sigma = 3.19).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+
+import jax
+import numpy as np
+
+from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math import random as crandom
+from crossfhe.ring.ntt import NTTPlan, ntt
+from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
+
+SIGMA = 3.19
+"""Standard deviation of the error distribution (HomomorphicEncryption.org standard)."""
+GAUSSIAN_TAIL = 13.0
+"""Tail cut of the Gaussian sampler in multiples of sigma: samples lie in [-ceil(13 sigma), ceil(13 sigma)]."""
+
+_static = partial(field, metadata={"static": True})
+
+
+# --------------------------------------------------------------------------------------------------
+# Rings and bases
+# --------------------------------------------------------------------------------------------------
+
+
+def ring_of(params_like) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """(n, q, p) of a ``params_like`` (anything with attributes ``n``, ``q``, ``p``), as Python ints."""
+    try:
+        n, q, p = params_like.n, params_like.q, params_like.p
+    except AttributeError:
+        raise TypeError(
+            f"expected ring parameters with attributes n, q, p (e.g. RingParams), got {type(params_like).__name__}"
+        ) from None
+    return int(n), tuple(int(m) for m in q), tuple(int(m) for m in p)
+
+
+def moduli_of(basis) -> tuple[int, ...]:
+    """The moduli of a basis given as an RNSBasis, an NTTPlan-like object with ``moduli``, or a sequence."""
+    return tuple(int(m) for m in getattr(basis, "moduli", basis))
+
+
+def _qcol(moduli: tuple[int, ...]) -> np.ndarray:
+    return np.array(moduli, dtype=np.uint32).reshape(-1, 1)
+
+
+def _finish(residues, moduli, n, domain: Domain, plan: NTTPlan | None) -> RNSPoly:
+    """Wrap coefficient-domain residues, moving them to EVAL with ``plan`` (default: the cached plan)."""
+    if domain == Domain.EVAL:
+        plan = NTTPlan.create(n, moduli) if plan is None else plan
+        if plan.moduli != moduli or plan.n != n:
+            raise BasisMismatchError(f"NTT plan (N = {plan.n}, moduli {plan.moduli}) is not for N = {n}, {moduli}")
+        residues = ntt(residues, plan)
+    elif domain != Domain.COEFF:
+        raise TypeError(f"domain must be a Domain, got {domain!r}")
+    return RNSPoly.create(residues, moduli, domain)
+
+
+# --------------------------------------------------------------------------------------------------
+# Samplers
+# --------------------------------------------------------------------------------------------------
+
+
+def gaussian_bound(sigma: float = SIGMA) -> int:
+    """ceil(GAUSSIAN_TAIL sigma): the largest |e| :func:`sample_gaussian` can return (a hard bound)."""
+    return math.ceil(GAUSSIAN_TAIL * float(sigma))
+
+
+def sample_uniform(key, basis, n: int, *, domain: Domain = Domain.EVAL, batch: tuple[int, ...] = ()) -> RNSPoly:
+    """A uniform polynomial of Z_Q[X]/(X^N + 1): RNSPoly ``uint32[*batch, limbs, N]`` in [0, q_i).
+
+    Each residue is :func:`~crossfhe.math.random.uniform_mod` of its own modulus (one call, key ``key``),
+    which is uniform mod Q by the CRT. Uniform coefficients have uniform evaluations (the NTT is a
+    bijection), so the values are drawn directly in ``domain`` and no transform runs: the same key gives
+    the same words in either domain. Deterministic in ``key`` (a seeded ``a`` is re-expanded with it).
+    """
+    moduli = moduli_of(basis)
+    data = crandom.uniform_mod(key, tuple(batch) + (len(moduli), int(n)), _qcol(moduli))
+    return RNSPoly.create(data, moduli, domain)
+
+
+def sample_gaussian(
+    key,
+    basis,
+    n: int,
+    sigma: float = SIGMA,
+    *,
+    domain: Domain = Domain.COEFF,
+    batch: tuple[int, ...] = (),
+    plan: NTTPlan | None = None,
+) -> RNSPoly:
+    """A polynomial with discrete Gaussian coefficients D_{Z,sigma}, |e_i| <= gaussian_bound(sigma).
+
+    Coefficients: int32 ``[*batch, N]`` from :func:`~crossfhe.math.random.discrete_gaussian` (tail
+    ``GAUSSIAN_TAIL`` sigma), reduced mod every q_i of ``basis``. Returns RNSPoly ``uint32[*batch, limbs, N]``
+    in [0, q_i), in ``domain``; EVAL applies the forward NTT of ``plan`` (default: the cached plan of
+    (N, basis); pass one explicitly when calling inside a jitted function).
+    """
+    moduli = moduli_of(basis)
+    e = crandom.discrete_gaussian(key, tuple(batch) + (1, int(n)), sigma, tail=GAUSSIAN_TAIL)
+    return _finish(crandom.to_residues(e, _qcol(moduli)), moduli, int(n), domain, plan)
+
+
+def ternary_coeffs(key, n: int, *, hamming_weight: int | None = None, batch: tuple[int, ...] = ()):
+    """int32 ``[*batch, N]`` in {-1, 0, 1}: uniform ternary, or exactly ``hamming_weight`` nonzero entries
+    (uniform support and signs; :func:`~crossfhe.math.random.ternary_hamming`)."""
+    if hamming_weight is None:
+        return crandom.ternary(key, tuple(batch) + (int(n),))
+    return crandom.ternary_hamming(key, tuple(batch), int(n), int(hamming_weight))
+
+
+def sample_ternary(
+    key,
+    basis,
+    n: int,
+    *,
+    hamming_weight: int | None = None,
+    domain: Domain = Domain.COEFF,
+    batch: tuple[int, ...] = (),
+    plan: NTTPlan | None = None,
+) -> RNSPoly:
+    """A ternary polynomial (coefficients of :func:`ternary_coeffs`) as RNSPoly ``uint32[*batch, limbs, N]``
+    in [0, q_i), in ``domain`` (EVAL through ``plan`` as in :func:`sample_gaussian`)."""
+    moduli = moduli_of(basis)
+    s = ternary_coeffs(key, n, hamming_weight=hamming_weight, batch=batch)
+    return _finish(crandom.to_residues(s[..., None, :], _qcol(moduli)), moduli, int(n), domain, plan)
+
+
+# --------------------------------------------------------------------------------------------------
+# Secret key
+# --------------------------------------------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False, repr=False)
+class SecretKey:
+    """A ternary secret s in Z[X]/(X^N + 1): a pytree.
+
+    ``coeffs``: int32[N] in {-1, 0, 1}. ``poly``: RNSPoly ``uint32[L + K, N]``, the EVAL-domain residues of s
+    over Q_L ∪ P (q limbs first, then p limbs, the order of ``RingParams.moduli``). Static: ``q``, ``p``
+    (the moduli) and ``hamming_weight`` (None for a uniform ternary secret). The repr never shows s.
+    """
+
+    coeffs: jax.Array
+    poly: RNSPoly
+    q: tuple[int, ...] = _static()
+    p: tuple[int, ...] = _static()
+    hamming_weight: int | None = _static()
+
+    @property
+    def n(self) -> int:
+        return self.poly.n
+
+    def residues(self, moduli) -> RNSPoly:
+        """s over a sub-basis of Q_L ∪ P (any moduli of the key, in the order given), EVAL domain."""
+        moduli = moduli_of(moduli)
+        where = {m: i for i, m in enumerate(self.poly.basis)}
+        missing = [m for m in moduli if m not in where]
+        if missing:
+            raise BasisMismatchError(f"the secret key has no residues mod {missing} (its moduli: {self.poly.basis})")
+        idx = [where[m] for m in moduli]
+        if idx == list(range(idx[0], idx[0] + len(idx))):
+            data = self.poly.data[..., idx[0] : idx[0] + len(idx), :]
+        else:
+            data = self.poly.data[..., np.array(idx), :]
+        return RNSPoly(data, moduli, Domain.EVAL)
+
+    def __repr__(self) -> str:
+        return f"SecretKey(n={self.n}, q limbs={len(self.q)}, p limbs={len(self.p)})"
+
+
+def gen_secret_key(params_like, key, *, hamming_weight: int | None = None) -> SecretKey:
+    """A fresh secret key for the ring (n, q, p) of ``params_like``, from a ChaChaKey.
+
+    s is uniform ternary (the distribution of the security table), or, with ``hamming_weight`` h, has
+    exactly h coefficients ±1. Returns :class:`SecretKey` with s's EVAL residues over Q_L ∪ P.
+    """
+    n, q, p = ring_of(params_like)
+    if hamming_weight is not None and not 1 <= int(hamming_weight) <= n:
+        raise ParameterError(f"hamming_weight must be in [1, N = {n}], got {hamming_weight}")
+    s = ternary_coeffs(key, n, hamming_weight=hamming_weight)
+    moduli = q + p
+    poly = _finish(crandom.to_residues(s[None, :], _qcol(moduli)), moduli, n, Domain.EVAL, None)
+    h = None if hamming_weight is None else int(hamming_weight)
+    return SecretKey(coeffs=s, poly=poly, q=q, p=p, hamming_weight=h)
+
+
+def check_secret_key(sk: SecretKey, params_like) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """(n, q, p) of ``params_like`` after checking that ``sk`` was made for that ring."""
+    if not isinstance(sk, SecretKey):
+        raise TypeError(f"expected a SecretKey, got {type(sk).__name__}")
+    n, q, p = ring_of(params_like)
+    if (sk.n, sk.q, sk.p) != (n, q, p):
+        raise BasisMismatchError(
+            f"secret key is for N = {sk.n}, q = {sk.q}, p = {sk.p}; the parameters are N = {n}, q = {q}, p = {p}"
+        )
+    return n, q, p
+
+
+# --------------------------------------------------------------------------------------------------
+# Public key
+# --------------------------------------------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False, repr=False)
+class PublicKey:
+    """An RLWE encryption of zero under s: a pytree.
+
+    ``b``, ``a``: RNSPoly ``uint32[L, N]`` over Q_L, EVAL domain, with b + a s = e (mod Q_L), e discrete
+    Gaussian (|e| <= gaussian_bound(sigma)). ``seed``: the ChaChaKey ``a`` was expanded from,
+    ``a = sample_uniform(seed, q, N, domain=EVAL)``, so a serializer may store ``seed`` instead of ``a``
+    (the seed is public). Static: ``sigma``.
+    """
+
+    b: RNSPoly
+    a: RNSPoly
+    seed: crandom.ChaChaKey
+    sigma: float = _static()
+
+    @property
+    def n(self) -> int:
+        return self.b.n
+
+    @property
+    def q(self) -> tuple[int, ...]:
+        return self.b.basis
+
+    def __repr__(self) -> str:
+        return f"PublicKey(n={self.n}, q limbs={len(self.q)}, sigma={self.sigma})"
+
+
+@jax.jit
+def _rlwe_b(a: RNSPoly, e: RNSPoly, s: RNSPoly) -> RNSPoly:
+    """b = -a s + e (EVAL domain, same basis)."""
+    return add(neg(mul(a, s)), e)
+
+
+def gen_public_key(sk: SecretKey, params_like, key, *, sigma: float = SIGMA) -> PublicKey:
+    """(b, a) = (-a s + e, a) over Q_L, EVAL domain; a from ``split(key)[0]`` (kept as the seed), e from
+    ``split(key)[1]``. Raises BasisMismatchError if ``sk`` is for another ring."""
+    n, q, _ = check_secret_key(sk, params_like)
+    seed, key_e = crandom.split(key)
+    a = sample_uniform(seed, q, n, domain=Domain.EVAL)
+    e = sample_gaussian(key_e, q, n, sigma, domain=Domain.EVAL)
+    b = _rlwe_b(a, e, sk.residues(q))
+    return PublicKey(b=b, a=a, seed=seed, sigma=float(sigma))
+
+
+__all__ = [
+    "GAUSSIAN_TAIL",
+    "SIGMA",
+    "PublicKey",
+    "SecretKey",
+    "check_secret_key",
+    "gaussian_bound",
+    "gen_public_key",
+    "gen_secret_key",
+    "moduli_of",
+    "ring_of",
+    "sample_gaussian",
+    "sample_ternary",
+    "sample_uniform",
+    "ternary_coeffs",
+]

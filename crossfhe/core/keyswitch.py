@@ -1,0 +1,518 @@
+"""Hybrid key switching (dnum digits, special modulus P), written once for every RLWE scheme.
+
+Notation: ring degree N; ciphertext primes Q_L = q_0 ... q_{L-1}, of which a ciphertext at some level
+uses the prefix Q_k = q_0 ... q_{k-1} (k active limbs); special primes P = p_0 ... p_{K-1}. The L limbs
+are split once into contiguous digit groups (:func:`~crossfhe.math.decompose.digit_partition`(L, dnum):
+alpha = ceil(L / dnum) limbs each, ceil(L / alpha) <= dnum groups); at k active limbs the digits are
+those groups cut to the prefix, empty ones dropped (``digit_partition(L, dnum, active=k)``), so one key
+serves every level. D_j is the product of the primes of digit j.
+
+**Key.** For s' (the secret to switch from) and s (to), digit j holds, over Q_L ∪ P in the EVAL domain,
+
+    b_j = -a_j s + e_j + P g_j s'   (mod Q_L P),   g_j = 1 mod q_i for q_i in digit j, 0 mod the others,
+
+so P g_j s' has residues (P mod q_i) s'_i on the limbs of digit j and 0 elsewhere (also 0 mod each p).
+a_j is uniform, e_j discrete Gaussian (sigma 3.19, |e| <= ceil(13 sigma)).
+
+**Switching** (Han and Ki, "Better bootstrapping for approximate homomorphic encryption", CT-RSA 2020;
+CASA Alg. 4 with ModUp Alg. 6 and ModDown Alg. 7; Alchemist eq. 2-3). For d over Q_k:
+
+1. X_j = ModUp([d]_{D_j}) over Q_k ∪ P: X_j = [d]_{D_j} + alpha_j D_j, 0 <= X_j < |D_j| D_j (|D_j| limbs);
+2. (c0, c1) = sum_j X_j (b_j, a_j) (mod Q_k P), so c0 + c1 s = P d s' + sum_j X_j e_j (mod Q_k P);
+3. (u0, u1) = ModDown(c0, c1) = ((c - [c]_P - beta P) / P mod Q_k), 0 <= beta < K.
+
+Hence u0 + u1 s = d s' + e_ks (mod Q_k) with e_ks = (sum_j X_j e_j - C0 - C1 s) / P - (beta0 + beta1 s),
+C_i = [c_i]_P in [0, P), bounded by :func:`keyswitch_noise_bound`.
+
+**Kernel.** Steps that are linear and limb-wise run in the EVAL domain, which gives the same words as
+the plain pipeline (INTT, ModUp, NTT, MAC, INTT, ModDown, NTT; a test checks it bit for bit) with fewer
+transforms: ModUp only transforms the limbs it creates (a digit's own limbs are already the input's
+evaluations), and ModDown converts only the P limbs in the coefficient domain:
+out = (c_Q - NTT(Conv_{P->Q}(INTT(c_P)))) P^-1 mod q_i. The basis conversions of all digits run as one
+batched multiply-accumulate (:class:`DigitModUp`, the tables of ``rns.ModUpPlan`` stacked) and their
+outputs as one NTT call, so the compiled size does not grow with dnum. The products with the key are
+multiply-accumulated over the digits with one reduction per output (``mac_reduce``, Alchemist's
+(M A)_n R), in chunks of at most ``Modulus.mac_max_terms`` digits (4 when some prime is >= 2^30) whose
+partial sums are added mod q_i. Four transform calls per switch; in limbs, k (INTT of d, or NTT for a
+COEFF input) + sum_j (k + K - |D_j|) + 2K + 2k, which is 3k fewer than the plain pipeline.
+
+Tables live in a :class:`KeySwitchPlan` (cached per (N, Q_L, P, dnum, k), a pytree passed to the jitted
+kernel as an argument, never closed over).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache, partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from crossfhe.core.keys import SIGMA, SecretKey, check_secret_key, gaussian_bound, ring_of, sample_gaussian
+from crossfhe.core.keys import sample_uniform as _sample_uniform
+from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
+from crossfhe.math import random as crandom
+from crossfhe.math.decompose import digit_partition
+from crossfhe.math.modular import Modulus, ModulusTable, add_mod, barrett_mul, mac_reduce, shoup_mul, sub_mod
+from crossfhe.math.rns import ModDownPlan, ModUpPlan, RNSBasis, fast_basis_conversion
+from crossfhe.ring.ntt import NTTPlan, intt, ntt
+from crossfhe.ring.poly import Domain, RNSPoly, add, automorphism, mul, sub
+
+_static = partial(field, metadata={"static": True})
+
+
+# --------------------------------------------------------------------------------------------------
+# Digits
+# --------------------------------------------------------------------------------------------------
+
+
+def _dnum_of(params_like, dnum: int | None) -> int:
+    if dnum is None:
+        dnum = getattr(params_like, "dnum", None)
+        if dnum is None:
+            raise ParameterError("dnum is needed: pass dnum=... or parameters that carry a dnum")
+    if isinstance(dnum, bool) or not isinstance(dnum, (int, np.integer)):
+        raise ParameterError(f"dnum must be an int, got {dnum!r}")
+    return int(dnum)
+
+
+def digit_groups(n_limbs: int, dnum: int, active: int | None = None) -> tuple[tuple[int, int], ...]:
+    """The digit groups as (start, stop) limb ranges: ``digit_partition(n_limbs, dnum, active=active)``.
+
+    Raises ParameterError (naming the bound) unless 1 <= dnum <= n_limbs and 1 <= active <= n_limbs.
+    """
+    if not 1 <= dnum <= n_limbs:
+        raise ParameterError(f"dnum = {dnum} must be in [1, L] with L = {n_limbs} ciphertext limbs")
+    if active is not None and not 1 <= active <= n_limbs:
+        raise ParameterError(f"active = {active} limbs must be in [1, L = {n_limbs}]")
+    return tuple((g.start, g.stop) for g in digit_partition(n_limbs, dnum, active=active))
+
+
+def _gadget_factors(q: tuple[int, ...], p: tuple[int, ...], groups) -> np.ndarray:
+    """uint32 [digits, L + K, 1]: (P mod q_i) on the limbs of digit j, 0 elsewhere (the residues of P g_j)."""
+    big_p = math.prod(p)
+    f = np.zeros((len(groups), len(q) + len(p), 1), dtype=np.uint32)
+    for j, (start, stop) in enumerate(groups):
+        for i in range(start, stop):
+            f[j, i, 0] = big_p % q[i]
+    return f
+
+
+# --------------------------------------------------------------------------------------------------
+# Key-switching keys
+# --------------------------------------------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False, repr=False)
+class KeySwitchKey:
+    """Hybrid key-switching key from s' to s: a pytree (math in the module docstring).
+
+    ``b``, ``a``: RNSPoly ``uint32[digits, L + K, N]`` over Q_L ∪ P (q limbs first), EVAL domain, in
+    [0, q_i), with b_j + a_j s = e_j + P g_j s' (mod Q_L P); digits = len(digit_partition(L, dnum)) <= dnum.
+    ``seed``: the ChaChaKey of a, ``a = expand_keyswitch_a(seed, q + p, N, digits)``, so a serializer may
+    store the seed instead of a. Static: ``q``, ``p``, ``dnum``, ``sigma``.
+    """
+
+    b: RNSPoly
+    a: RNSPoly
+    seed: crandom.ChaChaKey
+    q: tuple[int, ...] = _static()
+    p: tuple[int, ...] = _static()
+    dnum: int = _static()
+    sigma: float = _static()
+
+    @property
+    def n(self) -> int:
+        return self.b.n
+
+    @property
+    def digits(self) -> int:
+        return self.b.data.shape[-3]
+
+    def __repr__(self) -> str:
+        return f"KeySwitchKey(n={self.n}, L={len(self.q)}, K={len(self.p)}, dnum={self.dnum}, digits={self.digits})"
+
+
+def expand_keyswitch_a(seed, moduli, n: int, digits: int) -> RNSPoly:
+    """The uniform part of a key-switching key from its seed: RNSPoly ``uint32[digits, limbs, N]``, EVAL,
+    a_j = ``sample_uniform(fold_in(seed, j), moduli, N)`` (one sampler shape for every dnum)."""
+    a = [_sample_uniform(crandom.fold_in(seed, j), moduli, n, domain=Domain.EVAL) for j in range(digits)]
+    return RNSPoly(jnp.stack([aj.data for aj in a]), tuple(moduli), Domain.EVAL)
+
+
+def _check_target(s_from, n: int, moduli: tuple[int, ...]) -> None:
+    if not isinstance(s_from, RNSPoly):
+        raise TypeError(f"s_from must be an RNSPoly (EVAL over Q_L ∪ P), got {type(s_from).__name__}")
+    if s_from.domain != Domain.EVAL:
+        raise DomainMismatchError(f"s_from must be in the EVAL domain, got {s_from.domain.name}")
+    if s_from.n != n or s_from.basis != moduli or s_from.data.ndim != 2:
+        raise BasisMismatchError(
+            f"s_from must be one polynomial over Q_L ∪ P = {moduli} with N = {n}; "
+            f"got shape {tuple(s_from.data.shape)} over {s_from.basis}"
+        )
+
+
+@jax.jit
+def _key_digit(a: RNSPoly, e: RNSPoly, s: RNSPoly, s_from: RNSPoly, factor) -> RNSPoly:
+    """b_j = e_j - a_j s + f_j s' over Q_L ∪ P (EVAL), f_j = ``factor`` uint32 ``[limbs, 1]`` (P g_j's residues)."""
+    t = ModulusTable.create(a.basis)
+    gs = RNSPoly(barrett_mul(s_from.data, factor, t.q, t.barrett_mu, t.bits), a.basis, Domain.EVAL)
+    return add(sub(e, mul(a, s)), gs)
+
+
+def gen_keyswitch_key(
+    sk_to: SecretKey, s_from: RNSPoly, params_like, key, *, dnum: int | None = None, sigma: float = SIGMA
+) -> KeySwitchKey:
+    """A key that switches d s' (s' = ``s_from``) to a pair under ``sk_to``: b_j = -a_j s + e_j + P g_j s'.
+
+    s_from: RNSPoly ``uint32[L + K, N]``, EVAL over Q_L ∪ P (s^2 for relinearization, s(X^k) for a Galois
+    element k, another key's s for a key switch). dnum: the number of digits (default ``params_like.dnum``),
+    1 <= dnum <= L; needs K >= 1 special primes. a from ``split(key)[0]`` (kept as the seed, expanded by
+    :func:`expand_keyswitch_a`), e_j from ``fold_in(split(key)[1], j)``. Raises ParameterError,
+    BasisMismatchError or DomainMismatchError naming the mismatch.
+    """
+    n, q, p = check_secret_key(sk_to, params_like)
+    dnum = _dnum_of(params_like, dnum)
+    if not p:
+        raise ParameterError("hybrid key switching needs at least one special prime (p is empty)")
+    groups = digit_groups(len(q), dnum)
+    moduli = q + p
+    _check_target(s_from, n, moduli)
+    seed, key_e = crandom.split(key)
+    a = expand_keyswitch_a(seed, moduli, n, len(groups))
+    factors = _gadget_factors(q, p, groups)
+    b = []
+    for j in range(len(groups)):
+        e = sample_gaussian(crandom.fold_in(key_e, j), moduli, n, sigma, domain=Domain.EVAL)
+        b.append(_key_digit(RNSPoly(a.data[j], moduli, Domain.EVAL), e, sk_to.poly, s_from, factors[j]).data)
+    b = RNSPoly(jnp.stack(b), moduli, Domain.EVAL)
+    return KeySwitchKey(b=b, a=a, seed=seed, q=q, p=p, dnum=dnum, sigma=float(sigma))
+
+
+def gen_relin_key(sk: SecretKey, params_like, key, *, dnum: int | None = None, sigma: float = SIGMA) -> KeySwitchKey:
+    """The relinearization key: switches d s^2 to s (s' = s^2, the EVAL product of s with itself)."""
+    check_secret_key(sk, params_like)
+    return gen_keyswitch_key(sk, mul(sk.poly, sk.poly), params_like, key, dnum=dnum, sigma=sigma)
+
+
+def gen_galois_key(
+    sk: SecretKey, params_like, key, galois_element: int, *, dnum: int | None = None, sigma: float = SIGMA
+) -> KeySwitchKey:
+    """The key of the automorphism X -> X^k (k = ``galois_element``, odd): switches d s(X^k) to s."""
+    check_secret_key(sk, params_like)
+    return gen_keyswitch_key(sk, automorphism(sk.poly, galois_element), params_like, key, dnum=dnum, sigma=sigma)
+
+
+# --------------------------------------------------------------------------------------------------
+# Plans
+# --------------------------------------------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False)
+class DigitModUp:
+    """ModUp of all digits at once: the tables of the per-digit ModUpPlans D_j -> Q_k ∪ P, stacked.
+
+    Each digit is padded to alpha = the largest digit size and its targets (Q_k ∪ P without D_j, in
+    conversion order) to m = the most targets; padding has zero weights, so it adds nothing. Tables:
+    ``src_q``, ``hat_inv``, ``hat_inv_shoup`` ``[digits, alpha, 1]``; ``weights`` ``[digits, m, alpha]`` =
+    [D_j / q_i]_t; ``dst`` (q, barrett_mu, bits, mont_qinv, mont_r2) of the targets, ``[digits, m, 1]``;
+    ``ntt``: one NTT plan over the real targets of every digit in turn (moduli repeat across digits, which
+    the limb-wise kernel allows). Static: ``chunk`` (source limbs per ``mac_reduce``, the smallest of the
+    digits' BasisConversion chunks), ``rows`` (the real target rows of the flattened ``[digits * m]``, or
+    None when there is no padding), ``assemble`` (for each digit and limb of Q_k ∪ P, its row in the
+    concatenation of the transformed targets and the input's own EVAL limbs).
+    """
+
+    src_q: np.ndarray
+    hat_inv: np.ndarray
+    hat_inv_shoup: np.ndarray
+    weights: np.ndarray
+    dst: tuple[np.ndarray, ...]
+    ntt: NTTPlan
+    chunk: int = _static()
+    rows: tuple[int, ...] | None = _static()
+    assemble: tuple[tuple[int, ...], ...] = _static()
+
+    @classmethod
+    def create(cls, n: int, groups, q_basis: RNSBasis, target: RNSBasis) -> DigitModUp:
+        ups = [ModUpPlan.create(q_basis.sub(start, stop), target) for start, stop in groups]
+        convs = [up.conv for up in ups]
+        alpha = max(stop - start for start, stop in groups)
+        if any(start != j * alpha for j, (start, _) in enumerate(groups)):
+            raise ParameterError(f"digits must be contiguous groups of {alpha} limbs from 0, got {groups}")
+        m = max(len(c.to_basis) for c in convs)
+        src = np.zeros((3, len(groups), alpha, 1), dtype=np.uint32)
+        src[0] = convs[0].src_q[0, 0]  # padding rows: x = 0 times w = 0 stays 0 for any modulus
+        weights = np.zeros((len(groups), m, alpha), dtype=np.uint32)
+        dst = np.zeros((5, len(groups), m, 1), dtype=np.uint32)
+        rows, assemble, base = [], [], 0
+        n_real = sum(len(c.to_basis) for c in convs)
+        for j, ((start, stop), c) in enumerate(zip(groups, convs)):
+            a, b = stop - start, len(c.to_basis)
+            src[:, j, :a] = c.src_q, c.hat_inv, c.hat_inv_shoup
+            weights[j, :b, :a] = c.hat_mod_dst
+            dst[:, j] = np.stack([c.dst_q, c.dst_mu, c.dst_bits, c.dst_qinv, c.dst_r2])[:, :1]  # padding
+            dst[:, j, :b] = c.dst_q, c.dst_mu, c.dst_bits, c.dst_qinv, c.dst_r2
+            rows += [j * m + r for r in range(b)]
+            own = range(n_real + start, n_real + stop)
+            assemble.append(tuple(range(base, base + start)) + tuple(own) + tuple(range(base + start, base + b)))
+            base += b
+        plans = [NTTPlan.create(n, c.to_basis.moduli) for c in convs]
+        return cls(
+            src_q=src[0],
+            hat_inv=src[1],
+            hat_inv_shoup=src[2],
+            weights=weights,
+            dst=tuple(dst),
+            ntt=_concat_ntt_plans(plans),
+            chunk=min(c.chunk for c in convs),
+            rows=None if len(rows) == len(groups) * m else tuple(rows),
+            assemble=tuple(assemble),
+        )
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False)
+class KeySwitchPlan:
+    """Tables of key switching at k active limbs; create with :func:`keyswitch_plan` (cached).
+
+    ``up``: :class:`DigitModUp`, the ModUp tables of every active digit; ``ntt_q``, ``ntt_p``: NTT plans of
+    Q_k and P; ``down``: the ModDownPlan Q_k ∪ P -> Q_k; ``mac``: (q, barrett_mu, bits, mont_qinv, mont_r2)
+    of Q_k ∪ P, uint32 ``[k + K, 1]``. Static: ``n``, ``q`` (all L primes), ``p``, ``dnum``, ``active``
+    (k), ``groups`` ((start, stop) of each active digit), ``mac_terms`` (digits per ``mac_reduce``).
+    """
+
+    up: DigitModUp
+    ntt_q: NTTPlan
+    ntt_p: NTTPlan
+    down: ModDownPlan
+    mac: tuple[np.ndarray, ...]
+    n: int = _static()
+    q: tuple[int, ...] = _static()
+    p: tuple[int, ...] = _static()
+    dnum: int = _static()
+    active: int = _static()
+    groups: tuple[tuple[int, int], ...] = _static()
+    mac_terms: int = _static()
+
+
+def _concat_ntt_plans(plans: list[NTTPlan]) -> NTTPlan:
+    """One NTT plan over the limbs of several plans in turn: every table of an NTTPlan has the limb axis
+    first, and the kernels treat limbs independently, so the tables are concatenated along it."""
+    leaves = [jax.tree_util.tree_leaves(plan) for plan in plans]
+    moduli = tuple(m for plan in plans for m in plan.moduli)
+    tables = [
+        np.concatenate(ts, axis=0) if isinstance(ts[0], np.ndarray) else jnp.concatenate(ts, axis=0)
+        for ts in zip(*leaves)
+    ]
+    return NTTPlan(plans[0].n, moduli, *tables)
+
+
+@lru_cache(maxsize=128)
+def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, active: int) -> KeySwitchPlan:
+    if not p:
+        raise ParameterError("hybrid key switching needs at least one special prime (p is empty)")
+    groups = digit_groups(len(q), dnum, active)
+    q_basis, p_basis = RNSBasis(q[:active]), RNSBasis(p)
+    target = q_basis.concat(p_basis)
+    t = target.table
+    return KeySwitchPlan(
+        up=DigitModUp.create(n, groups, q_basis, target),
+        ntt_q=NTTPlan.create(n, q_basis.moduli),
+        ntt_p=NTTPlan.create(n, p),
+        down=ModDownPlan.create(q_basis, p_basis),
+        mac=(t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2),
+        n=n,
+        q=q,
+        p=p,
+        dnum=dnum,
+        active=active,
+        groups=groups,
+        mac_terms=min(Modulus.create(m).mac_max_terms for m in target.moduli),
+    )
+
+
+def keyswitch_plan(params_like, *, active: int | None = None, dnum: int | None = None) -> KeySwitchPlan:
+    """The cached :class:`KeySwitchPlan` of the ring (n, q, p) of ``params_like`` at ``active`` limbs
+    (default all L). ``params_like`` may be a :class:`KeySwitchKey` (its dnum is the default) or any
+    object with n, q, p (and dnum, or pass ``dnum``)."""
+    n, q, p = ring_of(params_like)
+    dnum = _dnum_of(params_like, dnum)
+    active = len(q) if active is None else int(active)
+    return _create_plan(n, q, p, dnum, active)
+
+
+# --------------------------------------------------------------------------------------------------
+# Key switching
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_operands(d, ksk, plan: KeySwitchPlan) -> None:
+    if not isinstance(d, RNSPoly):
+        raise TypeError(f"keyswitch takes an RNSPoly d, got {type(d).__name__}")
+    if not isinstance(ksk, KeySwitchKey) or not isinstance(plan, KeySwitchPlan):
+        raise TypeError(
+            f"keyswitch takes a KeySwitchKey and a KeySwitchPlan, got {type(ksk).__name__}, {type(plan).__name__}"
+        )
+    if (ksk.n, ksk.q, ksk.p, ksk.dnum) != (plan.n, plan.q, plan.p, plan.dnum):
+        raise BasisMismatchError(
+            f"key (N = {ksk.n}, q = {ksk.q}, p = {ksk.p}, dnum = {ksk.dnum}) and plan (N = {plan.n}, "
+            f"q = {plan.q}, p = {plan.p}, dnum = {plan.dnum}) are for different rings or digit splits"
+        )
+    q_active = plan.q[: plan.active]
+    if d.n != plan.n or d.basis != q_active:
+        raise BasisMismatchError(
+            f"keyswitch: d (N = {d.n}, moduli {d.basis}) does not match the plan's level (N = {plan.n}, "
+            f"{plan.active} active limbs {q_active}); use keyswitch_plan(..., active={d.limbs}) for a "
+            "prefix of the key's q"
+        )
+
+
+def _key_limbs(x, plan: KeySwitchPlan):
+    """Key residues ``[digits, L + K, N]`` restricted to the active digits and limbs Q_k ∪ P."""
+    k, n_digits = plan.active, len(plan.groups)
+    return jnp.concatenate([x[:n_digits, :k, :], x[:n_digits, len(plan.q) :, :]], axis=-2)
+
+
+def _convert_digits(x, up: DigitModUp):
+    """Conv_{D_j -> Q_k ∪ P \\ D_j} of every digit (fast basis conversion, CROSS §3.1.2), batched over digits.
+
+    x: uint32 ``[..., k, N]``, coefficients mod Q_k. Returns ``[..., sum_j |targets_j|, N]``: the targets of
+    digit 0, then digit 1, ...; the same words as ``fast_basis_conversion`` of each digit.
+    """
+    n_digits, alpha = up.src_q.shape[:2]
+    pad = n_digits * alpha - x.shape[-2]
+    if pad:
+        x = jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, pad), (0, 0)])
+    x = x.reshape(x.shape[:-2] + (n_digits, alpha, x.shape[-1]))
+    y = shoup_mul(x, up.hat_inv, up.hat_inv_shoup, up.src_q)  # [..., digits, alpha, N]
+    z = None
+    for start in range(0, alpha, up.chunk):
+        stop = min(start + up.chunk, alpha)
+        part = mac_reduce(y[..., :, None, start:stop, :], up.weights[:, :, start:stop, None], *up.dst, axis=-2)
+        z = part if z is None else add_mod(z, part, up.dst[0])
+    z = z.reshape(z.shape[:-3] + (-1, z.shape[-1]))  # [..., digits * m, N]
+    return z if up.rows is None else jnp.take(z, np.array(up.rows, dtype=np.int32), axis=-2)
+
+
+def _mod_up_eval(d_coeff, d_eval, plan: KeySwitchPlan):
+    """uint32 ``[..., digits, k + K, N]``: NTT(ModUp(d_j)) of every digit; only the new limbs are
+    transformed (one NTT call for all digits), a digit's own limbs are the input's evaluations."""
+    z = ntt(_convert_digits(d_coeff, plan.up), plan.up.ntt)
+    rows = jnp.concatenate([z, d_eval], axis=-2)
+    return jnp.take(rows, np.array(plan.up.assemble, dtype=np.int32), axis=-2)
+
+
+def _mac_digits(y, key, plan: KeySwitchPlan):
+    """sum_j y_j key_j mod each modulus; y ``[..., digits, l, N]``, key ``[..., digits, l, N]``, axis -3."""
+    n_digits = y.shape[-3]
+    out = None
+    for start in range(0, n_digits, plan.mac_terms):
+        stop = min(start + plan.mac_terms, n_digits)
+        part = mac_reduce(y[..., start:stop, :, :], key[..., start:stop, :, :], *plan.mac, axis=-3)
+        out = part if out is None else add_mod(out, part, plan.mac[0])
+    return out
+
+
+def _mod_down_eval(c, plan: KeySwitchPlan):
+    """ModDown of c ``[..., k + K, N]`` (EVAL over Q_k ∪ P) to EVAL over Q_k; the same words as
+    NTT(mod_down(INTT(c))) since the NTT is linear and exact."""
+    k, down = plan.active, plan.down
+    z = ntt(fast_basis_conversion(intt(c[..., k:, :], plan.ntt_p), down.conv), plan.ntt_q)
+    return shoup_mul(sub_mod(c[..., :k, :], z, down.q), down.p_inv, down.p_inv_shoup, down.q)
+
+
+@jax.jit
+def _keyswitch(d: RNSPoly, ksk: KeySwitchKey, plan: KeySwitchPlan):
+    if d.domain == Domain.EVAL:
+        d_eval, d_coeff = d.data, intt(d.data, plan.ntt_q)
+    else:
+        d_eval, d_coeff = ntt(d.data, plan.ntt_q), d.data
+    y = _mod_up_eval(d_coeff, d_eval, plan)  # [..., digits, k + K, N]
+    key = jnp.stack([_key_limbs(ksk.b.data, plan), _key_limbs(ksk.a.data, plan)])  # [2, digits, k + K, N]
+    c = _mac_digits(y[..., None, :, :, :], key, plan)  # [..., 2, k + K, N]
+    u = _mod_down_eval(c, plan)  # [..., 2, k, N]
+    q_active = plan.q[: plan.active]
+    return RNSPoly(u[..., 0, :, :], q_active, Domain.EVAL), RNSPoly(u[..., 1, :, :], q_active, Domain.EVAL)
+
+
+def keyswitch(d: RNSPoly, ksk: KeySwitchKey, *, plan: KeySwitchPlan) -> tuple[RNSPoly, RNSPoly]:
+    """Hybrid key switching of d s' to s: (u0, u1) with u0 + u1 s = d s' + e_ks (mod Q_k). Jitted kernel.
+
+    d: RNSPoly ``uint32[..., k, N]`` over Q_k = q_0..q_{k-1} (a prefix of the key's q, k = ``plan.active``)
+    in [0, q_i), EVAL or COEFF domain (leading axes are batch axes; or map with ``jax.vmap``). ksk: a
+    :class:`KeySwitchKey` for s' -> s. plan: ``keyswitch_plan(ksk, active=k)``.
+    Returns (u0, u1): RNSPoly ``uint32[..., k, N]`` over Q_k in [0, q_i), always EVAL; the same words
+    for either input domain. ||e_ks||_inf (centered) <= :func:`keyswitch_noise_bound`. Raises
+    BasisMismatchError at trace time when d, the key and the plan are not for the same ring, digits and level.
+    Algorithm, MAC reduction and transform counts: module docstring.
+    """
+    _check_operands(d, ksk, plan)
+    return _keyswitch(d, ksk, plan)
+
+
+# --------------------------------------------------------------------------------------------------
+# Noise
+# --------------------------------------------------------------------------------------------------
+
+
+def keyswitch_noise_bound(
+    n: int,
+    q_active,
+    p,
+    dnum: int,
+    sigma: float = SIGMA,
+    *,
+    q_limbs: int | None = None,
+    hamming_weight: int | None = None,
+) -> int:
+    """Worst-case bound on ||e_ks||_inf, e_ks = u0 + u1 s - d s' centered mod Q_k, for any d and ternary s.
+
+    n: N. q_active: the k active primes. p: the special primes (P = prod p, K = len p). dnum, q_limbs: the
+    key's digit split, made for L = ``q_limbs`` (default k) limbs, cut to k. hamming_weight: h, the number of
+    nonzero coefficients of s (default N, any ternary s). With B = ceil(13 sigma) (the sampler's hard tail),
+    |D_j| the number of limbs of digit j and X_j <= |D_j| D_j - sum_{i in j} D_j / q_i the largest ModUp
+    coefficient (module docstring), products bounded by ||x y|| <= N ||x|| ||y|| and ||x s|| <= h ||x||:
+
+        ||e_ks|| <= N B sum_j X_j / P  +  (1 + h)(P - 1) / P  +  (K - 1)(1 + h)
+
+    (the key errors carried through ModDown; the ModDown remainder [c]_P / P for c0 + c1 s; the conversion
+    overshoot beta0 + beta1 s, 0 <= beta < K). Returns the floor, an int. When P >= max D_j (the usual
+    choice) X_j / P < |D_j|, so the bound is below N B k + K (1 + h). It is a worst case: on random
+    inputs the error is a sum of independent terms and measures about its square root (tests: a few
+    hundred at N = 2^10, against a bound near 2^17).
+    """
+    q_active, p = tuple(int(m) for m in q_active), tuple(int(m) for m in p)
+    if not p:
+        raise ParameterError("hybrid key switching needs at least one special prime (p is empty)")
+    k = len(q_active)
+    q_limbs = k if q_limbs is None else int(q_limbs)
+    h = int(n) if hamming_weight is None else int(hamming_weight)
+    big_p = math.prod(p)
+    x_max = 0
+    for start, stop in digit_groups(q_limbs, int(dnum), k):
+        digit = q_active[start:stop]
+        big_d = math.prod(digit)
+        x_max += len(digit) * big_d - sum(big_d // m for m in digit)
+    bound = Fraction(int(n) * gaussian_bound(sigma) * x_max, big_p)
+    bound += Fraction((1 + h) * (big_p - 1), big_p) + (len(p) - 1) * (1 + h)
+    return math.floor(bound)
+
+
+__all__ = [
+    "KeySwitchKey",
+    "KeySwitchPlan",
+    "digit_groups",
+    "expand_keyswitch_a",
+    "gen_galois_key",
+    "gen_keyswitch_key",
+    "gen_relin_key",
+    "keyswitch",
+    "keyswitch_noise_bound",
+    "keyswitch_plan",
+]
