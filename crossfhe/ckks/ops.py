@@ -1,0 +1,413 @@
+"""CKKS operations as pure functions on :mod:`crossfhe.ckks.ciphertext` types.
+
+Each public function checks parameters, levels and scales in Python (so errors name the problem, also
+while tracing under ``jax.jit``/``jax.vmap``) and runs jitted kernels on the RNS arrays. Ciphertexts are
+kept in the EVAL domain.
+
+Scales. Delta is tracked exactly as a float. A product has scale Delta_a Delta_b; :func:`rescale` divides
+by the last prime(s) q of the level and sets Delta / q. Binary operations align levels by dropping
+primes from the higher operand; their scales must agree within a relative 2^-20 (then the sum takes the
+first operand's scale, an added relative error below 2^-20 per slot) or one operand is brought to the
+other's scale: multiplied by round(Delta_b q / Delta_a) and rescaled by q, which costs one level.
+
+Noise (infinity norm of the phase error, coefficients): fresh public-key encryption <= (2N + 1) B_e,
+B_e = ceil(13 sigma); a rescale adds at most (1 + N) / 2 (rounding of the division and of s times it);
+key switching adds :func:`~crossfhe.core.keyswitch.keyswitch_noise_bound`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from crossfhe.ckks import encoder
+from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
+from crossfhe.ckks.params import Params
+from crossfhe.core import keyswitch as ks
+from crossfhe.core import rlwe
+from crossfhe.core.keys import PublicKey, SecretKey, gen_public_key, gen_secret_key
+from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math import random as crandom
+from crossfhe.math.modular import ModulusTable, add_mod, barrett_reduce, shoup_mul, shoup_precompute, sub_mod
+from crossfhe.ring import poly
+from crossfhe.ring.ntt import NTTPlan, intt, ntt
+from crossfhe.ring.poly import Domain, RNSPoly
+
+SCALE_TOLERANCE = 2.0**-20
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------------------------------
+
+
+def galois_element(params: Params, rotation: int) -> int:
+    """The Galois element 5^r mod 2N rotating slots left by r (any integer; 5 has order N/2 mod 2N)."""
+    return pow(5, int(rotation) % params.slots, 2 * params.n)
+
+
+def conjugation_element(params: Params) -> int:
+    return 2 * params.n - 1
+
+
+def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None):
+    """(SecretKey, EvaluationKeys) for ``params``: a ternary secret (fixed Hamming weight if the
+    parameters ask for one), the public key, the relinearization key and Galois keys for ``rotations``
+    (slot offsets, any sign) and, if asked, conjugation. ``seed``: 32 bytes for reproducible keys
+    (tests); default os.urandom."""
+    if not isinstance(params, Params):
+        raise TypeError(f"keygen takes ckks.Params, got {type(params).__name__}")
+    rng = crandom.Rng(seed)
+    sk = gen_secret_key(params, rng.next_key(), hamming_weight=params.hamming_weight)
+    pk = gen_public_key(sk, params, rng.next_key())
+    rlk = ks.gen_relin_key(sk, params, rng.next_key(), dnum=params.dnum)
+    elements = {galois_element(params, r) for r in rotations}
+    if conjugation:
+        elements.add(conjugation_element(params))
+    galois = {g: ks.gen_galois_key(sk, params, rng.next_key(), g, dnum=params.dnum) for g in sorted(elements)}
+    return sk, EvaluationKeys(public=pk, relin=rlk, galois=galois, params=params)
+
+
+# --------------------------------------------------------------------------------------------------
+# Encoding and encryption
+# --------------------------------------------------------------------------------------------------
+
+
+def encode(params: Params, values, *, level: int | None = None, scale: float | None = None) -> Plaintext:
+    """Encode complex (or real) values into a plaintext at ``level`` (default: top) and ``scale``
+    (default Delta). ``values``: up to N/2 numbers (fewer: a power of two, replicated)."""
+    level = params.levels if level is None else int(level)
+    scale = params.scale if scale is None else float(scale)
+    moduli = params.moduli_at(level)
+    coeffs = encoder.encode(values, n=params.n, moduli=moduli, scale=scale)
+    p = poly.to_eval(RNSPoly.create(jnp.asarray(coeffs), moduli), NTTPlan.create(params.n, moduli))
+    return Plaintext(p, params, scale)
+
+
+def decode(pt: Plaintext, *, slots: int | None = None) -> np.ndarray:
+    """The complex values of a plaintext (complex128[..., slots])."""
+    moduli = pt.poly.basis
+    coeffs = np.asarray(poly.to_coeff(pt.poly, NTTPlan.create(pt.params.n, moduli)).data)
+    return encoder.decode(coeffs, moduli=moduli, scale=pt.scale, slots=slots)
+
+
+def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None) -> Ciphertext:
+    """Encrypt a plaintext with a PublicKey (or EvaluationKeys), or a SecretKey (symmetric, smaller noise).
+    ``key``: a ChaChaKey used once (default: fresh from os.urandom)."""
+    key = crandom.seed_key() if key is None else key
+    if isinstance(key_material, EvaluationKeys):
+        _same_params(key_material.params, pt.params, "encrypt")
+        key_material = key_material.public
+    if isinstance(key_material, PublicKey):
+        c0, c1 = rlwe.encrypt_pk(key_material, pt.poly, key)
+    elif isinstance(key_material, SecretKey):
+        c0, c1 = rlwe.encrypt_sk(key_material, pt.poly, key)
+    else:
+        raise TypeError(f"encrypt takes a PublicKey, EvaluationKeys or SecretKey, got {type(key_material).__name__}")
+    return Ciphertext(c0, c1, pt.params, pt.scale)
+
+
+def decrypt(sk: SecretKey, ct: Ciphertext) -> Plaintext:
+    """The plaintext c0 + c1 s, at the ciphertext's level and scale."""
+    return Plaintext(rlwe.decrypt(sk, (ct.c0, ct.c1)), ct.params, ct.scale)
+
+
+# --------------------------------------------------------------------------------------------------
+# Levels and scales
+# --------------------------------------------------------------------------------------------------
+
+
+def _same_params(a: Params, b: Params, what: str) -> None:
+    if a != b:
+        raise BasisMismatchError(f"{what}: operands belong to different parameter sets ({a.digest()[:12]} vs "
+                                 f"{b.digest()[:12]})")
+
+
+def drop_level(x, level: int):
+    """Drop primes so that a ciphertext or plaintext is at ``level`` (<= its level). Exact; scale unchanged."""
+    if level > x.level:
+        raise ParameterError(f"cannot raise a level: at {x.level}, asked for {level}")
+    k = len(x.params.moduli_at(level))
+    if isinstance(x, Plaintext):
+        return Plaintext(poly.drop_limbs(x.poly, x.poly.limbs - k), x.params, x.scale)
+    return Ciphertext(poly.drop_limbs(x.c0, x.c0.limbs - k), poly.drop_limbs(x.c1, x.c1.limbs - k), x.params, x.scale)
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a / b - 1.0) <= SCALE_TOLERANCE
+
+
+def _align(a: Ciphertext, b, what: str):
+    """Bring a and b (Ciphertext or Plaintext) to one level and (nearly) one scale.
+
+    Equal scales (within SCALE_TOLERANCE): drop primes from the higher operand. Otherwise the ciphertext
+    x at the higher level (or ``a`` at equal levels) is multiplied by c = round(Delta_y q / Delta_x) and
+    rescaled by q, the prime(s) of the level just above the target: its scale becomes Delta_x c / q, within
+    a relative 1 / (2c) of Delta_y (about 2^-31), at the cost of that level.
+    """
+    _same_params(a.params, b.params, what)
+    if _close(a.scale, b.scale):
+        level = min(a.level, b.level)
+        return drop_level(a, level), drop_level(b, level)
+    swap = b.level > a.level or (b.level == a.level and not isinstance(a, Ciphertext))
+    x, y = (b, a) if swap else (a, b)
+    target = y.level if x.level > y.level else y.level - 1
+    if not isinstance(x, Ciphertext) or target < 0:
+        raise ParameterError(
+            f"{what}: scales 2^{math.log2(a.scale):.3f} (level {a.level}) and 2^{math.log2(b.scale):.3f} (level "
+            f"{b.level}) differ and cannot be aligned without a spare level; encode plaintexts at the "
+            "ciphertext's scale, or rescale first"
+        )
+    x = drop_level(x, target + 1)
+    q = math.prod(x.params.rescale_primes(x.level))
+    x = rescale(_mul_integer(x, round(y.scale * q / x.scale), x.scale * round(y.scale * q / x.scale)))
+    y = drop_level(y, target)
+    return (y, x) if swap else (x, y)
+
+
+# --------------------------------------------------------------------------------------------------
+# Kernels (jitted on RNSPoly; static parts are the bases, so they compile once per level)
+# --------------------------------------------------------------------------------------------------
+
+
+@jax.jit
+def _k_add(a0, a1, b0, b1):
+    return poly.add(a0, b0), poly.add(a1, b1)
+
+
+@jax.jit
+def _k_sub(a0, a1, b0, b1):
+    return poly.sub(a0, b0), poly.sub(a1, b1)
+
+
+@jax.jit
+def _k_tensor(a0, a1, b0, b1):
+    return poly.mul(a0, b0), poly.add(poly.mul(a0, b1), poly.mul(a1, b0)), poly.mul(a1, b1)
+
+
+@jax.jit
+def _k_mul_plain(a0, a1, m):
+    return poly.mul(a0, m), poly.mul(a1, m)
+
+
+@jax.jit
+def _k_add_pair(d0, d1, u0, u1):
+    return poly.add(d0, u0), poly.add(d1, u1)
+
+
+@lru_cache(maxsize=256)
+def _rescale_tables(n: int, moduli: tuple[int, ...]):
+    q_last = moduli[-1]
+    rest = moduli[:-1]
+    q = np.array(rest, dtype=np.uint32).reshape(-1, 1)
+    inv = np.array([pow(q_last, -1, m) for m in rest], dtype=np.uint32).reshape(-1, 1)
+    half = (q_last - 1) // 2
+    h = np.array([half % m for m in rest], dtype=np.uint32).reshape(-1, 1)
+    t = ModulusTable.create(rest)
+    return (NTTPlan.create(n, (q_last,)), NTTPlan.create(n, rest),
+            (q, inv, shoup_precompute(inv, q.astype(np.uint64)), h, t.barrett_mu, t.bits,
+             np.array([[q_last]], dtype=np.uint32), np.array([[half]], dtype=np.uint32)))
+
+
+@jax.jit
+def _k_rescale(x, plan_last, plan_rest, consts):
+    """round(x / q_last) over the other primes, EVAL in, EVAL out: only the last limb is inverted.
+
+    With h = (q_last - 1) / 2 and r = (x + h) mod q_last per coefficient (from one INTT),
+    (x - (r - h)) / q_last = floor((x + h) / q_last) = round(x / q_last) exactly (q_last odd). Per prime
+    q_i: (x_i - NTT_i(r - h)) q_last^-1, with r - h lifted to q_i in the coefficient domain.
+    """
+    q, inv, inv_s, h, mu, bits, q_last, half = consts
+    last = intt(x[..., -1:, :], plan_last)
+    r = add_mod(last, half, q_last)
+    r_i = barrett_reduce(jnp.broadcast_to(r, x[..., :-1, :].shape), q, mu, bits)
+    t = sub_mod(r_i, h, q)
+    y = sub_mod(x[..., :-1, :], ntt(t, plan_rest), q)
+    return shoup_mul(y, inv, inv_s, q)
+
+
+def _rescale_poly(p: RNSPoly) -> RNSPoly:
+    plan_last, plan_rest, consts = _rescale_tables(p.n, p.basis)
+    return RNSPoly(_k_rescale(p.data, plan_last, plan_rest, consts), p.basis[:-1], Domain.EVAL)
+
+
+# --------------------------------------------------------------------------------------------------
+# Arithmetic
+# --------------------------------------------------------------------------------------------------
+
+
+def add(a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    """a + b (levels and scales aligned first). Noise: the sum of both."""
+    a, b = _align(a, b, "add")
+    c0, c1 = _k_add(a.c0, a.c1, b.c0, b.c1)
+    return Ciphertext(c0, c1, a.params, a.scale)
+
+
+def sub(a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    """a - b (levels and scales aligned first)."""
+    a, b = _align(a, b, "sub")
+    c0, c1 = _k_sub(a.c0, a.c1, b.c0, b.c1)
+    return Ciphertext(c0, c1, a.params, a.scale)
+
+
+def negate(a: Ciphertext) -> Ciphertext:
+    return Ciphertext(poly.neg(a.c0), poly.neg(a.c1), a.params, a.scale)
+
+
+def add_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
+    """a + pt (pt at the ciphertext's scale; levels aligned)."""
+    a, pt = _align(a, pt, "add_plain")
+    return Ciphertext(poly.add(a.c0, pt.poly), a.c1, a.params, a.scale)
+
+
+def sub_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
+    a, pt = _align(a, pt, "sub_plain")
+    return Ciphertext(poly.sub(a.c0, pt.poly), a.c1, a.params, a.scale)
+
+
+def add_scalar(a: Ciphertext, c: complex) -> Ciphertext:
+    """a + c in every slot (c real: a constant polynomial round(c Delta); complex: through a plaintext)."""
+    c = complex(c)
+    if c.imag:
+        return add_plain(a, encode(a.params, np.full(a.params.slots, c), level=a.level, scale=a.scale))
+    const = round(c.real * a.scale)
+    # A constant polynomial evaluates to itself in every slot of the EVAL domain.
+    col = np.array([const % q for q in a.c0.basis], dtype=np.uint32).reshape(-1, 1)
+    shift = RNSPoly(jnp.broadcast_to(jnp.asarray(col), a.c0.data.shape), a.c0.basis, Domain.EVAL)
+    return Ciphertext(poly.add(a.c0, shift), a.c1, a.params, a.scale)
+
+
+def _mul_integer(a: Ciphertext, c: int, scale: float) -> Ciphertext:
+    return Ciphertext(poly.mul_scalar(a.c0, int(c)), poly.mul_scalar(a.c1, int(c)), a.params, scale)
+
+
+def mul_scalar(a: Ciphertext, c: complex) -> Ciphertext:
+    """c * a. An integer c keeps the scale; a real c is encoded as round(c q) with q the primes the next
+    rescale divides by, so the product's scale is Delta q and rescale returns it to Delta exactly; a
+    complex c goes through a plaintext (scale Delta). Rescale afterwards unless c is an integer."""
+    if isinstance(c, (int, np.integer)):
+        return _mul_integer(a, int(c), a.scale)
+    c = complex(c)
+    if c.imag:
+        pt = encode(a.params, np.full(a.params.slots, c), level=a.level, scale=a.params.scale)
+        return mul_plain(a, pt)
+    if a.level < 1:
+        raise ParameterError("mul_scalar by a non-integer needs a level to rescale; the levels are exhausted")
+    q = math.prod(a.params.rescale_primes(a.level))
+    return _mul_integer(a, round(c.real * q), a.scale * q)
+
+
+def mul_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
+    """a * pt (slot-wise), scale Delta_a Delta_pt; rescale afterwards."""
+    _same_params(a.params, pt.params, "mul_plain")
+    level = min(a.level, pt.level)
+    a, pt = drop_level(a, level), drop_level(pt, level)
+    _check_product_scale(a.params, a.scale * pt.scale, level)
+    c0, c1 = _k_mul_plain(a.c0, a.c1, pt.poly)
+    return Ciphertext(c0, c1, a.params, a.scale * pt.scale)
+
+
+def _check_product_scale(params: Params, scale: float, level: int) -> None:
+    log_q = sum(math.log2(q) for q in params.moduli_at(level))
+    if math.log2(scale) + 1 >= log_q:
+        raise ParameterError(
+            f"a product at scale 2^{math.log2(scale):.1f} would overflow the modulus at level {level} "
+            f"(log2 Q = {log_q:.1f}); rescale the operands first"
+        )
+
+
+def relinearize(d0: RNSPoly, d1: RNSPoly, d2: RNSPoly, rlk) -> tuple[RNSPoly, RNSPoly]:
+    plan = ks.keyswitch_plan(rlk, active=d2.limbs)
+    u0, u1 = ks.keyswitch(d2, rlk, plan=plan)
+    return _k_add_pair(d0, d1, u0, u1)
+
+
+def mul(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    """a * b slot-wise: the tensor product (d0, d1, d2) relinearized with the relinearization key.
+    Scale Delta_a Delta_b; rescale afterwards."""
+    _same_params(a.params, keys.params, "mul")
+    level = min(a.level, b.level)
+    _same_params(a.params, b.params, "mul")
+    a, b = drop_level(a, level), drop_level(b, level)
+    _check_product_scale(a.params, a.scale * b.scale, level)
+    d0, d1, d2 = _k_tensor(a.c0, a.c1, b.c0, b.c1)
+    c0, c1 = relinearize(d0, d1, d2, keys.relin)
+    return Ciphertext(c0, c1, a.params, a.scale * b.scale)
+
+
+def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    return mul(a, a, keys)
+
+
+def rescale(a: Ciphertext) -> Ciphertext:
+    """Divide by the level's scale prime(s) q with rounding and drop them: scale Delta / q, level - 1.
+    Exact rounding of each coefficient; adds at most (1 + N) / 2 to the noise per prime."""
+    primes = a.params.rescale_primes(a.level)
+    c0, c1 = a.c0, a.c1
+    for _ in primes:
+        c0, c1 = _rescale_poly(c0), _rescale_poly(c1)
+    return Ciphertext(c0, c1, a.params, a.scale / math.prod(primes))
+
+
+def mul_rescale(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    return rescale(mul(a, b, keys))
+
+
+# --------------------------------------------------------------------------------------------------
+# Rotations
+# --------------------------------------------------------------------------------------------------
+
+
+def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertext:
+    """The automorphism X -> X^g on the slots (g = 5^r: rotation by r; 2N - 1: conjugation), switched
+    back to the secret key with the Galois key for g."""
+    _same_params(a.params, keys.params, "apply_galois")
+    gk = keys.galois_key(element)
+    c0 = poly.automorphism(a.c0, element)
+    c1 = poly.automorphism(a.c1, element)
+    u0, u1 = ks.keyswitch(c1, gk, plan=ks.keyswitch_plan(gk, active=c1.limbs))
+    return Ciphertext(poly.add(c0, u0), u1, a.params, a.scale)
+
+
+def rotate(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:
+    """Slots rotated left by k (slot i of the result holds slot i + k). Needs the key for k."""
+    if k % a.params.slots == 0:
+        return a
+    return apply_galois(a, galois_element(a.params, k), keys)
+
+
+def conjugate(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    """Complex conjugate of every slot. Needs the conjugation key."""
+    return apply_galois(a, conjugation_element(a.params), keys)
+
+
+def rotate_many(a: Ciphertext, ks_: list[int], keys: EvaluationKeys) -> dict[int, Ciphertext]:
+    """Several rotations of one ciphertext, {k: rotate(a, k)}."""
+    return {k: rotate(a, k, keys) for k in ks_}
+
+
+def sum_slots(a: Ciphertext, keys: EvaluationKeys, *, width: int | None = None) -> Ciphertext:
+    """Every slot holds the sum of ``width`` consecutive slots (default all N/2): log2(width) rotations by
+    powers of two (keys for 1, 2, 4, ... needed)."""
+    width = a.params.slots if width is None else int(width)
+    if width & (width - 1) or not 1 <= width <= a.params.slots:
+        raise ParameterError(f"width must be a power of two in [1, {a.params.slots}], got {width}")
+    step = 1
+    while step < width:
+        a = add(a, rotate(a, step, keys))
+        step *= 2
+    return a
+
+
+def inner_product(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    """sum_i a_i b_i in every slot (multiply, rescale, sum_slots)."""
+    return sum_slots(rescale(mul(a, b, keys)), keys)
+
+
+def power_of_two_rotations(params: Params) -> list[int]:
+    """The rotations :func:`sum_slots` needs: 1, 2, 4, ..., N/4."""
+    return [1 << i for i in range(params.slots.bit_length() - 1)]

@@ -1,0 +1,159 @@
+"""CKKS operations on small insecure parameters: every result decrypts to the NumPy result within a
+bound computed from the parameters; errors name the problem.
+
+Error model used for the bounds (coefficients, then slots). Fresh public-key encryption leaves a phase
+error v e + e0 + e1 s with coefficient variance V = (4/3 N + 1) sigma^2 (v, s uniform ternary); a slot is
+a sum of N such coefficients times roots of unity, so its error has standard deviation sqrt(N V) / Delta.
+We bound it by 7 standard deviations (a per-slot failure chance below 1e-11), plus the encoding rounding
+N / (2 Delta). Products, rescales and key switches add terms stated where they are used.
+"""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from crossfhe.ckks import ops
+from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.testing import INSECURE_CKKS_N10, INSECURE_CKKS_N11_COMPOSITE
+
+SIGMA = 3.19
+
+
+def fresh_bound(params, scale=None):
+    n = params.n
+    scale = params.scale if scale is None else scale
+    return 7 * math.sqrt(n * (4 / 3 * n + 1)) * SIGMA / scale + n / (2 * scale)
+
+
+@pytest.fixture(scope="module", params=[INSECURE_CKKS_N10, INSECURE_CKKS_N11_COMPOSITE], ids=["N10", "N11-composite"])
+def ctx(request):
+    params = request.param
+    rotations = [1, 3, -2] + ops.power_of_two_rotations(params)
+    sk, ek = ops.keygen(params, rotations=rotations, conjugation=True, seed=bytes(range(32)))
+    rng = np.random.default_rng(params.n)
+    z = rng.uniform(-1, 1, params.slots) + 1j * rng.uniform(-1, 1, params.slots)
+    w = rng.uniform(-1, 1, params.slots) + 1j * rng.uniform(-1, 1, params.slots)
+    cz = ops.encrypt(ek, ops.encode(params, z))
+    cw = ops.encrypt(ek, ops.encode(params, w))
+    return params, sk, ek, z, w, cz, cw
+
+
+def err(sk, ct, ref):
+    return float(np.max(np.abs(ops.decode(ops.decrypt(sk, ct)) - ref)))
+
+
+def test_encrypt_decrypt_public_and_secret(ctx):
+    params, sk, ek, z, _, cz, _ = ctx
+    assert err(sk, cz, z) <= fresh_bound(params)
+    csk = ops.encrypt(sk, ops.encode(params, z))
+    # Symmetric encryption: phase error e only, coefficient std sigma.
+    assert err(sk, csk, z) <= 7 * math.sqrt(params.n) * SIGMA / params.scale + params.n / (2 * params.scale)
+    assert cz.level == params.levels
+
+
+def test_add_sub_neg_plain_scalar(ctx):
+    params, sk, _, z, w, cz, cw = ctx
+    b = 2 * fresh_bound(params)
+    assert err(sk, ops.add(cz, cw), z + w) <= b
+    assert err(sk, ops.sub(cz, cw), z - w) <= b
+    assert err(sk, ops.negate(cz), -z) <= b / 2
+    assert err(sk, ops.add_plain(cz, ops.encode(params, w)), z + w) <= b
+    assert err(sk, ops.sub_plain(cz, ops.encode(params, w)), z - w) <= b
+    assert err(sk, ops.add_scalar(cz, 1.25), z + 1.25) <= b
+    assert err(sk, ops.add_scalar(cz, 0.5 - 2j), z + 0.5 - 2j) <= b
+    assert err(sk, ops.mul_scalar(cz, 3), 3 * z) <= 3 * b
+
+
+def rescale_bound(params, scale):
+    """A rescale divides the error by q and adds the rounding of the division (|r| <= 1/2 per
+    coefficient, times (1 + |s|) for both parts): at most (1 + N)/2 per coefficient, N (1 + N) / 2 per slot
+    in the worst case; as in fresh_bound we use 7 standard deviations: 7 sqrt(N (1 + 2N/3) / 12)."""
+    return 7 * math.sqrt(params.n * (1 + 2 * params.n / 3) / 12) * params.primes_per_level / scale
+
+
+def test_mul_relinearize_rescale(ctx):
+    params, sk, ek, z, w, cz, cw = ctx
+    prod = ops.rescale(ops.mul(cz, cw, ek))
+    assert prod.level == params.levels - 1
+    f = fresh_bound(params)
+    # |zw - (z + e1)(w + e2)| <= |z| e2 + |w| e1 + e1 e2, plus relinearization and rescale noise.
+    bound = 2 * math.sqrt(2) * f + f * f + 2 * rescale_bound(params, prod.scale)
+    assert err(sk, prod, z * w) <= bound
+    assert abs(math.log2(prod.scale) - params.log_scale) < 0.01
+
+
+def test_mul_plain_and_real_scalar(ctx):
+    params, sk, _, z, w, cz, _ = ctx
+    f = fresh_bound(params)
+    pw = ops.rescale(ops.mul_plain(cz, ops.encode(params, w)))
+    assert err(sk, pw, z * w) <= math.sqrt(2) * (f + params.n / params.scale) + 2 * rescale_bound(params, pw.scale)
+    s = ops.rescale(ops.mul_scalar(cz, 0.37))
+    assert s.scale == pytest.approx(cz.scale, rel=1e-15)  # the constant is encoded at the rescale primes
+    assert err(sk, s, 0.37 * z) <= 0.37 * f + 2 * rescale_bound(params, s.scale)
+
+
+def test_chain_exhausts_the_levels(ctx):
+    params, sk, ek, z, _, cz, _ = ctx
+    c, ref = cz, z
+    for _ in range(params.levels):
+        c = ops.rescale(ops.mul(c, cz, ek))
+        ref = ref * z
+    assert c.level == 0
+    # Relative error grows by about the fresh error per multiplication; |ref| <= 2^(levels + 1) / 2.
+    per_step = fresh_bound(params) + 4 * rescale_bound(params, c.scale)
+    bound = (params.levels + 2) * 2 ** ((params.levels + 1) / 2) * per_step
+    assert err(sk, c, ref) <= bound
+    with pytest.raises(ParameterError, match="levels are exhausted"):
+        ops.rescale(c)
+
+
+def test_rotations_and_conjugation(ctx):
+    params, sk, ek, z, _, cz, _ = ctx
+    # Key switching adds a small multiple of the fresh error at these sizes (see test_keyswitch).
+    b = 8 * fresh_bound(params)
+    for k in (1, 3, -2, 4):
+        assert err(sk, ops.rotate(cz, k, ek), np.roll(z, -k)) <= b, k
+    assert err(sk, ops.conjugate(cz, ek), np.conj(z)) <= b
+    assert err(sk, ops.sum_slots(cz, ek), np.full(params.slots, z.sum())) <= params.slots * b
+    with pytest.raises(ParameterError, match="no Galois key for element"):
+        ops.rotate(cz, 5, ek)
+
+
+def test_levels_and_scales_align(ctx):
+    params, sk, ek, z, w, cz, cw = ctx
+    low = ops.rescale(ops.mul(cz, cw, ek))
+    assert err(sk, ops.add(low, cz), z * w + z) <= 20 * fresh_bound(params)
+    assert err(sk, ops.add(cz, low), z * w + z) <= 20 * fresh_bound(params)
+    dropped = ops.drop_level(cz, 1)
+    assert dropped.level == 1 and err(sk, dropped, z) <= fresh_bound(params)
+
+
+def test_errors(ctx):
+    params, sk, ek, z, _, cz, _ = ctx
+    other = INSECURE_CKKS_N11_COMPOSITE if params is INSECURE_CKKS_N10 else INSECURE_CKKS_N10
+    _, ek_other = ops.keygen(other, seed=bytes(32))
+    with pytest.raises(BasisMismatchError, match="different parameter sets"):
+        ops.add(cz, ops.encrypt(ek_other, ops.encode(other, z[: other.slots])))
+    with pytest.raises(BasisMismatchError, match="different parameter sets"):
+        ops.mul(cz, cz, ek_other)
+    with pytest.raises(ParameterError, match="would overflow"):
+        c = cz
+        for _ in range(params.levels + 4):
+            c = ops.mul(c, cz, ek)  # never rescaled: the scale outgrows Q
+    with pytest.raises(ParameterError, match="cannot raise a level"):
+        ops.drop_level(ops.drop_level(cz, 0), 1)
+
+
+def test_user_jit_and_vmap(ctx):
+    assert not jax.config.jax_enable_x64
+    params, sk, ek, z, w, cz, cw = ctx
+    eager = ops.rescale(ops.mul(ops.add(cz, cw), cw, ek))
+    jitted = jax.jit(lambda a, b: ops.rescale(ops.mul(ops.add(a, b), b, ek)))(cz, cw)
+    assert (np.asarray(jitted.c0.data) == np.asarray(eager.c0.data)).all()
+    assert (np.asarray(jitted.c1.data) == np.asarray(eager.c1.data)).all()
+    batch = jax.tree_util.tree_map(lambda x, y: np.stack([x, y]), cz, cw)
+    rotated = jax.vmap(lambda c: ops.rotate(c, 1, ek))(batch)
+    one = ops.rotate(cw, 1, ek)
+    assert (np.asarray(rotated.c0.data[1]) == np.asarray(one.c0.data)).all()
