@@ -1,0 +1,41 @@
+"""Serialization: CKKS parameters, ciphertexts, plaintexts, public and evaluation keys to bytes and files.
+
+A blob is a versioned container (:mod:`crossfhe.io.format`: magic, format version, a JSON header with the
+kind, the parameter digest and description, metadata and an array table, raw little-endian uint32/int32
+payloads, a SHA-256). Loading refuses truncated, corrupted, tampered-with-but-unresealed, out-of-range or
+mismatched data with a :class:`~crossfhe.errors.SerializationError`. Nothing is ever unpickled.
+
+    blob = io.dumps(ct)                       # Params, Ciphertext, Plaintext, EvaluationKeys
+    ct2 = io.loads(blob, params=params, expected=Ciphertext)
+    io.save(ek, "keys.cfhe"); ek2 = io.load("keys.cfhe", params=params)
+    io.save_secret_key(sk, "sk.cfhe", params=params)   # never by dumps/save
+"""
+
+from crossfhe.io.ckks import (
+    describe_params,
+    dumps,
+    dumps_secret_key,
+    load,
+    load_secret_key,
+    loads,
+    loads_secret_key,
+    params_from_description,
+    save,
+    save_secret_key,
+)
+from crossfhe.io.format import FORMAT_VERSION, MAGIC
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "describe_params",
+    "dumps",
+    "dumps_secret_key",
+    "load",
+    "load_secret_key",
+    "loads",
+    "loads_secret_key",
+    "params_from_description",
+    "save",
+    "save_secret_key",
+]
