@@ -385,9 +385,22 @@ def conjugate(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     return apply_galois(a, conjugation_element(a.params), keys)
 
 
-def rotate_many(a: Ciphertext, ks_: list[int], keys: EvaluationKeys) -> dict[int, Ciphertext]:
-    """Several rotations of one ciphertext, {k: rotate(a, k)}."""
-    return {k: rotate(a, k, keys) for k in ks_}
+def rotate_many(a: Ciphertext, rotations, keys: EvaluationKeys) -> dict[int, Ciphertext]:
+    """{k: rotate(a, k)} for several k, hoisted: c1 is decomposed and raised to Q ∪ P once
+    (:func:`~crossfhe.core.keyswitch.keyswitch_hoisted`), each rotation then costs a permutation, a
+    multiply-accumulate with its key and a ModDown. Equal to separate :func:`rotate` calls within the
+    key-switching noise (a wrapped, negated coefficient gets another ModUp representative)."""
+    _same_params(a.params, keys.params, "rotate_many")
+    todo = sorted({int(k) for k in rotations if int(k) % a.params.slots})
+    out = {int(k): a for k in rotations if int(k) % a.params.slots == 0}
+    if not todo:
+        return out
+    elements = [galois_element(a.params, k) for k in todo]
+    gks = [keys.galois_key(g) for g in elements]
+    switched = ks.keyswitch_hoisted(a.c1, gks, elements, plan=ks.keyswitch_plan(gks[0], active=a.c1.limbs))
+    for k, g, (u0, u1) in zip(todo, elements, switched):
+        out[k] = Ciphertext(poly.add(poly.automorphism(a.c0, g), u0), u1, a.params, a.scale)
+    return out
 
 
 def sum_slots(a: Ciphertext, keys: EvaluationKeys, *, width: int | None = None) -> Ciphertext:

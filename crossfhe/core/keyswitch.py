@@ -58,7 +58,7 @@ from crossfhe.math import random as crandom
 from crossfhe.math.decompose import digit_partition
 from crossfhe.math.modular import Modulus, ModulusTable, add_mod, barrett_mul, mac_reduce, shoup_mul, sub_mod
 from crossfhe.math.rns import ModDownPlan, ModUpPlan, RNSBasis, fast_basis_conversion
-from crossfhe.ring.ntt import NTTPlan, intt, ntt
+from crossfhe.ring.ntt import NTTPlan, intt, ntt, slot_exponents, slot_of_exponent
 from crossfhe.ring.poly import Domain, RNSPoly, add, automorphism, mul, sub
 
 _static = partial(field, metadata={"static": True})
@@ -454,6 +454,46 @@ def keyswitch(d: RNSPoly, ksk: KeySwitchKey, *, plan: KeySwitchPlan) -> tuple[RN
     """
     _check_operands(d, ksk, plan)
     return _keyswitch(d, ksk, plan)
+
+
+def _slot_permutation(n: int, element: int):
+    """Indices p' with out[p] = in[p'] for X -> X^element on EVAL-domain slots (the same for every prime)."""
+    mask = jnp.uint32(2 * n - 1)
+    return slot_of_exponent((slot_exponents(n, jnp) * jnp.uint32(element)) & mask, n).astype(jnp.int32)
+
+
+@partial(jax.jit, static_argnames=("elements",))
+def _keyswitch_hoisted(d: RNSPoly, ksks: tuple, plan: KeySwitchPlan, elements: tuple):
+    if d.domain == Domain.EVAL:
+        d_eval, d_coeff = d.data, intt(d.data, plan.ntt_q)
+    else:
+        d_eval, d_coeff = ntt(d.data, plan.ntt_q), d.data
+    y = _mod_up_eval(d_coeff, d_eval, plan)  # one ModUp for every element
+    q_active = plan.q[: plan.active]
+    out = []
+    for ksk, g in zip(ksks, elements):
+        _check_operands(d, ksk, plan)
+        yg = jnp.take(y, _slot_permutation(plan.n, g), axis=-1)
+        key = jnp.stack([_key_limbs(ksk.b.data, plan), _key_limbs(ksk.a.data, plan)])
+        u = _mod_down_eval(_mac_digits(yg[..., None, :, :, :], key, plan), plan)
+        out.append((RNSPoly(u[..., 0, :, :], q_active, Domain.EVAL), RNSPoly(u[..., 1, :, :], q_active, Domain.EVAL)))
+    return out
+
+
+def keyswitch_hoisted(d: RNSPoly, ksks, elements, *, plan: KeySwitchPlan) -> list[tuple[RNSPoly, RNSPoly]]:
+    """Key switches of d(X^g) for several Galois elements g, sharing one ModUp of d (hoisting).
+
+    An automorphism permutes EVAL-domain slots the same way for every prime, and the permuted ModUp
+    digits sigma_g(X_j) are again congruent to sigma_g(d) mod D_j with the same norm, so they serve as
+    the ModUp of sigma_g(d): the INTT and basis conversions of d are done once, and each element costs
+    a permutation, the multiply-accumulate with its key, and a ModDown. ``ksks[t]`` switches from
+    s(X^elements[t]) (a Galois key). Returns [(u0, u1)] with u0 + u1 s = d(X^g) s(X^g) + e_ks, each as
+    :func:`keyswitch` (same noise bound).
+    """
+    elements = tuple(int(g) for g in elements)
+    if len(ksks) != len(elements):
+        raise ParameterError(f"{len(ksks)} keys for {len(elements)} Galois elements")
+    return _keyswitch_hoisted(d, tuple(ksks), plan, elements)
 
 
 # --------------------------------------------------------------------------------------------------
