@@ -175,7 +175,7 @@ def test_public_key_seed_re_expands_bit_for_bit(ctx):
     blob = io.dumps(pk, params=P)
     back = io.loads(blob, params=P, expected=PublicKey)
     assert same_poly(back.b, pk.b) and same_poly(back.a, pk.a) and back.sigma == pk.sigma
-    assert same_poly(sample_uniform(back.seed, P.q, P.n, domain=Domain.EVAL), pk.a)
+    assert same_poly(sample_uniform(back.seed, P.q + P.p, P.n, domain=Domain.EVAL), pk.a)
     _, header, _, _ = split_blob(blob)
     assert {e["name"] for e in header["arrays"]} == {"b", "seed.words", "seed.stream"}
     full = io.dumps(unseeded(pk), params=P)

@@ -107,10 +107,10 @@ def test_secret_key_with_hamming_weight():
 
 def test_public_key_relation_and_seed(sk):
     pk = K.gen_public_key(sk, PARAMS, _key(3))
-    assert pk.b.basis == Q and pk.b.domain == P.Domain.EVAL
-    e = _centered(_decrypt(pk.b, pk.a, sk.residues(Q)))
+    assert pk.b.basis == Q + PP and pk.b.domain == P.Domain.EVAL
+    e = _centered(_decrypt(pk.b, pk.a, sk.residues(Q + PP)))
     assert 0 < _max_abs(e) <= B_E
-    a = K.sample_uniform(pk.seed, Q, N, domain=P.Domain.EVAL)
+    a = K.sample_uniform(pk.seed, Q + PP, N, domain=P.Domain.EVAL)
     assert (np.asarray(a.data) == np.asarray(pk.a.data)).all()
 
 
@@ -235,7 +235,7 @@ def _plain_keyswitch(d: P.RNSPoly, ksk: KS.KeySwitchKey, active: int):
     acc = None
     for j, (start, stop) in enumerate(KS.digit_groups(L, ksk.dnum, active)):
         y = P.RNSPoly(
-            ntt(mod_up(x[start:stop], ModUpPlan.create(q_basis.sub(start, stop), target)), plan_qp),
+            ntt(mod_up(x[start:stop], ModUpPlan.create(q_basis.sub(start, stop), target, centered=True)), plan_qp),
             target.moduli,
             P.Domain.EVAL,
         )
@@ -243,7 +243,7 @@ def _plain_keyswitch(d: P.RNSPoly, ksk: KS.KeySwitchKey, active: int):
         a = P.RNSPoly(ksk.a.data[j][np.array(rows)], target.moduli, P.Domain.EVAL)
         term = (y * b, y * a)
         acc = term if acc is None else (acc[0] + term[0], acc[1] + term[1])
-    down = ModDownPlan.create(q_basis, p_basis)
+    down = ModDownPlan.create(q_basis, p_basis, centered=True)
     return tuple(ntt(mod_down(intt(c.data, plan_qp), down), plan_q) for c in acc)
 
 

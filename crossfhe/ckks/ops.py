@@ -103,7 +103,7 @@ def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None
         _same_params(key_material.params, pt.params, "encrypt")
         key_material = key_material.public
     if isinstance(key_material, PublicKey):
-        c0, c1 = rlwe.encrypt_pk(key_material, pt.poly, key)
+        c0, c1 = rlwe.encrypt_pk(key_material, pt.poly, key, p=pt.params.p)
     elif isinstance(key_material, SecretKey):
         c0, c1 = rlwe.encrypt_sk(key_material, pt.poly, key)
     else:

@@ -5,7 +5,7 @@ q_0..q_{L-1}) and ``p`` (special primes p_0..p_{K-1}, possibly empty), e.g.
 :class:`crossfhe.core.params.RingParams`. Keys are kept in the evaluation (EVAL) domain.
 
 * :class:`SecretKey`: ternary s, as int32 coefficients and as EVAL residues over Q_L ∪ P.
-* :class:`PublicKey`: (b, a) over Q_L with b = -a s + e, a uniform from a seed the key keeps.
+* :class:`PublicKey`: (b, a) over Q_L ∪ P with b = -a s + e, a uniform from a seed the key keeps.
 * :func:`sample_uniform`, :func:`sample_gaussian`, :func:`sample_ternary`: RNSPoly samplers from a
   :class:`~crossfhe.math.random.ChaChaKey` (ChaCha20, never ``jax.random``).
 
@@ -227,10 +227,11 @@ def check_secret_key(sk: SecretKey, params_like) -> tuple[int, tuple[int, ...], 
 class PublicKey:
     """An RLWE encryption of zero under s: a pytree.
 
-    ``b``, ``a``: RNSPoly ``uint32[L, N]`` over Q_L, EVAL domain, with b + a s = e (mod Q_L), e discrete
-    Gaussian (|e| <= gaussian_bound(sigma)). ``seed``: the ChaChaKey ``a`` was expanded from,
-    ``a = sample_uniform(seed, q, N, domain=EVAL)``, so a serializer may store ``seed`` instead of ``a``
-    (the seed is public). Static: ``sigma``.
+    ``b``, ``a``: RNSPoly ``uint32[L + K, N]`` over Q_L ∪ P (q limbs, then p limbs), EVAL domain, with
+    b + a s = e (mod Q_L P), e discrete Gaussian (|e| <= gaussian_bound(sigma)). Over Q P so that
+    encryption can divide its noise by P (:func:`crossfhe.core.rlwe.encrypt_pk`), as SEAL does.
+    ``seed``: the ChaChaKey ``a`` was expanded from, ``a = sample_uniform(seed, q + p, N, domain=EVAL)``,
+    so a serializer may store ``seed`` instead of ``a`` (the seed is public). Static: ``sigma``.
     """
 
     b: RNSPoly
@@ -257,13 +258,14 @@ def _rlwe_b(a: RNSPoly, e: RNSPoly, s: RNSPoly) -> RNSPoly:
 
 
 def gen_public_key(sk: SecretKey, params_like, key, *, sigma: float = SIGMA) -> PublicKey:
-    """(b, a) = (-a s + e, a) over Q_L, EVAL domain; a from ``split(key)[0]`` (kept as the seed), e from
-    ``split(key)[1]``. Raises BasisMismatchError if ``sk`` is for another ring."""
-    n, q, _ = check_secret_key(sk, params_like)
+    """(b, a) = (-a s + e, a) over Q_L ∪ P, EVAL domain; a from ``split(key)[0]`` (kept as the seed), e
+    from ``split(key)[1]``. Raises BasisMismatchError if ``sk`` is for another ring."""
+    n, q, p = check_secret_key(sk, params_like)
+    moduli = q + p
     seed, key_e = crandom.split(key)
-    a = sample_uniform(seed, q, n, domain=Domain.EVAL)
-    e = sample_gaussian(key_e, q, n, sigma, domain=Domain.EVAL)
-    b = _rlwe_b(a, e, sk.residues(q))
+    a = sample_uniform(seed, moduli, n, domain=Domain.EVAL)
+    e = sample_gaussian(key_e, moduli, n, sigma, domain=Domain.EVAL)
+    b = _rlwe_b(a, e, sk.residues(moduli))
     return PublicKey(b=b, a=a, seed=seed, sigma=float(sigma))
 
 

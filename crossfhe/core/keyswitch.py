@@ -58,7 +58,7 @@ from crossfhe.math import random as crandom
 from crossfhe.math.decompose import digit_partition
 from crossfhe.math.modular import Modulus, ModulusTable, add_mod, barrett_mul, mac_reduce, shoup_mul, sub_mod
 from crossfhe.math.rns import ModDownPlan, ModUpPlan, RNSBasis, fast_basis_conversion
-from crossfhe.ring.ntt import NTTPlan, intt, ntt, slot_exponents, slot_of_exponent
+from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt, slot_exponents, slot_of_exponent
 from crossfhe.ring.poly import Domain, RNSPoly, add, automorphism, mul, sub
 
 _static = partial(field, metadata={"static": True})
@@ -231,8 +231,11 @@ class DigitModUp:
     src_q: np.ndarray
     hat_inv: np.ndarray
     hat_inv_shoup: np.ndarray
+    src_half: np.ndarray
     weights: np.ndarray
     dst: tuple[np.ndarray, ...]
+    prod: np.ndarray
+    prod_shoup: np.ndarray
     ntt: NTTPlan
     chunk: int = _static()
     rows: tuple[int, ...] | None = _static()
@@ -240,7 +243,7 @@ class DigitModUp:
 
     @classmethod
     def create(cls, n: int, groups, q_basis: RNSBasis, target: RNSBasis) -> DigitModUp:
-        ups = [ModUpPlan.create(q_basis.sub(start, stop), target) for start, stop in groups]
+        ups = [ModUpPlan.create(q_basis.sub(start, stop), target, centered=True) for start, stop in groups]
         convs = [up.conv for up in ups]
         alpha = max(stop - start for start, stop in groups)
         if any(start != j * alpha for j, (start, _) in enumerate(groups)):
@@ -249,6 +252,8 @@ class DigitModUp:
         src = np.zeros((3, len(groups), alpha, 1), dtype=np.uint32)
         src[0] = convs[0].src_q[0, 0]  # padding rows: x = 0 times w = 0 stays 0 for any modulus
         weights = np.zeros((len(groups), m, alpha), dtype=np.uint32)
+        half = np.full((len(groups), alpha, 1), 0xFFFFFFFF, dtype=np.uint32)  # padding digits never count
+        prod = np.zeros((2, len(groups), m, 1), dtype=np.uint32)
         dst = np.zeros((5, len(groups), m, 1), dtype=np.uint32)
         rows, assemble, base = [], [], 0
         n_real = sum(len(c.to_basis) for c in convs)
@@ -256,6 +261,8 @@ class DigitModUp:
             a, b = stop - start, len(c.to_basis)
             src[:, j, :a] = c.src_q, c.hat_inv, c.hat_inv_shoup
             weights[j, :b, :a] = c.hat_mod_dst
+            half[j, :a] = c.src_half
+            prod[:, j, :b] = c.prod_mod_dst, c.prod_mod_dst_shoup
             dst[:, j] = np.stack([c.dst_q, c.dst_mu, c.dst_bits, c.dst_qinv, c.dst_r2])[:, :1]  # padding
             dst[:, j, :b] = c.dst_q, c.dst_mu, c.dst_bits, c.dst_qinv, c.dst_r2
             rows += [j * m + r for r in range(b)]
@@ -267,8 +274,11 @@ class DigitModUp:
             src_q=src[0],
             hat_inv=src[1],
             hat_inv_shoup=src[2],
+            src_half=half,
             weights=weights,
             dst=tuple(dst),
+            prod=prod[0],
+            prod_shoup=prod[1],
             ntt=_concat_ntt_plans(plans),
             chunk=min(c.chunk for c in convs),
             rows=None if len(rows) == len(groups) * m else tuple(rows),
@@ -325,7 +335,7 @@ def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, acti
         up=DigitModUp.create(n, groups, q_basis, target),
         ntt_q=NTTPlan.create(n, q_basis.moduli),
         ntt_p=NTTPlan.create(n, p),
-        down=ModDownPlan.create(q_basis, p_basis),
+        down=ModDownPlan.create(q_basis, p_basis, centered=True),
         mac=(t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2),
         n=n,
         q=q,
@@ -383,7 +393,7 @@ def _convert_digits(x, up: DigitModUp):
     """Conv_{D_j -> Q_k ∪ P \\ D_j} of every digit (fast basis conversion, CROSS §3.1.2), batched over digits.
 
     x: uint32 ``[..., k, N]``, coefficients mod Q_k. Returns ``[..., sum_j |targets_j|, N]``: the targets of
-    digit 0, then digit 1, ...; the same words as ``fast_basis_conversion`` of each digit.
+    digit 0, then digit 1, ...; the same words as the centered ``fast_basis_conversion`` of each digit.
     """
     n_digits, alpha = up.src_q.shape[:2]
     pad = n_digits * alpha - x.shape[-2]
@@ -396,6 +406,9 @@ def _convert_digits(x, up: DigitModUp):
         stop = min(start + up.chunk, alpha)
         part = mac_reduce(y[..., :, None, start:stop, :], up.weights[:, :, start:stop, None], *up.dst, axis=-2)
         z = part if z is None else add_mod(z, part, up.dst[0])
+    # Centered digits: each y_i > q_i / 2 stands for y_i - q_i, which subtracts D_j once.
+    count = jnp.sum((y > up.src_half).astype(jnp.uint32), axis=-2, keepdims=True)  # [..., digits, 1, N]
+    z = sub_mod(z, shoup_mul(count, up.prod, up.prod_shoup, up.dst[0]), up.dst[0])
     z = z.reshape(z.shape[:-3] + (-1, z.shape[-1]))  # [..., digits * m, N]
     return z if up.rows is None else jnp.take(z, np.array(up.rows, dtype=np.int32), axis=-2)
 
@@ -403,7 +416,7 @@ def _convert_digits(x, up: DigitModUp):
 def _mod_up_eval(d_coeff, d_eval, plan: KeySwitchPlan):
     """uint32 ``[..., digits, k + K, N]``: NTT(ModUp(d_j)) of every digit; only the new limbs are
     transformed (one NTT call for all digits), a digit's own limbs are the input's evaluations."""
-    z = ntt(_convert_digits(d_coeff, plan.up), plan.up.ntt)
+    z = ntt(fusion_barrier(_convert_digits(d_coeff, plan.up), plan.up.ntt.w), plan.up.ntt)
     rows = jnp.concatenate([z, d_eval], axis=-2)
     return jnp.take(rows, np.array(plan.up.assemble, dtype=np.int32), axis=-2)
 
@@ -419,12 +432,24 @@ def _mac_digits(y, key, plan: KeySwitchPlan):
     return out
 
 
-def _mod_down_eval(c, plan: KeySwitchPlan):
-    """ModDown of c ``[..., k + K, N]`` (EVAL over Q_k ∪ P) to EVAL over Q_k; the same words as
-    NTT(mod_down(INTT(c))) since the NTT is linear and exact."""
-    k, down = plan.active, plan.down
-    z = ntt(fast_basis_conversion(intt(c[..., k:, :], plan.ntt_p), down.conv), plan.ntt_q)
+def mod_down_eval(c, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
+    """ModDown of c ``[..., k + K, N]`` (EVAL over Q_k ∪ P) to EVAL over Q_k: (c_Q - NTT(Conv~([c]_P))) P^-1.
+
+    With ``down`` centered (``ModDownPlan.create(..., centered=True)``) the result is round(c / P) - alpha,
+    alpha of mean 0 and |alpha| <= K/2 + 1: no bias. A floor would bias every coefficient by about -1/2 -
+    alpha, and a key-dependent multiple of s through c1, which the slots see amplified by |sum_j zeta^j|
+    (up to about N / pi): 4 bits of precision at N 2^14. Only P's limbs are transformed; the same words as
+    NTT(mod_down(INTT(c))).
+    """
+    k = c.shape[-2] - ntt_p.limbs
+    cp = intt(fusion_barrier(c[..., k:, :], ntt_p.w), ntt_p)
+    z = ntt(fusion_barrier(fast_basis_conversion(cp, down.conv), ntt_q.w), ntt_q)
     return shoup_mul(sub_mod(c[..., :k, :], z, down.q), down.p_inv, down.p_inv_shoup, down.q)
+
+
+def _mod_down_eval(c, plan: KeySwitchPlan):
+    """ModDown with rounding (:func:`mod_down_eval`) of c ``[..., k + K, N]`` to EVAL over Q_k."""
+    return mod_down_eval(c, plan.down, plan.ntt_q, plan.ntt_p)
 
 
 @jax.jit

@@ -5,17 +5,24 @@ q_0..q_{k-1} of the key's ciphertext primes; its phase is c0 + c1 s (+ c2 s^2) =
 
 * :func:`encrypt_sk`: (c0, c1) = (-a s + e + m, a), a uniform, e discrete Gaussian. Fresh noise |e| <= B_e
   = ceil(GAUSSIAN_TAIL sigma) per coefficient.
-* :func:`encrypt_pk`: (c0, c1) = (v b + e0 + m, v a + e1), v ternary, with (b, a) the public key; the phase
-  is m + v e + e0 + e1 s, coefficients below N B_e + B_e + N B_e in magnitude (the ternary products are
-  sums of at most N terms of size B_e).
+* :func:`encrypt_pk`: (c0', c1') = (v b + e0, v a + e1) over Q_k ∪ P, v ternary, (b, a) the public key
+  over Q_L ∪ P; then ModDown to Q_k (divide by P) and add m. The phase is m + (v e + e0 + e1 s) / P plus the
+  ModDown remainder: coefficients of order (1 + N) rather than N B_e (SEAL's encryption does the same).
 * :func:`decrypt`: the phase, EVAL domain.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+import jax
+import numpy as np
+
 from crossfhe.core.keys import SIGMA, PublicKey, SecretKey, sample_gaussian, sample_ternary, sample_uniform
+from crossfhe.core.keyswitch import mod_down_eval
 from crossfhe.errors import BasisMismatchError, DomainMismatchError
 from crossfhe.math import random as crandom
+from crossfhe.math.rns import ModDownPlan, RNSBasis
 from crossfhe.ring.ntt import NTTPlan
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
 
@@ -51,22 +58,56 @@ def encrypt_sk(sk: SecretKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: floa
     return c0, a
 
 
-def encrypt_pk(pk: PublicKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: float = SIGMA):
-    """(c0, c1) = (v b + e0 + m, v a + e1) over m's basis, EVAL domain; v uniform ternary.
+@lru_cache(maxsize=64)
+def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...]):
+    return ModDownPlan.create(RNSBasis(q), RNSBasis(p), centered=True), NTTPlan.create(n, q), NTTPlan.create(n, p)
 
-    m: RNSPoly EVAL over a prefix of the public key's primes, uint32[..., k, N]. ``key``: used once.
+
+@jax.jit
+def _mod_down_eval(c, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
+    return mod_down_eval(c, down, ntt_q, ntt_p)
+
+
+@jax.jit
+def _pk_mask(pk_b, pk_a, v, e0, e1):
+    return add(mul(v, pk_b), e0).data, add(mul(v, pk_a), e1).data
+
+
+def encrypt_pk(pk: PublicKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: float = SIGMA, p: tuple[int, ...]):
+    """(c0, c1) = ModDown(v b + e0, v a + e1) + (m, 0) over m's basis Q_k, EVAL domain; v uniform ternary.
+
+    m: RNSPoly EVAL over a prefix Q_k of the key's ciphertext primes, uint32[..., k, N]. ``p``: the special
+    primes (the last limbs of the public key). ``key``: used once.
     """
     _check_message(m, pk.q)
-    n, moduli, k = m.n, m.basis, m.limbs
+    n, q_k, k = m.n, m.basis, m.limbs
+    if pk.q[-len(p) :] != tuple(p):
+        raise BasisMismatchError(f"the public key's last limbs {pk.q[-len(p):]} are not the special primes {p}")
+    moduli = q_k + tuple(p)
+    idx = list(range(k)) + list(range(len(pk.q) - len(p), len(pk.q)))
+    b = RNSPoly(pk.b.data[..., np.array(idx), :], moduli, Domain.EVAL)
+    a = RNSPoly(pk.a.data[..., np.array(idx), :], moduli, Domain.EVAL)
     batch = m.data.shape[:-2]
     key_v, key_e0, key_e1 = crandom.split(key, 3)
     plan = NTTPlan.create(n, moduli)
     v = sample_ternary(key_v, moduli, n, domain=Domain.EVAL, batch=batch, plan=plan)
     e0 = sample_gaussian(key_e0, moduli, n, sigma, domain=Domain.EVAL, batch=batch, plan=plan)
     e1 = sample_gaussian(key_e1, moduli, n, sigma, domain=Domain.EVAL, batch=batch, plan=plan)
-    c0 = add(add(mul(v, _prefix(pk.b, k)), e0), m)
-    c1 = add(mul(v, _prefix(pk.a, k)), e1)
-    return c0, c1
+    c0, c1 = _pk_mask(b, a, v, e0, e1)
+    down, ntt_q, ntt_p = _down_tables(n, q_k, tuple(p))
+    c0 = RNSPoly(_mod_down_eval(c0, down, ntt_q, ntt_p), q_k, Domain.EVAL)
+    c1 = RNSPoly(_mod_down_eval(c1, down, ntt_q, ntt_p), q_k, Domain.EVAL)
+    return add(c0, m), c1
+
+
+@jax.jit
+def _phase(parts, s):
+    acc, power = parts[0], s
+    for i, c in enumerate(parts[1:]):
+        if i:
+            power = mul(power, s)
+        acc = add(acc, mul(c, power))
+    return acc
 
 
 def decrypt(sk: SecretKey, parts) -> RNSPoly:
@@ -75,11 +116,4 @@ def decrypt(sk: SecretKey, parts) -> RNSPoly:
     for c in parts[1:]:
         if c.basis != c0.basis or c.domain != Domain.EVAL or c0.domain != Domain.EVAL:
             raise BasisMismatchError("ciphertext parts must share one basis and be in the EVAL domain")
-    s = sk.residues(c0.basis)
-    acc = c0
-    power = s
-    for i, c in enumerate(parts[1:]):
-        if i:
-            power = mul(power, s)
-        acc = add(acc, mul(c, power))
-    return acc
+    return _phase(tuple(parts), sk.residues(c0.basis))

@@ -15,7 +15,7 @@ kind                      arrays                                       meta
 ``ckks.params``           none                                         ``{}``
 ``ckks.ciphertext``       ``c0``, ``c1``: uint32[..., limbs, N]        scale, level, domain
 ``ckks.plaintext``        ``poly``: uint32[..., limbs, N]              scale, level, domain
-``ckks.public_key``       ``b``: uint32[L, N]; seed or ``a``           sigma, a ("seed" or "stored"), a_sha256
+``ckks.public_key``       ``b``: uint32[L+K, N]; seed or ``a``           sigma, a ("seed" or "stored"), a_sha256
 ``ckks.evaluation_keys``  ``public.*``, ``relin.*``, ``galois.<g>.*``  public, relin, galois (a list)
 ``ckks.secret_key``       ``coeffs``: int32[N] in {-1, 0, 1}           hamming_weight
 ========================  ===========================================  ======================================
@@ -390,25 +390,27 @@ def _load_uniform(arrays: dict, prefix: str, meta: dict, shape: tuple, moduli, e
 
 
 def _pk_expand(params: Params):
-    return lambda seed: sample_uniform(seed, params.q, params.n, domain=Domain.EVAL)
+    return lambda seed: sample_uniform(seed, params.q + params.p, params.n, domain=Domain.EVAL)
 
 
 def _public_key_parts(pk: PublicKey, params: Params, prefix: str = ""):
     if not isinstance(pk, PublicKey):
         raise SerializationError(f"expected a PublicKey, got {type(pk).__name__}")
-    b = _poly_array(pk.b, params.q, params.n, f"{prefix}b")
-    a = _poly_array(pk.a, params.q, params.n, f"{prefix}a")
-    if b.shape != (len(params.q), params.n):
-        raise SerializationError(f"{prefix}b has shape {list(b.shape)}, expected [{len(params.q)}, {params.n}]")
+    moduli = params.q + params.p
+    b = _poly_array(pk.b, moduli, params.n, f"{prefix}b")
+    a = _poly_array(pk.a, moduli, params.n, f"{prefix}a")
+    if b.shape != (len(moduli), params.n):
+        raise SerializationError(f"{prefix}b has shape {list(b.shape)}, expected [{len(moduli)}, {params.n}]")
     a_meta, arrays = _uniform_part(prefix, pk.seed, a, _pk_expand(params))
     return {"sigma": _float_hex(pk.sigma, "sigma"), **a_meta}, {f"{prefix}b": b, **arrays}
 
 
 def _read_public_key(meta, arrays: dict, params: Params, prefix: str = "") -> PublicKey:
     sigma = _float_from_hex(meta["sigma"], f"{prefix}sigma")
-    shape = (len(params.q), params.n)
-    b = _load_poly(arrays, f"{prefix}b", shape, params.q, Domain.EVAL)
-    a, seed = _load_uniform(arrays, prefix, meta, shape, params.q, _pk_expand(params))
+    moduli = params.q + params.p
+    shape = (len(moduli), params.n)
+    b = _load_poly(arrays, f"{prefix}b", shape, moduli, Domain.EVAL)
+    a, seed = _load_uniform(arrays, prefix, meta, shape, moduli, _pk_expand(params))
     return PublicKey(b=b, a=a, seed=seed, sigma=sigma)
 
 

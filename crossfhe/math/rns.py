@@ -209,15 +209,20 @@ class BasisConversion:
     dst_bits: np.ndarray
     dst_qinv: np.ndarray
     dst_r2: np.ndarray
+    src_half: np.ndarray
+    prod_mod_dst: np.ndarray
+    prod_mod_dst_shoup: np.ndarray
     from_basis: RNSBasis = _static()
     to_basis: RNSBasis = _static()
     chunk: int = _static()
+    centered: bool = _static()
 
     @classmethod
-    def create(cls, from_basis: RNSBasis, to_basis: RNSBasis, *, chunk: int | None = None):
+    def create(cls, from_basis: RNSBasis, to_basis: RNSBasis, *, chunk: int | None = None, centered: bool = False):
         """Precompute Conv_{from_basis -> to_basis}. ``chunk`` (default: the largest safe one) may be
         lowered, e.g. to exercise the chunked accumulation; above the safe bound it is refused.
-        Target moduli must exceed 2^15 (the reduction of ``mac_reduce``).
+        Target moduli must exceed 2^15 (the reduction of ``mac_reduce``). ``centered``: use the step-1
+        digits y_i - c_i when y_i > c_i / 2 (see :func:`fast_basis_conversion`).
         """
         small = [b for b in to_basis.moduli if b <= _MIN_TARGET_MODULUS]
         if small:
@@ -230,6 +235,7 @@ class BasisConversion:
         hat_mod_dst = np.array(
             [[h % b for h in from_basis.hat] for b in to_basis.moduli], dtype=np.uint32
         ).reshape(len(to_basis), len(from_basis))
+        prod_mod_dst = [from_basis.product % b for b in to_basis.moduli]
         return cls(
             src_q=from_basis.table.q,
             hat_inv=_u32_col(from_basis.hat_inv),
@@ -240,9 +246,13 @@ class BasisConversion:
             dst_bits=dst.bits,
             dst_qinv=dst.mont_qinv,
             dst_r2=dst.mont_r2,
+            src_half=_u32_col(c // 2 for c in from_basis.moduli),
+            prod_mod_dst=_u32_col(prod_mod_dst),
+            prod_mod_dst_shoup=_u32_col(_shoup(w, b) for w, b in zip(prod_mod_dst, to_basis.moduli, strict=True)),
             from_basis=from_basis,
             to_basis=to_basis,
             chunk=chunk,
+            centered=bool(centered),
         )
 
 
@@ -258,6 +268,10 @@ def _convert(x, conv: BasisConversion):
         w = conv.hat_mod_dst[:, start:stop, None]  # [|B|, chunk, 1]
         part = mac_reduce(a, w, conv.dst_q, conv.dst_mu, conv.dst_bits, conv.dst_qinv, conv.dst_r2, axis=-2)
         out = part if out is None else add_mod(out, part, conv.dst_q)
+    if conv.centered:
+        # Each digit taken as y_i - c_i subtracts C once: subtract [C]_{b_j} times their count.
+        count = jnp.sum((y > conv.src_half).astype(U32), axis=-2, keepdims=True)
+        out = sub_mod(out, shoup_mul(count, conv.prod_mod_dst, conv.prod_mod_dst_shoup, conv.dst_q), conv.dst_q)
     return out
 
 
@@ -271,6 +285,9 @@ def fast_basis_conversion(x, conv: BasisConversion):
     Returns uint32 ``[..., |B|, N]`` in [0, b_j) with z_j = (X + alpha C) mod b_j, where
     alpha = (sum_i y_i C/c_i - X) / C is an integer with 0 <= alpha < |C| (the same for every j).
     Exact as stated; alpha is not corrected (approximate conversion, HPS/BEHZ would remove it).
+    With ``conv.centered``, the digits y_i > c_i / 2 are taken as y_i - c_i: the sum is then X~ + alpha C
+    with X~ the centered representative of X (in (-C/2, C/2]) and alpha symmetric about 0, |alpha| <= |C|/2 + 1,
+    which makes a ModDown round to nearest without a bias (its error -alpha has mean 0).
     """
     return _convert(x, conv)
 
@@ -295,7 +312,9 @@ class ModUpPlan:
     offset: int = _static()
 
     @classmethod
-    def create(cls, digit_basis: RNSBasis, target_basis: RNSBasis) -> ModUpPlan:
+    def create(cls, digit_basis: RNSBasis, target_basis: RNSBasis, *, centered: bool = False) -> ModUpPlan:
+        """``centered``: the new limbs hold X~ + alpha D with X~ the centered representative of X and alpha
+        of mean 0 (:func:`fast_basis_conversion`), so products with key errors carry no bias."""
         n, t = len(digit_basis), target_basis.moduli
         offsets = [s for s in range(len(t) - n + 1) if t[s : s + n] == digit_basis.moduli]
         if not offsets:
@@ -306,7 +325,7 @@ class ModUpPlan:
         if s == 0 and n == len(t):
             raise ParameterError("ModUp: the target basis must be larger than the digit basis")
         rest = RNSBasis(t[:s] + t[s + n :])
-        conv = BasisConversion.create(digit_basis, rest)
+        conv = BasisConversion.create(digit_basis, rest, centered=centered)
         return cls(conv=conv, digit_basis=digit_basis, target_basis=target_basis, offset=s)
 
 
@@ -341,12 +360,14 @@ class ModDownPlan:
     p_basis: RNSBasis = _static()
 
     @classmethod
-    def create(cls, q_basis: RNSBasis, p_basis: RNSBasis) -> ModDownPlan:
+    def create(cls, q_basis: RNSBasis, p_basis: RNSBasis, *, centered: bool = False) -> ModDownPlan:
+        """``centered``: round(X / P) - alpha with alpha of mean 0 (centered conversion) instead of
+        floor(X / P) - alpha with 0 <= alpha < |P|."""
         q_basis.concat(p_basis)  # checks that Q and P are coprime
         big_p = p_basis.product
         p_inv = [pow(big_p % q, -1, q) for q in q_basis.moduli]
         return cls(
-            conv=BasisConversion.create(p_basis, q_basis),
+            conv=BasisConversion.create(p_basis, q_basis, centered=centered),
             q=q_basis.table.q,
             p_inv=_u32_col(p_inv),
             p_inv_shoup=_u32_col(_shoup(w, q) for w, q in zip(p_inv, q_basis.moduli, strict=True)),

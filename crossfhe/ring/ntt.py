@@ -220,15 +220,18 @@ def _shoup_lazy(x, w, ws, q):
     return x * w - mulhi(x, ws) * q
 
 
-def _fusion_barrier(x, table):
-    """x, materialized before the first butterfly pass.
+def fusion_barrier(x, table):
+    """x, materialized: a value XLA:CPU cannot fuse into its consumer.
 
-    XLA:CPU fuses an elementwise producer (the tail of a basis conversion, a rescale, a MAC) into the
-    first pass and recomputes it for both outputs of every butterfly: basis conversion then NTT measured
-    10-32 ms fused against 2-6 ms as two calls (N 2^14, 3 -> 9 limbs). ``lax.optimization_barrier`` is
-    removed before fusion on CPU, but a conditional on a runtime value is kept, and its operand is
-    materialized. The predicate reads a twiddle (always < 2^31), not x, so it stays a scalar under
-    ``vmap``; both branches are the identity, so the result never depends on it.
+    XLA:CPU fuses an elementwise producer into the first butterfly pass of a transform and recomputes it
+    for both outputs of every butterfly. After an expensive producer (a basis conversion, a
+    multiply-accumulate) that costs 5-10x: basis conversion then NTT measured 10-32 ms fused against 2-6 ms
+    as two calls (N 2^14, 3 -> 9 limbs), and a key switch 40 ms against 18-23 ms with this barrier. After
+    a cheap producer the fused form is faster (a rescale measured 4 ms fused, 11 ms with it), so callers
+    put it where it pays. ``lax.optimization_barrier`` is removed before fusion on CPU, but a
+    conditional on a runtime value is kept, and its operand is materialized. ``table``: any array of
+    residues below 2^31 that is an argument of the computation (a twiddle table); the predicate reads
+    it, not x, so it stays a scalar under ``vmap``. Both branches are the identity.
     """
     pred = table[(0,) * table.ndim] < jnp.uint32(2**31)
     return lax.cond(pred, lambda u: u, lambda u: u ^ jnp.uint32(0), x)
@@ -284,7 +287,6 @@ def _forward(x, q, w, ws, *, wide: bool, full: bool):
     Tail: x as [..., N2, N1]; the stage with m = N1 2^s blocks views it as [..., 2^s, 2, t, N1] and
     reads its twiddles as [2^s, N1] (arranged offline).
     """
-    x = _fusion_barrier(x, w)
     n = x.shape[-1]
     lead = x.shape[:-1]
     limbs = x.shape[-2]
@@ -339,7 +341,6 @@ def _inverse(x, q, wi, wis, last, lasts, *, wide: bool):
     [..., M, 2^k, t]; slice i meets slice i + 2^j at stage j, twiddle wi[m_j + block 2^(k-j-1) + i >> (j+1)],
     m_j = N / (2 t 2^j). The stage with one block (m = 1) folds in N^-1.
     """
-    x = _fusion_barrier(x, wi)
     n = x.shape[-1]
     lead = x.shape[:-1]
     limbs = x.shape[-2]
