@@ -26,11 +26,19 @@ test: lint
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow -q
 
-bench: $(STAMP)
-	$(BIN)/crossfhe bench ntt
+BENCH_STAMP := $(VENV)/.installed-bench
 
-bench-quick: $(STAMP)
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/crossfhe bench ntt
+	$(BIN)/crossfhe bench ckks
+
+bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt --quick
+	$(BIN)/crossfhe bench ckks --quick
 
 clean:
 	rm -rf $(VENV) .jax_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target
