@@ -37,17 +37,11 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def _pin_threads(threads: int) -> None:
-    """Restrict this process (and the peer it starts) to ``threads`` CPUs before JAX creates its CPU
-    client, which sizes its thread pool, and so its loop partitioning, by the CPUs it may use."""
-    if hasattr(os, "sched_setaffinity"):
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, set(cpus[-threads:]))
-
+from crossfhe.cli.benchutil import pin_threads  # noqa: E402
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
-    _pin_threads(ARGS.threads)
+    pin_threads(ARGS.threads)
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
