@@ -18,7 +18,7 @@ key switching adds :func:`~crossfhe.core.keyswitch.keyswitch_noise_bound`.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -199,6 +199,13 @@ def _k_add_pair(d0, d1, u0, u1):
     return poly.add(d0, u0), poly.add(d1, u1)
 
 
+@partial(jax.jit, static_argnames=("element",))
+def _k_galois(c0, c1, gk, plan, element):
+    """(sigma(c0) + u0, u1) with (u0, u1) the key switch of sigma(c1), sigma: X -> X^element."""
+    u0, u1 = ks.keyswitch(poly.automorphism(c1, element), gk, plan=plan)
+    return poly.add(poly.automorphism(c0, element), u0), u1
+
+
 @lru_cache(maxsize=256)
 def _rescale_tables(n: int, moduli: tuple[int, ...]):
     q_last = moduli[-1]
@@ -367,10 +374,8 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     back to the secret key with the Galois key for g."""
     _same_params(a.params, keys.params, "apply_galois")
     gk = keys.galois_key(element)
-    c0 = poly.automorphism(a.c0, element)
-    c1 = poly.automorphism(a.c1, element)
-    u0, u1 = ks.keyswitch(c1, gk, plan=ks.keyswitch_plan(gk, active=c1.limbs))
-    return Ciphertext(poly.add(c0, u0), u1, a.params, a.scale)
+    c0, c1 = _k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, active=a.c1.limbs), element)
+    return Ciphertext(c0, c1, a.params, a.scale)
 
 
 def rotate(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:
