@@ -18,7 +18,7 @@ key switching adds :func:`~crossfhe.core.keyswitch.keyswitch_noise_bound`.
 from __future__ import annotations
 
 import math
-from functools import lru_cache, partial
+from functools import lru_cache
 
 import jax
 import jax.numpy as jnp
@@ -199,11 +199,14 @@ def _k_add_pair(d0, d1, u0, u1):
     return poly.add(d0, u0), poly.add(d1, u1)
 
 
-@partial(jax.jit, static_argnames=("element",))
+@jax.jit
 def _k_galois(c0, c1, gk, plan, element):
-    """(sigma(c0) + u0, u1) with (u0, u1) the key switch of sigma(c1), sigma: X -> X^element."""
-    u0, u1 = ks.keyswitch(poly.automorphism(c1, element), gk, plan=plan)
-    return poly.add(poly.automorphism(c0, element), u0), u1
+    """(sigma(c0) + u0, u1) with (u0, u1) the key switch of sigma(c1), sigma: X -> X^element on EVAL slots.
+    ``element`` is a traced uint32, so one compilation serves every rotation of a level."""
+    idx = ks.slot_permutation(c0.n, element)
+    sig = lambda p: RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)  # noqa: E731
+    u0, u1 = ks.keyswitch(sig(c1), gk, plan=plan)
+    return poly.add(sig(c0), u0), u1
 
 
 @lru_cache(maxsize=256)
@@ -374,7 +377,7 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     back to the secret key with the Galois key for g."""
     _same_params(a.params, keys.params, "apply_galois")
     gk = keys.galois_key(element)
-    c0, c1 = _k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, active=a.c1.limbs), element)
+    c0, c1 = _k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, active=a.c1.limbs), np.uint32(element))
     return Ciphertext(c0, c1, a.params, a.scale)
 
 

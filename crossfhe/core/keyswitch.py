@@ -481,8 +481,9 @@ def keyswitch(d: RNSPoly, ksk: KeySwitchKey, *, plan: KeySwitchPlan) -> tuple[RN
     return _keyswitch(d, ksk, plan)
 
 
-def _slot_permutation(n: int, element: int):
-    """Indices p' with out[p] = in[p'] for X -> X^element on EVAL-domain slots (the same for every prime)."""
+def slot_permutation(n: int, element):
+    """Indices p' with out[p] = in[p'] for X -> X^element on EVAL-domain slots (the same for every prime).
+    ``element``: an odd int or a traced uint32 scalar."""
     mask = jnp.uint32(2 * n - 1)
     return slot_of_exponent((slot_exponents(n, jnp) * jnp.uint32(element)) & mask, n).astype(jnp.int32)
 
@@ -498,7 +499,7 @@ def _keyswitch_hoisted(d: RNSPoly, ksks: tuple, plan: KeySwitchPlan, elements: t
     out = []
     for ksk, g in zip(ksks, elements):
         _check_operands(d, ksk, plan)
-        yg = jnp.take(y, _slot_permutation(plan.n, g), axis=-1)
+        yg = jnp.take(y, slot_permutation(plan.n, g), axis=-1)
         key = jnp.stack([_key_limbs(ksk.b.data, plan), _key_limbs(ksk.a.data, plan)])
         u = _mod_down_eval(_mac_digits(yg[..., None, :, :, :], key, plan), plan)
         out.append((RNSPoly(u[..., 0, :, :], q_active, Domain.EVAL), RNSPoly(u[..., 1, :, :], q_active, Domain.EVAL)))
