@@ -452,12 +452,16 @@ def _mod_down_eval(c, plan: KeySwitchPlan):
     return mod_down_eval(c, plan.down, plan.ntt_q, plan.ntt_p)
 
 
+def _both_domains(d: RNSPoly, plan: KeySwitchPlan):
+    """(EVAL, COEFF) words of d over Q_k: one transform from whichever domain d is in."""
+    if d.domain == Domain.EVAL:
+        return d.data, intt(d.data, plan.ntt_q)
+    return ntt(d.data, plan.ntt_q), d.data
+
+
 @jax.jit
 def _keyswitch(d: RNSPoly, ksk: KeySwitchKey, plan: KeySwitchPlan):
-    if d.domain == Domain.EVAL:
-        d_eval, d_coeff = d.data, intt(d.data, plan.ntt_q)
-    else:
-        d_eval, d_coeff = ntt(d.data, plan.ntt_q), d.data
+    d_eval, d_coeff = _both_domains(d, plan)
     y = _mod_up_eval(d_coeff, d_eval, plan)  # [..., digits, k + K, N]
     key = jnp.stack([_key_limbs(ksk.b.data, plan), _key_limbs(ksk.a.data, plan)])  # [2, digits, k + K, N]
     c = _mac_digits(y[..., None, :, :, :], key, plan)  # [..., 2, k + K, N]
@@ -490,10 +494,7 @@ def slot_permutation(n: int, element):
 
 @partial(jax.jit, static_argnames=("elements",))
 def _keyswitch_hoisted(d: RNSPoly, ksks: tuple, plan: KeySwitchPlan, elements: tuple):
-    if d.domain == Domain.EVAL:
-        d_eval, d_coeff = d.data, intt(d.data, plan.ntt_q)
-    else:
-        d_eval, d_coeff = ntt(d.data, plan.ntt_q), d.data
+    d_eval, d_coeff = _both_domains(d, plan)
     y = _mod_up_eval(d_coeff, d_eval, plan)  # one ModUp for every element
     q_active = plan.q[: plan.active]
     out = []
