@@ -162,3 +162,26 @@ def test_kernels_exact_under_user_jit_without_x64():
     got = user_fn(_u32(a), _u32(b))
     assert got.dtype == jnp.uint32
     assert np.asarray(got).tolist() == [x * y % q for x, y in zip(a, b)]
+
+
+@pytest.mark.parametrize(("n", "tile", "chunk"), [(64, 512, 4), (2048, 512, 4), (2048, 256, 3), (1536, 512, 16)])
+def test_mac_reduce_rows_matches_integer_matrix_product(n, tile, chunk):
+    """W X mod q_j per column, with and without column tiles (n > tile), for chunks that divide the
+    source count and that do not; the largest residues sit in the first columns and rows."""
+    moduli = [2**31 - 1, 2013265921, 1073479681] if chunk <= 4 else [268369921, 65537, 1073479681]
+    src_q = 2**31 - 1 if chunk <= 4 else 268369921
+    rnd = np.random.default_rng(n + chunk)
+    s, batch = 7, 2
+    x = rnd.integers(0, src_q, (batch, s, n), dtype=np.uint64)
+    x[:, :, :3] = src_q - 1
+    w = np.stack([rnd.integers(0, q, (s,), dtype=np.uint64) for q in moduli])  # [M, S]
+    w[:, 0] = np.array(moduli) - 1
+    t = M.ModulusTable.create(moduli)
+    got = M.mac_reduce_rows(
+        x.astype(np.uint32), w.astype(np.uint32), t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2,
+        chunk=chunk, tile=tile,
+    )
+    xo, wo = x.astype(object), w.astype(object)
+    want = np.stack([(wo @ xo[b]) % np.array(moduli, dtype=object)[:, None] for b in range(batch)])
+    assert np.asarray(got).shape == (batch, len(moduli), n)
+    assert (np.asarray(got).astype(object) == want).all()

@@ -56,7 +56,16 @@ from crossfhe.core.keys import sample_uniform as _sample_uniform
 from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
 from crossfhe.math import random as crandom
 from crossfhe.math.decompose import digit_partition
-from crossfhe.math.modular import Modulus, ModulusTable, add_mod, barrett_mul, mac_reduce, shoup_mul, sub_mod
+from crossfhe.math.modular import (
+    Modulus,
+    ModulusTable,
+    add_mod,
+    barrett_mul,
+    mac_reduce,
+    mac_reduce_rows,
+    shoup_mul,
+    sub_mod,
+)
 from crossfhe.math.rns import ModDownPlan, ModUpPlan, RNSBasis, fast_basis_conversion
 from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt, slot_exponents, slot_of_exponent
 from crossfhe.ring.poly import Domain, RNSPoly, add, automorphism, mul, sub
@@ -401,11 +410,7 @@ def _convert_digits(x, up: DigitModUp):
         x = jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, pad), (0, 0)])
     x = x.reshape(x.shape[:-2] + (n_digits, alpha, x.shape[-1]))
     y = shoup_mul(x, up.hat_inv, up.hat_inv_shoup, up.src_q)  # [..., digits, alpha, N]
-    z = None
-    for start in range(0, alpha, up.chunk):
-        stop = min(start + up.chunk, alpha)
-        part = mac_reduce(y[..., :, None, start:stop, :], up.weights[:, :, start:stop, None], *up.dst, axis=-2)
-        z = part if z is None else add_mod(z, part, up.dst[0])
+    z = mac_reduce_rows(y, up.weights, *up.dst, chunk=up.chunk)  # [..., digits, m, N]
     # Centered digits: each y_i > q_i / 2 stands for y_i - q_i, which subtracts D_j once.
     count = jnp.sum((y > up.src_half).astype(jnp.uint32), axis=-2, keepdims=True)  # [..., digits, 1, N]
     z = sub_mod(z, shoup_mul(count, up.prod, up.prod_shoup, up.dst[0]), up.dst[0])

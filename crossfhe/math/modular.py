@@ -343,3 +343,37 @@ def mac_reduce(a, b, q, mu, bits, qinv, r2, *, axis=0):
     hi, lo = mul_wide(a, b)
     acc_hi, acc_lo = sum_wide(hi, lo, axis=axis)
     return reduce_u64(acc_hi, acc_lo, q, mu, bits, qinv, r2)
+
+def mac_reduce_rows(x, w, q, mu, bits, qinv, r2, *, chunk: int, tile: int = 512):
+    """A modular matrix product per column: ``z[..., j, n] = sum_i w[..., j, i] x[..., i, n] mod q_j``.
+
+    x: uint32 ``[..., S, N]``; w: uint32 ``[..., M, S]``; ``q`` and its constants ``[..., M, 1]`` (leading
+    axes broadcast). Each run of ``chunk`` terms is summed exactly in a two-word accumulator and reduced
+    once (:func:`mac_reduce`'s bound on ``chunk`` applies, from the largest x and w); the runs' results
+    are added mod q_j. Output ``[..., M, N]`` in [0, q_j). Exact.
+
+    This is the basis conversion's inner loop (key switching spends most of its time here), written for
+    XLA:CPU: the terms are unrolled into one elementwise fusion (a reduction over a broadcast product
+    materialized it: 4 ns per term at N 2^16), and the columns are cut into tiles of ``tile`` moved to the
+    front, so the S rows of x that every output row reads stay in cache (without tiles they stream from
+    memory once per output row: 2.8 ns per term; with 512: 1.1, measured on 3 x 15 -> 44 limbs).
+    """
+    x = _u32(x)
+    w = _u32(w)
+    n_src, n = x.shape[-2], x.shape[-1]
+    tile = min(int(tile), n)
+    tiled = n > tile and n % tile == 0
+    if tiled:
+        x = jnp.moveaxis(x.reshape(x.shape[:-1] + (n // tile, tile)), -2, 0)  # [C, ..., S, T]
+    out = None
+    for start in range(0, n_src, chunk):
+        hi = lo = None
+        for i in range(start, min(start + chunk, n_src)):
+            h, l = mul_wide(x[..., i, None, :], w[..., :, i, None])
+            hi, lo = (h, l) if hi is None else add_wide(hi, lo, h, l)
+        part = reduce_u64(hi, lo, q, mu, bits, qinv, r2)
+        out = part if out is None else add_mod(out, part, q)
+    if tiled:
+        out = jnp.moveaxis(out, 0, -2)  # [..., M, C, T]
+        out = out.reshape(out.shape[:-2] + (n,))
+    return out

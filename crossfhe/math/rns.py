@@ -33,7 +33,7 @@ from crossfhe.math.modular import (
     U32,
     ModulusTable,
     add_mod,
-    mac_reduce,
+    mac_reduce_rows,
     shoup_mul,
     sub_mod,
 )
@@ -260,14 +260,9 @@ def _convert(x, conv: BasisConversion):
     x = jnp.asarray(x, dtype=U32)
     _check_limbs(x, conv.from_basis, "fast_basis_conversion")
     y = shoup_mul(x, conv.hat_inv, conv.hat_inv_shoup, conv.src_q)
-    n_src = y.shape[-2]
-    out = None
-    for start in range(0, n_src, conv.chunk):
-        stop = min(start + conv.chunk, n_src)
-        a = y[..., None, start:stop, :]  # [..., 1, chunk, N]
-        w = conv.hat_mod_dst[:, start:stop, None]  # [|B|, chunk, 1]
-        part = mac_reduce(a, w, conv.dst_q, conv.dst_mu, conv.dst_bits, conv.dst_qinv, conv.dst_r2, axis=-2)
-        out = part if out is None else add_mod(out, part, conv.dst_q)
+    out = mac_reduce_rows(
+        y, conv.hat_mod_dst, conv.dst_q, conv.dst_mu, conv.dst_bits, conv.dst_qinv, conv.dst_r2, chunk=conv.chunk
+    )
     if conv.centered:
         # Each digit taken as y_i - c_i subtracts C once: subtract [C]_{b_j} times their count.
         count = jnp.sum((y > conv.src_half).astype(U32), axis=-2, keepdims=True)
