@@ -171,3 +171,26 @@ def test_hoisted_rotations_equal_separate(ctx):
         assert err(sk, many[k], np.roll(z, -k)) <= 8 * fresh_bound(params)
         separate = ops.decode(ops.decrypt(sk, one))
         assert np.max(np.abs(ops.decode(ops.decrypt(sk, many[k])) - separate)) <= 16 * fresh_bound(params)
+
+
+@pytest.mark.parametrize("g", [1, 2, 3])
+def test_rescale_kernel_rounds_exactly(g):
+    """The rescale kernel divides by the product D of the last g primes with one exact rounding:
+    coefficient c becomes floor((x + (D - 1) / 2) / D) mod q_i, x in [0, Q) the CRT of the residues
+    (Python integers), whatever g; extreme coefficients 0, Q - 1 and (D - 1) / 2 included."""
+    from crossfhe.ring.ntt import NTTPlan
+    from crossfhe.ring.poly import Domain, RNSPoly, to_coeff, to_eval
+
+    params = INSECURE_CKKS_N11_COMPOSITE
+    moduli = params.moduli_at(params.levels)[:6]
+    big_q, d = math.prod(moduli), math.prod(moduli[-g:])
+    rnd = np.random.default_rng(g)
+    xs = [int(v) for v in rnd.integers(0, 2**62, params.n).astype(object) * (big_q // 2**60) % big_q]
+    xs[:3] = [0, big_q - 1, (d - 1) // 2]
+    data = np.array([[x % m for x in xs] for m in moduli], dtype=np.uint32)
+    p = to_eval(RNSPoly.create(data, moduli), NTTPlan.create(params.n, moduli))
+    out = ops._rescale_poly(p, g)
+    assert out.basis == moduli[:-g] and out.domain == Domain.EVAL
+    got = np.asarray(to_coeff(out, NTTPlan.create(params.n, moduli[:-g])).data)
+    want = [[((x + (d - 1) // 2) // d) % m for x in xs] for m in moduli[:-g]]
+    assert got.tolist() == want

@@ -164,10 +164,12 @@ def test_kernels_exact_under_user_jit_without_x64():
     assert np.asarray(got).tolist() == [x * y % q for x, y in zip(a, b)]
 
 
-@pytest.mark.parametrize(("n", "tile", "chunk"), [(64, 512, 4), (2048, 512, 4), (2048, 256, 3), (1536, 512, 16)])
-def test_mac_reduce_rows_matches_integer_matrix_product(n, tile, chunk):
-    """W X mod q_j per column, with and without column tiles (n > tile), for chunks that divide the
-    source count and that do not; the largest residues sit in the first columns and rows."""
+@pytest.mark.parametrize("unroll_from", [0, 2**40], ids=["unrolled", "broadcast"])
+@pytest.mark.parametrize(("n", "chunk"), [(64, 4), (256, 3), (128, 7), (96, 16)])
+def test_mac_reduce_rows_matches_integer_matrix_product(n, chunk, unroll_from, monkeypatch):
+    """W X mod q_j per column, in both forms (the size threshold moved to force each), for chunks that
+    divide the source count (7) and that do not; the largest residues sit in the first columns and rows."""
+    monkeypatch.setattr(M, "_ROWS_UNROLL_FROM", unroll_from)
     moduli = [2**31 - 1, 2013265921, 1073479681] if chunk <= 4 else [268369921, 65537, 1073479681]
     src_q = 2**31 - 1 if chunk <= 4 else 268369921
     rnd = np.random.default_rng(n + chunk)
@@ -179,7 +181,7 @@ def test_mac_reduce_rows_matches_integer_matrix_product(n, tile, chunk):
     t = M.ModulusTable.create(moduli)
     got = M.mac_reduce_rows(
         x.astype(np.uint32), w.astype(np.uint32), t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2,
-        chunk=chunk, tile=tile,
+        chunk=chunk,
     )
     xo, wo = x.astype(object), w.astype(object)
     want = np.stack([(wo @ xo[b]) % np.array(moduli, dtype=object)[:, None] for b in range(batch)])

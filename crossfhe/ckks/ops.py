@@ -32,9 +32,17 @@ from crossfhe.core import rlwe
 from crossfhe.core.keys import PublicKey, SecretKey, gen_public_key, gen_secret_key
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math import random as crandom
-from crossfhe.math.modular import ModulusTable, add_mod, barrett_reduce, shoup_mul, shoup_precompute, sub_mod
+from crossfhe.math.modular import (
+    ModulusTable,
+    add_mod,
+    barrett_reduce,
+    mac_reduce_rows,
+    shoup_mul,
+    shoup_precompute,
+    sub_mod,
+)
 from crossfhe.ring import poly
-from crossfhe.ring.ntt import NTTPlan, intt, ntt
+from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
 
 SCALE_TOLERANCE = 2.0**-20
@@ -210,39 +218,60 @@ def _k_galois(c0, c1, gk, plan, element):
 
 
 @lru_cache(maxsize=256)
-def _rescale_tables(n: int, moduli: tuple[int, ...]):
-    q_last = moduli[-1]
-    rest = moduli[:-1]
-    q = np.array(rest, dtype=np.uint32).reshape(-1, 1)
-    inv = np.array([pow(q_last, -1, m) for m in rest], dtype=np.uint32).reshape(-1, 1)
-    half = (q_last - 1) // 2
-    h = np.array([half % m for m in rest], dtype=np.uint32).reshape(-1, 1)
-    t = ModulusTable.create(rest)
-    return (NTTPlan.create(n, (q_last,)), NTTPlan.create(n, rest),
-            (q, inv, shoup_precompute(inv, q.astype(np.uint64)), h, t.barrett_mu, t.bits,
-             np.array([[q_last]], dtype=np.uint32), np.array([[half]], dtype=np.uint32)))
+def _rescale_tables(n: int, moduli: tuple[int, ...], g: int):
+    """Tables of :func:`_k_rescale` dividing by the last ``g`` primes of ``moduli``."""
+    last, rest = moduli[-g:], moduli[:-g]
+    divisor = math.prod(last)
+    half = (divisor - 1) // 2
+    col = lambda xs: np.array(xs, dtype=np.uint32).reshape(-1, 1)  # noqa: E731
+    tl, tr = ModulusTable.create(last), ModulusTable.create(rest)
+    # Garner: inv[j][l] = last_l^-1 mod last_j (l < j), with Shoup companions.
+    inv = np.array([[pow(last[l], -1, last[j]) if l < j else 0 for l in range(g)] for j in range(g)], dtype=np.uint32)
+    inv_s = shoup_precompute(inv, np.array(last, dtype=np.uint64)[:, None])
+    # The mixed-radix digits v_j weigh prod_{l<j} last_l; their sum mod each remaining prime.
+    radix = np.array([[math.prod(last[:j]) % m for j in range(g)] for m in rest], dtype=np.uint32)
+    d_inv = [pow(divisor, -1, m) for m in rest]
+    consts = (
+        (col(last), tl.barrett_mu, tl.bits, col([half % m for m in last]), inv, inv_s),
+        (tr.q, tr.barrett_mu, tr.bits, tr.mont_qinv, tr.mont_r2),
+        radix,
+        col([half % m for m in rest]),
+        col(d_inv),
+        shoup_precompute(col(d_inv), tr.q.astype(np.uint64)),
+    )
+    return NTTPlan.create(n, last), NTTPlan.create(n, rest), consts
 
 
 @jax.jit
 def _k_rescale(x, plan_last, plan_rest, consts):
-    """round(x / q_last) over the other primes, EVAL in, EVAL out: only the last limb is inverted.
+    """round(x / D) over the other primes, D = the product of the last g primes; EVAL in, EVAL out.
 
-    With h = (q_last - 1) / 2 and r = (x + h) mod q_last per coefficient (from one INTT),
-    (x - (r - h)) / q_last = floor((x + h) / q_last) = round(x / q_last) exactly (q_last odd). Per prime
-    q_i: (x_i - NTT_i(r - h)) q_last^-1, with r - h lifted to q_i in the coefficient domain.
+    With h = (D - 1) / 2 and r = (x + h) mod D per coefficient (the g last limbs inverted, then combined
+    by Garner into mixed-radix digits v_j: r = v_0 + q_0 v_1 + q_0 q_1 v_2 + ...), x - (r - h) =
+    D floor((x + h) / D) = D round(x / D) exactly (D odd). Per remaining prime q_i:
+    (x_i - NTT_i(r - h)) D^-1, with r - h reduced mod q_i in the coefficient domain. One transform of the
+    remaining limbs whatever g is: a composite level costs what a single-prime level does.
     """
-    q, inv, inv_s, h, mu, bits, q_last, half = consts
-    last = intt(x[..., -1:, :], plan_last)
-    r = add_mod(last, half, q_last)
-    r_i = barrett_reduce(jnp.broadcast_to(r, x[..., :-1, :].shape), q, mu, bits)
-    t = sub_mod(r_i, h, q)
-    y = sub_mod(x[..., :-1, :], ntt(t, plan_rest), q)
-    return shoup_mul(y, inv, inv_s, q)
+    (ql, mul_, bitsl, hl, inv, inv_s), dst, radix, h, d_inv, d_inv_s = consts
+    g = ql.shape[0]
+    r = add_mod(intt(x[..., -g:, :], plan_last), hl, ql)
+    digits = []
+    for j in range(g):
+        acc = r[..., j, :]
+        for l_ in range(j):
+            v = barrett_reduce(digits[l_], ql[j], mul_[j], bitsl[j])
+            acc = shoup_mul(sub_mod(acc, v, ql[j]), inv[j, l_], inv_s[j, l_], ql[j])
+        digits.append(acc)
+    t = mac_reduce_rows(jnp.stack(digits, axis=-2), radix, *dst, chunk=g)
+    # A barrier: fused into the transform's first pass, this producer would be computed twice per pair.
+    t = fusion_barrier(sub_mod(t, h, dst[0]), plan_rest.w)
+    y = sub_mod(x[..., :-g, :], ntt(t, plan_rest), dst[0])
+    return shoup_mul(y, d_inv, d_inv_s, dst[0])
 
 
-def _rescale_poly(p: RNSPoly) -> RNSPoly:
-    plan_last, plan_rest, consts = _rescale_tables(p.n, p.basis)
-    return RNSPoly(_k_rescale(p.data, plan_last, plan_rest, consts), p.basis[:-1], Domain.EVAL)
+def _rescale_poly(p: RNSPoly, g: int) -> RNSPoly:
+    plan_last, plan_rest, consts = _rescale_tables(p.n, p.basis, g)
+    return RNSPoly(_k_rescale(p.data, plan_last, plan_rest, consts), p.basis[:-g], Domain.EVAL)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -357,9 +386,7 @@ def rescale(a: Ciphertext) -> Ciphertext:
     """Divide by the level's scale prime(s) q with rounding and drop them: scale Delta / q, level - 1.
     Exact rounding of each coefficient; adds at most (1 + N) / 2 to the noise per prime."""
     primes = a.params.rescale_primes(a.level)
-    c0, c1 = a.c0, a.c1
-    for _ in primes:
-        c0, c1 = _rescale_poly(c0), _rescale_poly(c1)
+    c0, c1 = _rescale_poly(a.c0, len(primes)), _rescale_poly(a.c1, len(primes))
     return Ciphertext(c0, c1, a.params, a.scale / math.prod(primes))
 
 

@@ -20,6 +20,7 @@ Barrett, is in :mod:`crossfhe.math.sparse`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import jax.numpy as jnp
@@ -344,7 +345,10 @@ def mac_reduce(a, b, q, mu, bits, qinv, r2, *, axis=0):
     acc_hi, acc_lo = sum_wide(hi, lo, axis=axis)
     return reduce_u64(acc_hi, acc_lo, q, mu, bits, qinv, r2)
 
-def mac_reduce_rows(x, w, q, mu, bits, qinv, r2, *, chunk: int, tile: int = 512):
+_ROWS_UNROLL_FROM = 2**22
+
+
+def mac_reduce_rows(x, w, q, mu, bits, qinv, r2, *, chunk: int):
     """A modular matrix product per column: ``z[..., j, n] = sum_i w[..., j, i] x[..., i, n] mod q_j``.
 
     x: uint32 ``[..., S, N]``; w: uint32 ``[..., M, S]``; ``q`` and its constants ``[..., M, 1]`` (leading
@@ -352,28 +356,31 @@ def mac_reduce_rows(x, w, q, mu, bits, qinv, r2, *, chunk: int, tile: int = 512)
     once (:func:`mac_reduce`'s bound on ``chunk`` applies, from the largest x and w); the runs' results
     are added mod q_j. Output ``[..., M, N]`` in [0, q_j). Exact.
 
-    This is the basis conversion's inner loop (key switching spends most of its time here), written for
-    XLA:CPU: the terms are unrolled into one elementwise fusion (a reduction over a broadcast product
-    materialized it: 4 ns per term at N 2^16), and the columns are cut into tiles of ``tile`` moved to the
-    front, so the S rows of x that every output row reads stay in cache (without tiles they stream from
-    memory once per output row: 2.8 ns per term; with 512: 1.1, measured on 3 x 15 -> 44 limbs).
+    This is the basis conversion's inner loop, where key switching at N 2^16 spends most of its time.
+    Two forms, the same words. Small products (at most ``_ROWS_UNROLL_FROM`` terms in all) reduce over
+    the broadcast product ``[..., M, chunk, N]`` (:func:`mac_reduce` along an axis). Larger ones unroll
+    the terms into one elementwise fusion, as the broadcast product is then materialized in memory.
+    HE-Mult, one run per preset, 1 CPU, old / unrolled / both forms chosen per conversion: N14_L7 20.2 /
+    25.3 ms (ModUp 1.3M terms, ModDown 0.9M), N15_L19 245 / 152 ms (14M, 10M), N16_L21_DNUM3 1631 /
+    1118 ms (130M, 83M); hence the threshold 2^22. (Cutting the columns into cache-sized tiles moved to
+    the front measured no better at N 2^16, and 4x worse at N 2^14 without a barrier after the transpose.)
     """
     x = _u32(x)
     w = _u32(w)
-    n_src, n = x.shape[-2], x.shape[-1]
-    tile = min(int(tile), n)
-    tiled = n > tile and n % tile == 0
-    if tiled:
-        x = jnp.moveaxis(x.reshape(x.shape[:-1] + (n // tile, tile)), -2, 0)  # [C, ..., S, T]
+    n_src = x.shape[-2]
+    out_shape = jnp.broadcast_shapes(x.shape[:-2] + (1, x.shape[-1]), w.shape[:-1] + (1,))
+    unroll = math.prod(out_shape) * n_src > _ROWS_UNROLL_FROM
     out = None
     for start in range(0, n_src, chunk):
+        stop = min(start + chunk, n_src)
+        if not unroll:
+            part = mac_reduce(x[..., None, start:stop, :], w[..., :, start:stop, None], q, mu, bits, qinv, r2, axis=-2)
+            out = part if out is None else add_mod(out, part, q)
+            continue
         hi = lo = None
-        for i in range(start, min(start + chunk, n_src)):
+        for i in range(start, stop):
             h, l = mul_wide(x[..., i, None, :], w[..., :, i, None])
             hi, lo = (h, l) if hi is None else add_wide(hi, lo, h, l)
         part = reduce_u64(hi, lo, q, mu, bits, qinv, r2)
         out = part if out is None else add_mod(out, part, q)
-    if tiled:
-        out = jnp.moveaxis(out, 0, -2)  # [..., M, C, T]
-        out = out.reshape(out.shape[:-2] + (n,))
     return out
