@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import random
 
 import jax
@@ -21,6 +22,7 @@ from crossfhe.math.rns import (
     RescalePlan,
     RNSBasis,
     compose,
+    compose_float,
     decompose,
     fast_basis_conversion,
     mod_down,
@@ -131,6 +133,36 @@ def test_decompose_compose_roundtrip(bits, limbs, log_n):
     centered = [x - big_q if x > big_q // 2 else x for x in xs]
     assert list(compose(res, basis, centered=True)) == centered
     assert max(centered) == (big_q - 1) // 2 and min(centered) == -((big_q - 1) // 2)
+
+
+FLOAT_CASES = [(30, 1, 6), (28, 10, 6), (31, 3, 8), (31, 40, 6)]
+
+
+@pytest.mark.parametrize("bits,limbs,log_n", FLOAT_CASES, ids=map(spell("bits,limbs,logN"), FLOAT_CASES))
+def test_compose_float_is_the_centered_crt_within_ulps(bits, limbs, log_n):
+    """The Garner digits + Horner float equals float(centered CRT) to 2^-50 relative, for values of
+    every size (small ones, as a decoded plaintext has, and up to (Q - 1) / 2 of both signs); beyond
+    float64's range it gives +-inf."""
+    basis = basis_of(bits, limbs)
+    big_q, n = basis.product, 1 << log_n
+    rng = random.Random(f"crtf-{bits}-{limbs}-{log_n}")
+    half = (big_q - 1) // 2
+    xs = [0, 1, -1, half, -half, 2**40 + 3, -(2**55) - 7]
+    xs += [rng.randrange(-(2 ** rng.randrange(1, 80)), 2 ** rng.randrange(1, 80)) for _ in range(n // 2)]
+    xs = [x for x in xs if abs(x) <= half]
+    xs += [rng.randrange(-half, half + 1) for _ in range(n - len(xs))]
+    res = decompose([x % big_q for x in xs], basis)
+    got = compose_float(res, basis)
+    assert got.shape == (n,) and got.dtype == np.float64
+    for g, x in zip(got.tolist(), xs):
+        if abs(x) >= 2**1024:
+            assert g == (math.inf if x > 0 else -math.inf)
+        else:
+            assert abs(g - float(x)) <= 2**-50 * abs(float(x))
+    # any words are accepted: the residues plus a multiple of q_i decode the same
+    bumped = res.astype(np.uint64) + np.array(basis.moduli, dtype=np.uint64)[:, None]
+    bumped = np.where(bumped < 2**32, bumped, res).astype(np.uint32)
+    assert np.array_equal(compose_float(bumped, basis), got)
 
 
 @settings(max_examples=60, deadline=None)

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.errors import BasisMismatchError, ParameterError
-from crossfhe.math.rns import RNSBasis, compose
+from crossfhe.math.rns import RNSBasis, compose_float
 
 _MANTISSA_BITS = 53
 _FLOAT_MAX_EXPONENT = 1023
@@ -364,20 +364,13 @@ def encode_scalar_constant(c, *, moduli, scale) -> np.ndarray:
     return _integral_floats_to_residues(x, basis.moduli)[:, 0]
 
 
-def _centered_to_float(x: np.ndarray) -> np.ndarray:
-    """Python ints (object array) to float64, correctly rounded; refuses magnitudes beyond float range."""
-    try:
-        return x.astype(np.float64)
-    except OverflowError as err:
-        raise ParameterError("decode: a centered coefficient exceeds the float64 range (2^1024)") from err
-
-
 def decode(residues, *, moduli, scale, slots: int | None = None) -> np.ndarray:
     """CKKS decoding: embed(c / scale) with c the centered integer coefficients of the plaintext.
 
     residues: uint32[..., limbs, N] (NumPy or JAX), coefficient domain, residues modulo ``moduli``.
-    c = CRT(residues) in [-(Q-1)/2, (Q-1)/2], exact (:func:`crossfhe.math.rns.compose`), then divided by
-    ``scale`` in float64. slots: s (a power of two dividing N/2; default N/2). For s < N/2 only the
+    c = CRT(residues) in [-(Q-1)/2, (Q-1)/2] in float64 (:func:`crossfhe.math.rns.compose_float`: exact
+    mixed-radix digits, then a float Horner sum, a few ulps), then divided by ``scale``. slots: s (a power
+    of two dividing N/2; default N/2). For s < N/2 only the
     coefficients c_{kg}, c_{N/2+kg}, g = N/(2s), are read: the average of the g replicas of each slot.
     Returns complex128[..., s]. Raises BasisMismatchError if the limb axis does not match ``moduli`` and
     ParameterError for a bad N, slot count or scale.
@@ -394,5 +387,8 @@ def decode(residues, *, moduli, scale, slots: int | None = None) -> np.ndarray:
     s = n // 2 if slots is None else _check_slot_count(int(slots), n, "decode")
     g = n // (2 * s)
     stride = np.concatenate([np.arange(0, n // 2, g), np.arange(n // 2, n, g)])
-    c = _centered_to_float(compose(r[..., stride], basis, centered=True)) / scale
+    c = compose_float(r[..., stride], basis)
+    if not np.all(np.isfinite(c)):
+        raise ParameterError("decode: a centered coefficient exceeds the float64 range (2^1024)")
+    c = c / scale
     return special_fft(c[..., :s] + 1j * c[..., s:])
