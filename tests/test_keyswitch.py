@@ -316,3 +316,19 @@ def test_errors_name_the_mismatch(sk, relin_keys):
         KS.gen_relin_key(K.gen_secret_key(no_p, _key(65)), no_p, _key(66), dnum=2)
     with pytest.raises(TypeError, match="n, q, p"):
         K.gen_secret_key(object(), _key(67))
+
+
+def test_mod_down_with_coefficient_noise_is_mod_down_of_the_sum():
+    """mod_down_eval(c, e=e) (e in the coefficient domain, added without a transform) gives the same
+    words as mod_down_eval(c + NTT(e)), e Gaussian over Q_k ∪ P, on a batch of two."""
+    k = 4
+    moduli = Q[:k] + PP
+    plan = NTTPlan.create(N, moduli)
+    down = ModDownPlan.create(RNSBasis(Q[:k]), RNSBasis(PP), centered=True)
+    ntt_q, ntt_p = NTTPlan.create(N, Q[:k]), NTTPlan.create(N, PP)
+    c = K.sample_uniform(_key(40), moduli, N, batch=(2,)).data
+    e = K.sample_gaussian(_key(41), moduli, N, batch=(2,)).data
+    got = jax.jit(KS.mod_down_eval)(c, down, ntt_q, ntt_p, e)
+    summed = P.add(P.RNSPoly(c, moduli, P.Domain.EVAL), P.RNSPoly(ntt(e, plan), moduli, P.Domain.EVAL)).data
+    want = jax.jit(KS.mod_down_eval)(summed, down, ntt_q, ntt_p)
+    assert np.array_equal(np.asarray(got), np.asarray(want))

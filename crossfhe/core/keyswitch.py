@@ -437,7 +437,7 @@ def _mac_digits(y, key, plan: KeySwitchPlan):
     return out
 
 
-def mod_down_eval(c, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
+def mod_down_eval(c, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan, e=None):
     """ModDown of c ``[..., k + K, N]`` (EVAL over Q_k ∪ P) to EVAL over Q_k: (c_Q - NTT(Conv~([c]_P))) P^-1.
 
     With ``down`` centered (``ModDownPlan.create(..., centered=True)``) the result is round(c / P) - alpha,
@@ -445,10 +445,20 @@ def mod_down_eval(c, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
     alpha, and a key-dependent multiple of s through c1, which the slots see amplified by |sum_j zeta^j|
     (up to about N / pi): 4 bits of precision at N 2^14. Only P's limbs are transformed; the same words as
     NTT(mod_down(INTT(c))).
+
+    ``e``: optional ``[..., k + K, N]`` residues in [0, q_i) of a polynomial in the COEFFICIENT domain added
+    to c first (an encryption's noise): by linearity it joins the P limbs after their inverse transform and
+    leaves the Q limbs inside the one forward transform, so it costs no transform of its own. The same
+    words as ModDown of c + NTT(e).
     """
     k = c.shape[-2] - ntt_p.limbs
     cp = intt(fusion_barrier(c[..., k:, :], ntt_p.w), ntt_p)
-    z = ntt(fusion_barrier(fast_basis_conversion(cp, down.conv), ntt_q.w), ntt_q)
+    if e is None:
+        z = fast_basis_conversion(cp, down.conv)
+    else:
+        cp = add_mod(cp, e[..., k:, :], ntt_p.q)
+        z = sub_mod(fast_basis_conversion(cp, down.conv), e[..., :k, :], down.q)
+    z = ntt(fusion_barrier(z, ntt_q.w), ntt_q)
     return shoup_mul(sub_mod(c[..., :k, :], z, down.q), down.p_inv, down.p_inv_shoup, down.q)
 
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 from functools import lru_cache
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.core.keys import SIGMA, PublicKey, SecretKey, sample_gaussian, sample_ternary, sample_uniform
 from crossfhe.core.keyswitch import mod_down_eval
 from crossfhe.errors import BasisMismatchError, DomainMismatchError
 from crossfhe.math import random as crandom
+from crossfhe.math.modular import add_mod
 from crossfhe.math.rns import ModDownPlan, RNSBasis
 from crossfhe.ring.ntt import NTTPlan
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
@@ -64,20 +66,20 @@ def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...]):
 
 
 @jax.jit
-def _mod_down_eval(c, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
-    return mod_down_eval(c, down, ntt_q, ntt_p)
-
-
-@jax.jit
-def _pk_mask(pk_b, pk_a, v, e0, e1):
-    return add(mul(v, pk_b), e0).data, add(mul(v, pk_a), e1).data
+def _k_encrypt_pk(pk_b, pk_a, v, e, m, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
+    """ModDown(v (b, a) + (e0, e1)) + (m, 0); v, b, a EVAL over Q_k ∪ P ``[..., k + K, N]``, e = (e0, e1)
+    COEFF ``[..., 2, k + K, N]`` (added inside ModDown, no transform of their own), m EVAL over Q_k."""
+    masked = jnp.stack([mul(v, pk_b).data, mul(v, pk_a).data], axis=-3)  # [..., 2, k + K, N]
+    c = mod_down_eval(masked, down, ntt_q, ntt_p, e=e)
+    return add_mod(c[..., 0, :, :], m, ntt_q.q), c[..., 1, :, :]
 
 
 def encrypt_pk(pk: PublicKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: float = SIGMA, p: tuple[int, ...]):
     """(c0, c1) = ModDown(v b + e0, v a + e1) + (m, 0) over m's basis Q_k, EVAL domain; v uniform ternary.
 
     m: RNSPoly EVAL over a prefix Q_k of the key's ciphertext primes, uint32[..., k, N]. ``p``: the special
-    primes (the last limbs of the public key). ``key``: used once.
+    primes (the last limbs of the public key). ``key``: used once. v is transformed once; e0 and e1 enter
+    ModDown in the coefficient domain (:func:`~crossfhe.core.keyswitch.mod_down_eval`), one jitted kernel.
     """
     _check_message(m, pk.q)
     n, q_k, k = m.n, m.basis, m.limbs
@@ -91,13 +93,11 @@ def encrypt_pk(pk: PublicKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: floa
     key_v, key_e0, key_e1 = crandom.split(key, 3)
     plan = NTTPlan.create(n, moduli)
     v = sample_ternary(key_v, moduli, n, domain=Domain.EVAL, batch=batch, plan=plan)
-    e0 = sample_gaussian(key_e0, moduli, n, sigma, domain=Domain.EVAL, batch=batch, plan=plan)
-    e1 = sample_gaussian(key_e1, moduli, n, sigma, domain=Domain.EVAL, batch=batch, plan=plan)
-    c0, c1 = _pk_mask(b, a, v, e0, e1)
+    e0 = sample_gaussian(key_e0, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
+    e1 = sample_gaussian(key_e1, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
     down, ntt_q, ntt_p = _down_tables(n, q_k, tuple(p))
-    c0 = RNSPoly(_mod_down_eval(c0, down, ntt_q, ntt_p), q_k, Domain.EVAL)
-    c1 = RNSPoly(_mod_down_eval(c1, down, ntt_q, ntt_p), q_k, Domain.EVAL)
-    return add(c0, m), c1
+    c0, c1 = _k_encrypt_pk(b, a, v, jnp.stack([e0.data, e1.data], axis=-3), m.data, down, ntt_q, ntt_p)
+    return RNSPoly(c0, q_k, Domain.EVAL), RNSPoly(c1, q_k, Domain.EVAL)
 
 
 @jax.jit
