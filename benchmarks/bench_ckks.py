@@ -1,6 +1,6 @@
 """CKKS benchmark: crossfhe's CKKS operations vs Microsoft SEAL (seal-python), latency and precision, in one run.
 
-    python benchmarks/bench_ckks.py [--quick] [--full] [--json PATH] [--threads 1] [--no-peer]
+    python benchmarks/bench_ckks.py [--quick] [--full] [--json PATH] [--threads 1] [--no-peer] [--chains]
     crossfhe bench ckks [same options]
 
 Latency: median of >= 10 timed calls (or >= 3 calls once 4 s have passed, for slow operations) after a
@@ -49,6 +49,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="CPUs to run on (1 matches the single-thread peer)")
     p.add_argument("--no-peer", action="store_true", help="skip SEAL")
     p.add_argument("--no-precision", action="store_true", help="skip the precision comparison")
+    p.add_argument("--chains", action="store_true",
+                   help="depth-L chains for every preset in the run (N 2^16: minutes, one compilation per level)")
     p.add_argument("--reps", type=int, default=10,
                    help="minimum timed calls (slow ops: >= 3 calls once 4 s, --quick 1 s, have passed)")
     return p.parse_args()
@@ -418,12 +420,17 @@ def precision_section(names: list[str], ctxs: dict, args, base: dict, peer: str 
     wanted = ["N13_L3 (scale 2^26, single prime)"]
     if not args.quick:
         wanted += ["N14_L7 (scale 2^30, single prime)", "N14_L5_S50 (scale 2^50, composite)"]
-    for n in names:  # N 2^15 / 2^16 presets in the run: one level only (a full chain compiles every level)
+    chains = {}
+    for n in names:  # other presets in the run: no chain unless --chains (a full chain compiles every level)
         if n not in ("N13_L3", "N14_L7"):
-            wanted.append(f"{n} (scale 2^{getattr(presets, n).log_scale}, composite, no chain)")
+            pn = getattr(presets, n)
+            kind = "composite" if pn.primes_per_level > 1 else "single prime"
+            label = f"{n} (scale 2^{pn.log_scale}, {kind}{'' if args.chains else ', no chain'})"
+            wanted.append(label)
+            chains[label] = (n, pn.levels if args.chains else None)
     records = []
     for label in wanted:
-        src, depth = PRECISION.get(label, (label.split()[0], None))
+        src, depth = PRECISION.get(label) or chains[label]
         if isinstance(src, str) and src in ctxs:
             p, sk, ek, seal_ctx, _ = ctxs[src]
         else:

@@ -243,7 +243,7 @@ def _plain_keyswitch(d: P.RNSPoly, ksk: KS.KeySwitchKey, active: int):
         a = P.RNSPoly(ksk.a.data[j][np.array(rows)], target.moduli, P.Domain.EVAL)
         term = (y * b, y * a)
         acc = term if acc is None else (acc[0] + term[0], acc[1] + term[1])
-    down = ModDownPlan.create(q_basis, p_basis, centered=True)
+    down = ModDownPlan.create(q_basis, p_basis, exact=True)
     return tuple(ntt(mod_down(intt(c.data, plan_qp), down), plan_q) for c in acc)
 
 
@@ -324,7 +324,7 @@ def test_mod_down_with_coefficient_noise_is_mod_down_of_the_sum():
     k = 4
     moduli = Q[:k] + PP
     plan = NTTPlan.create(N, moduli)
-    down = ModDownPlan.create(RNSBasis(Q[:k]), RNSBasis(PP), centered=True)
+    down = ModDownPlan.create(RNSBasis(Q[:k]), RNSBasis(PP), exact=True)
     ntt_q, ntt_p = NTTPlan.create(N, Q[:k]), NTTPlan.create(N, PP)
     c = K.sample_uniform(_key(40), moduli, N, batch=(2,)).data
     e = K.sample_gaussian(_key(41), moduli, N, batch=(2,)).data

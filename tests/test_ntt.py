@@ -35,8 +35,14 @@ def _edge(plan):
     return np.stack([zeros, top, alt])
 
 
+@pytest.mark.parametrize("radix4_from", [T._FORWARD_RADIX4_FROM, 0], ids=["default-head", "two-stage-head"])
 @pytest.mark.parametrize("log_n,bits,limbs", CASES, ids=[f"logN={a}/bits={b}/limbs={c}" for a, b, c in CASES])
-def test_forward_matches_reference_and_inverse(log_n, bits, limbs):
+def test_forward_matches_reference_and_inverse(log_n, bits, limbs, radix4_from, monkeypatch, request):
+    """Both forward heads (one or two stages per pass, chosen by size; forced here) on every case. The
+    choice is made at trace time, so compiled transforms are dropped before and after."""
+    jax.clear_caches()
+    monkeypatch.setattr(T, "_FORWARD_RADIX4_FROM", radix4_from)
+    request.addfinalizer(jax.clear_caches)
     plan = _plan(log_n, bits, limbs)
     x = np.concatenate([_random(plan, (3,), seed=log_n), _edge(plan)])
     y = np.asarray(T.ntt(x, plan))

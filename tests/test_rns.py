@@ -360,6 +360,32 @@ def test_mod_up_then_mod_down_of_p_times_x_is_exact(q_limbs, p_limbs, log_n):
 
 
 @pytest.mark.parametrize(
+    "q_limbs,p_limbs", [(2, 1), (5, 2), (6, 5), (3, 14)], ids=map(spell("Q,P"), [(2, 1), (5, 2), (6, 5), (3, 14)])
+)
+def test_exact_mod_down_rounds_to_nearest(q_limbs, p_limbs):
+    """ModDown with ``exact``: out = round(X / P) mod Q (X taken in (-QP/2, QP/2]) for random X, X next to
+    multiples of P, and X at P/2 +- small offsets, where the float32 estimate of alpha may be one off and
+    out is then the other neighbour of X / P (|X / P - out| <= 1, never more)."""
+    q_basis, p_basis = basis_of(31, q_limbs), basis_of(31, p_limbs, skip=q_limbs)
+    qp = q_basis.concat(p_basis)
+    big_p, big_q, big = p_basis.product, q_basis.product, qp.product
+    rng = random.Random(f"exact-down-{q_limbs}-{p_limbs}")
+    xs = random_ints(rng, big, 256, edges=(0, 1, big - 1, big_p, 3 * big_p - 1, big_p // 2, big_p // 2 + 1))
+    xs += [(7 * big_p + big_p // 2 + off) % big for off in (-3, -1, 0, 1, 2)]
+    out = compose(mod_down(decompose(xs, qp), ModDownPlan.create(q_basis, p_basis, exact=True)), q_basis)
+    off_by_one = 0
+    for x, o in zip(xs, out, strict=True):
+        xc = x - big if x > big // 2 else x
+        nearest = (2 * xc + big_p) // (2 * big_p)  # round(xc / P), halves up
+        diff = (int(o) - nearest) % big_q
+        frac = abs(xc / big_p - round(xc / big_p))
+        if diff:
+            off_by_one += 1
+            assert diff in (1, big_q - 1) and frac > 0.5 - p_limbs * 2.0**-22
+    assert off_by_one <= 8  # only the handful of inputs placed at half-integers may round the other way
+
+
+@pytest.mark.parametrize(
     "q_limbs,p_limbs", [(2, 1), (5, 2), (6, 5)], ids=map(spell("Q,P"), [(2, 1), (5, 2), (6, 5)])
 )
 def test_mod_down_error_bound(q_limbs, p_limbs):

@@ -344,7 +344,7 @@ def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, acti
         up=DigitModUp.create(n, groups, q_basis, target),
         ntt_q=NTTPlan.create(n, q_basis.moduli),
         ntt_p=NTTPlan.create(n, p),
-        down=ModDownPlan.create(q_basis, p_basis, centered=True),
+        down=ModDownPlan.create(q_basis, p_basis, exact=True),
         mac=(t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2),
         n=n,
         q=q,
@@ -443,8 +443,11 @@ def mod_down_eval(c, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan, e=None):
     With ``down`` centered (``ModDownPlan.create(..., centered=True)``) the result is round(c / P) - alpha,
     alpha of mean 0 and |alpha| <= K/2 + 1: no bias. A floor would bias every coefficient by about -1/2 -
     alpha, and a key-dependent multiple of s through c1, which the slots see amplified by |sum_j zeta^j|
-    (up to about N / pi): 4 bits of precision at N 2^14. Only P's limbs are transformed; the same words as
-    NTT(mod_down(INTT(c))).
+    (up to about N / pi): 4 bits of precision at N 2^14. With ``exact=True`` (what key switching and
+    encryption use) alpha is removed as well (HPS, float32 estimate): round(c / P), off by one at most
+    near half-integers. Through c1 the term alpha s has K times the spread of the rounding alone: with
+    K = 14 special primes at N 2^16 fresh ciphertexts lost 2 bits to SEAL (one special prime, no alpha).
+    Only P's limbs are transformed; the same words as NTT(mod_down(INTT(c))).
 
     ``e``: optional ``[..., k + K, N]`` residues in [0, q_i) of a polynomial in the COEFFICIENT domain added
     to c first (an encryption's noise): by linearity it joins the P limbs after their inverse transform and

@@ -62,7 +62,7 @@ def encrypt_sk(sk: SecretKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: floa
 
 @lru_cache(maxsize=64)
 def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...]):
-    return ModDownPlan.create(RNSBasis(q), RNSBasis(p), centered=True), NTTPlan.create(n, q), NTTPlan.create(n, p)
+    return ModDownPlan.create(RNSBasis(q), RNSBasis(p), exact=True), NTTPlan.create(n, q), NTTPlan.create(n, p)
 
 
 @jax.jit

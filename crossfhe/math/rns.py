@@ -275,17 +275,28 @@ class BasisConversion:
     src_half: np.ndarray
     prod_mod_dst: np.ndarray
     prod_mod_dst_shoup: np.ndarray
+    src_inv: np.ndarray
     from_basis: RNSBasis = _static()
     to_basis: RNSBasis = _static()
     chunk: int = _static()
     centered: bool = _static()
+    exact: bool = _static()
 
     @classmethod
-    def create(cls, from_basis: RNSBasis, to_basis: RNSBasis, *, chunk: int | None = None, centered: bool = False):
+    def create(
+        cls,
+        from_basis: RNSBasis,
+        to_basis: RNSBasis,
+        *,
+        chunk: int | None = None,
+        centered: bool = False,
+        exact: bool = False,
+    ):
         """Precompute Conv_{from_basis -> to_basis}. ``chunk`` (default: the largest safe one) may be
         lowered, e.g. to exercise the chunked accumulation; above the safe bound it is refused.
         Target moduli must exceed 2^15 (the reduction of ``mac_reduce``). ``centered``: use the step-1
-        digits y_i - c_i when y_i > c_i / 2 (see :func:`fast_basis_conversion`).
+        digits y_i - c_i when y_i > c_i / 2 (see :func:`fast_basis_conversion`). ``exact`` (implies
+        ``centered``): also remove alpha, estimated in float32 (HPS).
         """
         small = [b for b in to_basis.moduli if b <= _MIN_TARGET_MODULUS]
         if small:
@@ -312,10 +323,12 @@ class BasisConversion:
             src_half=_u32_col(c // 2 for c in from_basis.moduli),
             prod_mod_dst=_u32_col(prod_mod_dst),
             prod_mod_dst_shoup=_u32_col(_shoup(w, b) for w, b in zip(prod_mod_dst, to_basis.moduli, strict=True)),
+            src_inv=np.array([1.0 / c for c in from_basis.moduli], dtype=np.float32).reshape(-1, 1),
             from_basis=from_basis,
             to_basis=to_basis,
             chunk=chunk,
-            centered=bool(centered),
+            centered=bool(centered or exact),
+            exact=bool(exact),
         )
 
 
@@ -328,8 +341,15 @@ def _convert(x, conv: BasisConversion):
     )
     if conv.centered:
         # Each digit taken as y_i - c_i subtracts C once: subtract [C]_{b_j} times their count.
-        count = jnp.sum((y > conv.src_half).astype(U32), axis=-2, keepdims=True)
-        out = sub_mod(out, shoup_mul(count, conv.prod_mod_dst, conv.prod_mod_dst_shoup, conv.dst_q), conv.dst_q)
+        neg = y > conv.src_half
+        count = jnp.sum(neg.astype(jnp.int32), axis=-2, keepdims=True)
+        if conv.exact:
+            # sum_i y~_i / c_i = X~ / C + alpha with |X~ / C| <= 1/2: alpha = round of the float32 sum.
+            frac = jnp.where(neg, y.astype(jnp.int32) - conv.src_q.astype(jnp.int32), y.astype(jnp.int32))
+            est = jnp.sum(frac.astype(jnp.float32) * conv.src_inv, axis=-2, keepdims=True)
+            count = count + jnp.round(est).astype(jnp.int32)
+        total = jnp.where(count < 0, count + conv.dst_q.astype(jnp.int32), count).astype(U32)
+        out = sub_mod(out, shoup_mul(total, conv.prod_mod_dst, conv.prod_mod_dst_shoup, conv.dst_q), conv.dst_q)
     return out
 
 
@@ -346,6 +366,9 @@ def fast_basis_conversion(x, conv: BasisConversion):
     With ``conv.centered``, the digits y_i > c_i / 2 are taken as y_i - c_i: the sum is then X~ + alpha C
     with X~ the centered representative of X (in (-C/2, C/2]) and alpha symmetric about 0, |alpha| <= |C|/2 + 1,
     which makes a ModDown round to nearest without a bias (its error -alpha has mean 0).
+    With ``conv.exact`` (HPS: Halevi, Polyakov, Shoup, CT-RSA 2019), alpha is removed too: alpha =
+    round(sum_i y~_i / c_i) from a float32 sum whose error is below |C| 2^-22, so z_j = X~ mod b_j exactly
+    unless |X~ / C| is that close to 1/2, where the result may be the other representative X~ -+ C.
     """
     return _convert(x, conv)
 
@@ -418,14 +441,17 @@ class ModDownPlan:
     p_basis: RNSBasis = _static()
 
     @classmethod
-    def create(cls, q_basis: RNSBasis, p_basis: RNSBasis, *, centered: bool = False) -> ModDownPlan:
+    def create(
+        cls, q_basis: RNSBasis, p_basis: RNSBasis, *, centered: bool = False, exact: bool = False
+    ) -> ModDownPlan:
         """``centered``: round(X / P) - alpha with alpha of mean 0 (centered conversion) instead of
-        floor(X / P) - alpha with 0 <= alpha < |P|."""
+        floor(X / P) - alpha with 0 <= alpha < |P|. ``exact``: round(X / P), or one off when X / P is
+        within |P| 2^-22 of a half-integer (alpha removed, :func:`fast_basis_conversion`)."""
         q_basis.concat(p_basis)  # checks that Q and P are coprime
         big_p = p_basis.product
         p_inv = [pow(big_p % q, -1, q) for q in q_basis.moduli]
         return cls(
-            conv=BasisConversion.create(p_basis, q_basis, centered=centered),
+            conv=BasisConversion.create(p_basis, q_basis, centered=centered, exact=exact),
             q=q_basis.table.q,
             p_inv=_u32_col(p_inv),
             p_inv_shoup=_u32_col(_shoup(w, q) for w, q in zip(p_inv, q_basis.moduli, strict=True)),

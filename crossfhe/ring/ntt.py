@@ -29,6 +29,7 @@ below 2^30 the forward butterflies keep values in [0, 4q) and the inverse ones i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache, partial
 
@@ -237,12 +238,21 @@ def fusion_barrier(x, table):
     return lax.cond(pred, lambda u: u, lambda u: u ^ jnp.uint32(0), x)
 
 
+# Forward head with two stages per pass from this many bytes per transform call. One process, 1 CPU,
+# 30-bit primes, ns per butterfly one / two stages per pass: N 2^16 x 4 limbs (1 MiB) 1.06 / 1.27,
+# x 8 (2 MiB) 1.65 / 1.55, x 16 (4 MiB) 2.03 / 1.90, x 48 (12 MiB) 2.46 / 1.92; N 2^14 x 32 (2 MiB)
+# 1.69 / 1.77; N 2^15 x 48 (6 MiB) 2.36 / 2.23.
+_FORWARD_RADIX4_FROM = 4 * 2**20
+
+
 def _pass_sizes(log_n: int, *, stages_per_pass: int) -> list[int]:
     """How the row-major stages are grouped into memory passes: ``stages_per_pass`` each, and the
     remainder first. A fused pass computes every output element on its own, so shared butterfly work is
     recomputed: a two-stage Cooley-Tukey pass needs 3 Shoup products per output, a Gentleman-Sande one
     1.5 (its first-stage sums need none). Measured on XLA:CPU: the forward head is 10-20% faster with one
-    stage per pass, the inverse head up to 15% faster with two; three or more per pass was 2-4x slower.
+    stage per pass while the array fits the cache, the inverse head up to 15% faster with two; three or
+    more per pass was 2-4x slower. Past the cache the passes are memory-bound and the forward head takes
+    two stages per pass too (:data:`_FORWARD_RADIX4_FROM`).
     """
     k = stages_per_pass
     return [log_n % k] * (log_n % k > 0) + [k] * (log_n // k)
@@ -293,7 +303,8 @@ def _forward(x, q, w, ws, *, wide: bool, full: bool):
     n1, n2 = split(n)
     qh = q[..., None]
     m, t = 1, n
-    for k in _pass_sizes(n1.bit_length() - 1, stages_per_pass=1):
+    spp = 2 if math.prod(x.shape) * 4 >= _FORWARD_RADIX4_FROM else 1
+    for k in _pass_sizes(n1.bit_length() - 1, stages_per_pass=spp):
         t >>= k
         a = x.reshape(lead + (m, 1 << k, t))
         parts = [a[..., i, :] for i in range(1 << k)]
