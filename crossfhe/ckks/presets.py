@@ -1,8 +1,8 @@
 """Named CKKS parameter sets. Each secure set is checked against the HomomorphicEncryption.org 128-bit
 table (uniform ternary secret) when the module is imported; sets that exceed it are ``insecure`` and sit
 beside their closest secure variant. Depth and log PQ are computed from the chosen primes; precision is
-log2 of the largest slot error for values in [-1, 1], measured by ``benchmarks/bench_ckks.py`` (2026-11-21,
-public-key encryption; the same run measured SEAL within 2 bits), where a figure is given.
+log2 of the largest slot error for values in [-1, 1], measured by ``benchmarks/bench_ckks.py --chains`` (2026-11-21,
+public-key encryption, one run: SEAL at the same N, scale and depth within 0.42 bits of every figure).
 
 Our words are 32 bits, so the papers' 36-54-bit primes become 25-31-bit primes, or pairs of primes per
 level (composite scaling) where the scale needs more than 31 bits.
@@ -13,26 +13,30 @@ from __future__ import annotations
 from crossfhe.ckks.params import Params, ParamsLiteral
 
 N12_L1 = Params.from_literal(ParamsLiteral(log_n=12, levels=1, log_scale=25, base_bits=(31,), dnum=2))
-"""CASA set I shape: N 2^12, depth 1, scale 2^25, log PQ ~87 <= 109 (128-bit). Precision not yet measured."""
+"""CASA set I shape: N 2^12, depth 1, scale 2^25, log PQ ~87 <= 109 (128-bit).
+Measured precision: fresh -13.1, one multiply+rescale -12.6, depth-1 chain -12.5, rotation -10.9."""
 
 N13_L3 = Params.from_literal(ParamsLiteral(log_n=13, levels=3, log_scale=26, base_bits=(31,), dnum=2))
 """CASA set II shape: N 2^13, depth 3, scale 2^26, log PQ ~171 <= 218 (128-bit).
-Measured precision: fresh -12.5, one multiply+rescale -12.1, depth-3 chain -12.6, rotation -12.4."""
+Measured precision: fresh -13.3, one multiply+rescale -12.3, depth-3 chain -12.7, rotation -12.9."""
 
 N14_L7 = Params.from_literal(ParamsLiteral(log_n=14, levels=7, log_scale=30, dnum=3))
 """CASA set III shape: N 2^14, depth 7, scale 2^30, dnum 3, log PQ ~365 <= 438 (128-bit).
-Measured precision: fresh -15.0, one multiply+rescale -15.1, depth-7 chain -15.6, rotation -14.1."""
+Measured precision: fresh -16.0, one multiply+rescale -15.5, depth-7 chain -15.5, rotation -13.9."""
 
 N15_L19 = Params.from_literal(ParamsLiteral(log_n=15, levels=19, log_scale=30, dnum=3))
-"""N 2^15, depth 19, scale 2^30, dnum 3, log PQ ~849 <= 881 (128-bit). Precision not yet measured."""
+"""N 2^15, depth 19, scale 2^30, dnum 3, log PQ ~849 <= 881 (128-bit).
+Measured precision: fresh -14.6, one multiply+rescale -14.5, depth-19 chain -14.4, rotation -14.5."""
 
 N16_L21_DNUM3 = Params.from_literal(ParamsLiteral(log_n=16, levels=21, log_scale=56, dnum=3))
 """N 2^16, depth 21, scale 2^56 on two 28-bit primes per level, dnum 3, log PQ ~1703 <= 1747 (128-bit).
-The secure variant beside CROSS set 6. Measured precision: fresh -37.7, one multiply+rescale -37.7, rotation -37.5."""
+The secure variant beside CROSS set 6. Measured precision: fresh -39.6, one multiply+rescale -39.2,
+depth-21 chain -38.9, rotation -39.4."""
 
 N16_L22_DNUM4 = Params.from_literal(ParamsLiteral(log_n=16, levels=22, log_scale=56, dnum=4))
 """N 2^16, depth 22, scale 2^56 on two 28-bit primes per level, dnum 4, log PQ ~1697 <= 1747 (128-bit).
-The secure variant beside the Alchemist set. Precision not yet measured."""
+The secure variant beside the Alchemist set. Measured precision: fresh -39.8, one multiply+rescale -39.2,
+depth-22 chain -38.6, rotation -39.4."""
 
 CROSS_SET6_LITERAL = ParamsLiteral(
     log_n=16, levels=50, log_scale=28, base_bits=(31,), special_bits=(31, 31) + (28,) * 15, dnum=3, insecure=True
