@@ -130,7 +130,7 @@ def decrypt(sk: SecretKey, ct: Ciphertext) -> Plaintext:
 
 
 def _same_params(a: Params, b: Params, what: str) -> None:
-    if a != b:
+    if a is not b and a != b:
         raise BasisMismatchError(f"{what}: operands belong to different parameter sets ({a.digest()[:12]} vs "
                                  f"{b.digest()[:12]})")
 
@@ -139,6 +139,8 @@ def drop_level(x, level: int):
     """Drop primes so that a ciphertext or plaintext is at ``level`` (<= its level). Exact; scale unchanged."""
     if level > x.level:
         raise ParameterError(f"cannot raise a level: at {x.level}, asked for {level}")
+    if level == x.level:  # nothing to drop: no slicing op to dispatch
+        return x
     k = len(x.params.moduli_at(level))
     if isinstance(x, Plaintext):
         return Plaintext(poly.drop_limbs(x.poly, x.poly.limbs - k), x.params, x.scale)
