@@ -254,14 +254,14 @@ def _k_rescale(x, plan_last, plan_rest, consts):
     (x_i - NTT_i(r - h)) D^-1, with r - h reduced mod q_i in the coefficient domain. One transform of the
     remaining limbs whatever g is: a composite level costs what a single-prime level does.
     """
-    (ql, mul_, bitsl, hl, inv, inv_s), dst, radix, h, d_inv, d_inv_s = consts
+    (ql, mu_l, bitsl, hl, inv, inv_s), dst, radix, h, d_inv, d_inv_s = consts
     g = ql.shape[0]
     r = add_mod(intt(x[..., -g:, :], plan_last), hl, ql)
     digits = []
     for j in range(g):
         acc = r[..., j, :]
         for l_ in range(j):
-            v = barrett_reduce(digits[l_], ql[j], mul_[j], bitsl[j])
+            v = barrett_reduce(digits[l_], ql[j], mu_l[j], bitsl[j])
             acc = shoup_mul(sub_mod(acc, v, ql[j]), inv[j, l_], inv_s[j, l_], ql[j])
         digits.append(acc)
     t = mac_reduce_rows(jnp.stack(digits, axis=-2), radix, *dst, chunk=g)
@@ -386,7 +386,8 @@ def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
 
 def rescale(a: Ciphertext) -> Ciphertext:
     """Divide by the level's scale prime(s) q with rounding and drop them: scale Delta / q, level - 1.
-    Exact rounding of each coefficient; adds at most (1 + N) / 2 to the noise per prime."""
+    One exact rounding of each coefficient by the product of the level's primes (one or two); adds at
+    most (1 + N) / 2 to the noise."""
     primes = a.params.rescale_primes(a.level)
     c0, c1 = _rescale_poly(a.c0, len(primes)), _rescale_poly(a.c1, len(primes))
     return Ciphertext(c0, c1, a.params, a.scale / math.prod(primes))

@@ -360,7 +360,7 @@ def mac_reduce_rows(x, w, q, mu, bits, qinv, r2, *, chunk: int):
     Two forms, the same words. Small products (at most ``_ROWS_UNROLL_FROM`` terms in all) reduce over
     the broadcast product ``[..., M, chunk, N]`` (:func:`mac_reduce` along an axis). Larger ones unroll
     the terms into one elementwise fusion, as the broadcast product is then materialized in memory.
-    HE-Mult, one run per preset, 1 CPU, old / unrolled / both forms chosen per conversion: N14_L7 20.2 /
+    HE-Mult, one process per preset, 1 CPU, broadcast form / unrolled form everywhere: N14_L7 20.2 /
     25.3 ms (ModUp 1.3M terms, ModDown 0.9M), N15_L19 245 / 152 ms (14M, 10M), N16_L21_DNUM3 1631 /
     1118 ms (130M, 83M); hence the threshold 2^22. (Cutting the columns into cache-sized tiles moved to
     the front measured no better at N 2^16, and 4x worse at N 2^14 without a barrier after the transpose.)

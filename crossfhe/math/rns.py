@@ -222,7 +222,7 @@ def compose_float(residues, basis: RNSBasis) -> np.ndarray:
 
     residues: uint32 ``[..., limbs, N]`` (any words; reduced first). A jitted Garner pass gives the balanced mixed-radix
     digits d_j in (-q_j/2, q_j/2] with x = d_0 + q_0 (d_1 + q_1 (d_2 + ...)) exactly (no big integers;
-    k^2 / 2 vector steps for k limbs), then a float64 Horner evaluation from the top digit, whose
+    k scan steps over all k rows for k limbs), then a float64 Horner evaluation from the top digit, whose
     rounding errors are relative to x. Magnitudes beyond the float64 range come out as +-inf.
     """
     r = jnp.asarray(residues, dtype=U32)
