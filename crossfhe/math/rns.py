@@ -236,6 +236,24 @@ def compose_float(residues, basis: RNSBasis) -> np.ndarray:
     return out
 
 
+def centered_fraction(residues, basis: RNSBasis) -> np.ndarray:
+    """x / Q in [-1/2, 1/2] as float64 for the centered CRT value x of each coefficient (no overflow).
+
+    residues: uint32 ``[..., limbs, N]``. With the balanced Garner digits of :func:`compose_float`,
+    x / Q = sum_j d_j / (q_j q_{j+1} ... q_{k-1}), evaluated as r <- (r + d_j) / q_j for j = 0 .. k-1: every
+    step divides, so any Q works (``compose_float`` overflows past 2^1024), and the result's error is a
+    few ulps of its largest term. BFV decryption reads the message as round(t x / Q) from it.
+    """
+    r = jnp.asarray(residues, dtype=U32)
+    _check_limbs(r, basis, "centered_fraction")
+    small = min(basis.moduli) <= _MIN_TARGET_MODULUS
+    d = np.asarray(_balanced_digits(r, _garner_tables(basis.moduli), small=small)).astype(np.float64)
+    out = np.zeros(d.shape[:-2] + d.shape[-1:], dtype=np.float64)
+    for j, q in enumerate(basis.moduli):
+        out = (out + d[..., j, :]) / float(q)
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # Fast basis conversion
 # --------------------------------------------------------------------------------------------------

@@ -11,3 +11,23 @@ INSECURE_CKKS_N11_COMPOSITE = CKKSParams.from_literal(
     CKKSParamsLiteral(log_n=11, levels=2, log_scale=50, dnum=2, insecure=True)
 )
 """N 2^11, depth 2, scale 2^50 on two 25-bit primes per level (composite scaling). Insecure: tests only."""
+
+from crossfhe.bfv.params import Params as BFVParams  # noqa: E402
+from crossfhe.bfv.params import ParamsLiteral as BFVParamsLiteral  # noqa: E402
+
+INSECURE_BFV_N256 = BFVParams.from_literal(
+    BFVParamsLiteral(log_n=8, q_bits=(30, 30, 30), p_bits=(31, 31), plain_modulus=65537, dnum=2, insecure=True)
+)
+"""N 2^8, Q of three 30-bit primes, P of two 31-bit primes, dnum 2, t = 65537 (batching). Insecure: tests only."""
+
+INSECURE_BFV_N256_COEFF = BFVParams.from_literal(
+    BFVParamsLiteral(log_n=8, q_bits=(30, 30), p_bits=(31,), plain_modulus=2**16, dnum=2, insecure=True)
+)
+"""N 2^8, two 30-bit ciphertext primes and one special prime (CHAM's shape), t = 2^16 (coefficient
+encoding only: not a batching modulus). Insecure: tests only."""
+
+INSECURE_BFV_N1024_CHAM = BFVParams.from_literal(
+    BFVParamsLiteral(log_n=10, q_bits=(30, 30), p_bits=(31,), plain_bits=17, dnum=2, insecure=True)
+)
+"""N 2^10 in CHAM's shape (two ciphertext primes, one special prime), t a 17-bit batching prime.
+Insecure: tests only (HMVP and packing at a size where N inputs still run fast)."""

@@ -1,0 +1,605 @@
+"""BFV operations as pure functions on :mod:`crossfhe.bfv.ciphertext` types.
+
+Ciphertexts are kept in the EVAL domain over Q. Each public function checks parameters and keys in
+Python (errors name the problem, also while tracing under ``jax.jit`` / ``jax.vmap``) and runs jitted
+kernels on the RNS arrays.
+
+Noise, as the invariant noise v of :mod:`crossfhe.bfv.params` (|v| < 1/2 decrypts), in the usual
+worst-case form with B = ceil(13 sigma) and products bounded by N ||x|| ||y||: a fresh secret-key
+encryption has t B / Q plus the rounding of Delta, a fresh public-key encryption t (1 + N) / Q more
+(ModDown by P of the masked key, :func:`crossfhe.core.rlwe.encrypt_pk`); addition adds; a plaintext
+product multiplies by N t / 2 (centered plaintext coefficients); a ciphertext product (HPS) gives about
+N t (v_a + v_b) plus the rounding and relinearization terms. :func:`noise_budget` measures it through the
+secret key, as SEAL's ``invariant_noise_budget`` does: -log2(2 max|v|), floored at 0.
+
+Multiplication follows Halevi, Polyakov and Shoup ("An improved RNS variant of the BFV homomorphic
+encryption scheme", CT-RSA 2019): both operands are extended exactly from Q to Q ∪ R (float estimate of
+the CRT overflow, :func:`crossfhe.math.rns.fast_basis_conversion` with ``exact``), the tensor is formed
+over Q ∪ R in the EVAL domain, and round(t x / Q) is computed as a ModDown by Q of t x (the same kernel
+that divides by P in key switching) into R, then converted exactly back to Q. The float estimates may be
+one off near a half-integer, which adds at most one unit to a coefficient before scaling: noise, never a
+wrong result while the budget lasts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from crossfhe.bfv import encoder
+from crossfhe.bfv.ciphertext import Ciphertext, Encoding, EvaluationKeys, Plaintext
+from crossfhe.bfv.params import Params
+from crossfhe.core import keyswitch as ks
+from crossfhe.core import rlwe
+from crossfhe.core.keys import (
+    SIGMA,
+    PublicKey,
+    SecretKey,
+    gen_public_key,
+    gen_secret_key,
+    sample_gaussian,
+    sample_ternary,
+    sample_uniform,
+)
+from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math import random as crandom
+from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul, shoup_mul, shoup_precompute
+from crossfhe.math.rns import BasisConversion, ModDownPlan, RNSBasis, centered_fraction, fast_basis_conversion, mod_down
+from crossfhe.ring import poly
+from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt
+from crossfhe.ring.poly import Domain, RNSPoly
+
+# --------------------------------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------------------------------
+
+
+def rotation_element(params: Params, rotation: int) -> int:
+    """The Galois element 5^r mod 2N rotating both slot rows left by r (any integer; 5 has order N/2)."""
+    return pow(5, int(rotation) % (params.n // 2), 2 * params.n)
+
+
+def row_swap_element(params: Params) -> int:
+    """The Galois element 2N - 1 (X -> X^-1), which swaps the two slot rows."""
+    return 2 * params.n - 1
+
+
+def _check_params(params) -> Params:
+    if not isinstance(params, Params):
+        raise TypeError(f"expected bfv.Params, got {type(params).__name__}")
+    return params
+
+
+def keygen(
+    params: Params,
+    *,
+    rotations=(),
+    row_swap: bool = False,
+    galois_elements=(),
+    relin: bool = True,
+    seed: bytes | None = None,
+):
+    """(SecretKey, EvaluationKeys) for ``params``: a ternary secret (fixed Hamming weight if the parameters
+    ask for one), the public key, the relinearization key (``relin``), and Galois keys for ``rotations``
+    (row rotations, any sign), the row swap, and any extra odd ``galois_elements`` (e.g. the packing
+    elements of :func:`crossfhe.convert.packing.packing_galois_elements`). ``seed``: 32 bytes for
+    reproducible keys (tests); default os.urandom."""
+    _check_params(params)
+    rng = crandom.Rng(seed)
+    sk = gen_secret_key(params, rng.next_key(), hamming_weight=params.hamming_weight)
+    pk = gen_public_key(sk, params, rng.next_key())
+    rlk = ks.gen_relin_key(sk, params, rng.next_key(), dnum=params.dnum) if relin else None
+    elements = {rotation_element(params, r) for r in rotations if int(r) % (params.n // 2)}
+    if row_swap:
+        elements.add(row_swap_element(params))
+    for g in galois_elements:
+        g = int(g) % (2 * params.n)
+        if g % 2 == 0:
+            raise ParameterError(f"Galois elements must be odd (mod 2N = {2 * params.n}), got {g}")
+        elements.add(g)
+    galois = {}
+    for g in sorted(elements):
+        galois[g] = ks.gen_galois_key(sk, params, crandom.fold_in(rng.next_key(), g), g, dnum=params.dnum)
+    return sk, EvaluationKeys(public=pk, relin=rlk, galois=galois, params=params)
+
+
+def gen_galois_keys(sk: SecretKey, keys: EvaluationKeys, elements, *, seed: bytes | None = None) -> EvaluationKeys:
+    """``keys`` with Galois keys for ``elements`` added (those already present are kept)."""
+    params = keys.params
+    rng = crandom.Rng(seed)
+    galois = dict(keys.galois)
+    for g in sorted({int(g) % (2 * params.n) for g in elements} - set(galois)):
+        if g % 2 == 0:
+            raise ParameterError(f"Galois elements must be odd (mod 2N = {2 * params.n}), got {g}")
+        galois[g] = ks.gen_galois_key(sk, params, rng.next_key(), g, dnum=params.dnum)
+    return EvaluationKeys(public=keys.public, relin=keys.relin, galois=galois, params=params)
+
+
+# --------------------------------------------------------------------------------------------------
+# Encoding
+# --------------------------------------------------------------------------------------------------
+
+
+def encode(params: Params, values, *, encoding: Encoding | str = Encoding.BATCH) -> Plaintext:
+    """Integers in [0, t) -> Plaintext. BATCH: up to N values, or a [..., 2, N/2] slot matrix (needs a
+    batching t); COEFF: up to N coefficients. Leading axes are batch axes."""
+    _check_params(params)
+    encoding = Encoding(encoding)
+    if encoding == Encoding.BATCH:
+        if not params.batching:
+            raise ParameterError(
+                f"batch encoding needs t prime with t = 1 (mod 2N = {2 * params.n}); t = {params.t} is not: "
+                "use encoding='coeff' or a batching t (ParamsLiteral(plain_bits=...))"
+            )
+        coeffs = encoder.encode_batch(values, params.n, params.t)
+    else:
+        coeffs = encoder.encode_coeffs(values, params.n, params.t)
+    return Plaintext(coeffs, params, encoding)
+
+
+def decode(pt: Plaintext) -> np.ndarray:
+    """Plaintext -> int64 values in [0, t): the [..., 2, N/2] slot matrix (BATCH) or the N coefficients."""
+    params = pt.params
+    if pt.encoding == Encoding.BATCH:
+        return encoder.decode_batch(pt.coeffs, params.n, params.t)
+    return np.asarray(pt.coeffs).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------------
+# Lifting messages to Q
+# --------------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def _lift_tables(n: int, moduli: tuple[int, ...], t: int, scale: int):
+    """NTT plan, the moduli, and scale mod each modulus with its Shoup companion ([limbs, 1])."""
+    q = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
+    w = np.array([scale % m for m in moduli], dtype=np.uint32).reshape(-1, 1)
+    ws = shoup_precompute(w, q.astype(np.uint64))
+    tq = np.array([m - t for m in moduli], dtype=np.uint32).reshape(-1, 1)
+    return NTTPlan.create(n, moduli), (q, w, ws, tq)
+
+
+@jax.jit
+def _k_scaled(m, plan: NTTPlan, consts):
+    """NTT(scale * m) over the plan's moduli; m uint32 [..., N] in [0, t) (t < every modulus)."""
+    q, w, ws, _ = consts
+    x = jnp.broadcast_to(m[..., None, :], m.shape[:-1] + (plan.limbs, m.shape[-1]))
+    return shoup_mul(ntt(x, plan), w, ws, q)
+
+
+@jax.jit
+def _k_centered(m, plan: NTTPlan, consts, t):
+    """NTT of the centered lift of m (m > t/2 taken as m - t) over the plan's moduli."""
+    q, _, _, tq = consts
+    x = m[..., None, :]
+    x = jnp.where(x > t // 2, x + tq, jnp.broadcast_to(x, x.shape[:-2] + (plan.limbs, x.shape[-1])))
+    return ntt(x, plan)
+
+
+def scaled_message(params: Params, m, moduli: tuple[int, ...] | None = None) -> RNSPoly:
+    """Delta' m as an EVAL RNSPoly over ``moduli`` (default Q), Delta' = floor(prod(moduli) / t); m: uint32
+    [..., N] in [0, t). Over Q ∪ P this is the message of an extended (HMVP) ciphertext."""
+    moduli = params.q if moduli is None else tuple(moduli)
+    plan, consts = _lift_tables(params.n, moduli, params.t, math.prod(moduli) // params.t)
+    return RNSPoly(_k_scaled(jnp.asarray(m, dtype=jnp.uint32), plan, consts), moduli, Domain.EVAL)
+
+
+def lifted_plaintext(params: Params, m, moduli: tuple[int, ...] | None = None) -> RNSPoly:
+    """The centered lift of m (uint32 [..., N] in [0, t); coefficients > t/2 as m - t) as an EVAL RNSPoly over
+    ``moduli`` (default Q): the multiplier of a plaintext product."""
+    moduli = params.q if moduli is None else tuple(moduli)
+    plan, consts = _lift_tables(params.n, moduli, params.t, 1)
+    data = _k_centered(jnp.asarray(m, dtype=jnp.uint32), plan, consts, np.uint32(params.t))
+    return RNSPoly(data, moduli, Domain.EVAL)
+
+
+# --------------------------------------------------------------------------------------------------
+# Encryption and decryption
+# --------------------------------------------------------------------------------------------------
+
+
+def _same_params(a: Params, b: Params, what: str) -> None:
+    if a is not b and a != b:
+        raise BasisMismatchError(
+            f"{what}: operands belong to different parameter sets ({a.digest()[:12]} vs {b.digest()[:12]})"
+        )
+
+
+def _check_pt(pt, params: Params | None, what: str) -> Plaintext:
+    if not isinstance(pt, Plaintext):
+        raise TypeError(f"{what} takes a bfv.Plaintext, got {type(pt).__name__} (use bfv.ops.encode first)")
+    if params is not None:
+        _same_params(pt.params, params, what)
+    return pt
+
+
+def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None) -> Ciphertext:
+    """Encrypt a plaintext with a PublicKey (or EvaluationKeys) or a SecretKey (symmetric, smaller noise).
+    ``key``: a ChaChaKey used once (default: fresh from os.urandom)."""
+    _check_pt(pt, None, "encrypt")
+    params = pt.params
+    key = crandom.seed_key() if key is None else key
+    if isinstance(key_material, EvaluationKeys):
+        _same_params(key_material.params, params, "encrypt")
+        key_material = key_material.public
+    m = scaled_message(params, pt.coeffs)
+    if isinstance(key_material, PublicKey):
+        c0, c1 = rlwe.encrypt_pk(key_material, m, key, p=params.p)
+    elif isinstance(key_material, SecretKey):
+        c0, c1 = rlwe.encrypt_sk(key_material, m, key)
+    else:
+        raise TypeError(f"encrypt takes a PublicKey, EvaluationKeys or SecretKey, got {type(key_material).__name__}")
+    return Ciphertext(c0, c1, params)
+
+
+def encrypt_extended(key_material, params: Params, m, *, key: crandom.ChaChaKey | None = None):
+    """An encryption of m (uint32 [..., N] in [0, t)) over Q ∪ P: (c0, c1) EVAL RNSPoly over q + p with
+    c0 + c1 s = floor(QP / t) m + e (mod QP). Dividing a product with such a ciphertext by P (ModDown)
+    divides its noise by P too (CHAM §III-A, stage 4). Public key: (v b + e0, v a + e1) + (Delta' m, 0),
+    noise below (2N + 1) B; secret key: (-a s + e, a) + (Delta' m, 0)."""
+    key = crandom.seed_key() if key is None else key
+    if isinstance(key_material, EvaluationKeys):
+        _same_params(key_material.params, params, "encrypt_extended")
+        key_material = key_material.public
+    moduli = params.q + params.p
+    msg = scaled_message(params, m, moduli)
+    batch = msg.data.shape[:-2]
+    plan = NTTPlan.create(params.n, moduli)
+    if isinstance(key_material, PublicKey):
+        if key_material.q != moduli:
+            raise BasisMismatchError("the public key is not for these parameters (its moduli differ from Q ∪ P)")
+        kv, k0, k1 = crandom.split(key, 3)
+        v = sample_ternary(kv, moduli, params.n, domain=Domain.EVAL, batch=batch, plan=plan)
+        e0 = sample_gaussian(k0, moduli, params.n, key_material.sigma, domain=Domain.EVAL, batch=batch, plan=plan)
+        e1 = sample_gaussian(k1, moduli, params.n, key_material.sigma, domain=Domain.EVAL, batch=batch, plan=plan)
+        c0, c1 = _k_pk_extended(key_material.b, key_material.a, v, e0, e1, msg)
+    elif isinstance(key_material, SecretKey):
+        if (key_material.q, key_material.p) != (params.q, params.p):
+            raise BasisMismatchError("the secret key is not for these parameters")
+        ka, ke = crandom.split(key)
+        a = sample_uniform(ka, moduli, params.n, domain=Domain.EVAL, batch=batch)
+        e = sample_gaussian(ke, moduli, params.n, SIGMA, domain=Domain.EVAL, batch=batch, plan=plan)
+        c0, c1 = _k_sk_extended(a, e, key_material.poly, msg), a
+    else:
+        raise TypeError(f"encrypt takes a PublicKey, EvaluationKeys or SecretKey, got {type(key_material).__name__}")
+    return c0, c1
+
+
+@jax.jit
+def _k_pk_extended(b, a, v, e0, e1, m):
+    return poly.add(poly.add(poly.mul(v, b), e0), m), poly.add(poly.mul(v, a), e1)
+
+
+@jax.jit
+def _k_sk_extended(a, e, s, m):
+    return poly.add(poly.sub(e, poly.mul(a, s)), m)
+
+
+@lru_cache(maxsize=64)
+def _coeff_tables(n: int, moduli: tuple[int, ...], t: int):
+    q = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
+    w = np.array([t % m for m in moduli], dtype=np.uint32).reshape(-1, 1)
+    return NTTPlan.create(n, moduli), (q, w, shoup_precompute(w, q.astype(np.uint64)))
+
+
+@jax.jit
+def _k_phase_coeffs(c0, c1, s, plan: NTTPlan, consts):
+    """(phase, t * phase) in the coefficient domain: uint32 [..., limbs, N] each."""
+    q, w, ws = consts
+    ph = intt(add_mod(c0, barrett_mul(c1, s.data, *_barrett(s.basis)), q), plan)
+    return ph, shoup_mul(ph, w, ws, q)
+
+
+def _barrett(moduli: tuple[int, ...]):
+    t = ModulusTable.create(moduli)
+    return t.q, t.barrett_mu, t.bits
+
+
+def _phase_fractions(sk: SecretKey, c0: RNSPoly, c1: RNSPoly, t: int):
+    """(x / Q, [t x]_Q / Q) as float64 [..., N] for the phase x = c0 + c1 s, centered."""
+    moduli = c0.basis
+    if c1.basis != moduli or c0.domain != Domain.EVAL or c1.domain != Domain.EVAL:
+        raise BasisMismatchError("ciphertext parts must share one basis and be in the EVAL domain")
+    plan, consts = _coeff_tables(c0.n, moduli, t)
+    ph, tph = _k_phase_coeffs(c0.data, c1.data, sk.residues(moduli), plan, consts)
+    basis = RNSBasis(moduli)
+    return centered_fraction(ph, basis), centered_fraction(tph, basis)
+
+
+def _check_sk(sk: SecretKey, params: Params) -> None:
+    if not isinstance(sk, SecretKey):
+        raise TypeError(f"expected a SecretKey, got {type(sk).__name__}")
+    if (sk.n, sk.q, sk.p) != (params.n, params.q, params.p):
+        raise BasisMismatchError("the secret key is not for this ciphertext's parameters")
+
+
+def decrypt(sk: SecretKey, ct: Ciphertext, *, encoding: Encoding | str = Encoding.BATCH) -> Plaintext:
+    """m = round(t [c0 + c1 s]_Q / Q) mod t, as a Plaintext (``encoding`` says how to decode it). The
+    result is only meaningful while :func:`noise_budget` is positive (see :func:`decrypt_checked`)."""
+    _check_ct(ct)
+    _check_sk(sk, ct.params)
+    t = ct.params.t
+    frac, _ = _phase_fractions(sk, ct.c0, ct.c1, t)
+    m = np.mod(np.rint(frac * t).astype(np.int64), t).astype(np.uint32)
+    return Plaintext(jnp.asarray(m), ct.params, Encoding(encoding))
+
+
+def noise_budget(sk: SecretKey, ct: Ciphertext) -> int:
+    """The invariant noise budget in bits, as SEAL reports it: max(0, bits(Q) - bits(||[t (c0 + c1 s)]_Q||) - 1),
+    the norm taken over all coefficients (and batch items: the smallest budget). 0 means decryption may
+    be wrong."""
+    _check_ct(ct)
+    _check_sk(sk, ct.params)
+    _, tfrac = _phase_fractions(sk, ct.c0, ct.c1, ct.params.t)
+    return _budget_bits(float(np.max(np.abs(tfrac))), ct.params.big_q)
+
+
+def _budget_bits(frac_max: float, big_q: int) -> int:
+    if frac_max == 0.0:
+        return big_q.bit_length() - 1
+    norm_bits = math.floor(math.log2(frac_max) + math.log2(big_q)) + 1  # bits of the integer norm
+    return max(0, big_q.bit_length() - norm_bits - 1)
+
+
+def decrypt_checked(sk: SecretKey, ct: Ciphertext, *, encoding: Encoding | str = Encoding.BATCH) -> Plaintext:
+    """:func:`decrypt`, refusing (ParameterError) when the noise budget is exhausted."""
+    budget = noise_budget(sk, ct)
+    if budget <= 0:
+        raise ParameterError(
+            "the noise budget of this ciphertext is exhausted (0 bits): decryption would be wrong. "
+            "Use parameters with a larger Q / t or fewer operations"
+        )
+    return decrypt(sk, ct, encoding=encoding)
+
+
+# --------------------------------------------------------------------------------------------------
+# Linear operations
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_ct(ct) -> Ciphertext:
+    if not isinstance(ct, Ciphertext):
+        raise TypeError(f"expected a bfv.Ciphertext, got {type(ct).__name__}")
+    return ct
+
+
+def _pair(a: Ciphertext, b: Ciphertext, what: str) -> Params:
+    _check_ct(a)
+    _check_ct(b)
+    _same_params(a.params, b.params, what)
+    return a.params
+
+
+@jax.jit
+def _k_add(a0, a1, b0, b1):
+    return poly.add(a0, b0), poly.add(a1, b1)
+
+
+@jax.jit
+def _k_sub(a0, a1, b0, b1):
+    return poly.sub(a0, b0), poly.sub(a1, b1)
+
+
+@jax.jit
+def _k_mul_plain(a0, a1, m):
+    return poly.mul(a0, m), poly.mul(a1, m)
+
+
+def add(a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    params = _pair(a, b, "add")
+    return Ciphertext(*_k_add(a.c0, a.c1, b.c0, b.c1), params)
+
+
+def sub(a: Ciphertext, b: Ciphertext) -> Ciphertext:
+    params = _pair(a, b, "sub")
+    return Ciphertext(*_k_sub(a.c0, a.c1, b.c0, b.c1), params)
+
+
+def negate(a: Ciphertext) -> Ciphertext:
+    _check_ct(a)
+    return Ciphertext(poly.neg(a.c0), poly.neg(a.c1), a.params)
+
+
+def add_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
+    """a + m: Delta m added to c0."""
+    _check_ct(a)
+    _check_pt(pt, a.params, "add_plain")
+    return Ciphertext(poly.add(a.c0, scaled_message(a.params, pt.coeffs)), a.c1, a.params)
+
+
+def sub_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
+    _check_ct(a)
+    _check_pt(pt, a.params, "sub_plain")
+    return Ciphertext(poly.sub(a.c0, scaled_message(a.params, pt.coeffs)), a.c1, a.params)
+
+
+def mul_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
+    """a * m (the ring product with the centered lift of m: noise times at most N t / 2)."""
+    _check_ct(a)
+    _check_pt(pt, a.params, "mul_plain")
+    return Ciphertext(*_k_mul_plain(a.c0, a.c1, lifted_plaintext(a.params, pt.coeffs)), a.params)
+
+
+def mul_scalar(a: Ciphertext, c: int) -> Ciphertext:
+    """a * c for an integer c, taken mod t and centered (noise times |c mod t| <= t / 2)."""
+    _check_ct(a)
+    if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+        raise TypeError(f"mul_scalar takes an integer, got {type(c).__name__}")
+    t = a.params.t
+    c = int(c) % t
+    c = c - t if c > t // 2 else c
+    return Ciphertext(poly.mul_scalar(a.c0, c), poly.mul_scalar(a.c1, c), a.params)
+
+
+def add_scalar(a: Ciphertext, c: int) -> Ciphertext:
+    """a + c in every slot (BATCH: a constant polynomial is constant in every slot) or in coefficient 0."""
+    _check_ct(a)
+    t = a.params.t
+    m = np.zeros(a.params.n, dtype=np.uint32)
+    m[0] = int(c) % t
+    return add_plain(a, Plaintext(jnp.asarray(m), a.params, Encoding.COEFF))
+
+
+# --------------------------------------------------------------------------------------------------
+# Multiplication (HPS)
+# --------------------------------------------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False)
+class MulPlan:
+    """Tables of the HPS product for one parameter set (a pytree passed to the kernel as an argument).
+
+    ``up``: exact conversion Q -> R; ``ntt_q``, ``ntt_r``, ``ntt_rq``: NTT plans over Q, R and R ∪ Q (R's
+    limbs first); ``rq``: (q, barrett_mu, bits) of R ∪ Q; ``t_rq``: t mod each modulus of R ∪ Q and its Shoup
+    companion; ``down``: ModDown of R ∪ Q by Q into R (exact rounding); ``back``: exact conversion R -> Q.
+    """
+
+    up: BasisConversion
+    ntt_q: NTTPlan
+    ntt_r: NTTPlan
+    ntt_rq: NTTPlan
+    rq: tuple
+    t_rq: tuple
+    down: ModDownPlan
+    back: BasisConversion
+
+
+@lru_cache(maxsize=16)
+def mul_plan(params: Params) -> MulPlan:
+    """The cached :class:`MulPlan` of ``params``."""
+    q, r = RNSBasis(params.q), RNSBasis(params.mult_primes)
+    rq = r.moduli + q.moduli
+    qcol = np.array(rq, dtype=np.uint32).reshape(-1, 1)
+    tw = np.array([params.t % m for m in rq], dtype=np.uint32).reshape(-1, 1)
+    return MulPlan(
+        up=BasisConversion.create(q, r, exact=True),
+        ntt_q=NTTPlan.create(params.n, q.moduli),
+        ntt_r=NTTPlan.create(params.n, r.moduli),
+        ntt_rq=NTTPlan.create(params.n, rq),
+        rq=_barrett(rq),
+        t_rq=(qcol, tw, shoup_precompute(tw, qcol.astype(np.uint64))),
+        down=ModDownPlan.create(r, q, exact=True),
+        back=BasisConversion.create(r, q, exact=True),
+    )
+
+
+def _extend(x, plan: MulPlan):
+    """EVAL words over Q [..., k, N] -> EVAL words over R ∪ Q [..., r + k, N] (exact, centered lift)."""
+    xr = fast_basis_conversion(intt(x, plan.ntt_q), plan.up)
+    xr = ntt(fusion_barrier(xr, plan.ntt_r.w), plan.ntt_r)
+    return jnp.concatenate([xr, x], axis=-2)
+
+
+@jax.jit
+def _k_tensor_scale(a0, a1, b0, b1, plan: MulPlan):
+    """round(t (a x b) / Q) over Q, coefficient domain: uint32 [..., 3, k, N] (d0, d1, d2)."""
+    q, mu, bits = plan.rq
+    x = _extend(jnp.stack([a0, a1, b0, b1], axis=-3), plan)
+    x0, x1, y0, y1 = (x[..., i, :, :] for i in range(4))
+    d1 = add_mod(barrett_mul(x0, y1, q, mu, bits), barrett_mul(x1, y0, q, mu, bits), q)
+    d = jnp.stack([barrett_mul(x0, y0, q, mu, bits), d1, barrett_mul(x1, y1, q, mu, bits)], axis=-3)
+    tq, tw, tws = plan.t_rq
+    dc = shoup_mul(intt(d, plan.ntt_rq), tw, tws, tq)  # t * tensor, coefficients over R ∪ Q
+    return fast_basis_conversion(mod_down(dc, plan.down), plan.back)
+
+
+@jax.jit
+def _k_relin(d, rlk, ks_plan, ntt_q: NTTPlan):
+    """(d0, d1) + keyswitch(d2) in the EVAL domain; d coefficient words [..., 3, k, N]."""
+    moduli = ks_plan.q
+    e = ntt(d[..., :2, :, :], ntt_q)
+    u0, u1 = ks.keyswitch(RNSPoly(d[..., 2, :, :], moduli, Domain.COEFF), rlk, plan=ks_plan)
+    return poly.add(RNSPoly(e[..., 0, :, :], moduli, Domain.EVAL), u0), poly.add(
+        RNSPoly(e[..., 1, :, :], moduli, Domain.EVAL), u1
+    )
+
+
+def multiply(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    """a * b with relinearization (HPS product, module docstring; key switching with the relinearization
+    key of ``keys``). Noise: about N t (v_a + v_b) plus small terms."""
+    params = _pair(a, b, "multiply")
+    _same_params(keys.params, params, "multiply")
+    rlk = keys.relin_key()
+    plan = mul_plan(params)
+    d = _k_tensor_scale(a.c0.data, a.c1.data, b.c0.data, b.c1.data, plan)
+    c0, c1 = _k_relin(d, rlk, ks.keyswitch_plan(rlk), plan.ntt_q)
+    return Ciphertext(c0, c1, params)
+
+
+def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    return multiply(a, a, keys)
+
+
+# --------------------------------------------------------------------------------------------------
+# Rotations
+# --------------------------------------------------------------------------------------------------
+
+
+@jax.jit
+def _k_galois(c0, c1, gk, plan, element):
+    """(sigma(c0) + u0, u1), (u0, u1) the key switch of sigma(c1), sigma: X -> X^element on EVAL slots."""
+    idx = ks.slot_permutation(c0.n, element)
+    sig = lambda p: RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)  # noqa: E731
+    u0, u1 = ks.keyswitch(sig(c1), gk, plan=plan)
+    return poly.add(sig(c0), u0), u1
+
+
+def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertext:
+    """The automorphism X -> X^element (odd), switched back to s with the Galois key for it."""
+    _check_ct(a)
+    _same_params(a.params, keys.params, "apply_galois")
+    gk = keys.galois_key(int(element) % (2 * a.params.n))
+    c0, c1 = _k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk), np.uint32(element))
+    return Ciphertext(c0, c1, a.params)
+
+
+def rotate_rows(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:
+    """Both slot rows rotated left by k (slot j of a row holds slot j + k). Needs the key for k."""
+    _check_ct(a)
+    if int(k) % (a.params.n // 2) == 0:
+        return a
+    return apply_galois(a, rotation_element(a.params, k), keys)
+
+
+def swap_rows(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    """The two slot rows exchanged (X -> X^(2N - 1)). Needs the row-swap key."""
+    return apply_galois(a, row_swap_element(_check_ct(a).params), keys)
+
+
+__all__ = [
+    "MulPlan",
+    "add",
+    "add_plain",
+    "add_scalar",
+    "apply_galois",
+    "decode",
+    "decrypt",
+    "decrypt_checked",
+    "encode",
+    "encrypt",
+    "encrypt_extended",
+    "gen_galois_keys",
+    "keygen",
+    "lifted_plaintext",
+    "mul_plain",
+    "mul_plan",
+    "mul_scalar",
+    "multiply",
+    "negate",
+    "noise_budget",
+    "rotate_rows",
+    "rotation_element",
+    "row_swap_element",
+    "scaled_message",
+    "square",
+    "sub",
+    "sub_plain",
+    "swap_rows",
+]
