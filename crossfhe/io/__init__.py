@@ -1,4 +1,4 @@
-"""Serialization: CKKS parameters, ciphertexts, plaintexts, public and evaluation keys to bytes and files.
+"""Serialization: CKKS and BFV parameters, ciphertexts, plaintexts, public and evaluation keys to bytes and files.
 
 A blob is a versioned container (:mod:`crossfhe.io.format`: magic, format version, a JSON header with the
 kind, the parameter digest and description, metadata and an array table, raw little-endian uint32/int32
@@ -9,8 +9,13 @@ mismatched data with a :class:`~crossfhe.errors.SerializationError`. Nothing is 
     ct2 = io.loads(blob, params=params, expected=Ciphertext)
     io.save(ek, "keys.cfhe"); ek2 = io.load("keys.cfhe", params=params)
     io.save_secret_key(sk, "sk.cfhe", params=params)   # never by dumps/save
+
+The names above are CKKS's (:mod:`crossfhe.io.ckks`); BFV objects have the same functions in
+:mod:`crossfhe.io.bfv` (``io.bfv.dumps(ct)``, ``io.bfv.loads(blob, params=params)``, ...). The kinds of
+the two schemes differ (``"ckks.ciphertext"``, ``"bfv.ciphertext"``), so each refuses the other's blobs.
 """
 
+from crossfhe.io import bfv, ckks
 from crossfhe.io.ckks import (
     describe_params,
     dumps,
@@ -28,6 +33,8 @@ from crossfhe.io.format import FORMAT_VERSION, MAGIC
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
+    "bfv",
+    "ckks",
     "describe_params",
     "dumps",
     "dumps_secret_key",
