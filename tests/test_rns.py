@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+from fractions import Fraction
 
 import jax
 import numpy as np
@@ -21,6 +22,7 @@ from crossfhe.math.rns import (
     ModUpPlan,
     RescalePlan,
     RNSBasis,
+    centered_fraction,
     compose,
     compose_float,
     decompose,
@@ -163,6 +165,37 @@ def test_compose_float_is_the_centered_crt_within_ulps(bits, limbs, log_n):
     bumped = res.astype(np.uint64) + np.array(basis.moduli, dtype=np.uint64)[:, None]
     bumped = np.where(bumped < 2**32, bumped, res).astype(np.uint32)
     assert np.array_equal(compose_float(bumped, basis), got)
+
+
+FRACTION_CASES = [(30, 1), (14, 6), (31, 3), (28, 10), (30, 24), (31, 40)]
+
+
+@pytest.mark.parametrize("bits,limbs", FRACTION_CASES, ids=map(spell("bits,limbs"), FRACTION_CASES))
+def test_centered_fraction_is_x_over_q(bits, limbs):
+    """centered_fraction = x / Q for the centered CRT value x, against exact Fractions: within 2^-45 relative
+    plus limbs * 2^-1074 absolute. Why: the Garner digits are exact integers, and each of the k Horner steps
+    r <- (r + d_j) / q_j rounds twice (2^-53 relative each) without cancellation (|r| <= 1/2 while a nonzero
+    digit has |d_j| >= 1), so 2k 2^-53 <= 2^-45 for k <= 128; the absolute term covers steps in float64's
+    subnormal range (x / Q below 2^-1022, as for small x when Q > 2^1100). 14-bit primes take the
+    non-Barrett digit path. For Q > 2^1100 compose_float overflows to +-inf; this stays finite."""
+    basis = RNSBasis(primes.ntt_primes(bits, 8, limbs)) if bits < 17 else basis_of(bits, limbs)
+    big_q = basis.product
+    rng = random.Random(f"cfrac-{bits}-{limbs}")
+    half = (big_q - 1) // 2
+    xs = [0, 1, -1, half, -half, half - 1, 2**40 + 3, -(2**55) - 7, big_q // 3, -(big_q // 7)]
+    xs = [x for x in xs if abs(x) <= half]
+    xs += [rng.randrange(-(2 ** rng.randrange(1, 80)), 2 ** rng.randrange(1, 80)) for _ in range(16)]
+    xs += [rng.randrange(-half, half + 1) for _ in range(64 - len(xs))]
+    res = decompose([x % big_q for x in xs], basis)
+    got = centered_fraction(res, basis)
+    assert got.shape == (64,) and got.dtype == np.float64 and np.all(np.abs(got) <= 0.5)
+    exact = compose(res, basis, centered=True)
+    for g, x in zip(got.tolist(), exact.tolist(), strict=True):
+        want = Fraction(x, big_q)
+        assert abs(Fraction(g) - want) <= Fraction(1, 2**45) * abs(want) + Fraction(limbs, 2**1074), (x, g)
+    if big_q > 2**1100:
+        assert np.all(np.isfinite(got)) and np.isinf(compose_float(res, basis)).any()
+        assert got[xs.index(half)] == 0.5  # (Q - 1) / 2Q rounds to 1/2 at this size
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,8 +1,21 @@
 """Named BFV parameter sets at 128-bit security (HomomorphicEncryption.org table, ternary secret).
 
 Each docstring gives the security bound it is checked against, the plaintext modulus, and the noise
-budget measured through the secret key (``bfv.ops.noise_budget``, SEAL's definition) on fresh
-public-key encryptions and after operations; ``benchmarks/bench_hmvp.py`` and the tests re-measure them.
+budget measured through the secret key (``bfv.ops.noise_budget``, SEAL's definition): after a fresh
+public-key encryption, after each ciphertext product with relinearization of a chain (each product by a
+fresh encryption), and the depth (products after which every slot still decrypted correctly and the
+budget was positive). Measured 2026-11-21 with random slots, one key per preset (the budget varies by
+about a bit between keys):
+
+==========  ==========  ==================================================  =====
+preset      fresh (pk)  after products 1, 2, 3, ...                         depth
+==========  ==========  ==================================================  =====
+CHAM_N4096  21          (HMVP: 20-21 after 4096 x 300, packing included)    0
+N4096       40          10                                                  1
+N8192       109         77, 46, 13                                          3
+N16384      320         287, 255, 222, 189, 156, 122, 89, 55, 22            9
+N32768      713         679, 646, ... (about 34.5 per product), 54, 19      20
+==========  ==========  ==================================================  =====
 """
 
 from __future__ import annotations
@@ -20,3 +33,25 @@ CHAM_SPARSE_P = (2**30 + 2**25 + 1,)
 CHAM_N4096 = Params.from_literal(
     ParamsLiteral(log_n=12, q=CHAM_SPARSE_Q, p=CHAM_SPARSE_P, plain_bits=20, dnum=2)
 )
+"""CHAM's shape on 32-bit words: N 4096, two sparse 30-bit ciphertext primes, one sparse special prime
+(dnum 2), t = 1032193 (the largest 20-bit batching prime for N 4096). log2 PQ = 90.0 <= 109 (128-bit,
+HomomorphicEncryption.org). Meant for plaintext products and packing (HMVP): depth 0 for
+ciphertext products. Noise budget: 21 bits fresh, 20-21 after an HMVP of 4096 rows (module docstring)."""
+
+N4096 = Params.from_literal(ParamsLiteral(log_n=12, q_bits=(27, 27, 27), p_bits=(27,), plain_bits=20, dnum=3))
+"""N 4096, three 27-bit ciphertext primes, one 27-bit special prime (dnum 3), t a 20-bit batching prime.
+log2 PQ = 108 <= 109 (128-bit)."""
+
+N8192 = Params.from_literal(ParamsLiteral(log_n=13, q_bits=(30,) * 5, p_bits=(31, 31), plain_bits=20, dnum=3))
+"""N 8192, five 30-bit ciphertext primes, two 31-bit special primes (dnum 3), t a 20-bit batching prime.
+log2 PQ = 212 <= 218 (128-bit)."""
+
+N16384 = Params.from_literal(ParamsLiteral(log_n=14, q_bits=(30,) * 12, p_bits=(31, 31), plain_bits=20, dnum=6))
+"""N 16384, twelve 30-bit ciphertext primes, two 31-bit special primes (dnum 6), t a 20-bit batching prime.
+log2 PQ = 422 <= 438 (128-bit)."""
+
+N32768 = Params.from_literal(ParamsLiteral(log_n=15, q_bits=(30,) * 25, p_bits=(31,) * 4, plain_bits=20, dnum=7))
+"""N 32768, 25 30-bit ciphertext primes, four 31-bit special primes (dnum 7), t a 20-bit batching prime.
+log2 PQ = 874 <= 881 (128-bit)."""
+
+PRESETS = {"CHAM_N4096": CHAM_N4096, "N4096": N4096, "N8192": N8192, "N16384": N16384, "N32768": N32768}

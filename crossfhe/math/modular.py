@@ -69,7 +69,7 @@ def add_wide(hi, lo, hi2, lo2):
     return hi + hi2 + carry, s
 
 
-def _shr_wide(hi, lo, k):
+def shr_wide(hi, lo, k):
     """``(hi * 2^32 + lo) >> k`` for 1 <= k <= 32, low word only (caller guarantees it fits).
 
     Every shift amount stays below the word size (lo is shifted by k - 1, then by 1), so the result never
@@ -186,9 +186,9 @@ def barrett_reduce_wide_lazy(hi, lo, q, mu, bits):
     qhat = floor(floor(z / 2^(s-1)) * mu / 2^(s+1)) underestimates floor(z / q) by at most 2.
     Returns ``(r_hi, r_lo)``, the exact two-word remainder ``z - qhat * q`` in [0, 3q).
     """
-    z1 = _shr_wide(hi, lo, bits - 1)
+    z1 = shr_wide(hi, lo, bits - 1)
     ph, pl = mul_wide(z1, mu)
-    qhat = _shr_wide(ph, pl, bits + 1)
+    qhat = shr_wide(ph, pl, bits + 1)
     th, tl = mul_wide(qhat, q)
     r_lo = lo - tl
     r_hi = hi - th - (lo < tl).astype(U32)
