@@ -1,0 +1,90 @@
+"""Coefficient-encoded HMVP (CHAM Alg. 1): exact against NumPy mod t for m < N, m = N, m > N, n > N."""
+
+import numpy as np
+import pytest
+
+from crossfhe.bfv import ops
+from crossfhe.errors import ParameterError
+from crossfhe.linalg import hmvp as H
+from crossfhe.math.random import seed_key
+from crossfhe.testing import INSECURE_BFV_N256, INSECURE_BFV_N256_COEFF
+
+# CHAM's shape (two ciphertext primes, one special prime) at N = 256, t = 2^16 (not a batching modulus:
+# coefficient encoding works for any t).
+P = INSECURE_BFV_N256_COEFF
+
+
+@pytest.fixture(scope="module")
+def keys():
+    return ops.keygen(P, galois_elements=H.required_galois_elements(P), relin=False, seed=bytes(range(32)))
+
+
+def _run(keys, m, n, seed, *, rows_per_call=H.DEFAULT_ROWS_PER_CALL, public=True):
+    sk, ek = keys
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, P.t, size=(m, n))
+    v = rng.integers(0, P.t, size=n)
+    vec = H.encrypt_vector(ek if public else sk, P, v, key=seed_key(seed.to_bytes(2, "little") * 16))
+    res = H.hmvp(H.encode_matrix(P, a), vec, ek, rows_per_call=rows_per_call)
+    return H.decrypt_result(sk, res), H.matvec_reference(a, v, P.t), res
+
+
+@pytest.mark.parametrize(
+    ("m", "n"),
+    [
+        (1, 1),
+        (3, 200),  # m < N, not a power of two: the pack pads to 4 rows at stride N / 4
+        (256, 256),  # m = n = N
+        (300, 40),  # m > N: two output ciphertexts (256 + 44 rows)
+        (20, 600),  # n > N: three column blocks aggregated before the rescale
+    ],
+)
+def test_hmvp_is_exact_mod_t(keys, m, n):
+    got, want, res = _run(keys, m, n, seed=m + n)
+    assert got.shape == (m,)
+    assert np.array_equal(got, want)
+    assert len(res.ciphertexts) == -(-m // P.n)
+    assert H.noise_budget(keys[0], res) > 0
+
+
+def test_hmvp_row_chunks_give_the_same_result(keys):
+    """rows_per_call splits the dot products into several kernel calls (with padding): same decryption."""
+    got, want, _ = _run(keys, 70, 90, seed=7, rows_per_call=32)
+    assert np.array_equal(got, want)
+
+
+def test_hmvp_with_a_secret_key_encrypted_vector(keys):
+    got, want, _ = _run(keys, 9, 33, seed=9, public=False)
+    assert np.array_equal(got, want)
+
+
+def test_packed_result_has_zeros_between_rows(keys):
+    """Rows sit at stride N / n'; every other coefficient decrypts to 0 (the trace cleared the garbage)."""
+    sk, _ = keys
+    got, want, res = _run(keys, 5, 17, seed=5)
+    coeffs = ops.decode(ops.decrypt(sk, res.ciphertexts[0], encoding="coeff"))
+    stride = res.strides[0]
+    assert stride == P.n // 8
+    mask = np.zeros(P.n, dtype=bool)
+    mask[: 5 * stride : stride] = True
+    assert np.array_equal(coeffs[mask], want)
+    assert not coeffs[~mask].any()
+
+
+def test_hmvp_errors(keys):
+    sk, ek = keys
+    vec = H.encrypt_vector(ek, P, np.ones(10, dtype=np.int64))
+    with pytest.raises(ParameterError, match="shape mismatch"):
+        H.hmvp(H.encode_matrix(P, np.ones((3, 11), dtype=np.int64)), vec, ek)
+    with pytest.raises(ParameterError, match=r"\[0, t\)"):
+        H.encode_matrix(P, np.full((2, 2), P.t))
+    with pytest.raises(ParameterError, match=r"\[0, t\)"):
+        H.encrypt_vector(ek, P, [-1, 2])
+    with pytest.raises(ParameterError, match="2-D"):
+        H.encode_matrix(P, np.ones(4, dtype=np.int64))
+    _, ek_no_galois = ops.keygen(P, relin=False, seed=bytes(32))
+    with pytest.raises(ParameterError, match="missing Galois keys"):
+        H.hmvp(H.encode_matrix(P, np.ones((3, 10), dtype=np.int64)), vec, ek_no_galois)
+    _, ek_other = ops.keygen(INSECURE_BFV_N256, seed=bytes(32))
+    with pytest.raises(ParameterError, match="different parameter sets"):
+        H.hmvp(H.encode_matrix(P, np.ones((3, 10), dtype=np.int64)), vec, ek_other)
