@@ -199,6 +199,33 @@ def _pack_level(even, odd, keys, level: int, plan: KeySwitchPlan):
     return _k_pack_two(*even, *odd, mono, np.uint32((1 << level) + 1), _galois_key(keys, level), plan)
 
 
+PACK_CHUNK = 16
+"""Pairs per call of the PackTwo kernel in :func:`pack_lwes`: a level of h > 1 pairs runs as h / 16 calls of
+16 pairs, or one call padded with zero ciphertexts to 16 when h < 16, so only two batch shapes (16 and 1)
+are ever compiled instead of log2(N). Each compile of the kernel (a key switch inside) takes seconds,
+while the padding costs at most 16 (log2(16) - 1) = 48 extra key switches per packing, a few percent of
+the N - 1 of a full one."""
+
+
+def _pack_level_chunked(even, odd, keys, level: int, plan: KeySwitchPlan):
+    """:func:`_pack_level` over h pairs in calls of :data:`PACK_CHUNK` pairs (module docstring of it)."""
+    h = even[0].data.shape[0]
+    if h == 1:
+        return _pack_level(even, odd, keys, level, plan)
+    size = max(h, PACK_CHUNK)
+    if size > h:
+        pad = lambda p: RNSPoly(jnp.pad(p.data, [(0, size - h), (0, 0), (0, 0)]), p.basis, p.domain)  # noqa: E731
+        even, odd = tuple(map(pad, even)), tuple(map(pad, odd))
+    out0, out1 = [], []
+    for start in range(0, size, PACK_CHUNK):
+        rows = slice(start, start + PACK_CHUNK)
+        d0, d1 = _pack_level(tuple(_rows(p, rows) for p in even), tuple(_rows(p, rows) for p in odd), keys, level, plan)
+        out0.append(d0.data)
+        out1.append(d1.data)
+    cat = lambda parts, like: RNSPoly(jnp.concatenate(parts)[:h], like.basis, Domain.EVAL)  # noqa: E731
+    return cat(out0, even[0]), cat(out1, even[1])
+
+
 def _trace(c0, c1, keys, first: int, last: int, plan: KeySwitchPlan):
     """Trace steps ct + tau_{2^l+1}(ct), l = first .. last: PackTwo with a zero odd part (same kernel)."""
     zero = RNSPoly(jnp.zeros_like(c0.data), c0.basis, Domain.EVAL)
@@ -257,8 +284,8 @@ def pack_lwes(c0: RNSPoly, c1: RNSPoly, keys, *, normalize: bool = True) -> tupl
     RNSPoly ``uint32[k, N]``, EVAL, whose phase has mu_i at coefficient i N/n (n = the power of two >= m),
     0 elsewhere, plus noise <= :func:`pack_noise_bound`. ``normalize`` (default): inputs times N^-1 mod Q_k
     first (exact), so the output holds mu_i (and the inputs' noise times 1); otherwise N mu_i (noise times N).
-    The key-switch noise is the same either way. log2(N) key-switch calls, one per tree level (batched over
-    the level) and per trace step; the first use of each batch shape n/2, ..., 1 compiles the kernel.
+    The key-switch noise is the same either way. Each tree level runs batched, in calls of
+    :data:`PACK_CHUNK` pairs (two compiled shapes in all), and each trace step is one call.
     Raises ParameterError (m, missing key), BasisMismatchError, DomainMismatchError naming the problem.
     """
     _check_pair(c0, c1, "pack_lwes")
@@ -278,7 +305,7 @@ def pack_lwes(c0: RNSPoly, c1: RNSPoly, keys, *, normalize: bool = True) -> tupl
     for level in range(1, ell + 1):
         h = c0.data.shape[0] // 2
         even, odd = ((_rows(c0, s), _rows(c1, s)) for s in (slice(h), slice(h, None)))
-        c0, c1 = _pack_level(even, odd, keys, level, plan)
+        c0, c1 = _pack_level_chunked(even, odd, keys, level, plan)
     c0, c1 = _trace(c0, c1, keys, ell + 1, log_n, plan)  # batch [1, k, N], the shape of the tree's last level
     return _rows(c0, 0), _rows(c1, 0)
 

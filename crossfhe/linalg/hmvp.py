@@ -201,8 +201,9 @@ def _dot_products(mat: EncodedMatrix, vec: EncryptedVector, start: int, stop: in
     for lo in range(start, stop, rows_per_call):
         hi = min(lo + rows_per_call, stop)
         rows = mat.rows[lo:hi]
-        if hi - lo < rows_per_call and stop - start > rows_per_call:  # keep one compiled shape per call size
-            rows = np.concatenate([rows, np.zeros((rows_per_call - (hi - lo),) + rows.shape[1:], rows.dtype)])
+        size = min(rows_per_call, 1 << (hi - lo - 1).bit_length())  # compiled shapes: powers of two only
+        if size > hi - lo:
+            rows = np.concatenate([rows, np.zeros((size - (hi - lo),) + rows.shape[1:], rows.dtype)])
         c0, c1 = _k_dot(jnp.asarray(rows), vec.c0.data, vec.c1.data, tables, np.uint32(params.t))
         parts0.append(c0[: hi - lo])
         parts1.append(c1[: hi - lo])
