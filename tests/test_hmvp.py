@@ -88,3 +88,22 @@ def test_hmvp_errors(keys):
     _, ek_other = ops.keygen(INSECURE_BFV_N256, seed=bytes(32))
     with pytest.raises(ParameterError, match="different parameter sets"):
         H.hmvp(H.encode_matrix(P, np.ones((3, 10), dtype=np.int64)), vec, ek_other)
+
+
+def test_exhausted_noise_budget_is_refused(keys):
+    """A result whose c0 is replaced by random words has no budget left: decrypt_result raises."""
+    import jax.numpy as jnp
+
+    from crossfhe.bfv import Ciphertext
+    from crossfhe.ring.poly import RNSPoly
+
+    sk, _ = keys
+    _, _, res = _run(keys, 4, 9, seed=4)
+    ct = res.ciphertexts[0]
+    rng = np.random.default_rng(1)
+    junk = (rng.integers(0, 2**30, size=ct.c0.data.shape) % np.array(P.q)[:, None]).astype(np.uint32)
+    bad = Ciphertext(RNSPoly(jnp.asarray(junk), ct.c0.basis, ct.c0.domain), ct.c1, P)
+    broken = H.HMVPResult((bad,), res.strides, res.length)
+    with pytest.raises(ParameterError, match="noise budget"):
+        H.decrypt_result(sk, broken)
+    assert H.decrypt_result(sk, broken, check=False).shape == (4,)

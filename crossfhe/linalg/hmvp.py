@@ -279,12 +279,14 @@ def hmvp(
     return HMVPResult(tuple(outs), tuple(strides), m)
 
 
-def decrypt_result(sk, res: HMVPResult) -> np.ndarray:
-    """u (int64 [m] in [0, t)) from an :class:`HMVPResult` with the secret key."""
+def decrypt_result(sk, res: HMVPResult, *, check: bool = True) -> np.ndarray:
+    """u (int64 [m] in [0, t)) from an :class:`HMVPResult` with the secret key. With ``check`` (default) a
+    ciphertext whose noise budget is exhausted raises ParameterError instead of decrypting to garbage."""
+    decrypt = bfv.decrypt_checked if check else bfv.decrypt
     out = []
     for k, (ct, stride) in enumerate(zip(res.ciphertexts, res.strides)):
         rows = min(ct.params.n, res.length - k * ct.params.n)
-        coeffs = bfv.decode(bfv.decrypt(sk, ct, encoding=Encoding.COEFF))
+        coeffs = bfv.decode(decrypt(sk, ct, encoding=Encoding.COEFF))
         out.append(coeffs[: rows * stride : stride])
     return np.concatenate(out)
 
