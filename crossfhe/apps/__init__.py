@@ -1,1 +1,38 @@
-"""placeholder"""
+"""Applications of HMVP (CHAM §V-B): matrix-vector Beaver triples for two-party computation
+(:mod:`crossfhe.apps.beaver`, Delphi-style preprocessing and CHAM §II-F's shared input) and a training step
+of vertically partitioned logistic regression between two data holders and an arbiter
+(:mod:`crossfhe.apps.hetero_lr`, FATE's HeteroLR). Each party is an object holding only its own secrets;
+the protocols run the parties in one process. Read each module's security caveats: semi-honest parties,
+no noise flooding."""
+
+from crossfhe.apps import beaver, hetero_lr
+from crossfhe.apps.beaver import Client, ClientTriple, Server, ServerTriple, generate_triples, shared_matvec
+from crossfhe.apps.hetero_lr import (
+    LR_N4096,
+    LR_N8192,
+    Arbiter,
+    FeatureHolder,
+    FixedPoint,
+    LabelHolder,
+    StepTranscript,
+    train_step,
+)
+
+__all__ = [
+    "LR_N4096",
+    "LR_N8192",
+    "Arbiter",
+    "Client",
+    "ClientTriple",
+    "FeatureHolder",
+    "FixedPoint",
+    "LabelHolder",
+    "Server",
+    "ServerTriple",
+    "StepTranscript",
+    "beaver",
+    "generate_triples",
+    "hetero_lr",
+    "shared_matvec",
+    "train_step",
+]
