@@ -10,11 +10,11 @@ about a bit between keys):
 ==========  ==========  ==================================================  =====
 preset      fresh (pk)  after products 1, 2, 3, ...                         depth
 ==========  ==========  ==================================================  =====
-CHAM_N4096  21          (HMVP: 20-21 after 4096 x 300, packing included)    0
-N4096       40          10                                                  1
-N8192       109         77, 46, 13                                          3
-N16384      320         287, 255, 222, 189, 156, 122, 89, 55, 22            9
-N32768      713         679, 646, ... (about 34.5 per product), 54, 19      20
+CHAM_N4096  34          3 (HMVP, 300 x 1000 or 4096 x 300: 20 bits left)    1
+N4096       54          23                                                  1
+N8192       122         90, 58, 26                                          3
+N16384      332         299, 267, 234, 201, 167, 134, 100, 66, 32           9
+N32768      721         688, 654, ... (about 34.5 per product), 66, 32      20
 ==========  ==========  ==================================================  =====
 """
 
@@ -28,15 +28,17 @@ CHAM_SPARSE_Q = (2**30 + 2**19 + 1, 2**30 + 2**17 + 1)
 2^30 + 2^13 + 1, 2^29 + 2^15 + 1 and 2^29 + 2^18 + 1)."""
 CHAM_SPARSE_P = (2**30 + 2**25 + 1,)
 """CHAM's special prime 2^38 + 2^23 + 1, substituted by the largest such prime below 2^31, 2^30 + 2^25 + 1
-(P > each q_i, so one key-switching digit per ciphertext prime works)."""
+(P > each q_i, so one key-switching digit per ciphertext prime works). The kernels reduce mod these primes
+with the same Barrett and Shoup code as for any prime; the shift-and-add reduction that the sparse form
+allows (:mod:`crossfhe.math.sparse`) is not wired into them."""
 
 CHAM_N4096 = Params.from_literal(
     ParamsLiteral(log_n=12, q=CHAM_SPARSE_Q, p=CHAM_SPARSE_P, plain_bits=20, dnum=2)
 )
 """CHAM's shape on 32-bit words: N 4096, two sparse 30-bit ciphertext primes, one sparse special prime
 (dnum 2), t = 1032193 (the largest 20-bit batching prime for N 4096). log2 PQ = 90.0 <= 109 (128-bit,
-HomomorphicEncryption.org). Meant for plaintext products and packing (HMVP): depth 0 for
-ciphertext products. Noise budget: 21 bits fresh, 20-21 after an HMVP of 4096 rows (module docstring)."""
+HomomorphicEncryption.org). Meant for plaintext products and packing (HMVP): one ciphertext product
+leaves 3 bits. Noise budget: 34 bits fresh, about 20 after an HMVP (module docstring)."""
 
 N4096 = Params.from_literal(ParamsLiteral(log_n=12, q_bits=(27, 27, 27), p_bits=(27,), plain_bits=20, dnum=3))
 """N 4096, three 27-bit ciphertext primes, one 27-bit special prime (dnum 3), t a 20-bit batching prime.
