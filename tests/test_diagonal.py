@@ -138,3 +138,24 @@ def test_errors():
     assert np.array_equal(diagonal.decrypt_result(sk, result, 5), np.full(5, 7))
     with pytest.raises(ParameterError, match="ciphertexts"):
         diagonal.decrypt_result(sk, result, 200)
+
+
+def test_diagonal_equals_hmvp():
+    """The two methods decrypt to the same vector (and to A v mod t) for one matrix, one vector and one set of
+    keys holding both the packing elements and the rotations."""
+    from crossfhe.linalg import hmvp
+
+    m, n = 40, 150
+    plan = diagonal.plan_matvec(P, m, n)
+    sk, ek = ops.keygen(
+        P, rotations=plan.rotations, row_swap=plan.row_swap, galois_elements=hmvp.required_galois_elements(P),
+        relin=False, seed=bytes(range(32, 64)),
+    )
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, P.t, size=(m, n))
+    v = rng.integers(0, P.t, size=n)
+    enc = diagonal.encrypt_vector(P, ek, v)
+    diag = diagonal.decrypt_result(sk, diagonal.matvec(diagonal.encode_matrix(P, a), enc, ek), m)
+    coef = hmvp.decrypt_result(sk, hmvp.hmvp(hmvp.encode_matrix(P, a), hmvp.encrypt_vector(ek, P, v), ek))
+    assert np.array_equal(diag, coef)
+    assert np.array_equal(coef, _reference(a, v, P.t))

@@ -107,3 +107,19 @@ def test_exhausted_noise_budget_is_refused(keys):
     with pytest.raises(ParameterError, match="noise budget"):
         H.decrypt_result(sk, broken)
     assert H.decrypt_result(sk, broken, check=False).shape == (4,)
+
+
+@pytest.mark.slow
+def test_noise_budget_positive_at_the_cham_preset():
+    """At the 128-bit CHAM-shaped preset (N 4096, two sparse 30-bit primes, one special prime, t = 1032193):
+    a full tile of N rows with n > N columns decrypts exactly with budget left (measured: about 20 bits)."""
+    from crossfhe.bfv import presets
+
+    params = presets.CHAM_N4096
+    sk, ek = ops.keygen(params, galois_elements=H.required_galois_elements(params), relin=False)
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, params.t, size=(params.n, params.n + 100))
+    v = rng.integers(0, params.t, size=params.n + 100)
+    res = H.hmvp(H.encode_matrix(params, a), H.encrypt_vector(ek, params, v), ek)
+    assert np.array_equal(H.decrypt_result(sk, res), H.matvec_reference(a, v, params.t))
+    assert H.noise_budget(sk, res) > 0
