@@ -35,10 +35,12 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt
 	$(BIN)/crossfhe bench ckks
+	$(BIN)/crossfhe bench hmvp
 
 bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt --quick
 	$(BIN)/crossfhe bench ckks --quick
+	$(BIN)/crossfhe bench hmvp --quick
 
 clean:
 	rm -rf $(VENV) .jax_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target

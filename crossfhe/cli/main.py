@@ -8,7 +8,7 @@ import runpy
 import sys
 from pathlib import Path
 
-BENCH_SUITES = ("ntt", "ckks")
+BENCH_SUITES = ("ntt", "ckks", "hmvp")
 
 
 def _enable_compilation_cache() -> None:

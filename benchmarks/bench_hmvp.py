@@ -1,0 +1,528 @@
+"""HMVP benchmark: coefficient-encoded HMVP (CHAM) vs the diagonal method vs TenSEAL, encrypted vector x plaintext
+matrix, latency, throughput and the time split, in one run.
+
+    python benchmarks/bench_hmvp.py [--quick] [--sizes 256x256,...] [--json PATH] [--threads 1] [--no-peer]
+    crossfhe bench hmvp [same options]
+
+Points: u = A v mod t for A m x n, (m, n) in {256, 1024, 4096, 8192} x {256, 4096} (--quick: 256 x 256),
+A and v uniform in [0, t). Per point and method: latency (median of >= 10 timed calls or >= 2 s, or >= 3
+calls once 4 s have passed, after a first call whose time, jit compile or a persistent-cache load plus one
+run, is reported apart as ``first_call_ms``; every result blocked on), throughput in rows per second
+(m / latency), and the result checked against the exact product (any wrong result: exit status 1).
+
+- **hmvp** (:mod:`crossfhe.linalg.hmvp`) at ``bfv.presets.CHAM_N4096`` (N 4096, two 30-bit ciphertext
+  primes, one special prime, t = 1032193): the split "dot" (plaintext products, rescale by P and the LWE
+  extraction, one fused kernel) / "pack" (the packing key switches) from ``hmvp(..., timings=)`` (separate
+  calls, since timing the stages waits on each), the noise budget left, and the work: key switches
+  (n' - 1 + log2(N / n') per tile of at most N rows, n' the power of two >= its rows) and NTT limbs
+  transformed (rows x (B (L + K) + 2K + 2L) in the dot kernel, B = ceil(n / N), plus per key switch
+  L + sum_j (L + K - |D_j|) + 2K + 2L, :mod:`crossfhe.core.keyswitch`).
+- **diagonal** (:mod:`crossfhe.linalg.diagonal`, Halevi-Shoup with baby-step giant-step, batch-encoded)
+  at the same parameters, with its own keys (the rotations of its plan), and its noise budget left. At
+  CHAM_N4096 the margin is thin: a fresh ciphertext has about 34 bits of budget and one product with a
+  batch-encoded plaintext (coefficients uniform mod t) takes about 25, so 1 to 3 bits are left (HMVP
+  encrypts over Q ∪ P and rescales by P after the products, and keeps about 20). ``--diagonal-preset N4096``
+  (the same N and t, three 27-bit ciphertext primes, log2 PQ 108, 128-bit) gives it about 20 more bits.
+- **TenSEAL** (peer, ``pip install tenseal``): TenSEAL 0.3 has no BFV vector-matrix product
+  (``BFVVector.matmul_plain`` throws "not implemented"); its encrypted-vector x plaintext-matrix product is
+  ``CKKSVector.mm`` (v^T M, so M = A^T), Halevi-Shoup's diagonal method with one rotation per row of M and
+  the diagonals encoded inside the call. It runs here at N 4096 with coefficient moduli of 40, 24, 45 bits
+  (two ciphertext primes and one special prime, the shape of CHAM_N4096; 109 bits, 128-bit) and scale
+  2^24, A and v uniform in [-1, 1] (CKKS is approximate: the check is max |error| < 1), on --threads threads.
+  One call takes a vector of at most N/2 = 2048 entries and gives at most 2048 outputs; larger points are
+  tiled into ceil(n / 2048) x ceil(m / 2048) calls whose partial products are added (``peer_calls``), or
+  left null with ``--no-peer-tiling``.
+
+``ratio`` = ours / TenSEAL (below 1: ours is faster); ``vs_diagonal`` = hmvp / diagonal. ``floor_ms`` =
+NTT limbs transformed x the measured time of one limb transform (in a batch, at the method's parameters):
+a floor for the transforms alone (key multiply-accumulates, basis conversions and plaintext products not
+counted; HMVP's limbs without the zero padding of its packing calls, whose count with it is
+``key_switches_run``); ``ks_floor_ms`` = key switches x the measured time of one key switch in a batch of 256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+HMVP_PRESET = "CHAM_N4096"
+SIZES = tuple((m, n) for m in (256, 1024, 4096, 8192) for n in (256, 4096))
+QUICK = ((256, 256),)
+
+
+def _parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="256 x 256 only, short timing windows (< 1 min on 2 cores)")
+    p.add_argument("--sizes", default=None, help="comma-separated m x n points, e.g. 256x256,1024x4096")
+    p.add_argument("--json", type=Path, default=None, help="write the JSON records here")
+    p.add_argument("--threads", type=int, default=1, help="CPUs to run on (1 matches the single-thread peer)")
+    p.add_argument("--no-peer", action="store_true", help="skip TenSEAL")
+    p.add_argument("--no-peer-tiling", action="store_true",
+                   help="TenSEAL only where one CKKSVector.mm call does the point (n, m <= N/2); null elsewhere")
+    p.add_argument("--no-diagonal", action="store_true", help="skip the diagonal method")
+    p.add_argument("--diagonal-preset", default=HMVP_PRESET,
+                   help=f"bfv preset of the diagonal method (default {HMVP_PRESET}, as HMVP; N4096: more budget)")
+    p.add_argument("--reps", type=int, default=10,
+                   help="minimum timed calls (slow calls: >= 3 once 4 s, --quick 1 s, have passed)")
+    p.add_argument("--seed", type=int, default=2024, help="seed of the matrices and vectors")
+    return p.parse_args()
+
+
+from crossfhe.cli.benchutil import pin_threads  # noqa: E402
+
+ARGS = _parse() if __name__ == "__main__" else None
+if ARGS is not None:
+    pin_threads(ARGS.threads)
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from crossfhe.bfv import ops as bfv  # noqa: E402
+from crossfhe.bfv import presets  # noqa: E402
+from crossfhe.bfv.params import Params  # noqa: E402
+from crossfhe.convert import packing  # noqa: E402
+from crossfhe.core import keyswitch as ks  # noqa: E402
+from crossfhe.linalg import diagonal, hmvp  # noqa: E402
+from crossfhe.math.decompose import digit_partition  # noqa: E402
+from crossfhe.ring.ntt import NTTPlan, ntt  # noqa: E402
+from crossfhe.ring.poly import Domain, RNSPoly  # noqa: E402
+
+try:
+    import tenseal as ts
+except ImportError:  # the peer is optional: pip install "crossfhe[bench]"
+    ts = None
+
+TS_BITS = (40, 24, 45)
+TS_LOG_SCALE = 24
+TS_TOLERANCE = 1.0  # max |error| of the CKKS product accepted as correct (values in [-1, 1])
+UNIT_BATCH = 256
+
+# --------------------------------------------------------------------------------------------------
+# Timing
+# --------------------------------------------------------------------------------------------------
+
+
+def _timeit(fn, *, reps: int, min_seconds: float, max_seconds: float) -> list[float]:
+    """Times of calls to fn (blocked on): at least ``reps`` calls and ``min_seconds``, or at least 3 calls
+    once ``max_seconds`` have passed."""
+    times: list[float] = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+        elapsed = time.perf_counter() - start
+        if (len(times) >= reps and elapsed >= min_seconds) or (len(times) >= 3 and elapsed >= max_seconds):
+            return times
+
+
+def _first_call(fn) -> tuple[object, float]:
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return out, time.perf_counter() - t0
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
+
+
+def _stats(ts_: list[float]) -> dict:
+    return {"median_ms": float(np.median(ts_)) * 1e3, "min_ms": min(ts_) * 1e3, "max_ms": max(ts_) * 1e3,
+            "reps": len(ts_)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Work counts (transform and key-switch counts of the algorithms, from the shapes)
+# --------------------------------------------------------------------------------------------------
+
+
+def _ks_limbs(p: Params) -> int:
+    """Limbs transformed by one key switch at the top level: k (INTT of the EVAL input) + sum_j (k + K - |D_j|)
+    (ModUp) + 2K + 2k (ModDown), :mod:`crossfhe.core.keyswitch`."""
+    k, kk = len(p.q), len(p.p)
+    return k + sum(k + kk - len(g) for g in digit_partition(k, p.dnum)) + 2 * kk + 2 * k
+
+
+def hmvp_work(p: Params, m: int, n: int) -> dict:
+    """Work of one hmvp call: ``key_switches`` = n' - 1 + log2(N / n') per tile (the algorithm's), and
+    ``key_switches_run`` with the zero padding of the packing's tree levels to calls of ``PACK_CHUNK`` pairs."""
+    blocks = math.ceil(n / p.n)
+    chunk = getattr(packing, "PACK_CHUNK", 1)
+    key_switches = key_switches_run = 0
+    for start in range(0, m, p.n):
+        rows = min(p.n, m - start)
+        ell = (rows - 1).bit_length()
+        trace = int(math.log2(p.n)) - ell
+        key_switches += (1 << ell) - 1 + trace
+        pairs = [(1 << ell) >> level for level in range(1, ell + 1)]
+        key_switches_run += sum(h if h == 1 else -(-max(h, chunk) // chunk) * chunk for h in pairs) + trace
+    k, kk = len(p.q), len(p.p)
+    dot_limbs = m * (blocks * (k + kk) + 2 * kk + 2 * k)
+    per_ks = _ks_limbs(p)
+    return {"key_switches": key_switches, "key_switches_run": key_switches_run, "dot_ntt_limbs": dot_limbs,
+            "ntt_limbs": dot_limbs + key_switches * per_ks,
+            "tiles": math.ceil(m / p.n), "blocks": blocks}
+
+
+def diagonal_work(p: Params, m: int, n: int) -> dict:
+    plan = diagonal.plan_matvec(p, m, n)
+    per_ks = _ks_limbs(p)
+    limbs = plan.key_switches * per_ks  # baby steps not hoisted; the plaintext products need no transform
+    return {"key_switches": plan.key_switches, "baby_rotations": plan.baby_rotations,
+            "giant_rotations": plan.giant_rotations, "row_swaps": plan.row_swaps,
+            "plain_products": plan.plain_products, "ntt_limbs": limbs, "rotation_keys": len(plan.rotations)}
+
+
+def unit_costs(p: Params, ek, element: int, timing: dict) -> dict:
+    """Measured seconds of one limb NTT and of one key switch, each in a batch of UNIT_BATCH (at ``p``)."""
+    rng = np.random.default_rng(7)
+    moduli = p.q + p.p
+    plan = NTTPlan.create(p.n, moduli)
+    q = np.array(moduli, dtype=np.uint64).reshape(-1, 1)
+    x = jnp.asarray((rng.integers(0, 2**32, (UNIT_BATCH, len(moduli), p.n), dtype=np.uint64) % q).astype(np.uint32))
+    _, ntt_first = _first_call(lambda: ntt(x, plan))
+    ntt_t = _timeit(lambda: ntt(x, plan), **timing)
+    qq = np.array(p.q, dtype=np.uint64).reshape(-1, 1)
+    d = RNSPoly(jnp.asarray((rng.integers(0, 2**32, (UNIT_BATCH, len(p.q), p.n), dtype=np.uint64) % qq)
+                            .astype(np.uint32)), p.q, Domain.EVAL)
+    gk = ek.galois_key(element)
+    kplan = ks.keyswitch_plan(gk)
+    _, ks_first = _first_call(lambda: ks.keyswitch(d, gk, plan=kplan))
+    ks_t = _timeit(lambda: ks.keyswitch(d, gk, plan=kplan), **timing)
+    return {"ntt_limb_s": float(np.median(ntt_t)) / (UNIT_BATCH * len(moduli)),
+            "keyswitch_s": float(np.median(ks_t)) / UNIT_BATCH,
+            "ntt_limb_first_s": ntt_first, "keyswitch_first_s": ks_first}
+
+
+# --------------------------------------------------------------------------------------------------
+# Reference
+# --------------------------------------------------------------------------------------------------
+
+
+def reference(a: np.ndarray, v: np.ndarray, t: int) -> np.ndarray:
+    """A v mod t, exact: int64 products and sums when n (t - 1)^2 < 2^63 (here 4096 x 2^40), else
+    ``hmvp.matvec_reference`` (Python integers)."""
+    if a.shape[1] * (t - 1) ** 2 < 2**63:
+        return (a.astype(np.int64) @ v.astype(np.int64)) % t
+    return hmvp.matvec_reference(a, v, t)
+
+
+# --------------------------------------------------------------------------------------------------
+# TenSEAL
+# --------------------------------------------------------------------------------------------------
+
+
+def tenseal_version() -> str:
+    try:
+        return f"tenseal {importlib.metadata.version('tenseal')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "tenseal"
+
+
+class TenSEAL:
+    """A TenSEAL CKKS context at N 4096, coefficient moduli TS_BITS, scale 2^TS_LOG_SCALE, Galois keys."""
+
+    def __init__(self, threads: int):
+        t0 = time.perf_counter()
+        self.ctx = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=4096, coeff_mod_bit_sizes=list(TS_BITS),
+                              n_threads=threads)
+        self.ctx.global_scale = 2.0**TS_LOG_SCALE
+        self.ctx.generate_galois_keys()
+        self.keygen_s = time.perf_counter() - t0
+        self.slots = 4096 // 2
+
+    def params(self) -> dict:
+        return {"scheme": "CKKS", "N": 4096, "coeff_modulus_bits": list(TS_BITS), "special_primes": 1,
+                "scale": f"2^{TS_LOG_SCALE}", "threads": 1}
+
+    def calls(self, m: int, n: int) -> int:
+        return math.ceil(n / self.slots) * math.ceil(m / self.slots)
+
+    def prepare(self, m: int, n: int, rng):
+        """(zero-argument product callable, decrypt-and-check callable); inputs uniform in [-1, 1]. The
+        matrix is converted to TenSEAL plain tensors and the vector encrypted here, outside the timing."""
+        a = rng.uniform(-1, 1, (m, n))
+        v = rng.uniform(-1, 1, n)
+        s = self.slots
+        chunks = [ts.ckks_vector(self.ctx, v[j : j + s].tolist()) for j in range(0, n, s)]
+        # M = A^T (n x m): tile (j, i) = rows j..j+s of M (the vector chunk), columns i..i+s (the outputs)
+        tiles = [[ts.plain_tensor(a[i : i + s, j : j + s].T.copy()) for j in range(0, n, s)] for i in range(0, m, s)]
+
+        def product():
+            out = []
+            for row in tiles:
+                acc = None
+                for chunk, tile in zip(chunks, row):
+                    part = chunk.mm(tile)
+                    acc = part if acc is None else acc + part
+                out.append(acc)
+            return out
+
+        def check(result) -> float:
+            got = np.concatenate([np.array(r.decrypt()) for r in result])
+            return float(np.max(np.abs(got - a @ v)))
+
+        return product, check
+
+
+# --------------------------------------------------------------------------------------------------
+# One point
+# --------------------------------------------------------------------------------------------------
+
+
+def _split(fn_timed, quick_s: float) -> tuple[dict, int]:
+    """Median per stage of calls of fn_timed(d) (which adds seconds per stage to d): 3 calls when one takes
+    under ``quick_s``, else 1."""
+    runs = []
+    while True:
+        d: dict = {}
+        jax.block_until_ready(fn_timed(d))
+        runs.append(d)
+        if len(runs) >= 3 or sum(d.values()) >= quick_s:
+            break
+    return {k: float(np.median([r.get(k, 0.0) for r in runs])) for k in runs[0]}, len(runs)
+
+
+def _run_hmvp(mat, vec, ek, timings=None):
+    """hmvp's result, blocked on (HMVPResult is no pytree; its ciphertexts are)."""
+    res = hmvp.hmvp(mat, vec, ek, timings=timings)
+    jax.block_until_ready(res.ciphertexts)
+    return res
+
+
+def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tuple[list[dict], list[str]]:
+    p, sk, ek, units = ctx["p"], ctx["sk"], ctx["ek"], ctx["units"]
+    rng = np.random.default_rng([args.seed, m, n])
+    a = rng.integers(0, p.t, (m, n), dtype=np.int64)
+    v = rng.integers(0, p.t, n, dtype=np.int64)
+    want = reference(a, v, p.t)
+    errors: list[str] = []
+    load_before = _load()
+    label = f"{m}x{n}"
+
+    # HMVP
+    t0 = time.perf_counter()
+    mat = hmvp.encode_matrix(p, a)
+    encode_s = time.perf_counter() - t0
+    vec = hmvp.encrypt_vector(ek, p, v)
+    res, first = _first_call(lambda: _run_hmvp(mat, vec, ek))
+    got = hmvp.decrypt_result(sk, res, check=False)  # compared below; an exhausted budget shows as a mismatch
+    correct = bool(np.array_equal(got, want))
+    if not correct:
+        errors.append(f"hmvp {label}: {int(np.sum(got != want))} of {m} rows differ from A v mod t")
+    budget = hmvp.noise_budget(sk, res)
+    split, split_reps = _split(lambda d: _run_hmvp(mat, vec, ek, timings=d).ciphertexts, 0.5 if args.quick else 2.0)
+    lat = _timeit(lambda: _run_hmvp(mat, vec, ek).ciphertexts, **timing)
+    work = hmvp_work(p, m, n)
+    st = _stats(lat)
+    floor = work["ntt_limbs"] * units["ntt_limb_s"] * 1e3
+    ks_floor = work["key_switches"] * units["keyswitch_s"] * 1e3
+    hm = dict(base, name="hmvp", params={"preset": HMVP_PRESET, "N": p.n, "m": m, "n": n, "limbs": len(p.q),
+                                         "special": len(p.p), "dnum": p.dnum, "t": p.t,
+                                         "log_pq": round(p.log_pq, 1)},
+              **st, first_call_ms=first * 1e3, rows_per_s=m / (st["median_ms"] / 1e3),
+              dot_ms=split.get("dot", 0.0) * 1e3, pack_ms=split.get("pack", 0.0) * 1e3, split_reps=split_reps,
+              pack_share=split.get("pack", 0.0) / max(sum(split.values()), 1e-12),
+              encode_matrix_ms=encode_s * 1e3, noise_budget=budget, correct=correct, **work,
+              floor_ms=floor, ks_floor_ms=ks_floor, peer=None, peer_median_ms=None, ratio=None,
+              vs_diagonal=None, note="")
+
+    # Diagonal
+    dg = None
+    if not args.no_diagonal:
+        dp, dname = ctx["dp"], args.diagonal_preset
+        plan = diagonal.plan_matvec(dp, m, n)
+        t0 = time.perf_counter()
+        dsk, dek = bfv.keygen(dp, rotations=plan.rotations, row_swap=plan.row_swap, relin=False)
+        keygen_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        enc = diagonal.encode_matrix(dp, a)
+        jax.block_until_ready(enc.diagonals)
+        dencode_s = time.perf_counter() - t0
+        x = diagonal.encrypt_vector(dp, dek, v)
+        r, dfirst = _first_call(lambda: diagonal.matvec(enc, x, dek))
+        dgot = diagonal.decrypt_result(dsk, r, m)
+        dcorrect = bool(np.array_equal(dgot, want))
+        dbudget = bfv.noise_budget(dsk, r)
+        if not dcorrect:
+            errors.append(f"diagonal {label} at {dname}: {int(np.sum(dgot != want))} of {m} rows differ "
+                          f"(noise budget {dbudget})")
+        dlat = _timeit(lambda: diagonal.matvec(enc, x, dek), **timing)
+        dwork = diagonal_work(dp, m, n)
+        dst = _stats(dlat)
+        dunits = ctx["dunits"]
+        dg = dict(base, name="diagonal",
+                  params={"preset": dname, "N": dp.n, "m": m, "n": n, "limbs": len(dp.q), "special": len(dp.p),
+                          "dnum": dp.dnum, "t": dp.t, "log_pq": round(dp.log_pq, 1)},
+                  **dst, first_call_ms=dfirst * 1e3, rows_per_s=m / (dst["median_ms"] / 1e3),
+                  keygen_ms=keygen_s * 1e3, encode_matrix_ms=dencode_s * 1e3, noise_budget=dbudget,
+                  correct=dcorrect, **dwork, floor_ms=dwork["ntt_limbs"] * dunits["ntt_limb_s"] * 1e3,
+                  ks_floor_ms=dwork["key_switches"] * dunits["keyswitch_s"] * 1e3,
+                  peer=None, peer_median_ms=None, ratio=None, note="")
+        hm["vs_diagonal"] = st["median_ms"] / dst["median_ms"]
+
+    # TenSEAL
+    peer_fields: dict = {}
+    tsx = ctx.get("tenseal")
+    if tsx is not None:
+        calls = tsx.calls(m, n)
+        if calls > 1 and args.no_peer_tiling:
+            peer_fields = {"peer_note": f"TenSEAL: n = {n} or m = {m} above N/2 = {tsx.slots} slots "
+                                        "(one CKKSVector.mm call); --no-peer-tiling"}
+        else:
+            product, check = tsx.prepare(m, n, np.random.default_rng([args.seed, m, n, 1]))
+            out, pfirst = _first_call(product)
+            err = check(out)
+            pcorrect = err < TS_TOLERANCE
+            if not pcorrect:
+                errors.append(f"TenSEAL {label}: max |error| {err:.3g} >= {TS_TOLERANCE}")
+            pt = _timeit(product, **timing)
+            pst = _stats(pt)
+            peer_fields = {"peer_median_ms": pst["median_ms"], "peer_min_ms": pst["min_ms"],
+                           "peer_max_ms": pst["max_ms"], "peer_reps": pst["reps"], "peer_first_call_ms": pfirst * 1e3,
+                           "peer_rows_per_s": m / (pst["median_ms"] / 1e3), "peer_calls": calls,
+                           "peer_max_abs_err": err, "peer_correct": pcorrect, "peer_params": tsx.params(),
+                           "peer_note": (f"CKKSVector.mm at N 4096, {calls} calls (tiles of {tsx.slots}) whose partial "
+                                         "products are added" if calls > 1 else "one CKKSVector.mm call")
+                           + "; CKKS (TenSEAL has no BFV matmul), diagonals encoded inside the call"}
+    for rec in (hm, dg):
+        if rec is None:
+            continue
+        if "peer_median_ms" in peer_fields:
+            rec.update(peer_fields, peer=ctx["peer"], ratio=rec["median_ms"] / peer_fields["peer_median_ms"])
+        elif peer_fields:
+            rec.update(peer_note=peer_fields["peer_note"])
+        rec["load_avg"] = [load_before, _load()]
+    return [r for r in (hm, dg) if r is not None], errors
+
+
+# --------------------------------------------------------------------------------------------------
+# Run
+# --------------------------------------------------------------------------------------------------
+
+
+def _base(args) -> dict:
+    return {"suite": "hmvp", "device": jax.devices()[0].platform, "backend": "VECTOR", "jax": jax.__version__,
+            "threads": args.threads, "cpu": platform.processor() or platform.machine()}
+
+
+def _sizes(args) -> list[tuple[int, int]]:
+    if args.sizes:
+        out = []
+        for s in args.sizes.split(","):
+            m, n = s.lower().strip().split("x")
+            out.append((int(m), int(n)))
+        return out
+    return list(QUICK if args.quick else SIZES)
+
+
+def main(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
+    t_run = time.perf_counter()
+    timing = ({"reps": args.reps, "min_seconds": 0.5, "max_seconds": 1.0} if args.quick else
+              {"reps": args.reps, "min_seconds": 2.0, "max_seconds": 4.0})
+    unit_timing = {"reps": 10, "min_seconds": 0.2, "max_seconds": 1.0}
+    base = _base(args)
+    print(f"# load average before: {_load()} on {os.cpu_count()} CPUs; pinned to {args.threads}", flush=True)
+    p = getattr(presets, HMVP_PRESET)
+    t0 = time.perf_counter()
+    sk, ek = bfv.keygen(p, galois_elements=hmvp.required_galois_elements(p), relin=False)
+    ctx = {"p": p, "sk": sk, "ek": ek, "peer": None}
+    records = []
+    units = {HMVP_PRESET: (p, unit_costs(p, ek, hmvp.required_galois_elements(p)[0], unit_timing))}
+    ctx["units"] = units[HMVP_PRESET][1]
+    print(f"# {HMVP_PRESET}: keygen (12 packing keys) and unit costs {time.perf_counter() - t0:.1f} s", flush=True)
+    if not args.no_diagonal:
+        dp = getattr(presets, args.diagonal_preset)
+        if args.diagonal_preset not in units:
+            _, dek = bfv.keygen(dp, rotations=[1], relin=False)
+            units[args.diagonal_preset] = (dp, unit_costs(dp, dek, bfv.rotation_element(dp, 1), unit_timing))
+        ctx["dp"], ctx["dunits"] = dp, units[args.diagonal_preset][1]
+    for pname, (prm, u) in units.items():
+        for what in ("ntt_limb", "keyswitch"):
+            records.append(dict(base, name=f"unit_{what}",
+                                params={"preset": pname, "N": prm.n, "limbs": len(prm.q), "special": len(prm.p),
+                                        "dnum": prm.dnum, "batch": UNIT_BATCH},
+                                median_ms=u[f"{what}_s"] * 1e3, min_ms=None, max_ms=None, reps=None,
+                                first_call_ms=u[f"{what}_first_s"] * 1e3, peer=None, peer_median_ms=None,
+                                ratio=None, floor_ms=None,
+                                note=f"median time of a batch of {UNIT_BATCH} divided by {UNIT_BATCH}"
+                                     + (f" x {len(prm.q) + len(prm.p)} limbs (Q and P)" if what == "ntt_limb" else
+                                        " (key switch of one polynomial at the top level)")))
+    if args.no_peer:
+        pass
+    elif ts is None:
+        print("# tenseal not importable (pip install 'crossfhe[bench]'): TenSEAL columns skipped")
+    else:
+        ctx["tenseal"] = TenSEAL(args.threads)
+        ctx["peer"] = tenseal_version()
+    errors = []
+    for m, n in _sizes(args):
+        t0 = time.perf_counter()
+        recs, errs = bench_point(m, n, ctx, args, base, timing)
+        records += recs
+        errors += errs
+        print(f"# {m} x {n}: {time.perf_counter() - t0:.1f} s" + (f"; WRONG: {errs}" if errs else ""), flush=True)
+    print(f"# run: {time.perf_counter() - t_run:.1f} s", flush=True)
+    return records, errors
+
+
+def _fmt(x, width: int, spec: str = ".1f") -> str:
+    return f"{'-':>{width}}" if x is None else f"{x:>{width}{spec}}"
+
+
+def print_table(records: list[dict]) -> None:
+    units = [r for r in records if r["name"].startswith("unit_")]
+    for u in units:
+        print(f"# {u['name']} at {u['params']['preset']}: {u['median_ms'] * 1e3:.2f} us "
+              f"(first call {u['first_call_ms']:.0f} ms)")
+    points = {}
+    for r in records:
+        if r["name"] in ("hmvp", "diagonal"):
+            points.setdefault((r["params"]["m"], r["params"]["n"]), {})[r["name"]] = r
+    head = (f"{'m x n':<11}{'hmvp ms':>10}{'rows/s':>9}{'first s':>8}{'dot ms':>9}{'pack ms':>9}{'ks':>6}"
+            f"{'NTT limbs':>10}{'floor ms':>9}{'budget':>7}{'diag ms':>9}{'rows/s':>9}{'d.ks':>5}{'d.budget':>9}"
+            f"{'hmvp/diag':>10}{'TenSEAL ms':>11}{'calls':>6}{'hmvp/TS':>8}{'diag/TS':>8}")
+    print(head)
+    print("-" * len(head))
+    for (m, n), rs in points.items():
+        h, d = rs.get("hmvp"), rs.get("diagonal") or {}
+        print(f"{f'{m}x{n}':<11}{_fmt(h['median_ms'], 10)}{_fmt(h['rows_per_s'], 9, '.0f')}"
+              f"{_fmt(h['first_call_ms'] / 1e3, 8)}{_fmt(h['dot_ms'], 9)}{_fmt(h['pack_ms'], 9)}"
+              f"{h['key_switches']:>6}{h['ntt_limbs']:>10}{_fmt(h['floor_ms'], 9)}{h['noise_budget']:>7}"
+              f"{_fmt(d.get('median_ms'), 9)}{_fmt(d.get('rows_per_s'), 9, '.0f')}"
+              f"{_fmt(d.get('key_switches'), 5, 'd')}{_fmt(d.get('noise_budget'), 9, 'd')}"
+              f"{_fmt(h.get('vs_diagonal'), 10, '.2f')}{_fmt(h.get('peer_median_ms'), 11)}"
+              f"{_fmt(h.get('peer_calls'), 6, 'd')}{_fmt(h.get('ratio'), 8, '.2f')}{_fmt(d.get('ratio'), 8, '.2f')}")
+    r0 = next(iter(points.values()))["hmvp"] if points else records[0]
+    dg = next((r for r in records if r["name"] == "diagonal"), None)
+    print(f"jax {r0['jax']}, {r0['device']}, threads {r0['threads']}; hmvp at {HMVP_PRESET}"
+          + (f", diagonal at {dg['params']['preset']}" if dg else "") + f"; peer: {r0.get('peer') or 'none'}")
+    print("ms = median latency; first s = first call (compile or cache load + one run); dot = products + rescale "
+          "+ extraction, pack = packing key switches (separate calls); ks = key switches; floor = NTT limbs x "
+          "measured limb time; budget = noise budget left (bits); TS = TenSEAL CKKSVector.mm (calls > 1: tiled)")
+    print(f"load average after: {_load()}")
+
+
+if __name__ == "__main__":
+    cache = os.environ.get("CROSSFHE_JAX_CACHE", str(Path.home() / ".cache" / "crossfhe" / "jax"))
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    recs, errs = main(ARGS)
+    print_table(recs)
+    out = ARGS.json or HERE / "results" / "hmvp.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(recs, indent=1, default=float))
+    print(f"JSON: {out}")
+    if errs:
+        print("WRONG RESULTS:\n  " + "\n  ".join(errs), file=sys.stderr)
+        sys.exit(1)
