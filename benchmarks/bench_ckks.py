@@ -56,7 +56,7 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-from crossfhe.cli.benchutil import pin_threads  # noqa: E402
+from crossfhe.cli.benchutil import first_call, load_average, pin_threads, timeit  # noqa: E402
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
@@ -132,30 +132,6 @@ for _preset in ("N16_L21_DNUM3", "N16_L22_DNUM4"):
 # --------------------------------------------------------------------------------------------------
 
 
-def _timeit(fn, *, reps: int, min_seconds: float, max_seconds: float) -> list[float]:
-    """Times of calls to fn (blocked on): at least ``reps`` calls and ``min_seconds``, or at least 3 calls
-    once ``max_seconds`` have passed."""
-    times: list[float] = []
-    start = time.perf_counter()
-    while True:
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-        elapsed = time.perf_counter() - start
-        if (len(times) >= reps and elapsed >= min_seconds) or (len(times) >= 3 and elapsed >= max_seconds):
-            return times
-
-
-def _first_call(fn) -> tuple[object, float]:
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return out, time.perf_counter() - t0
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
-
-
 def _log2_err(got, want) -> float:
     err = float(np.max(np.abs(np.real(np.asarray(got))[: len(want)] - want)))
     return math.log2(err) if err > 0 else float("-inf")
@@ -173,10 +149,10 @@ def _params_record(name: str, p: Params) -> dict:
 
 
 def ours_keygen(p: Params, *, again: bool) -> tuple[tuple, dict]:
-    keys, first = _first_call(lambda: ops.keygen(p, rotations=[1]))
+    keys, first = first_call(lambda: ops.keygen(p, rotations=[1]))
     out = {"first_call_s": first, "steady_s": None}
     if again:
-        keys, out["steady_s"] = _first_call(lambda: ops.keygen(p, rotations=[1]))
+        keys, out["steady_s"] = first_call(lambda: ops.keygen(p, rotations=[1]))
     return keys, out
 
 
@@ -189,7 +165,7 @@ def ours_ops(p: Params, sk, ek, x, y) -> tuple[dict, dict]:
     first: dict[str, float] = {}
 
     def once(name, fn):
-        out, first[name] = _first_call(fn)
+        out, first[name] = first_call(fn)
         return out
 
     pt = once("encode", lambda: ops.encode(p, x))
@@ -359,7 +335,7 @@ def _base(args) -> dict:
 def bench_preset(name: str, args, base: dict, peer: str | None, timing: dict) -> tuple[list[dict], tuple]:
     p = getattr(presets, name)
     prm = _params_record(name, p)
-    load_before = _load()
+    load_before = load_average()
     t_start = time.perf_counter()
     (sk, ek), kg = ours_keygen(p, again=True)
     rng = np.random.default_rng(p.n + p.levels)
@@ -371,7 +347,7 @@ def bench_preset(name: str, args, base: dict, peer: str | None, timing: dict) ->
     first_total = kg["first_call_s"] + sum(firsts.values())
     for op, fn in fns.items():
         first = firsts[op]
-        ts = _timeit(fn, **timing)
+        ts = timeit(fn, **timing)
         med = float(np.median(ts))
         rec = dict(base, name=op, params=prm, median_ms=med * 1e3, min_ms=min(ts) * 1e3, max_ms=max(ts) * 1e3,
                    reps=len(ts), first_call_ms=first * 1e3, peer=None, peer_median_ms=None, ratio=None,
@@ -380,7 +356,7 @@ def bench_preset(name: str, args, base: dict, peer: str | None, timing: dict) ->
         if op in seal_fns:
             sfn = seal_fns[op]
             sfn()  # warm-up
-            st = _timeit(sfn, **timing)
+            st = timeit(sfn, **timing)
             smed = float(np.median(st))
             rec.update(peer=peer, peer_median_ms=smed * 1e3, peer_min_ms=min(st) * 1e3, peer_reps=len(st),
                        ratio=med / smed, peer_params=seal_ctx.params())
@@ -404,7 +380,7 @@ def bench_preset(name: str, args, base: dict, peer: str | None, timing: dict) ->
         kg_rec["peer_params"] = seal_ctx.params()
     records.insert(0, kg_rec)
     for r in records:
-        r["load_avg"] = [load_before, _load()]
+        r["load_avg"] = [load_before, load_average()]
     return records, (p, sk, ek, seal_ctx, first_total)
 
 
@@ -469,7 +445,7 @@ def main(args: argparse.Namespace) -> list[dict]:
     if seal is None and not args.no_peer:
         print("# seal-python not importable (pip install 'crossfhe[bench]'): SEAL columns skipped")
     base = _base(args)
-    print(f"# load average before: {_load()} on {os.cpu_count()} CPUs; pinned to {args.threads}")
+    print(f"# load average before: {load_average()} on {os.cpu_count()} CPUs; pinned to {args.threads}")
     records, ctxs = [], {}
     for name in names:
         t0 = time.perf_counter()
@@ -524,7 +500,7 @@ def print_table(records: list[dict]) -> None:
             print(f"{r['config']:<52}{r['name'][10:]:<17}{_fmt(r['log2_err'], 14, '.2f')}"
                   f"{_fmt(r['peer_log2_err'], 14, '.2f')}{_fmt(r['bits_gained'], 17, '+.2f')}")
         print("log2 of the max error over slots (lower is better); 'ours - SEAL bits' > 0: ours keeps more bits")
-    print(f"load average after: {_load()}")
+    print(f"load average after: {load_average()}")
 
 
 if __name__ == "__main__":

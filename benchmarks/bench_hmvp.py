@@ -77,7 +77,7 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-from crossfhe.cli.benchutil import pin_threads  # noqa: E402
+from crossfhe.cli.benchutil import first_call, load_average, pin_threads, timeit  # noqa: E402
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
@@ -110,30 +110,6 @@ UNIT_BATCH = 256
 # --------------------------------------------------------------------------------------------------
 # Timing
 # --------------------------------------------------------------------------------------------------
-
-
-def _timeit(fn, *, reps: int, min_seconds: float, max_seconds: float) -> list[float]:
-    """Times of calls to fn (blocked on): at least ``reps`` calls and ``min_seconds``, or at least 3 calls
-    once ``max_seconds`` have passed."""
-    times: list[float] = []
-    start = time.perf_counter()
-    while True:
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-        elapsed = time.perf_counter() - start
-        if (len(times) >= reps and elapsed >= min_seconds) or (len(times) >= 3 and elapsed >= max_seconds):
-            return times
-
-
-def _first_call(fn) -> tuple[object, float]:
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return out, time.perf_counter() - t0
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
 def _stats(ts_: list[float]) -> dict:
@@ -190,15 +166,15 @@ def unit_costs(p: Params, ek, element: int, timing: dict) -> dict:
     plan = NTTPlan.create(p.n, moduli)
     q = np.array(moduli, dtype=np.uint64).reshape(-1, 1)
     x = jnp.asarray((rng.integers(0, 2**32, (UNIT_BATCH, len(moduli), p.n), dtype=np.uint64) % q).astype(np.uint32))
-    _, ntt_first = _first_call(lambda: ntt(x, plan))
-    ntt_t = _timeit(lambda: ntt(x, plan), **timing)
+    _, ntt_first = first_call(lambda: ntt(x, plan))
+    ntt_t = timeit(lambda: ntt(x, plan), **timing)
     qq = np.array(p.q, dtype=np.uint64).reshape(-1, 1)
     d = RNSPoly(jnp.asarray((rng.integers(0, 2**32, (UNIT_BATCH, len(p.q), p.n), dtype=np.uint64) % qq)
                             .astype(np.uint32)), p.q, Domain.EVAL)
     gk = ek.galois_key(element)
     kplan = ks.keyswitch_plan(gk)
-    _, ks_first = _first_call(lambda: ks.keyswitch(d, gk, plan=kplan))
-    ks_t = _timeit(lambda: ks.keyswitch(d, gk, plan=kplan), **timing)
+    _, ks_first = first_call(lambda: ks.keyswitch(d, gk, plan=kplan))
+    ks_t = timeit(lambda: ks.keyswitch(d, gk, plan=kplan), **timing)
     return {"ntt_limb_s": float(np.median(ntt_t)) / (UNIT_BATCH * len(moduli)),
             "keyswitch_s": float(np.median(ks_t)) / UNIT_BATCH,
             "ntt_limb_first_s": ntt_first, "keyswitch_first_s": ks_first}
@@ -307,7 +283,7 @@ def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tu
     v = rng.integers(0, p.t, n, dtype=np.int64)
     want = reference(a, v, p.t)
     errors: list[str] = []
-    load_before = _load()
+    load_before = load_average()
     label = f"{m}x{n}"
 
     # HMVP
@@ -315,14 +291,14 @@ def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tu
     mat = hmvp.encode_matrix(p, a)
     encode_s = time.perf_counter() - t0
     vec = hmvp.encrypt_vector(ek, p, v)
-    res, first = _first_call(lambda: _run_hmvp(mat, vec, ek))
+    res, first = first_call(lambda: _run_hmvp(mat, vec, ek))
     got = hmvp.decrypt_result(sk, res, check=False)  # compared below; an exhausted budget shows as a mismatch
     correct = bool(np.array_equal(got, want))
     if not correct:
         errors.append(f"hmvp {label}: {int(np.sum(got != want))} of {m} rows differ from A v mod t")
     budget = hmvp.noise_budget(sk, res)
     split, split_reps = _split(lambda d: _run_hmvp(mat, vec, ek, timings=d).ciphertexts, 0.5 if args.quick else 2.0)
-    lat = _timeit(lambda: _run_hmvp(mat, vec, ek).ciphertexts, **timing)
+    lat = timeit(lambda: _run_hmvp(mat, vec, ek).ciphertexts, **timing)
     work = hmvp_work(p, m, n)
     st = _stats(lat)
     floor = work["ntt_limbs"] * units["ntt_limb_s"] * 1e3
@@ -350,14 +326,14 @@ def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tu
         jax.block_until_ready(enc.diagonals)
         dencode_s = time.perf_counter() - t0
         x = diagonal.encrypt_vector(dp, dek, v)
-        r, dfirst = _first_call(lambda: diagonal.matvec(enc, x, dek))
+        r, dfirst = first_call(lambda: diagonal.matvec(enc, x, dek))
         dgot = diagonal.decrypt_result(dsk, r, m)
         dcorrect = bool(np.array_equal(dgot, want))
         dbudget = bfv.noise_budget(dsk, r)
         if not dcorrect:
             errors.append(f"diagonal {label} at {dname}: {int(np.sum(dgot != want))} of {m} rows differ "
                           f"(noise budget {dbudget})")
-        dlat = _timeit(lambda: diagonal.matvec(enc, x, dek), **timing)
+        dlat = timeit(lambda: diagonal.matvec(enc, x, dek), **timing)
         dwork = diagonal_work(dp, m, n)
         dst = _stats(dlat)
         dunits = ctx["dunits"]
@@ -381,12 +357,12 @@ def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tu
                                         "(one CKKSVector.mm call); --no-peer-tiling"}
         else:
             product, check = tsx.prepare(m, n, np.random.default_rng([args.seed, m, n, 1]))
-            out, pfirst = _first_call(product)
+            out, pfirst = first_call(product)
             err = check(out)
             pcorrect = err < TS_TOLERANCE
             if not pcorrect:
                 errors.append(f"TenSEAL {label}: max |error| {err:.3g} >= {TS_TOLERANCE}")
-            pt = _timeit(product, **timing)
+            pt = timeit(product, **timing)
             pst = _stats(pt)
             peer_fields = {"peer_median_ms": pst["median_ms"], "peer_min_ms": pst["min_ms"],
                            "peer_max_ms": pst["max_ms"], "peer_reps": pst["reps"], "peer_first_call_ms": pfirst * 1e3,
@@ -402,7 +378,7 @@ def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tu
             rec.update(peer_fields, peer=ctx["peer"], ratio=rec["median_ms"] / peer_fields["peer_median_ms"])
         elif peer_fields:
             rec.update(peer_note=peer_fields["peer_note"])
-        rec["load_avg"] = [load_before, _load()]
+        rec["load_avg"] = [load_before, load_average()]
     return [r for r in (hm, dg) if r is not None], errors
 
 
@@ -432,7 +408,7 @@ def main(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
               {"reps": args.reps, "min_seconds": 2.0, "max_seconds": 4.0})
     unit_timing = {"reps": 10, "min_seconds": 0.2, "max_seconds": 1.0}
     base = _base(args)
-    print(f"# load average before: {_load()} on {os.cpu_count()} CPUs; pinned to {args.threads}", flush=True)
+    print(f"# load average before: {load_average()} on {os.cpu_count()} CPUs; pinned to {args.threads}", flush=True)
     p = getattr(presets, HMVP_PRESET)
     t0 = time.perf_counter()
     sk, ek = bfv.keygen(p, galois_elements=hmvp.required_galois_elements(p), relin=False)
@@ -510,7 +486,7 @@ def print_table(records: list[dict]) -> None:
     print("ms = median latency; first s = first call (compile or cache load + one run); dot = products + rescale "
           "+ extraction, pack = packing key switches (separate calls); ks = key switches; floor = NTT limbs x "
           "measured limb time; budget = noise budget left (bits); TS = TenSEAL CKKSVector.mm (calls > 1: tiled)")
-    print(f"load average after: {_load()}")
+    print(f"load average after: {load_average()}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 
 def pin_threads(threads: int) -> None:
@@ -13,3 +14,33 @@ def pin_threads(threads: int) -> None:
     if hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, set(cpus[-threads:]))
+
+
+def timeit(fn, *, reps: int, min_seconds: float, max_seconds: float) -> list[float]:
+    """Times of calls to fn (blocked on): at least ``reps`` calls and ``min_seconds``, or at least 3 calls
+    once ``max_seconds`` have passed."""
+    import jax
+
+    times: list[float] = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+        elapsed = time.perf_counter() - start
+        if (len(times) >= reps and elapsed >= min_seconds) or (len(times) >= 3 and elapsed >= max_seconds):
+            return times
+
+
+def first_call(fn) -> tuple[object, float]:
+    """(fn(), seconds) for one blocked call: the compile (or cache load) and the run."""
+    import jax
+
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return out, time.perf_counter() - t0
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages (empty where the platform has none)."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
