@@ -31,3 +31,28 @@ INSECURE_BFV_N1024_CHAM = BFVParams.from_literal(
 )
 """N 2^10 in CHAM's shape (two ciphertext primes, one special prime), t a 17-bit batching prime.
 Insecure: tests only (HMVP and packing at a size where N inputs still run fast)."""
+
+from crossfhe.tfhe.params import make as _tfhe_make  # noqa: E402
+
+
+def _insecure_tfhe(p: int, log_n: int, name: str):
+    return _tfhe_make(
+        p,
+        lwe_dim=64,
+        glwe_dim=1,
+        poly_size=2**log_n,
+        glwe_log2_rate=-45.0,
+        lwe_log2_rate=-22.0,
+        pbs=(12, 2),
+        ks=(4, 5),
+        name=name,
+        insecure=True,
+    )
+
+
+INSECURE_TFHE_P2 = _insecure_tfhe(2, 8, "INSECURE_TFHE_P2")
+"""2-bit TFHE, n 64, N 256: insecure (LWE dimension 64), for exhaustive table tests."""
+INSECURE_TFHE_P4 = _insecure_tfhe(4, 10, "INSECURE_TFHE_P4")
+"""4-bit TFHE, n 64, N 1024: insecure, for exhaustive table tests and integers of 4-bit blocks."""
+INSECURE_TFHE_P6 = _insecure_tfhe(6, 12, "INSECURE_TFHE_P6")
+"""6-bit TFHE, n 64, N 4096: insecure, for random-table tests."""

@@ -1,0 +1,118 @@
+"""GLWE and GGSW ciphertexts over an RNS modulus, the external product, CMux blind rotation, sample extraction.
+
+Layouts (uint32 residues in [0, q_i) of Q = q_0 ... q_{L-1}, word-size NTT primes; leading axes batch):
+
+* **GLWE** of dimension k: ``[..., k + 1, L, N]`` in the coefficient domain; components 0..k-1 are the
+  masks a_c, component k the body b, and the phase is b + sum_c a_c s_c (the sign convention of
+  :mod:`crossfhe.core.rlwe` and :mod:`crossfhe.core.lwe`). The key s: k binary polynomials.
+* **GGSW** of a small integer m: ``[(k + 1) l, k + 1, L, N]`` in the **evaluation** domain (NTT, slot
+  order), row r = c l + j a GLWE encryption of zero plus m g_j on component c, g the gadget vector of
+  :class:`~crossfhe.math.decompose.Gadget` mod Q (MSB first).
+
+External product (Chillotti et al., TFHE, J. Cryptology 2020, §3.4): the k + 1 components of a GLWE are
+decomposed into l signed digits each (:func:`~crossfhe.math.decompose.gadget_digits_rns`, exact fixed point
+from the residues), the (k + 1) l digit polynomials go through the forward NTT, are multiplied with the
+GGSW rows and summed (multiply-accumulate at most 4 terms, reduce once: :func:`crossfhe.math.modular.mac_reduce`),
+and the k + 1 sums come back through the inverse NTT. Phase: m times the input's phase plus
+sum d e_row (digit noise) plus m <decomposition error, (s, 1)>.
+
+Blind rotation: ACC <- ACC + BSK_i [x] (X^(r_i) ACC - ACC) for i = 0..n-1 (a CMux of ACC and X^(r_i) ACC
+selected by the key bit in BSK_i), over a ``lax.scan`` whose step reads BSK_i once for the whole batch:
+every ciphertext of the batch (and every table of a KS-dedup fan-out) goes through step i together.
+
+Everything is exact integer arithmetic on uint32/int32 (no x64).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from crossfhe.math.decompose import RNSGadgetPlan, digits_to_residues, gadget_digits_rns
+from crossfhe.math.modular import add_mod, mac_reduce, neg_mod, sub_mod
+from crossfhe.ring.ntt import NTTPlan, intt, ntt
+
+U32 = jnp.uint32
+I32 = jnp.int32
+MAC_TERMS = 4
+"""Products summed before one reduction: (2^31)^2 * 4 < 2^64 (``Modulus.mac_max_terms`` for q < 2^31)."""
+
+
+def rotate_mod(x, shift, q):
+    """x(X) * X^shift in Z_Q[X]/(X^N + 1) for per-item shifts: a negacyclic rotation. Exact.
+
+    x: uint32 ``[B, ..., L, N]`` residues mod q (uint32 ``[L, 1]``); shift: int32 ``[B]`` in [0, 2N).
+    Coefficient j of the result is x_t for t = (j - shift) mod 2N when t < N, and -x_(t - N) otherwise.
+    """
+    n = x.shape[-1]
+    t = (jnp.arange(n, dtype=I32)[None, :] - shift[:, None]) % (2 * n)  # [B, N]
+    idx = jnp.where(t >= n, t - n, t)
+    extra = x.ndim - 2
+    idx_b = idx.reshape((idx.shape[0],) + (1,) * extra + (n,))
+    g = jnp.take_along_axis(x, jnp.broadcast_to(idx_b, x.shape), axis=-1)
+    flip = (t >= n).reshape(idx_b.shape)
+    return jnp.where(flip, neg_mod(g, q), g)
+
+
+def external_product(ggsw, glwe, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
+    """GGSW [x] GLWE (module docstring). ggsw: uint32 ``[(k+1) l, k+1, L, N]`` (EVAL); glwe: uint32
+    ``[..., k+1, L, N]`` (COEFF). ``mac``: the tuple (q, mu, bits, qinv, r2) of uint32 ``[L, 1]`` columns.
+    Returns ``[..., k+1, L, N]`` (COEFF). Traceable (call inside jit)."""
+    k1, n = glwe.shape[-3], glwe.shape[-1]
+    digits = gadget_digits_rns(glwe, gplan)  # int32 [l, ..., k+1, N]
+    levels = digits.shape[0]
+    d = jnp.moveaxis(digits, 0, -2)  # [..., k+1, l, N]: row c l + j
+    d = d.reshape(d.shape[:-3] + (k1 * levels, n))
+    ev = ntt(digits_to_residues(d, plan.q), plan)  # [..., R, L, N]
+    rows = ev.shape[-3]
+    out = None
+    for start in range(0, rows, MAC_TERMS):
+        stop = min(start + MAC_TERMS, rows)
+        part = mac_reduce(ev[..., start:stop, None, :, :], ggsw[start:stop], *mac, axis=-4)
+        out = part if out is None else add_mod(out, part, mac[0])
+    return intt(out, plan)
+
+
+def cmux_step(acc, shift, ggsw, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
+    """ACC + GGSW [x] (X^shift ACC - ACC): ACC when the GGSW encrypts 0, X^shift ACC when it encrypts 1
+    (plus noise). acc: ``[B, k+1, L, N]``; shift int32 ``[B]``."""
+    q = mac[0]
+    diff = sub_mod(rotate_mod(acc, shift, q), acc, q)
+    return add_mod(acc, external_product(ggsw, diff, plan, gplan, mac), q)
+
+
+def blind_rotate(acc, shifts, bsk, plan: NTTPlan, gplan: RNSGadgetPlan, mac, *, unroll: int = 1):
+    """n CMux steps: ACC X^(sum_i shifts_i b_i) for the key bits b_i inside ``bsk`` (module docstring).
+
+    acc: uint32 ``[B, k+1, L, N]``; shifts: int32 ``[B, n]`` in [0, 2N); bsk: uint32
+    ``[n, (k+1) l, k+1, L, N]`` (EVAL). Step i reads bsk[i] once for the whole batch. Traceable.
+    """
+
+    def step(a, xs):
+        s, g = xs
+        return cmux_step(a, s, g, plan, gplan, mac), None
+
+    out, _ = jax.lax.scan(step, acc, (shifts.T, bsk), unroll=unroll)
+    return out
+
+
+def sample_extract(glwe, q):
+    """The LWE ciphertext of coefficient 0 of a GLWE's phase, under the key (s_0 coeffs, ..., s_{k-1} coeffs).
+
+    glwe: uint32 ``[..., k+1, L, N]`` (COEFF); q: uint32 ``[L, 1]``. Returns (b ``[..., L]``, a ``[..., L, k N]``):
+    b = body_0, a_(c N) = a_c[0], a_(c N + j) = -a_c[N - j] for j >= 1 (X^N = -1), so that
+    b + <a, s> is coefficient 0 of b + sum_c a_c s_c. Exact.
+    """
+    n = glwe.shape[-1]
+    b = glwe[..., -1, :, 0]
+    masks = glwe[..., :-1, :, :]  # [..., k, L, N]
+    rev = jnp.concatenate([masks[..., :1], neg_mod(jnp.flip(masks[..., 1:], axis=-1), q)], axis=-1)
+    k = masks.shape[-3]
+    a = jnp.moveaxis(rev, -3, -2).reshape(rev.shape[:-3] + (rev.shape[-2], k * n))  # [..., L, k N]
+    return b, a
+
+
+def gadget_residues(gadget_vector, moduli) -> np.ndarray:
+    """uint32 ``[l, L]``: g_j mod q_i (host precomputation for GGSW encryption)."""
+    return np.array([[g % q for q in moduli] for g in gadget_vector], dtype=np.uint32)

@@ -1,0 +1,620 @@
+"""Multi-bit TFHE: keys, encryption, linear operations and programmable bootstrapping (key switch first).
+
+Ciphertexts are :class:`crossfhe.core.lwe.LWECiphertext` of dimension k N over the GLWE modulus Q (the
+long key: the coefficients of the GLWE secret), with phase b + <a, s> = m Delta + e, Delta =
+round(Q / 2^(p+1)) (:mod:`crossfhe.tfhe.params`). Leading axes are batch axes: ``encrypt`` of an array of
+messages gives a batch, and every operation here works on batches.
+
+Programmable bootstrapping (Taurus Fig. 3, key switch first), :func:`pbs`:
+
+1. round Q -> 2^32 (each residue vector composed by exact fixed point: ``gadget_digits_rns``);
+2. key switch long -> short modulo 2^32: the l_ks signed digits of each a_i times the key-switching key,
+   one int32 matrix product whose wrap-around is the reduction mod 2^32;
+3. round 2^32 -> 2N;
+4. blind rotation of the test vector by n CMux steps (:func:`crossfhe.core.ggsw.blind_rotate`): every item
+   of the batch goes through step i together, so each bootstrapping-key GGSW is read once per step for the
+   whole batch (Taurus's key reuse);
+5. sample extraction: back to dimension k N over Q.
+
+KS-dedup (Taurus §V): ``pbs_many(server_key, ct, [f, g, h])`` key-switches each input once and blind-rotates it
+against all tables (the tables are one more batch axis of step 4).
+
+Tables: a function f: Z_{2^p} -> Z_{2^p} given as an array of 2^p ints or a Python callable on ints
+(:func:`lookup_table`); outputs are taken mod 2^p.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from crossfhe.core import ggsw as G
+from crossfhe.core.lwe import LWECiphertext
+from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math import random as crandom
+from crossfhe.math.decompose import Gadget, RNSGadgetPlan, gadget_digits_rns
+from crossfhe.math.modular import (
+    ModulusTable,
+    add_mod,
+    barrett_mul,
+    neg_mod,
+    reduce_u64,
+    sub_mod,
+    sum_wide,
+)
+from crossfhe.math.rns import RNSBasis
+from crossfhe.ring.ntt import NTTPlan, ntt
+from crossfhe.tfhe.params import KS_MODULUS_BITS, Params
+
+U32 = jnp.uint32
+I32 = jnp.int32
+_static = partial(field, metadata={"static": True})
+
+GAUSSIAN_MAX_SIGMA = 64.0
+"""Noise of standard deviation up to this is drawn from the discrete Gaussian (CDT table); above it, from
+the uniform distribution on [-B, B] of the same variance (B (B + 1) / 3 = sigma^2): the lattice estimator
+models the error by its standard deviation, as TFHE-rs's TUniform parameter sets do."""
+
+KEYGEN_CHUNK_BYTES = 64 << 20
+"""Keys are generated in chunks of about this many bytes (bounded peak memory for the N 2^15 keys)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------------------------------
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False, repr=False)
+class ClientKey:
+    """The secret keys: ``lwe_key`` int32 ``[n]`` (short, binary) and ``glwe_key`` int32 ``[k, N]`` (binary;
+    its coefficients, flattened, are the long LWE key)."""
+
+    lwe_key: jax.Array
+    glwe_key: jax.Array
+    params: Params = _static()
+
+    @property
+    def long_key(self) -> jax.Array:
+        return self.glwe_key.reshape(-1)
+
+    def __repr__(self) -> str:
+        return f"tfhe.ClientKey({self.params.name or self.params!r})"
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False, repr=False)
+class ServerKey:
+    """The evaluation keys: ``bsk`` uint32 ``[n, (k+1) l, k+1, L, N]`` (n GGSW of the short key's bits under
+    the GLWE key, EVAL domain) and ``ksk`` int32 ``[k N l_ks, n + 1]`` (LWE encryptions mod 2^32 under the
+    short key of s_i 2^32 / B^(j+1), row i l_ks + j, body last)."""
+
+    bsk: jax.Array
+    ksk: jax.Array
+    params: Params = _static()
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.bsk.nbytes + self.ksk.nbytes)
+
+    def __repr__(self) -> str:
+        return f"tfhe.ServerKey({self.params.name or 'params'}, {self.nbytes / 2**20:.1f} MiB)"
+
+
+def _key_of(seed) -> crandom.ChaChaKey:
+    if isinstance(seed, crandom.ChaChaKey):
+        return seed
+    if seed is None:
+        return crandom.seed_key(os.urandom(32))
+    if isinstance(seed, (bytes, bytearray)):
+        return crandom.seed_key(bytes(seed))
+    raise ParameterError(f"seed must be None, bytes or a ChaChaKey, got {type(seed).__name__}")
+
+
+def _noise(key, shape, sigma: float):
+    """int32 noise of standard deviation sigma (module constant GAUSSIAN_MAX_SIGMA)."""
+    if sigma <= GAUSSIAN_MAX_SIGMA:
+        return crandom.discrete_gaussian(key, shape, sigma)
+    bound = max(1, round((-1 + math.sqrt(1 + 12 * sigma * sigma)) / 2))
+    if bound >= 2**30:
+        raise ParameterError(f"noise sigma {sigma} too large for int32 samples")
+    return (crandom.uniform_mod(key, shape, 2 * bound + 1).astype(I32) - I32(bound)).astype(I32)
+
+
+def _binary(key, shape):
+    return (crandom.random_bits(key, shape) & U32(1)).astype(I32)
+
+
+class _Tables:
+    """Host-side constants of a parameter set (cached per Params), passed to kernels as arguments."""
+
+    _cache: dict = {}
+
+    def __new__(cls, params: Params):
+        hit = cls._cache.get(params)
+        if hit is not None:
+            return hit
+        self = super().__new__(cls)
+        self.params = params
+        self.basis = RNSBasis(params.moduli)
+        self.plan = NTTPlan.create(params.poly_size, params.moduli)
+        self.gplan = RNSGadgetPlan.create(self.basis, params.pbs_gadget)
+        self.ms_plan = RNSGadgetPlan.create(self.basis, Gadget(16, 2))
+        t = ModulusTable.create(params.moduli)
+        self.mac = (t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2)
+        self.q = t.q
+        self.q_row = t.q.reshape(-1)
+        self.barrett = (t.barrett_mu, t.bits)
+        self.gvec = G.gadget_residues(params.pbs_gadget.vector(params.big_q), params.moduli)  # [l, L]
+        cls._cache[params] = self
+        return self
+
+
+def keygen(params: Params, seed=None, *, progress: Callable[[str, float], None] | None = None):
+    """(ClientKey, ServerKey) for ``params``. ``seed``: None (os.urandom), 32 bytes, or a ChaChaKey: the
+    same seed gives the same keys. ``progress(stage, fraction)`` is called as the keys are built."""
+    if not isinstance(params, Params):
+        raise ParameterError(f"params must be tfhe.Params, got {type(params).__name__}")
+    root = _key_of(seed)
+    k_lwe, k_glwe, k_bsk, k_ksk = (crandom.fold_in(root, i) for i in range(4))
+    lwe_key = _binary(k_lwe, (params.lwe_dim,))
+    glwe_key = _binary(k_glwe, (params.glwe_dim, params.poly_size))
+    ck = ClientKey(lwe_key, glwe_key, params)
+    bsk = _gen_bsk(ck, k_bsk, progress)
+    ksk = _gen_ksk(ck, k_ksk, progress)
+    return ck, ServerKey(bsk, ksk, params)
+
+
+def _glwe_key_eval(ck: ClientKey, tables: _Tables):
+    res = crandom.to_residues(ck.glwe_key[:, None, :], tables.q)  # [k, L, N]
+    return ntt(res, tables.plan)
+
+
+@partial(jax.jit, static_argnames=("params",))
+def _bsk_chunk(key, bits, s_eval, q, gvec, plan, *, params: Params):
+    """GGSW encryptions (EVAL) of ``bits`` int32 [c]: [c, (k+1) l, k+1, L, N]."""
+    k, n_poly, levels = params.glwe_dim, params.poly_size, params.pbs_gadget.levels
+    limbs, rows, c = len(params.moduli), (k + 1) * levels, bits.shape[0]
+    ka, ke = crandom.split(key)
+    a = crandom.uniform_mod(ka, (c, rows, k, limbs, n_poly), q)  # EVAL domain directly (uniform either way)
+    e = _noise(ke, (c, rows, 1, n_poly), params.glwe_sigma)
+    e_ev = ntt(crandom.to_residues(e, q), plan)  # [c, rows, L, N]
+    mu, bits_q = _mu_bits(params)
+    dot = None
+    for comp in range(k):
+        term = barrett_mul(a[:, :, comp], s_eval[comp], q, mu, bits_q)
+        dot = term if dot is None else add_mod(dot, term, q)
+    body = sub_mod(e_ev, dot, q)  # phase b + sum_c a_c s_c = e
+    glwe = jnp.concatenate([a, body[:, :, None]], axis=2)  # [c, rows, k+1, L, N]
+    # + m g_j on component comp of row comp * l + j (a constant polynomial: the same in every slot)
+    msg = (bits.astype(U32)[:, None, None] * gvec[None]) % q.reshape(1, 1, -1)  # [c, l, L] (m in {0, 1})
+    eye = jnp.eye(k + 1, dtype=U32)  # [row component, glwe component]
+    add = eye[None, :, None, :, None] * msg[:, None, :, None, :]  # [c, k+1, l, k+1, L]
+    add = add.reshape(c, rows, k + 1, limbs, 1)
+    return add_mod(glwe, add, q)
+
+
+def _mu_bits(params):
+    t = ModulusTable.create(params.moduli)
+    return t.barrett_mu, t.bits
+
+
+def _gen_bsk(ck: ClientKey, key, progress):
+    params = ck.params
+    tables = _Tables(params)
+    s_eval = _glwe_key_eval(ck, tables)
+    per = params.bsk_bytes // params.lwe_dim
+    chunk = max(1, min(params.lwe_dim, KEYGEN_CHUNK_BYTES // per))
+    parts = []
+    for i, start in enumerate(range(0, params.lwe_dim, chunk)):
+        bits = ck.lwe_key[start : start + chunk]
+        if bits.shape[0] < chunk:  # one compiled shape: pad the last chunk
+            bits = jnp.pad(bits, (0, chunk - bits.shape[0]))
+        part = _bsk_chunk(crandom.fold_in(key, i), bits, s_eval, tables.q, tables.gvec, tables.plan, params=params)
+        parts.append(part[: min(chunk, params.lwe_dim - start)])
+        if progress is not None:
+            progress("bootstrapping key", min(1.0, (start + chunk) / params.lwe_dim))
+    return jnp.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+
+
+@partial(jax.jit, static_argnames=("params",))
+def _ksk_chunk(key, s_bits, lwe_key, *, params: Params):
+    """KSK rows for long-key bits ``s_bits`` int32 [c]: int32 [c l_ks, n + 1]."""
+    g, n = params.ks_gadget, params.lwe_dim
+    c = s_bits.shape[0]
+    ka, ke = crandom.split(key)
+    a = crandom.random_bits(ka, (c, g.levels, n))  # uniform mod 2^32
+    e = _noise(ke, (c, g.levels), params.lwe_sigma).astype(U32)
+    dot = jnp.sum(a * lwe_key.astype(U32), axis=-1, dtype=U32)  # <a, s> mod 2^32 (wraps)
+    shifts = np.array([KS_MODULUS_BITS - g.base_log * (j + 1) for j in range(g.levels)], dtype=np.uint32)
+    msg = s_bits.astype(U32)[:, None] << shifts[None, :]
+    b = msg + e - dot  # phase b + <a, s> = s_i 2^32 / B^(j+1) + e
+    rows = jnp.concatenate([a, b[..., None]], axis=-1)  # [c, l, n + 1]
+    return jax.lax.bitcast_convert_type(rows.reshape(c * g.levels, n + 1), I32)
+
+
+def _gen_ksk(ck: ClientKey, key, progress):
+    params = ck.params
+    long_dim, row = params.long_dim, params.ks_gadget.levels * (params.lwe_dim + 1) * 4
+    chunk = max(1, min(long_dim, KEYGEN_CHUNK_BYTES // row))
+    parts, long_key = [], ck.long_key
+    for i, start in enumerate(range(0, long_dim, chunk)):
+        bits = long_key[start : start + chunk]
+        if bits.shape[0] < chunk:
+            bits = jnp.pad(bits, (0, chunk - bits.shape[0]))
+        part = _ksk_chunk(crandom.fold_in(key, i), bits, ck.lwe_key, params=params)
+        parts.append(part[: min(chunk, long_dim - start) * params.ks_gadget.levels])
+        if progress is not None:
+            progress("key-switching key", min(1.0, (start + chunk) / long_dim))
+    return jnp.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# Encryption
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_messages(params: Params, m) -> np.ndarray:
+    arr = np.asarray(m)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
+        raise ParameterError(f"messages must be integers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    bad = arr[(arr < 0) | (arr >= 2**params.message_bits)]
+    if bad.size:
+        raise ParameterError(f"message {int(bad.flat[0])} is out of range [0, 2^{params.message_bits})")
+    return arr
+
+
+@partial(jax.jit, static_argnames=("params",))
+def _encrypt(key, m, s_long, q, *, params: Params):
+    """LWE under the long key: b = -<a, s> + e + m Delta; m int32 [B]."""
+    limbs, dim = len(params.moduli), params.long_dim
+    batch = m.shape[0]
+    ka, ke = crandom.split(key)
+    a = crandom.uniform_mod(ka, (batch, limbs, dim), q)
+    e = _noise(ke, (batch, 1), params.glwe_sigma)
+    dot = _dot_binary(a, s_long, params.moduli)  # [B, L]
+    delta = np.array([params.delta % x for x in params.moduli], dtype=np.uint32)
+    t = ModulusTable.create(params.moduli)
+    md = barrett_mul(
+        crandom.to_residues(m[:, None], q.reshape(-1)),
+        delta,
+        q.reshape(-1),
+        t.barrett_mu.reshape(-1),
+        t.bits.reshape(-1),
+    )
+    b = add_mod(sub_mod(crandom.to_residues(e, q.reshape(-1)), dot, q.reshape(-1)), md, q.reshape(-1))
+    return b, a
+
+
+def _dot_binary(a, s, moduli: tuple[int, ...]):
+    """<a, s> mod q for a uint32 [..., L, D] residues and s int32 [D] in {0, 1}: exact (D <= 2^16)."""
+    terms = jnp.where(s.astype(bool), a, U32(0))
+    hi, lo = sum_wide(jnp.zeros_like(terms), terms, axis=-1)
+    t = ModulusTable.create(moduli)
+    return reduce_u64(
+        hi,
+        lo,
+        t.q.reshape(-1),
+        t.barrett_mu.reshape(-1),
+        t.bits.reshape(-1),
+        t.mont_qinv.reshape(-1),
+        t.mont_r2.reshape(-1),
+    )
+
+
+def encrypt(ck: ClientKey, m, seed=None) -> LWECiphertext:
+    """Encrypt integer message(s) in [0, 2^p) under the long key; the batch shape is ``np.shape(m)``."""
+    params = _params_of(ck)
+    arr = _check_messages(params, m)
+    tables = _Tables(params)
+    flat = jnp.asarray(arr.reshape(-1), dtype=I32)
+    b, a = _encrypt(_key_of(seed), flat, ck.long_key, tables.q, params=params)
+    limbs = len(params.moduli)
+    return LWECiphertext.create(
+        b.reshape(arr.shape + (limbs,)), a.reshape(arr.shape + (limbs, params.long_dim)), params.moduli
+    )
+
+
+def _params_of(key) -> Params:
+    if not isinstance(key, (ClientKey, ServerKey)):
+        raise ParameterError(f"expected a tfhe ClientKey or ServerKey, got {type(key).__name__}")
+    return key.params
+
+
+def _check_ct(params: Params, ct) -> LWECiphertext:
+    if not isinstance(ct, LWECiphertext):
+        raise ParameterError(f"expected an LWECiphertext, got {type(ct).__name__}")
+    if ct.moduli != params.moduli or ct.n != params.long_dim:
+        raise BasisMismatchError(
+            f"ciphertext (dimension {ct.n}, moduli {ct.moduli}) does not belong to these parameters "
+            f"(dimension {params.long_dim}, moduli {params.moduli})"
+        )
+    return ct
+
+
+@partial(jax.jit, static_argnames=("moduli",))
+def _phase(b, a, s, *, moduli):
+    q = np.array(moduli, dtype=np.uint32)
+    return add_mod(b, _dot_binary(a, s, moduli), q)
+
+
+def phase(ck: ClientKey, ct: LWECiphertext) -> np.ndarray:
+    """b + <a, s> mod Q as Python ints (object array of the batch shape): for noise measurement."""
+    params = _params_of(ck)
+    _check_ct(params, ct)
+    res = np.asarray(_phase(ct.b, ct.a, ck.long_key, moduli=params.moduli)).astype(object)
+    basis = _Tables(params).basis
+    big_q = params.big_q
+    out = sum(res[..., i] * ((basis.hat[i] * basis.hat_inv[i]) % big_q) for i in range(len(params.moduli)))
+    return out % big_q
+
+
+def decrypt(ck: ClientKey, ct: LWECiphertext) -> np.ndarray:
+    """The messages: round(phase 2^(p+1) / Q) mod 2^p, int64 of the batch shape.
+
+    A set padding bit (a result that went past 2^p, or below 0) wraps mod 2^p."""
+    params = _params_of(ck)
+    ph = phase(ck, ct)
+    big_q, p = params.big_q, params.message_bits
+    v = (ph * 2 ** (p + 1) + big_q // 2) // big_q
+    return np.asarray(v % 2**p, dtype=np.int64)
+
+
+def noise(ck: ClientKey, ct: LWECiphertext, m) -> np.ndarray:
+    """The error of ct relative to Q (float64, centered): (phase - m Delta) / Q, for tests and the model."""
+    params = _params_of(ck)
+    ph = phase(ck, ct)
+    big_q = params.big_q
+    m = np.asarray(m, dtype=object) % 2 ** (params.message_bits + 1)
+    e = (ph - m * params.delta) % big_q
+    e = np.where(e > big_q // 2, e - big_q, e)
+    return np.asarray([float(x) / big_q for x in np.ravel(e)]).reshape(np.shape(e))
+
+
+# --------------------------------------------------------------------------------------------------
+# Linear operations (no bootstrapping): exact mod Q, messages mod 2^(p+1)
+# --------------------------------------------------------------------------------------------------
+
+
+def _pair(x: LWECiphertext, y: LWECiphertext):
+    if not isinstance(x, LWECiphertext) or not isinstance(y, LWECiphertext):
+        raise ParameterError("add/sub take two LWECiphertext")
+    if x.moduli != y.moduli or x.n != y.n:
+        raise BasisMismatchError(f"ciphertexts over different moduli or dimensions ({x!r}, {y!r})")
+
+
+def _q_cols(moduli):
+    q = np.array(moduli, dtype=np.uint32)
+    return q, q.reshape(-1, 1)
+
+
+def add(x: LWECiphertext, y: LWECiphertext) -> LWECiphertext:
+    """Encrypts m_x + m_y (mod 2^(p+1): keep sums below 2^p for a later bootstrap). Noise variances add."""
+    _pair(x, y)
+    qb, qa = _q_cols(x.moduli)
+    return LWECiphertext(add_mod(x.b, y.b, qb), add_mod(x.a, y.a, qa), x.moduli)
+
+
+def sub(x: LWECiphertext, y: LWECiphertext) -> LWECiphertext:
+    """Encrypts m_x - m_y mod 2^(p+1); a negative result sets the padding bit (add 2^p first to avoid it)."""
+    _pair(x, y)
+    qb, qa = _q_cols(x.moduli)
+    return LWECiphertext(sub_mod(x.b, y.b, qb), sub_mod(x.a, y.a, qa), x.moduli)
+
+
+def negate(x: LWECiphertext) -> LWECiphertext:
+    """Encrypts -m mod 2^(p+1) (sets the padding bit unless m = 0)."""
+    qb, qa = _q_cols(x.moduli)
+    return LWECiphertext(neg_mod(x.b, qb), neg_mod(x.a, qa), x.moduli)
+
+
+def mul_const(x: LWECiphertext, c: int) -> LWECiphertext:
+    """Encrypts c m (c a Python int, any sign); the noise variance is multiplied by c^2."""
+    if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+        raise ParameterError(f"mul_const takes a Python int, got {type(c).__name__}")
+    t = ModulusTable.create(x.moduli)
+    cr = np.array([int(c) % q for q in x.moduli], dtype=np.uint32)
+    mu, bits = t.barrett_mu.reshape(-1), t.bits.reshape(-1)
+    qb = t.q.reshape(-1)
+    b = barrett_mul(x.b, cr, qb, mu, bits)
+    a = barrett_mul(x.a, cr[:, None], t.q, t.barrett_mu, t.bits)
+    return LWECiphertext(b, a, x.moduli)
+
+
+def add_const(params: Params, x: LWECiphertext, c: int) -> LWECiphertext:
+    """Encrypts m + c (c any int, taken mod 2^(p+1)); no noise is added."""
+    if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+        raise ParameterError(f"add_const takes a Python int, got {type(c).__name__}")
+    _check_ct(params, x)
+    v = (int(c) % 2 ** (params.message_bits + 1)) * params.delta % params.big_q
+    cr = np.array([v % q for q in x.moduli], dtype=np.uint32)
+    qb, _ = _q_cols(x.moduli)
+    return LWECiphertext(add_mod(x.b, jnp.asarray(cr), qb), x.a, x.moduli)
+
+
+def trivial(params: Params, m) -> LWECiphertext:
+    """A noiseless, keyless encryption of m (a = 0): a public constant."""
+    arr = _check_messages(params, m)
+    v = np.vectorize(lambda x: int(x) * params.delta % params.big_q, otypes=[object])(arr)
+    b = np.stack([np.vectorize(lambda x, q=q: x % q, otypes=[np.uint32])(v) for q in params.moduli], axis=-1)
+    a = np.zeros(arr.shape + (len(params.moduli), params.long_dim), dtype=np.uint32)
+    return LWECiphertext.create(jnp.asarray(b.astype(np.uint32)), jnp.asarray(a), params.moduli)
+
+
+# --------------------------------------------------------------------------------------------------
+# Lookup tables and bootstrapping
+# --------------------------------------------------------------------------------------------------
+
+
+def lookup_table(params: Params, f) -> np.ndarray:
+    """int64 ``[2^p]``: f(m) mod 2^p for m in [0, 2^p); f an array-like of 2^p ints or a callable on ints."""
+    size = 2**params.message_bits
+    if callable(f):
+        vals = [f(m) for m in range(size)]
+    else:
+        vals = np.asarray(f)
+        if vals.shape != (size,):
+            raise ParameterError(
+                f"a lookup table for {params.message_bits}-bit messages has {size} entries, got shape {vals.shape}"
+            )
+        vals = vals.tolist()
+    try:
+        return np.array([int(v) % size for v in vals], dtype=np.int64)
+    except (TypeError, ValueError) as e:
+        raise ParameterError(f"lookup table values must be integers: {e}") from e
+
+
+def _test_vector(params: Params, table: np.ndarray) -> np.ndarray:
+    """The test vector's residues uint32 [L, N]: coefficient j holds f(m) Delta for the message box of j
+    (boxes of N / 2^p coefficients centered on m N / 2^p), and -f(0) Delta on the last half box (which a
+    message 0 with negative noise reaches through X^N = -1)."""
+    n, p = params.poly_size, params.message_bits
+    box = n >> p
+    j = np.arange(n)
+    m = (j + box // 2) // box
+    vals = np.where(m < 2**p, table[np.minimum(m, 2**p - 1)], table[0])
+    sign = np.where(m < 2**p, 1, -1)
+    big_q = params.big_q
+    ints = [(int(s) * int(v) * params.delta) % big_q for s, v in zip(sign, vals, strict=True)]
+    return np.array([[x % q for x in ints] for q in params.moduli], dtype=np.uint32)
+
+
+@partial(jax.jit, static_argnames=("params",))
+def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
+    """Long LWE over Q (b [B, L], a [B, L, kN]) -> short LWE mod 2^32 -> mod 2N: (b~ [B], a~ [B, n]) int32."""
+    g = params.ks_gadget
+    x = jnp.concatenate([a, b[..., None]], axis=-1)  # [B, L, kN + 1]
+    d = gadget_digits_rns(x, ms_plan)  # [2, B, kN + 1]: round(x 2^32 / Q) in base 2^16
+    v = (d[0].astype(U32) << 16) + d[1].astype(U32)  # mod 2^32
+    va, vb = v[:, :-1], v[:, -1]
+    # signed digits of the top b l bits of each a_i, rounded
+    shift = KS_MODULUS_BITS - g.base_log * g.levels
+    t = (va + U32((1 << shift) >> 1)) >> shift if shift else va
+    base, half = 1 << g.base_log, 1 << (g.base_log - 1)
+    digits = []
+    carry = jnp.zeros_like(t)
+    for _ in range(g.levels):  # least significant first
+        r = (t & U32(base - 1)) + carry
+        t = t >> g.base_log
+        carry = (r >= U32(half)).astype(U32)
+        digits.append(r.astype(I32) - (carry.astype(I32) << g.base_log))
+    dig = jnp.stack(digits[::-1], axis=-1)  # [B, kN, l] MSB first
+    dig = dig.reshape(dig.shape[0], -1)  # [B, kN l]: row i l + j
+    out = jnp.matmul(dig, ksk, preferred_element_type=I32)  # wraps mod 2^32
+    out = jax.lax.bitcast_convert_type(out, U32)
+    bb = out[:, -1] + vb
+    aa = out[:, :-1]
+    log2n = params.poly_size.bit_length()  # log2(2N)
+    sh = KS_MODULUS_BITS - log2n
+    rnd = U32(1 << (sh - 1))
+    mask = U32(2 * params.poly_size - 1)
+    return ((bb + rnd) >> sh & mask).astype(I32), ((aa + rnd) >> sh & mask).astype(I32)
+
+
+@partial(jax.jit, static_argnames=("params", "unroll"))
+def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, *, params: Params, unroll: int = 1):
+    """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n]; tv uint32 [T, L, N] (one per
+    table); returns (b [T, B, L], a [T, B, L, kN])."""
+    n2 = 2 * params.poly_size
+    k = params.glwe_dim
+    tcount, batch = tv.shape[0], b_t.shape[0]
+    limbs, big_n = len(params.moduli), params.poly_size
+    q = mac[0]
+    # ACC_0 = X^(-b~) (0, ..., 0, TV): the tables are one more batch axis (KS-dedup)
+    acc_body = jnp.broadcast_to(tv[:, None], (tcount, batch, limbs, big_n)).reshape(tcount * batch, limbs, big_n)
+    shift0 = jnp.tile((n2 - b_t) % n2, tcount)
+    acc_body = G.rotate_mod(acc_body, shift0, q)
+    acc = jnp.concatenate([jnp.zeros((tcount * batch, k, limbs, big_n), U32), acc_body[:, None]], axis=1)
+    shifts = jnp.tile((n2 - a_t) % n2, (tcount, 1))  # X^(-a~_i): phase b~ + sum a~_i s_i
+    acc = G.blind_rotate(acc, shifts, bsk, plan, gplan, mac, unroll=unroll)
+    ob, oa = G.sample_extract(acc, q)
+    return ob.reshape(tcount, batch, limbs), oa.reshape(tcount, batch, limbs, params.long_dim)
+
+
+def keyswitch(sk: ServerKey, ct: LWECiphertext):
+    """Steps 1-3 of :func:`pbs`: (b~ int32 [...], a~ int32 [..., n]) in [0, 2N), the short LWE the blind
+    rotation takes. Exposed for noise tests and for callers that apply several tables themselves."""
+    params = _params_of(sk)
+    _check_ct(params, ct)
+    shape = ct.batch_shape
+    flat_b = ct.b.reshape((-1, len(params.moduli)))
+    flat_a = ct.a.reshape((-1, len(params.moduli), params.long_dim))
+    bt, at = _keyswitch(flat_b, flat_a, sk.ksk, _Tables(params).ms_plan, params=params)
+    return bt.reshape(shape), at.reshape(shape + (params.lwe_dim,))
+
+
+def pbs(sk: ServerKey, ct: LWECiphertext, table, *, unroll: int = 1) -> LWECiphertext:
+    """Programmable bootstrapping of ct (any batch shape): an LWECiphertext of the same batch shape
+    encrypting table(m), with fresh noise (variance ``params.var_pbs``). ``table``: an array of 2^p ints
+    or a callable on ints (:func:`lookup_table`). The whole batch shares each pass over the bootstrapping key.
+    """
+    return pbs_many(sk, ct, [table], unroll=unroll)[0]
+
+
+def pbs_many(sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1) -> list[LWECiphertext]:
+    """Several tables applied to the same input(s) with one key switch per input (KS-dedup, Taurus §V).
+
+    Returns one LWECiphertext per table, each of ct's batch shape; equal to ``[pbs(sk, ct, f) for f in
+    tables]`` (same key switch, so the same short ciphertext and the same outputs bit for bit). The tables
+    are one more batch axis of the blind rotation.
+    """
+    params = _params_of(sk)
+    _check_ct(params, ct)
+    if callable(tables) or not isinstance(tables, (list, tuple)) or not tables:
+        raise ParameterError("pbs_many takes a non-empty list of tables (use pbs for one table)")
+    tv = np.stack([_test_vector(params, lookup_table(params, f)) for f in tables])
+    t = _Tables(params)
+    bt, at = keyswitch(sk, ct)
+    shape = ct.batch_shape
+    ob, oa = _bootstrap(
+        bt.reshape(-1),
+        at.reshape(-1, params.lwe_dim),
+        jnp.asarray(tv),
+        sk.bsk,
+        t.plan,
+        t.gplan,
+        t.mac,
+        params=params,
+        unroll=unroll,
+    )
+    limbs = len(params.moduli)
+    return [
+        LWECiphertext(ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)), params.moduli)
+        for i in range(len(tables))
+    ]
+
+
+def check_compatible(ck: ClientKey | None, sk: ServerKey | None) -> None:
+    """Raise if the keys were made for different parameter sets."""
+    if ck is not None and sk is not None and ck.params != sk.params:
+        raise ParameterError(f"client key ({ck.params!r}) and server key ({sk.params!r}) differ in parameters")
+
+
+__all__ = [
+    "ClientKey",
+    "ServerKey",
+    "add",
+    "add_const",
+    "check_compatible",
+    "decrypt",
+    "encrypt",
+    "keygen",
+    "keyswitch",
+    "lookup_table",
+    "mul_const",
+    "negate",
+    "noise",
+    "pbs",
+    "pbs_many",
+    "phase",
+    "sub",
+    "trivial",
+]

@@ -1,0 +1,322 @@
+"""Multi-bit TFHE parameters: a checked frozen set, its noise model and its failure probability.
+
+A parameter set fixes
+
+* the **message**: ``message_bits`` p (1 to 10) and one padding bit, so a message m in [0, 2^p) is
+  carried as m Delta with Delta = round(Q / 2^(p+1)) and the top half of the torus stays free for the
+  negacyclic blind rotation;
+* the **long key**: a binary GLWE key of ``glwe_dim`` k polynomials of degree ``poly_size`` N over
+  Q = q_0 q_1 ... (word-size NTT primes, ARCHITECTURE.md); sample extraction gives LWE ciphertexts of
+  dimension k N under its coefficients. Ciphertexts live here between bootstraps;
+* the **short key**: a binary LWE key of dimension ``lwe_dim`` n; the key-switching key takes the long
+  LWE key to it modulo 2^32 (native ``uint32`` wrap-around, no reduction at all);
+* the **gadgets**: ``pbs_gadget`` (base 2^b, l levels) of the external product and ``ks_gadget`` of the
+  key switch.
+
+Bootstrapping is key switch first (Taurus Fig. 3): Q -> 2^32 (rounding), key switch long -> short,
+2^32 -> 2N (rounding), blind rotation, sample extraction (:mod:`crossfhe.tfhe.ops`).
+
+Noise model (variances relative to the modulus, i.e. on the torus; TFHE literature: Chillotti et al.,
+"TFHE: fast fully homomorphic encryption over the torus", J. Cryptology 2020, Thm 4.1 and Lemma 4.3;
+Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cryptology 2023, §2):
+
+* fresh encryption under the long key: sigma_glwe^2;
+* rounding Q -> 2^32: (k N / 2 + 1) / (12 * 2^64) (each of the k N + 1 roundings is uniform with variance
+  2^-64 / 12 and meets a key bit of mean square 1/2);
+* key switch, digits d in [-B/2, B/2) (E[d^2] = (B^2 + 2) / 12) against a key of noise sigma_lwe, plus the
+  dropped low bits of each a_i: k N l_ks (B_ks^2 + 2) / 12 sigma_lwe^2 + (k N / 2) 2^(-2 b_ks l_ks) / 12;
+* rounding 2^32 -> 2N: (n / 2 + 1) / (12 (2N)^2);
+* blind rotation, n CMux external products, each adding
+  (k + 1) l N (B^2 + 2) / 12 sigma_glwe^2 + (k N / 2 + 1) 2^(-2 b l) / 12
+  (gadget digits against the key noise; the decomposition error against the key, bounded by taking the
+  bootstrapping key's bit as 1). The output of a bootstrap has this variance times n: ``var_pbs``.
+
+A bootstrap's input is a linear combination of bootstrap outputs with sum of squared weights at most
+``max_norm2`` (``nu^2``, the budget the linear operations may spend). It decrypts wrongly when the error at
+the blind rotation's input, variance ``var_decision`` = nu^2 var_pbs + (rounding Q -> 2^32) + (key switch)
++ (rounding 2^32 -> 2N), exceeds Delta/2 = 1 / 2^(p+2) in absolute value:
+p_fail = erfc(1 / (2^(p+2) sqrt(2 var_decision))). Tests measure the output noise of bootstraps and the
+decision noise and check them against this model (tests/tfhe/test_noise.py).
+
+Security (checked by :meth:`Params.__post_init__`): each LWE problem, the short key's (n, sigma_lwe / 2^32)
+and the long key's (k N, sigma_glwe / Q), must be at least as hard as a published point: a TFHE-rs
+parameter set (tfhe 1.8.2, ``shortint/parameters``: Gaussian noise, binary keys, modulus 2^64,
+128-bit per the lattice estimator) of dimension <= ours and relative noise <= ours. Same dimension and
+same relative noise are the published instance up to the modulus (2^32 and about 2^62 here, 2^64 there);
+that the estimate depends on the noise rate and not on the modulus is an assumption TFHE-rs itself makes
+for its 32-bit key switch. A set not covered is refused unless ``insecure=True``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from crossfhe.errors import InsecureParametersError, ParameterError
+from crossfhe.math import primes
+from crossfhe.math.decompose import Gadget
+
+KS_MODULUS_BITS = 32
+"""The key switch runs modulo 2^32: uint32 arithmetic wraps, so it needs no modular reduction."""
+
+MAX_MESSAGE_BITS = 10
+
+PUBLISHED_LWE_POINTS: tuple[tuple[int, float], ...] = (
+    (781, -16.78),  # V1_1_PARAM_MESSAGE_1_CARRY_1_KS_PBS_GAUSSIAN_2M64 (lwe std 8.868e-06)
+    (833, -18.08),  # V1_1_PARAM_MESSAGE_2_CARRY_2_KS_PBS_GAUSSIAN_2M64 (3.616e-06)
+    (977, -21.66),  # V1_1_PARAM_MESSAGE_3_CARRY_3_KS_PBS_GAUSSIAN_2M64 (3.014e-07)
+    (1110, -24.97),  # V1_1_PARAM_MESSAGE_4_CARRY_4_KS_PBS_GAUSSIAN_2M64 (3.038e-08)
+    (1267, -28.88),  # the 128-bit TFHE-rs set of largest LWE dimension in tfhe 1.8.2 (std 2.03e-09)
+    (2048, -48.32),  # the GLWE of k N = 2048 (MESSAGE_2_CARRY_2, glwe std 2.845e-15)
+    (4096, -62.0),  # GLWE of N >= 4096 (MESSAGE_3_CARRY_3 and up: glwe std 2.168e-19 = 2^-62)
+)
+"""(dimension, log2 of the noise standard deviation relative to the modulus) of published 128-bit
+instances with binary keys (tfhe-rs 1.8.2 ``shortint`` parameters, Gaussian noise, modulus 2^64)."""
+
+
+def _published_rate(dim: int) -> float | None:
+    """log2 of the smallest published noise rate at a dimension <= dim (None: no point covers dim)."""
+    rates = [r for d, r in PUBLISHED_LWE_POINTS if d <= dim]
+    return min(rates) if rates else None
+
+
+def lwe_is_published_secure(dim: int, log2_rate: float) -> bool:
+    """Whether an LWE instance of this dimension and noise rate is covered by a published 128-bit point."""
+    ref = _published_rate(dim)
+    return ref is not None and log2_rate >= ref - 1e-9
+
+
+@dataclass(frozen=True)
+class Params:
+    """Checked TFHE parameters (frozen, hashable: a ``jax.jit`` static argument). See the module docstring.
+
+    ``moduli``: the GLWE primes (q = 1 mod 2N, below 2^31). ``glwe_sigma``: std of the GLWE and
+    bootstrapping-key noise in absolute units of Q; ``lwe_sigma``: std of the key-switching-key noise in
+    units of 2^32. ``max_norm2``: the sum of squared weights of the linear combination of bootstrap outputs
+    a bootstrap may take as input (default 2^p: e.g. 2^p additions of fresh outputs). ``name``: for reprs
+    and benchmark records.
+    """
+
+    message_bits: int
+    lwe_dim: int
+    glwe_dim: int
+    poly_size: int
+    moduli: tuple[int, ...]
+    glwe_sigma: float
+    lwe_sigma: float
+    pbs_gadget: Gadget
+    ks_gadget: Gadget
+    max_norm2: int | None = None
+    name: str = ""
+    insecure: bool = False
+
+    def __post_init__(self):
+        p, n, k, big_n = self.message_bits, self.lwe_dim, self.glwe_dim, self.poly_size
+        for what, v in (("message_bits", p), ("lwe_dim", n), ("glwe_dim", k), ("poly_size", big_n)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ParameterError(f"{what} must be an int, got {v!r}")
+        if not 1 <= p <= MAX_MESSAGE_BITS:
+            raise ParameterError(f"message_bits must be in [1, {MAX_MESSAGE_BITS}], got {p}")
+        if big_n < 16 or big_n & (big_n - 1) or big_n > 2**17:
+            raise ParameterError(f"poly_size N must be a power of two in [16, 2^17], got {big_n}")
+        if 2 * big_n < 2 ** (p + 1):
+            raise ParameterError(f"poly_size N = {big_n} is too small for {p}-bit messages: need 2N >= 2^(p+1)")
+        if n < 1 or k < 1:
+            raise ParameterError(f"lwe_dim and glwe_dim must be >= 1, got {n}, {k}")
+        if not self.moduli or len(set(self.moduli)) != len(self.moduli):
+            raise ParameterError(f"moduli must be distinct primes, got {self.moduli}")
+        for q in self.moduli:
+            if not (2**20 < q < 2**31) or (q - 1) % (2 * big_n) or not primes.is_prime(q):
+                raise ParameterError(f"modulus {q} is not an NTT-friendly prime in (2^20, 2^31) for N = {big_n}")
+        if not isinstance(self.pbs_gadget, Gadget) or not isinstance(self.ks_gadget, Gadget):
+            raise ParameterError("pbs_gadget and ks_gadget must be crossfhe.math.decompose.Gadget values")
+        if self.pbs_gadget.base_log * self.pbs_gadget.levels > self.big_q.bit_length():
+            raise ParameterError(f"pbs_gadget {self.pbs_gadget} covers more bits than Q has ({self.log_q:.1f})")
+        if self.ks_gadget.base_log * self.ks_gadget.levels > KS_MODULUS_BITS or self.ks_gadget.base_log > 8:
+            raise ParameterError(
+                f"ks_gadget {self.ks_gadget}: base_log <= 8 and base_log * levels <= {KS_MODULUS_BITS} (mod 2^32)"
+            )
+        if not (self.glwe_sigma > 0 and self.lwe_sigma > 0):
+            raise ParameterError("glwe_sigma and lwe_sigma must be positive")
+        if self.max_norm2 is not None and (not isinstance(self.max_norm2, int) or self.max_norm2 < 1):
+            raise ParameterError(f"max_norm2 must be an int >= 1, got {self.max_norm2!r}")
+        if not self.insecure:
+            self._check_security()
+
+    def _check_security(self) -> None:
+        checks = (
+            ("short LWE key", self.lwe_dim, math.log2(self.lwe_sigma) - KS_MODULUS_BITS),
+            ("GLWE key", self.glwe_dim * self.poly_size, math.log2(self.glwe_sigma) - self.log_q),
+        )
+        for what, dim, rate in checks:
+            if not lwe_is_published_secure(dim, rate):
+                ref = _published_rate(dim)
+                need = "no published 128-bit point at this dimension" if ref is None else f"need >= {ref:.2f}"
+                raise InsecureParametersError(
+                    f"{what}: dimension {dim} with noise rate 2^{rate:.2f} is not covered by a published 128-bit "
+                    f"instance ({need}; tfhe.params.PUBLISHED_LWE_POINTS); pass insecure=True for tests"
+                )
+
+    # ---------------------------------------------------------------------------------------------
+    # derived sizes
+    # ---------------------------------------------------------------------------------------------
+
+    @property
+    def big_q(self) -> int:
+        return math.prod(self.moduli)
+
+    @property
+    def log_q(self) -> float:
+        return math.log2(self.big_q)
+
+    @property
+    def long_dim(self) -> int:
+        """k N: the dimension of the LWE ciphertexts between bootstraps."""
+        return self.glwe_dim * self.poly_size
+
+    @property
+    def delta(self) -> int:
+        """Delta = round(Q / 2^(p+1)): a message m is carried as m Delta (one padding bit)."""
+        return (self.big_q + (1 << self.message_bits)) >> (self.message_bits + 1)
+
+    @property
+    def norm2(self) -> int:
+        """The sum of squared weights the linear operations may spend before a bootstrap (``max_norm2``)."""
+        return self.max_norm2 if self.max_norm2 is not None else 2**self.message_bits
+
+    # ---------------------------------------------------------------------------------------------
+    # noise model (module docstring); variances on the torus
+    # ---------------------------------------------------------------------------------------------
+
+    @cached_property
+    def var_fresh(self) -> float:
+        return (self.glwe_sigma / self.big_q) ** 2
+
+    @cached_property
+    def var_round_q(self) -> float:
+        return (self.long_dim / 2 + 1) / (12 * 4.0**KS_MODULUS_BITS)
+
+    @cached_property
+    def var_ks(self) -> float:
+        g = self.ks_gadget
+        digits = self.long_dim * g.levels * (g.base**2 + 2) / 12 * (self.lwe_sigma / 2**KS_MODULUS_BITS) ** 2
+        dropped = self.long_dim / 2 * 4.0 ** -(g.base_log * g.levels) / 12
+        return digits + dropped
+
+    @cached_property
+    def var_round_2n(self) -> float:
+        return (self.lwe_dim / 2 + 1) / (12 * (2 * self.poly_size) ** 2)
+
+    @cached_property
+    def var_cmux(self) -> float:
+        g, k, big_n = self.pbs_gadget, self.glwe_dim, self.poly_size
+        digits = (k + 1) * g.levels * big_n * (g.base**2 + 2) / 12 * self.var_fresh
+        dropped = (k * big_n / 2 + 1) * 4.0 ** -(g.base_log * g.levels) / 12
+        return digits + dropped
+
+    @cached_property
+    def var_pbs(self) -> float:
+        """Variance of a bootstrap's output (n CMux steps from a noiseless test vector)."""
+        return self.lwe_dim * self.var_cmux
+
+    def var_decision(self, norm2: float | None = None) -> float:
+        """Variance of the error at the blind rotation's input, the input having squared norm ``norm2``."""
+        nu2 = self.norm2 if norm2 is None else norm2
+        return nu2 * max(self.var_pbs, self.var_fresh) + self.var_round_q + self.var_ks + self.var_round_2n
+
+    def log2_p_fail(self, norm2: float | None = None) -> float:
+        """log2 of the probability that one bootstrap decrypts wrongly (module docstring)."""
+        z = 1.0 / (2 ** (self.message_bits + 2) * math.sqrt(2 * self.var_decision(norm2)))
+        return _log2_erfc(z)
+
+    # ---------------------------------------------------------------------------------------------
+    # key sizes
+    # ---------------------------------------------------------------------------------------------
+
+    @property
+    def bsk_bytes(self) -> int:
+        """Bootstrapping key: n GGSW of (k+1) l x (k+1) polynomials, len(moduli) uint32 limbs each."""
+        k1, g = self.glwe_dim + 1, self.pbs_gadget
+        return self.lwe_dim * k1 * g.levels * k1 * len(self.moduli) * self.poly_size * 4
+
+    @property
+    def ksk_bytes(self) -> int:
+        """Key-switching key: k N l_ks LWE ciphertexts of dimension n mod 2^32."""
+        return self.long_dim * self.ks_gadget.levels * (self.lwe_dim + 1) * 4
+
+    def digest(self) -> str:
+        """SHA-256 of the fields that define the ciphertext format (serialization headers)."""
+        fields = (
+            "tfhe",
+            self.message_bits,
+            self.lwe_dim,
+            self.glwe_dim,
+            self.poly_size,
+            self.moduli,
+            repr(self.glwe_sigma),
+            repr(self.lwe_sigma),
+            (self.pbs_gadget.base_log, self.pbs_gadget.levels),
+            (self.ks_gadget.base_log, self.ks_gadget.levels),
+        )
+        return hashlib.sha256(repr(fields).encode()).hexdigest()
+
+    def __repr__(self) -> str:
+        return (
+            f"tfhe.Params({self.name + ', ' if self.name else ''}p={self.message_bits}, n={self.lwe_dim}, "
+            f"k={self.glwe_dim}, N={self.poly_size}, log2 Q={self.log_q:.1f} ({len(self.moduli)} primes), "
+            f"pbs={self.pbs_gadget.base_log}x{self.pbs_gadget.levels}, ks={self.ks_gadget.base_log}x"
+            f"{self.ks_gadget.levels}, log2 p_fail={self.log2_p_fail():.1f}{', insecure' if self.insecure else ''})"
+        )
+
+
+def _log2_erfc(z: float) -> float:
+    """log2 erfc(z), accurate in the far tail (asymptotic series where erfc underflows)."""
+    if z < 20:
+        v = math.erfc(z)
+        if v > 0:
+            return math.log2(v)
+    # erfc(z) ~ exp(-z^2) / (z sqrt(pi)) (1 - 1/(2z^2) + 3/(4z^4))
+    return (-(z * z) - math.log(z * math.sqrt(math.pi)) + math.log1p(-1 / (2 * z * z) + 3 / (4 * z**4))) / math.log(2)
+
+
+def make(
+    message_bits: int,
+    *,
+    lwe_dim: int,
+    glwe_dim: int,
+    poly_size: int,
+    limbs: int = 2,
+    glwe_sigma: float | None = None,
+    glwe_log2_rate: float | None = None,
+    lwe_log2_rate: float,
+    pbs: tuple[int, int],
+    ks: tuple[int, int],
+    max_norm2: int | None = None,
+    name: str = "",
+    insecure: bool = False,
+) -> Params:
+    """Build a :class:`Params`: the GLWE primes are the largest 31-bit NTT primes for N (``limbs`` of them);
+    the noise is given as an absolute ``glwe_sigma`` or as a rate ``glwe_log2_rate`` (sigma = 2^rate Q),
+    the key-switching noise as a rate (sigma = 2^rate 2^32)."""
+    moduli = primes.ntt_primes(31, poly_size, limbs)
+    big_q = math.prod(moduli)
+    if (glwe_sigma is None) == (glwe_log2_rate is None):
+        raise ParameterError("give exactly one of glwe_sigma and glwe_log2_rate")
+    if glwe_sigma is None:
+        glwe_sigma = 2.0**glwe_log2_rate * big_q
+    return Params(
+        message_bits=message_bits,
+        lwe_dim=lwe_dim,
+        glwe_dim=glwe_dim,
+        poly_size=poly_size,
+        moduli=moduli,
+        glwe_sigma=float(glwe_sigma),
+        lwe_sigma=2.0**lwe_log2_rate * 2**KS_MODULUS_BITS,
+        pbs_gadget=Gadget(*pbs),
+        ks_gadget=Gadget(*ks),
+        max_norm2=max_norm2,
+        name=name,
+        insecure=insecure,
+    )

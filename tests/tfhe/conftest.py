@@ -1,0 +1,21 @@
+"""TFHE fixtures: keys of the insecure test presets, made once per session from fixed seeds."""
+
+import pytest
+
+from crossfhe import testing
+from crossfhe.tfhe import ops
+
+
+@pytest.fixture(scope="session")
+def keys_p2():
+    return ops.keygen(testing.INSECURE_TFHE_P2, b"tfhe-test-p2".ljust(32, b"\0"))
+
+
+@pytest.fixture(scope="session")
+def keys_p4():
+    return ops.keygen(testing.INSECURE_TFHE_P4, b"tfhe-test-p4".ljust(32, b"\0"))
+
+
+@pytest.fixture(scope="session")
+def keys_p6():
+    return ops.keygen(testing.INSECURE_TFHE_P6, b"tfhe-test-p6".ljust(32, b"\0"))
