@@ -8,7 +8,7 @@ import runpy
 import sys
 from pathlib import Path
 
-BENCH_SUITES = ("ntt", "ckks", "hmvp")
+BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe")
 
 
 def _enable_compilation_cache() -> None:
@@ -32,6 +32,8 @@ def _cmd_demo(args) -> int:
     _enable_compilation_cache()
     if args.what == "ntt":
         return 0 if demo.run(log_n=args.log_n, limbs=args.limbs) else 1
+    if args.what == "tfhe":
+        return 0 if demo.run_tfhe() else 1
     return 0 if demo.run_ckks() else 1
 
 
@@ -63,8 +65,10 @@ def _cmd_params(args) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="crossfhe", description="crossfhe: FHE on one RNS/NTT substrate in JAX")
     sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("demo", help="CKKS on a small dataset (default), or 'ntt': a polynomial product")
-    d.add_argument("what", nargs="?", choices=("ckks", "ntt"), default="ckks")
+    d = sub.add_parser(
+        "demo", help="CKKS on a small dataset (default), 'tfhe': 4-bit lookup tables, or 'ntt': a polynomial product"
+    )
+    d.add_argument("what", nargs="?", choices=("ckks", "ntt", "tfhe"), default="ckks")
     d.add_argument("--log-n", type=int, default=14)
     d.add_argument("--limbs", type=int, default=8)
     b = sub.add_parser("bench", help="run a benchmark suite (options after the suite go to it)", add_help=False)

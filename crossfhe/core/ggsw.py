@@ -25,16 +25,22 @@ Everything is exact integer arithmetic on uint32/int32 (no x64).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from crossfhe.math.decompose import RNSGadgetPlan, digits_to_residues, gadget_digits_rns
-from crossfhe.math.modular import add_mod, mac_reduce, neg_mod, sub_mod
+from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math.decompose import Gadget, RNSGadgetPlan, digits_to_residues, gadget_digits_rns
+from crossfhe.math.modular import ModulusTable, add_mod, mac_reduce, neg_mod, sub_mod
+from crossfhe.math.rns import RNSBasis
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 
 U32 = jnp.uint32
 I32 = jnp.int32
+_static = partial(field, metadata={"static": True})
 MAC_TERMS = 4
 """Products summed before one reduction: (2^31)^2 * 4 < 2^64 (``Modulus.mac_max_terms`` for q < 2^31)."""
 
@@ -116,3 +122,91 @@ def sample_extract(glwe, q):
 def gadget_residues(gadget_vector, moduli) -> np.ndarray:
     """uint32 ``[l, L]``: g_j mod q_i (host precomputation for GGSW encryption)."""
     return np.array([[g % q for q in moduli] for g in gadget_vector], dtype=np.uint32)
+
+
+# --------------------------------------------------------------------------------------------------
+# Typed wrappers (the kernels above take raw arrays: the blind rotation's scan carries them)
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_u32(data, what: str):
+    data = jnp.asarray(data)
+    if data.dtype != U32:
+        raise TypeError(f"{what} residues must be uint32, got {data.dtype}")
+    return data
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False)
+class GLWECiphertext:
+    """A GLWE ciphertext (or a batch): ``data`` uint32 ``[..., k+1, L, N]``, coefficient domain, masks then
+    body, phase b + sum_c a_c s_c mod Q (module docstring). Static: ``moduli``."""
+
+    data: jax.Array
+    moduli: tuple[int, ...] = _static()
+
+    @classmethod
+    def create(cls, data, moduli) -> GLWECiphertext:
+        moduli = tuple(int(q) for q in moduli)
+        data = _check_u32(data, "GLWE")
+        if data.ndim < 3 or data.shape[-3] < 2 or data.shape[-2] != len(moduli):
+            raise BasisMismatchError(
+                f"GLWE data of shape {tuple(data.shape)}: expected [..., k+1 >= 2, {len(moduli)}, N]"
+            )
+        return cls(data, moduli)
+
+    @property
+    def glwe_dim(self) -> int:
+        return self.data.shape[-3] - 1
+
+    @property
+    def poly_size(self) -> int:
+        return self.data.shape[-1]
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False)
+class GGSWCiphertext:
+    """A GGSW ciphertext: ``data`` uint32 ``[(k+1) l, k+1, L, N]`` in the evaluation domain (slot order),
+    row c l + j = GLWE(0) + m g_j on component c. Static: ``moduli``, ``gadget``."""
+
+    data: jax.Array
+    moduli: tuple[int, ...] = _static()
+    gadget: Gadget = _static()
+
+    @classmethod
+    def create(cls, data, moduli, gadget: Gadget) -> GGSWCiphertext:
+        moduli = tuple(int(q) for q in moduli)
+        data = _check_u32(data, "GGSW")
+        if not isinstance(gadget, Gadget):
+            raise ParameterError(f"gadget must be a Gadget, got {type(gadget).__name__}")
+        if data.ndim != 4 or data.shape[-2] != len(moduli) or data.shape[0] != data.shape[1] * gadget.levels:
+            raise BasisMismatchError(
+                f"GGSW data of shape {tuple(data.shape)}: expected [(k+1) {gadget.levels}, k+1, {len(moduli)}, N]"
+            )
+        return cls(data, moduli, gadget)
+
+
+@lru_cache(maxsize=32)
+def _plans(n: int, moduli: tuple[int, ...], gadget: Gadget):
+    t = ModulusTable.create(moduli)
+    mac = (t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2)
+    return NTTPlan.create(n, moduli), RNSGadgetPlan.create(RNSBasis(moduli), gadget), mac
+
+
+def ggsw_times_glwe(ggsw: GGSWCiphertext, glwe: GLWECiphertext) -> GLWECiphertext:
+    """The external product on typed values (checks that they match; tables cached per shape)."""
+    if not isinstance(ggsw, GGSWCiphertext) or not isinstance(glwe, GLWECiphertext):
+        raise TypeError("ggsw_times_glwe takes a GGSWCiphertext and a GLWECiphertext")
+    if ggsw.moduli != glwe.moduli or ggsw.data.shape[1:] != glwe.data.shape[-3:]:
+        raise BasisMismatchError(
+            f"GGSW {tuple(ggsw.data.shape)} over {ggsw.moduli} does not match GLWE {tuple(glwe.data.shape)} over "
+            f"{glwe.moduli}"
+        )
+    plan, gplan, mac = _plans(glwe.poly_size, glwe.moduli, ggsw.gadget)
+    return GLWECiphertext(_external_product_jit(ggsw.data, glwe.data, plan, gplan, mac), glwe.moduli)
+
+
+@jax.jit
+def _external_product_jit(g, x, plan, gplan, mac):
+    return external_product(g, x, plan, gplan, mac)
