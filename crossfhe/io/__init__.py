@@ -1,4 +1,4 @@
-"""Serialization: CKKS and BFV parameters, ciphertexts, plaintexts, public and evaluation keys to bytes and files.
+"""Serialization: CKKS, BFV and TFHE parameters, ciphertexts, plaintexts, public and evaluation keys to bytes and files.
 
 A blob is a versioned container (:mod:`crossfhe.io.format`: magic, format version, a JSON header with the
 kind, the parameter digest and description, metadata and an array table, raw little-endian uint32/int32
@@ -11,11 +11,12 @@ mismatched data with a :class:`~crossfhe.errors.SerializationError`. Nothing is 
     io.save_secret_key(sk, "sk.cfhe", params=params)   # never by dumps/save
 
 The names above are CKKS's (:mod:`crossfhe.io.ckks`); BFV objects have the same functions in
-:mod:`crossfhe.io.bfv` (``io.bfv.dumps(ct)``, ``io.bfv.loads(blob, params=params)``, ...). The kinds of
-the two schemes differ (``"ckks.ciphertext"``, ``"bfv.ciphertext"``), so each refuses the other's blobs.
+:mod:`crossfhe.io.bfv` (``io.bfv.dumps(ct)``, ``io.bfv.loads(blob, params=params)``, ...) and TFHE objects
+(parameters, LWE ciphertexts, server and client keys) in :mod:`crossfhe.io.tfhe`. The kinds of the schemes
+differ (``"ckks.ciphertext"``, ``"bfv.ciphertext"``, ``"tfhe.ciphertext"``), so each refuses the others' blobs.
 """
 
-from crossfhe.io import bfv, ckks
+from crossfhe.io import bfv, ckks, tfhe
 from crossfhe.io.ckks import (
     describe_params,
     dumps,
@@ -45,4 +46,5 @@ __all__ = [
     "params_from_description",
     "save",
     "save_secret_key",
+    "tfhe",
 ]

@@ -31,7 +31,7 @@ from crossfhe.ring.poly import Domain, RNSPoly
 
 FIELDS = {"params_digest", "params", "meta"}
 A_KEYS = ("a", "a_sha256")  # how a key's uniform part is stored, and the SHA-256 of a re-expanded one
-SCHEME_NAMES = ("bfv", "ckks")  # the kind prefixes of crossfhe.io's modules
+SCHEME_NAMES = ("bfv", "ckks", "tfhe")  # the kind prefixes of crossfhe.io's modules
 SECRET_REFUSAL = (
     "refusing to serialize a SecretKey with dumps/save: a secret key is written only by an explicit call, "
     "save_secret_key(sk, path, params=...) or dumps_secret_key(sk, params=...)"
