@@ -312,7 +312,7 @@ def _dot_binary(a, s, moduli: tuple[int, ...]):
 
 def encrypt(ck: ClientKey, m, seed=None) -> LWECiphertext:
     """Encrypt integer message(s) in [0, 2^p) under the long key; the batch shape is ``np.shape(m)``."""
-    params = _params_of(ck)
+    params = _params_of(ck, ClientKey)
     arr = _check_messages(params, m)
     tables = _Tables(params)
     flat = jnp.asarray(arr.reshape(-1), dtype=I32)
@@ -323,9 +323,10 @@ def encrypt(ck: ClientKey, m, seed=None) -> LWECiphertext:
     )
 
 
-def _params_of(key) -> Params:
-    if not isinstance(key, (ClientKey, ServerKey)):
-        raise ParameterError(f"expected a tfhe ClientKey or ServerKey, got {type(key).__name__}")
+def _params_of(key, kind=(ClientKey, ServerKey)) -> Params:
+    if not isinstance(key, kind):
+        want = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ParameterError(f"expected a tfhe {want}, got {type(key).__name__}")
     return key.params
 
 
@@ -348,7 +349,7 @@ def _phase(b, a, s, *, moduli):
 
 def phase(ck: ClientKey, ct: LWECiphertext) -> np.ndarray:
     """b + <a, s> mod Q as Python ints (object array of the batch shape): for noise measurement."""
-    params = _params_of(ck)
+    params = _params_of(ck, ClientKey)
     _check_ct(params, ct)
     res = np.asarray(_phase(ct.b, ct.a, ck.long_key, moduli=params.moduli)).astype(object)
     basis = _Tables(params).basis
@@ -361,7 +362,7 @@ def decrypt(ck: ClientKey, ct: LWECiphertext) -> np.ndarray:
     """The messages: round(phase 2^(p+1) / Q) mod 2^p, int64 of the batch shape.
 
     A set padding bit (a result that went past 2^p, or below 0) wraps mod 2^p."""
-    params = _params_of(ck)
+    params = _params_of(ck, ClientKey)
     ph = phase(ck, ct)
     big_q, p = params.big_q, params.message_bits
     v = (ph * 2 ** (p + 1) + big_q // 2) // big_q
@@ -370,7 +371,7 @@ def decrypt(ck: ClientKey, ct: LWECiphertext) -> np.ndarray:
 
 def noise(ck: ClientKey, ct: LWECiphertext, m) -> np.ndarray:
     """The error of ct relative to Q (float64, centered): (phase - m Delta) / Q, for tests and the model."""
-    params = _params_of(ck)
+    params = _params_of(ck, ClientKey)
     ph = phase(ck, ct)
     big_q = params.big_q
     m = np.asarray(m, dtype=object) % 2 ** (params.message_bits + 1)
@@ -466,10 +467,10 @@ def lookup_table(params: Params, f) -> np.ndarray:
                 f"a lookup table for {params.message_bits}-bit messages has {size} entries, got shape {vals.shape}"
             )
         vals = vals.tolist()
-    try:
-        return np.array([int(v) % size for v in vals], dtype=np.int64)
-    except (TypeError, ValueError) as e:
-        raise ParameterError(f"lookup table values must be integers: {e}") from e
+    bad = [v for v in vals if isinstance(v, bool) or not isinstance(v, (int, np.integer))]
+    if bad:
+        raise ParameterError(f"lookup table values must be integers, got {bad[0]!r} ({type(bad[0]).__name__})")
+    return np.array([int(v) % size for v in vals], dtype=np.int64)
 
 
 def _test_vector(params: Params, table: np.ndarray) -> np.ndarray:
@@ -542,7 +543,7 @@ def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, *, params: Params, unroll: i
 def keyswitch(sk: ServerKey, ct: LWECiphertext):
     """Steps 1-3 of :func:`pbs`: (b~ int32 [...], a~ int32 [..., n]) in [0, 2N), the short LWE the blind
     rotation takes. Exposed for noise tests and for callers that apply several tables themselves."""
-    params = _params_of(sk)
+    params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
     shape = ct.batch_shape
     flat_b = ct.b.reshape((-1, len(params.moduli)))
@@ -566,7 +567,7 @@ def pbs_many(sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1) -> li
     tables]`` (same key switch, so the same short ciphertext and the same outputs bit for bit). The tables
     are one more batch axis of the blind rotation.
     """
-    params = _params_of(sk)
+    params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
     if callable(tables) or not isinstance(tables, (list, tuple)) or not tables:
         raise ParameterError("pbs_many takes a non-empty list of tables (use pbs for one table)")
