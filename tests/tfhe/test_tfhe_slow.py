@@ -1,0 +1,116 @@
+"""tfhe at the 128-bit presets (slow): P4 (all 16 inputs, random tables, noise against the model, a bootstrap of
+a linear combination at the max_norm2 budget), P2 (k = 4, the only preset with k > 1), and P8 (keys ~3.9 GB:
+one batch of a few inputs).
+
+Run with ``pytest -m slow tests/tfhe/test_tfhe_slow.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from crossfhe.tfhe import ops, presets
+
+pytestmark = pytest.mark.slow
+
+
+def _seed(i: int) -> bytes:
+    return bytes([i]) * 32
+
+
+@pytest.fixture(scope="module")
+def keys_preset_p4():
+    return ops.keygen(presets.P4, _seed(4))
+
+
+@pytest.fixture(scope="module")
+def keys_preset_p2():
+    return ops.keygen(presets.P2, _seed(2))
+
+
+def test_p4_random_tables_all_inputs_noise(keys_preset_p4):
+    """All 16 inputs, 4 encryptions each (64 independent bootstraps) under a random table, and two more random
+    tables by KS-dedup on the same batch: every output decrypts exactly.
+
+    Noise: at P4 the decomposition term of var_cmux ((kN/2 + 1) 2^-46 / 12 = 1.2e-12) dominates the digit term
+    (1.9e-13) and the model counts it for every key bit as if the bit were 1, so the expectation is about
+    0.14 + 0.86 h/n ~ 0.57 of var_pbs for a key of weight h ~ n/2. The 64 errors are independent (fresh
+    decomposition errors per input): relative std of the sample variance sqrt(2/64) = 18%, so 1.5 var_pbs is
+    > 4 std above the expectation even for h = n (1.0). Every error is also below 6 sqrt(var_pbs) (a Gaussian
+    tail of 2e-9 per sample)."""
+    ck, sk = keys_preset_p4
+    params = presets.P4
+    rng = np.random.default_rng(4)
+    m = rng.permutation(np.tile(np.arange(16), 4))
+    tables = [rng.integers(0, 16, 16) for _ in range(3)]
+    ct = ops.encrypt(ck, m, _seed(40))
+    out = ops.pbs(sk, ct, tables[0])
+    np.testing.assert_array_equal(ops.decrypt(ck, out), tables[0][m])
+    e = ops.noise(ck, out, tables[0][m])
+    measured = float(np.mean(e**2))
+    assert measured <= 1.5 * params.var_pbs, (measured, params.var_pbs)
+    assert np.abs(e).max() <= 6 * math.sqrt(params.var_pbs)
+    for t, o in zip(tables[1:], ops.pbs_many(sk, ct, tables[1:])):
+        np.testing.assert_array_equal(ops.decrypt(ck, o), t[m])
+
+
+def test_p4_blind_rotation_input_noise(keys_preset_p4):
+    """The error at the blind rotation's input (keyswitch of 1024 fresh encryptions, units of 1/(2N)) against
+    (var_fresh + var_round_q + var_ks + var_round_2n) (2N)^2: relative std of the sample variance
+    sqrt(2/1024) = 4.4%; the model takes the key's weight as n/2, this key's weight moves it by a few %;
+    [0.75, 1.25] of the model. Every message decodes: |d| < 2N / 2^(p+2)."""
+    ck, sk = keys_preset_p4
+    params = presets.P4
+    m = np.random.default_rng(41).integers(0, 16, 1024)
+    bt, at = ops.keyswitch(sk, ops.encrypt(ck, m, _seed(41)))
+    two_n = 2 * params.poly_size
+    s = np.asarray(ck.lwe_key).astype(np.int64)
+    ph = (np.asarray(bt).astype(np.int64) + np.asarray(at).astype(np.int64) @ s) % two_n
+    d = (ph - two_n * m // 2 ** (params.message_bits + 1) + two_n // 2) % two_n - two_n // 2
+    assert np.abs(d).max() < two_n // 2 ** (params.message_bits + 2)
+    model = (params.var_fresh + params.var_round_q + params.var_ks + params.var_round_2n) * two_n**2
+    h = int(s.sum())
+    for_key = model - params.var_round_2n * two_n**2 + (h + 1) / 12
+    measured = float(np.mean(d.astype(np.float64) ** 2))
+    assert 0.8 * for_key <= measured <= 1.2 * for_key, (measured, for_key, model)
+    assert 0.75 * model <= measured <= 1.25 * model, (measured, model, h)
+
+
+def test_p4_bivariate_at_max_norm2(keys_preset_p4):
+    """4 PBS(y mod 4) + PBS(x mod 4) has squared norm 17 = max_norm2; a bootstrap of it gives (x mod 4)(y mod 4)."""
+    ck, sk = keys_preset_p4
+    rng = np.random.default_rng(42)
+    x, y = rng.permutation(16), rng.integers(0, 16, 16)
+    fx = ops.pbs(sk, ops.encrypt(ck, x, _seed(42)), lambda v: v % 4)
+    gy = ops.pbs(sk, ops.encrypt(ck, y, _seed(43)), lambda v: v % 4)
+    out = ops.pbs(sk, ops.add(ops.mul_const(gy, 4), fx), lambda v: (v % 4) * (v // 4))
+    np.testing.assert_array_equal(ops.decrypt(ck, out), (x % 4) * (y % 4))
+
+
+def test_p2_k4_all_inputs(keys_preset_p2):
+    """P2 (k = 4, N 512): all 4 inputs, 4 encryptions each, under two tables (KS-dedup)."""
+    ck, sk = keys_preset_p2
+    m = np.tile(np.arange(4), 4)
+    tables = [[3, 1, 0, 2], [1, 1, 3, 0]]
+    outs = ops.pbs_many(sk, ops.encrypt(ck, m, _seed(20)), tables)
+    for t, o in zip(tables, outs):
+        np.testing.assert_array_equal(ops.decrypt(ck, o), np.array(t)[m])
+    e = ops.noise(ck, outs[0], np.array(tables[0])[m])
+    assert np.abs(e).max() <= 6 * math.sqrt(presets.P2.var_pbs)
+
+
+def test_p8_one_batch():
+    """P8 (N 32768, BSK 2.3 GB, KSK 1.6 GB): keygen, one batch of 4 inputs through one random table."""
+    params = presets.P8
+    ck, sk = ops.keygen(params, _seed(8))
+    assert sk.nbytes == params.bsk_bytes + params.ksk_bytes
+    rng = np.random.default_rng(8)
+    m = rng.integers(0, 256, 4)
+    table = rng.integers(0, 256, 256)
+    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(80)), table)
+    np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
+    e = ops.noise(ck, out, table[m])
+    assert np.abs(e).max() <= 6 * math.sqrt(params.var_pbs)
