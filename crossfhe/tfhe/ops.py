@@ -43,6 +43,7 @@ from crossfhe.math.decompose import Gadget, RNSGadgetPlan, gadget_digits_rns
 from crossfhe.math.modular import (
     ModulusTable,
     add_mod,
+    add_wide,
     barrett_mul,
     neg_mod,
     reduce_u64,
@@ -295,9 +296,13 @@ def _encrypt(key, m, s_long, q, *, params: Params):
 
 
 def _dot_binary(a, s, moduli: tuple[int, ...]):
-    """<a, s> mod q for a uint32 [..., L, D] residues and s int32 [D] in {0, 1}: exact (D <= 2^16)."""
+    """<a, s> mod q for a uint32 [..., L, D] residues and s int32 [D] in {0, 1}: exact for any D (sums of
+    at most 2^16 terms, the limit of ``sum_wide``, then added in two words: D < 2^32 terms below 2^31)."""
     terms = jnp.where(s.astype(bool), a, U32(0))
-    hi, lo = sum_wide(jnp.zeros_like(terms), terms, axis=-1)
+    hi = lo = None
+    for start in range(0, terms.shape[-1], 2**16):
+        h, l = sum_wide(jnp.zeros_like(terms[..., :1]), terms[..., start : start + 2**16], axis=-1)
+        hi, lo = (h, l) if hi is None else add_wide(hi, lo, h, l)
     t = ModulusTable.create(moduli)
     return reduce_u64(
         hi,
