@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import math
 import os
 import platform
@@ -56,7 +55,14 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-from crossfhe.cli.benchutil import first_call, load_average, pin_threads, timeit  # noqa: E402
+from crossfhe.cli.benchutil import (  # noqa: E402
+    enable_compilation_cache,
+    first_call,
+    load_average,
+    pin_threads,
+    timeit,
+    write_json,
+)
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
@@ -462,7 +468,7 @@ def main(args: argparse.Namespace) -> list[dict]:
     return records
 
 
-def _fmt(x, width: int, spec: str = ".3f") -> str:
+def fmt(x, width: int, spec: str = ".3f") -> str:
     sign, spec = ("+", spec[1:]) if spec.startswith("+") else ("", spec)
     return f"{'-':>{width}}" if x is None else f"{x:>{sign}{width}{spec}}"
 
@@ -474,10 +480,10 @@ def print_table(records: list[dict]) -> None:
     print(head)
     print("-" * len(head))
     for r in timing:
-        print(f"{r['params']['preset']:<15}{r['name']:<15}{_fmt(r['median_ms'], 11)}"
-              f"{_fmt(r['first_call_ms'], 10, '.0f')}{_fmt(r['peer_median_ms'], 10)}{_fmt(r['ratio'], 10, '.2f')}"
-              f"{_fmt(r['paper_ms'], 10, '.4g')}"
-              f"{_fmt(r.get('paper_cpu_ms'), 10, '.5g')}")
+        print(f"{r['params']['preset']:<15}{r['name']:<15}{fmt(r['median_ms'], 11)}"
+              f"{fmt(r['first_call_ms'], 10, '.0f')}{fmt(r['peer_median_ms'], 10)}{fmt(r['ratio'], 10, '.2f')}"
+              f"{fmt(r['paper_ms'], 10, '.4g')}"
+              f"{fmt(r.get('paper_cpu_ms'), 10, '.5g')}")
     r0 = timing[0] if timing else records[0]
     print(f"jax {r0['jax']}, {r0['device']}, threads {r0['threads']}; peer: {r0['peer'] or 'none'}; "
           "first ms = compile (or persistent-cache load) + one run, a kernel counted where first used "
@@ -497,19 +503,14 @@ def print_table(records: list[dict]) -> None:
         print(head)
         print("-" * len(head))
         for r in prec:
-            print(f"{r['config']:<52}{r['name'][10:]:<17}{_fmt(r['log2_err'], 14, '.2f')}"
-                  f"{_fmt(r['peer_log2_err'], 14, '.2f')}{_fmt(r['bits_gained'], 17, '+.2f')}")
+            print(f"{r['config']:<52}{r['name'][10:]:<17}{fmt(r['log2_err'], 14, '.2f')}"
+                  f"{fmt(r['peer_log2_err'], 14, '.2f')}{fmt(r['bits_gained'], 17, '+.2f')}")
         print("log2 of the max error over slots (lower is better); 'ours - SEAL bits' > 0: ours keeps more bits")
     print(f"load average after: {load_average()}")
 
 
 if __name__ == "__main__":
-    cache = os.environ.get("CROSSFHE_JAX_CACHE", str(Path.home() / ".cache" / "crossfhe" / "jax"))
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    enable_compilation_cache()
     recs = main(ARGS)
     print_table(recs)
-    out = ARGS.json or HERE / "results" / "ckks.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(recs, indent=1, default=float))
-    print(f"JSON: {out}")
+    write_json(recs, ARGS.json or HERE / "results" / "ckks.json")

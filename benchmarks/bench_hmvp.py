@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import math
 import os
 import platform
@@ -77,7 +76,15 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-from crossfhe.cli.benchutil import first_call, load_average, pin_threads, timeit  # noqa: E402
+from crossfhe.cli.benchutil import (  # noqa: E402
+    enable_compilation_cache,
+    first_call,
+    fmt,
+    load_average,
+    pin_threads,
+    timeit,
+    write_json,
+)
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
@@ -452,10 +459,6 @@ def main(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
     return records, errors
 
 
-def _fmt(x, width: int, spec: str = ".1f") -> str:
-    return f"{'-':>{width}}" if x is None else f"{x:>{width}{spec}}"
-
-
 def print_table(records: list[dict]) -> None:
     units = [r for r in records if r["name"].startswith("unit_")]
     for u in units:
@@ -472,13 +475,13 @@ def print_table(records: list[dict]) -> None:
     print("-" * len(head))
     for (m, n), rs in points.items():
         h, d = rs.get("hmvp"), rs.get("diagonal") or {}
-        print(f"{f'{m}x{n}':<11}{_fmt(h['median_ms'], 10)}{_fmt(h['rows_per_s'], 9, '.0f')}"
-              f"{_fmt(h['first_call_ms'] / 1e3, 8)}{_fmt(h['dot_ms'], 9)}{_fmt(h['pack_ms'], 9)}"
-              f"{h['key_switches']:>6}{h['ntt_limbs']:>10}{_fmt(h['floor_ms'], 9)}{h['noise_budget']:>7}"
-              f"{_fmt(d.get('median_ms'), 9)}{_fmt(d.get('rows_per_s'), 9, '.0f')}"
-              f"{_fmt(d.get('key_switches'), 5, 'd')}{_fmt(d.get('noise_budget'), 9, 'd')}"
-              f"{_fmt(h.get('vs_diagonal'), 10, '.2f')}{_fmt(h.get('peer_median_ms'), 11)}"
-              f"{_fmt(h.get('peer_calls'), 6, 'd')}{_fmt(h.get('ratio'), 8, '.2f')}{_fmt(d.get('ratio'), 8, '.2f')}")
+        print(f"{f'{m}x{n}':<11}{fmt(h['median_ms'], 10)}{fmt(h['rows_per_s'], 9, '.0f')}"
+              f"{fmt(h['first_call_ms'] / 1e3, 8)}{fmt(h['dot_ms'], 9)}{fmt(h['pack_ms'], 9)}"
+              f"{h['key_switches']:>6}{h['ntt_limbs']:>10}{fmt(h['floor_ms'], 9)}{h['noise_budget']:>7}"
+              f"{fmt(d.get('median_ms'), 9)}{fmt(d.get('rows_per_s'), 9, '.0f')}"
+              f"{fmt(d.get('key_switches'), 5, 'd')}{fmt(d.get('noise_budget'), 9, 'd')}"
+              f"{fmt(h.get('vs_diagonal'), 10, '.2f')}{fmt(h.get('peer_median_ms'), 11)}"
+              f"{fmt(h.get('peer_calls'), 6, 'd')}{fmt(h.get('ratio'), 8, '.2f')}{fmt(d.get('ratio'), 8, '.2f')}")
     r0 = next(iter(points.values()))["hmvp"] if points else records[0]
     dg = next((r for r in records if r["name"] == "diagonal"), None)
     print(f"jax {r0['jax']}, {r0['device']}, threads {r0['threads']}; hmvp at {HMVP_PRESET}"
@@ -490,15 +493,10 @@ def print_table(records: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    cache = os.environ.get("CROSSFHE_JAX_CACHE", str(Path.home() / ".cache" / "crossfhe" / "jax"))
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    enable_compilation_cache()
     recs, errs = main(ARGS)
     print_table(recs)
-    out = ARGS.json or HERE / "results" / "hmvp.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(recs, indent=1, default=float))
-    print(f"JSON: {out}")
+    write_json(recs, ARGS.json or HERE / "results" / "hmvp.json")
     if errs:
         print("WRONG RESULTS:\n  " + "\n  ".join(errs), file=sys.stderr)
         sys.exit(1)

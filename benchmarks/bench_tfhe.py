@@ -42,7 +42,6 @@ p-fail 2^-128, one thread on this 2-core machine class) with a note.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -85,7 +84,15 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-from crossfhe.cli.benchutil import first_call, load_average, pin_threads, timeit  # noqa: E402
+from crossfhe.cli.benchutil import (  # noqa: E402
+    enable_compilation_cache,
+    first_call,
+    fmt,
+    load_average,
+    pin_threads,
+    timeit,
+    write_json,
+)
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
@@ -345,10 +352,6 @@ def main(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
     return records, errors
 
 
-def _fmt(x, width: int, spec: str = ".1f") -> str:
-    return f"{'-':>{width}}" if x is None else f"{x:>{width}{spec}}"
-
-
 def print_table(records: list[dict]) -> None:
     keygens = [r for r in records if r["name"] == "keygen"]
     head = (f"{'preset':<7}{'p':>3}{'n':>6}{'k x N':>9}{'pbs b x l':>10}{'ks b x l':>9}{'log2 pf':>8}"
@@ -367,9 +370,9 @@ def print_table(records: list[dict]) -> None:
               f"{r['log2_p_fail']:>8.1f}{r['median_ms'] / 1e3:>9.1f}{r['bsk_array_bytes'] / 1e6:>8.0f}"
               f"{r['ksk_array_bytes'] / 1e6:>8.0f}{r['key_bytes'] / 1e6:>8.0f}"
               f"{(pmc or ('4_4*' if r.get('paper_key_bytes') else '-')):>7}"
-              f"{_fmt(r.get('peer_log2_p_fail') or (-128.0 if r.get('paper_key_bytes') else None), 8)}"
-              f"{_fmt(r['peer_median_ms'] / 1e3 if r.get('peer_median_ms') else None, 7)}"
-              f"{_fmt(peer_mb, 8, '.0f')}{_fmt(key_ratio, 10, '.2f')}")
+              f"{fmt(r.get('peer_log2_p_fail') or (-128.0 if r.get('paper_key_bytes') else None), 8)}"
+              f"{fmt(r['peer_median_ms'] / 1e3 if r.get('peer_median_ms') else None, 7)}"
+              f"{fmt(peer_mb, 8, '.0f')}{fmt(key_ratio, 10, '.2f')}")
     print()
     head = (f"{'preset':<7}{'B':>4}{'first s':>9}{'batch ms':>11}{'ms/PBS':>9}{'PBS/s':>8}{'floor ms/PBS':>13}"
             f"{'floor %':>8}{'peer ms':>9}{'ratio':>7}{'paper ms':>9}{'vs paper':>9}{'load':>6}")
@@ -381,8 +384,8 @@ def print_table(records: list[dict]) -> None:
         q = r["params"]
         print(f"{q['preset']:<7}{q['batch']:>4}{r['first_call_ms'] / 1e3:>9.1f}{r['median_ms']:>11.1f}"
               f"{r['ms_per_pbs']:>9.1f}{r['pbs_per_s']:>8.2f}{r['floor_ms_per_pbs']:>13.1f}"
-              f"{100 * r['floor_ms_per_pbs'] / r['ms_per_pbs']:>8.1f}{_fmt(r.get('peer_median_ms'), 9)}"
-              f"{_fmt(r.get('ratio'), 7, '.2f')}{_fmt(r.get('paper_ms'), 9, '.0f')}{_fmt(r.get('vs_paper'), 9, '.2f')}"
+              f"{100 * r['floor_ms_per_pbs'] / r['ms_per_pbs']:>8.1f}{fmt(r.get('peer_median_ms'), 9)}"
+              f"{fmt(r.get('ratio'), 7, '.2f')}{fmt(r.get('paper_ms'), 9, '.0f')}{fmt(r.get('vs_paper'), 9, '.2f')}"
               f"{r['load_avg'][1][0] if r['load_avg'][1] else '-':>6}")
     for r in records:
         if r["name"] == "pbs_many":
@@ -400,15 +403,10 @@ def print_table(records: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    cache = os.environ.get("CROSSFHE_JAX_CACHE", str(Path.home() / ".cache" / "crossfhe" / "jax"))
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    enable_compilation_cache()
     recs, errs = main(ARGS)
     print_table(recs)
-    out = ARGS.json or HERE / "results" / "tfhe.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(recs, indent=1, default=float))
-    print(f"JSON: {out}")
+    write_json(recs, ARGS.json or HERE / "results" / "tfhe.json")
     if errs:
         print("WRONG RESULTS:\n  " + "\n  ".join(errs), file=sys.stderr)
         sys.exit(1)

@@ -44,3 +44,30 @@ def first_call(fn) -> tuple[object, float]:
 def load_average() -> list[float]:
     """The 1, 5 and 15 minute load averages (empty where the platform has none)."""
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
+
+
+def enable_compilation_cache() -> None:
+    """JAX's persistent compilation cache under $CROSSFHE_JAX_CACHE (default ~/.cache/crossfhe/jax)."""
+    from pathlib import Path
+
+    import jax
+
+    cache = os.environ.get("CROSSFHE_JAX_CACHE", str(Path.home() / ".cache" / "crossfhe" / "jax"))
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def fmt(x, width: int, spec: str = ".1f") -> str:
+    """A table cell: ``x`` right-aligned with ``spec``, or '-' for None."""
+    return f"{'-':>{width}}" if x is None else f"{x:>{width}{spec}}"
+
+
+def write_json(records: list, path) -> None:
+    """Write the records as JSON to ``path`` (parents created) and say where."""
+    import json
+    from pathlib import Path
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(records, indent=1, default=float))
+    print(f"JSON: {out}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import runpy
 import sys
 from pathlib import Path
@@ -12,11 +11,9 @@ BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe")
 
 
 def _enable_compilation_cache() -> None:
-    import jax
+    from crossfhe.cli.benchutil import enable_compilation_cache
 
-    cache = os.environ.get("CROSSFHE_JAX_CACHE", str(Path.home() / ".cache" / "crossfhe" / "jax"))
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    enable_compilation_cache()
 
 
 def _benchmarks_dir() -> Path:
