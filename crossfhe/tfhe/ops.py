@@ -151,7 +151,6 @@ class _Tables:
         t = ModulusTable.create(params.moduli)
         self.mac = (t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2)
         self.q = t.q
-        self.q_row = t.q.reshape(-1)
         self.barrett = (t.barrett_mu, t.bits)
         self.gvec = G.gadget_residues(params.pbs_gadget.vector(params.big_q), params.moduli)  # [l, L]
         cls._cache[params] = self
@@ -187,7 +186,7 @@ def _bsk_chunk(key, bits, s_eval, q, gvec, plan, *, params: Params):
     a = crandom.uniform_mod(ka, (c, rows, k, limbs, n_poly), q)  # EVAL domain directly (uniform either way)
     e = _noise(ke, (c, rows, 1, n_poly), params.glwe_sigma)
     e_ev = ntt(crandom.to_residues(e, q), plan)  # [c, rows, L, N]
-    mu, bits_q = _mu_bits(params)
+    mu, bits_q = _Tables(params).barrett
     dot = None
     for comp in range(k):
         term = barrett_mul(a[:, :, comp], s_eval[comp], q, mu, bits_q)
@@ -200,11 +199,6 @@ def _bsk_chunk(key, bits, s_eval, q, gvec, plan, *, params: Params):
     add = eye[None, :, None, :, None] * msg[:, None, :, None, :]  # [c, k+1, l, k+1, L]
     add = add.reshape(c, rows, k + 1, limbs, 1)
     return add_mod(glwe, add, q)
-
-
-def _mu_bits(params):
-    t = ModulusTable.create(params.moduli)
-    return t.barrett_mu, t.bits
 
 
 def _gen_bsk(ck: ClientKey, key, progress):
@@ -488,9 +482,10 @@ def _test_vector(params: Params, table: np.ndarray) -> np.ndarray:
     m = (j + box // 2) // box
     vals = np.where(m < 2**p, table[np.minimum(m, 2**p - 1)], table[0])
     sign = np.where(m < 2**p, 1, -1)
-    big_q = params.big_q
-    ints = [(int(s) * int(v) * params.delta) % big_q for s, v in zip(sign, vals, strict=True)]
-    return np.array([[x % q for x in ints] for q in params.moduli], dtype=np.uint32)
+    q = np.array(params.moduli, dtype=np.int64)[:, None]
+    delta = np.array([params.delta % x for x in params.moduli], dtype=np.int64)[:, None]
+    # (sign f(m) mod q) (Delta mod q) < 2^31 * 2^31 fits int64: the residues of sign f(m) Delta mod Q
+    return ((sign * vals)[None, :] % q * delta % q).astype(np.uint32)
 
 
 @partial(jax.jit, static_argnames=("params",))
