@@ -97,7 +97,6 @@ import numpy as np
 
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
-from crossfhe.math.modular import add_mod
 from crossfhe.tfhe import ops
 from crossfhe.tfhe.params import Params
 
@@ -245,12 +244,8 @@ def _sum(cts: list[LWECiphertext]) -> LWECiphertext:
 
 def _add_block_consts(params: Params, ct: LWECiphertext, consts) -> LWECiphertext:
     """Block i (leading axis) + consts[i] (ints, taken mod 2^(p+1)); no noise is added."""
-    big_q, mod = params.big_q, 2 ** (params.message_bits + 1)
-    res = np.array(
-        [[(int(c) % mod) * params.delta % big_q % q for q in params.moduli] for c in consts], dtype=np.uint32
-    )
-    res = res.reshape((len(consts),) + (1,) * (ct.b.ndim - 2) + (len(params.moduli),))
-    return LWECiphertext(add_mod(ct.b, jnp.asarray(res), np.array(params.moduli, dtype=np.uint32)), ct.a, ct.moduli)
+    c = np.array([int(v) for v in consts], dtype=np.int64).reshape((len(consts),) + (1,) * (ct.b.ndim - 2))
+    return ops.add_const(params, ct, c)
 
 
 def _bootstrap(sk, ct: LWECiphertext, tables: list) -> list[LWECiphertext]:

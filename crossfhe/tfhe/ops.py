@@ -429,24 +429,35 @@ def mul_const(x: LWECiphertext, c: int) -> LWECiphertext:
     return LWECiphertext(b, a, x.moduli)
 
 
-def add_const(params: Params, x: LWECiphertext, c: int) -> LWECiphertext:
-    """Encrypts m + c (c any int, taken mod 2^(p+1)); no noise is added."""
-    if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
-        raise ParameterError(f"add_const takes a Python int, got {type(c).__name__}")
+def encode(params: Params, values) -> np.ndarray:
+    """uint32 ``[*shape, L]``: the residues of (v mod 2^(p+1)) Delta mod Q for integer values v (any shape)."""
+    if isinstance(values, int) and not isinstance(values, bool):
+        values = values % 2 ** (params.message_bits + 1)  # any Python int, also beyond int64
+    arr = np.asarray(values)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise ParameterError(f"values to encode must be integers, got dtype {arr.dtype}")
+    v = arr.astype(np.int64) % 2 ** (params.message_bits + 1)
+    q = np.array(params.moduli, dtype=np.int64)
+    delta = np.array([params.delta % x for x in params.moduli], dtype=np.int64)
+    return (v[..., None] * delta % q).astype(np.uint32)  # < 2^11 * 2^31: exact in int64
+
+
+def add_const(params: Params, x: LWECiphertext, c) -> LWECiphertext:
+    """Encrypts m + c (c an int, or an integer array broadcasting against x's batch shape; taken mod
+    2^(p+1)); no noise is added."""
+    if isinstance(c, bool):
+        raise ParameterError("add_const takes integers, got a bool")
     _check_ct(params, x)
-    v = (int(c) % 2 ** (params.message_bits + 1)) * params.delta % params.big_q
-    cr = np.array([v % q for q in x.moduli], dtype=np.uint32)
     qb, _ = _q_cols(x.moduli)
-    return LWECiphertext(add_mod(x.b, jnp.asarray(cr), qb), x.a, x.moduli)
+    return LWECiphertext(add_mod(x.b, jnp.asarray(encode(params, c)), qb), x.a, x.moduli)
 
 
 def trivial(params: Params, m) -> LWECiphertext:
     """A noiseless, keyless encryption of m (a = 0): a public constant."""
     arr = _check_messages(params, m)
-    v = np.vectorize(lambda x: int(x) * params.delta % params.big_q, otypes=[object])(arr)
-    b = np.stack([np.vectorize(lambda x, q=q: x % q, otypes=[np.uint32])(v) for q in params.moduli], axis=-1)
+    b = encode(params, arr)
     a = np.zeros(arr.shape + (len(params.moduli), params.long_dim), dtype=np.uint32)
-    return LWECiphertext.create(jnp.asarray(b.astype(np.uint32)), jnp.asarray(a), params.moduli)
+    return LWECiphertext.create(jnp.asarray(b), jnp.asarray(a), params.moduli)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -606,6 +617,7 @@ __all__ = [
     "add_const",
     "check_compatible",
     "decrypt",
+    "encode",
     "encrypt",
     "keygen",
     "keyswitch",
