@@ -1,6 +1,15 @@
-"""Matrix-engine lowering of the ring kernels (CROSS BAT/MAT, Pallas accelerator kernels).
+"""Matrix-engine lowering of the ring kernels (CROSS BAT/MAT) and the kernel sets that select it.
 
-Empty for now: the int8-chunk matrix kernels arrive with the CROSS lowering. They may import only
-``crossfhe.math`` and ``crossfhe.ring`` and must be bit-exact with ``crossfhe.ring.ntt``, whose slot
-order (``crossfhe.ring.ntt.slot_exponents``) they reproduce.
+* :mod:`~crossfhe.kernels.chunks`: residues as signed 8-bit digits, accumulator bounds, recombination.
+* :mod:`~crossfhe.kernels.bat`: BAT, a modular product by a known operand as one int8 matmul.
+* :mod:`~crossfhe.kernels.ntt_matrix`: MAT, the negacyclic NTT as a 4-step matrix product.
+* :mod:`~crossfhe.kernels.bconv_matrix`: basis conversion's modular matmul through BAT.
+* :mod:`~crossfhe.kernels.sets`: ``VECTOR`` and ``MATRIX``, the two kernel sets behind one interface.
+
+This layer imports only ``crossfhe.math`` and ``crossfhe.ring``; its kernels are bit-exact with
+``crossfhe.ring.ntt`` (whose slot order they reproduce) and ``crossfhe.math.rns``.
 """
+
+from crossfhe.kernels.sets import MATRIX, VECTOR, KernelSet, as_kernel_set
+
+__all__ = ["MATRIX", "VECTOR", "KernelSet", "as_kernel_set"]
