@@ -533,15 +533,16 @@ def mul_plan(params: Params) -> MulPlan:
     rq = r.moduli + q.moduli
     qcol = np.array(rq, dtype=np.uint32).reshape(-1, 1)
     tw = np.array([params.t % m for m in rq], dtype=np.uint32).reshape(-1, 1)
+    kern = params.kernels
     return MulPlan(
-        up=BasisConversion.create(q, r, exact=True),
-        ntt_q=NTTPlan.create(params.n, q.moduli),
-        ntt_r=NTTPlan.create(params.n, r.moduli),
-        ntt_rq=NTTPlan.create(params.n, rq),
+        up=BasisConversion.create(q, r, exact=True, kernels=kern),
+        ntt_q=NTTPlan.create(params.n, q.moduli, kern),
+        ntt_r=NTTPlan.create(params.n, r.moduli, kern),
+        ntt_rq=NTTPlan.create(params.n, rq, kern),
         rq=_barrett(rq),
         t_rq=(qcol, tw, shoup_precompute(tw, qcol.astype(np.uint64))),
-        down=ModDownPlan.create(r, q, exact=True),
-        back=BasisConversion.create(r, q, exact=True),
+        down=ModDownPlan.create(r, q, exact=True, kernels=kern),
+        back=BasisConversion.create(r, q, exact=True, kernels=kern),
     )
 
 
@@ -584,7 +585,7 @@ def multiply(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     rlk = keys.relin_key()
     plan = mul_plan(params)
     d = _k_tensor_scale(a.c0.data, a.c1.data, b.c0.data, b.c1.data, plan)
-    c0, c1 = _k_relin(d, rlk, ks.keyswitch_plan(rlk), plan.ntt_q)
+    c0, c1 = _k_relin(d, rlk, ks.keyswitch_plan(rlk, kernels=params.kernels), plan.ntt_q)
     return Ciphertext(c0, c1, params)
 
 
@@ -612,7 +613,7 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     _same_params(a.params, keys.params, "apply_galois")
     element = int(element) % (2 * a.params.n)
     gk = keys.galois_key(element)
-    c0, c1 = _k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk), np.uint32(element))
+    c0, c1 = _k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, kernels=a.params.kernels), np.uint32(element))
     return Ciphertext(c0, c1, a.params)
 
 

@@ -220,7 +220,7 @@ def _k_galois(c0, c1, gk, plan, element):
 
 
 @lru_cache(maxsize=256)
-def _rescale_tables(n: int, moduli: tuple[int, ...], g: int):
+def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels):
     """Tables of :func:`_k_rescale` dividing by the last ``g`` primes of ``moduli``."""
     last, rest = moduli[-g:], moduli[:-g]
     divisor = math.prod(last)
@@ -241,7 +241,7 @@ def _rescale_tables(n: int, moduli: tuple[int, ...], g: int):
         col(d_inv),
         shoup_precompute(col(d_inv), tr.q.astype(np.uint64)),
     )
-    return NTTPlan.create(n, last), NTTPlan.create(n, rest), consts
+    return NTTPlan.create(n, last, kernels), NTTPlan.create(n, rest, kernels), consts
 
 
 @jax.jit
@@ -271,8 +271,8 @@ def _k_rescale(x, plan_last, plan_rest, consts):
     return shoup_mul(y, d_inv, d_inv_s, dst[0])
 
 
-def _rescale_poly(p: RNSPoly, g: int) -> RNSPoly:
-    plan_last, plan_rest, consts = _rescale_tables(p.n, p.basis, g)
+def _rescale_poly(p: RNSPoly, g: int, kernels) -> RNSPoly:
+    plan_last, plan_rest, consts = _rescale_tables(p.n, p.basis, g, kernels)
     return RNSPoly(_k_rescale(p.data, plan_last, plan_rest, consts), p.basis[:-g], Domain.EVAL)
 
 
@@ -361,8 +361,9 @@ def _check_product_scale(params: Params, scale: float, level: int) -> None:
         )
 
 
-def relinearize(d0: RNSPoly, d1: RNSPoly, d2: RNSPoly, rlk) -> tuple[RNSPoly, RNSPoly]:
-    plan = ks.keyswitch_plan(rlk, active=d2.limbs)
+def relinearize(d0: RNSPoly, d1: RNSPoly, d2: RNSPoly, rlk, *, kernels=None) -> tuple[RNSPoly, RNSPoly]:
+    """(d0, d1) + the key switch of d2 with ``rlk``; ``kernels``: the kernel set (default VECTOR)."""
+    plan = ks.keyswitch_plan(rlk, active=d2.limbs, kernels=kernels)
     u0, u1 = ks.keyswitch(d2, rlk, plan=plan)
     return _k_add_pair(d0, d1, u0, u1)
 
@@ -376,7 +377,7 @@ def mul(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     a, b = drop_level(a, level), drop_level(b, level)
     _check_product_scale(a.params, a.scale * b.scale, level)
     d0, d1, d2 = _k_tensor(a.c0, a.c1, b.c0, b.c1)
-    c0, c1 = relinearize(d0, d1, d2, keys.relin)
+    c0, c1 = relinearize(d0, d1, d2, keys.relin, kernels=a.params.kernels)
     return Ciphertext(c0, c1, a.params, a.scale * b.scale)
 
 
@@ -389,7 +390,8 @@ def rescale(a: Ciphertext) -> Ciphertext:
     One exact rounding of each coefficient by the product of the level's primes (one or two); adds at
     most (1 + N) / 2 to the noise."""
     primes = a.params.rescale_primes(a.level)
-    c0, c1 = _rescale_poly(a.c0, len(primes)), _rescale_poly(a.c1, len(primes))
+    kernels = a.params.kernels
+    c0, c1 = _rescale_poly(a.c0, len(primes), kernels), _rescale_poly(a.c1, len(primes), kernels)
     return Ciphertext(c0, c1, a.params, a.scale / math.prod(primes))
 
 
@@ -407,7 +409,8 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     back to the secret key with the Galois key for g."""
     _same_params(a.params, keys.params, "apply_galois")
     gk = keys.galois_key(element)
-    c0, c1 = _k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, active=a.c1.limbs), np.uint32(element))
+    plan = ks.keyswitch_plan(gk, active=a.c1.limbs, kernels=a.params.kernels)
+    c0, c1 = _k_galois(a.c0, a.c1, gk, plan, np.uint32(element))
     return Ciphertext(c0, c1, a.params, a.scale)
 
 
@@ -435,7 +438,8 @@ def rotate_many(a: Ciphertext, rotations, keys: EvaluationKeys) -> dict[int, Cip
         return out
     elements = [galois_element(a.params, k) for k in todo]
     gks = [keys.galois_key(g) for g in elements]
-    switched = ks.keyswitch_hoisted(a.c1, gks, elements, plan=ks.keyswitch_plan(gks[0], active=a.c1.limbs))
+    plan = ks.keyswitch_plan(gks[0], active=a.c1.limbs, kernels=a.params.kernels)
+    switched = ks.keyswitch_hoisted(a.c1, gks, elements, plan=plan)
     for k, g, (u0, u1) in zip(todo, elements, switched):
         out[k] = Ciphertext(poly.add(poly.automorphism(a.c0, g), u0), u1, a.params, a.scale)
     return out

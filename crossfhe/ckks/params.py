@@ -18,6 +18,7 @@ scale stays near Delta after every rescale (its exact value is tracked in each c
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
@@ -132,6 +133,19 @@ class Params:
     @property
     def n(self) -> int:
         return self.ring.n
+
+    @property
+    def kernels(self):
+        """The kernel set the evaluation operators run on (:mod:`crossfhe.kernels`; default VECTOR)."""
+        return self.ring.kernels
+
+    def with_kernels(self, kernels) -> Params:
+        """These parameters on another kernel set: ``crossfhe.kernels.MATRIX`` (the CROSS int8 matrix
+        lowering, for matrix engines) or ``VECTOR`` (radix-2, the CPU default). Ciphertexts and keys are
+        bit-identical on either, and the digest (serialization) does not change. Key switching, rescale,
+        multiplication and rotation use the set; encoding, encryption and key generation run the radix-2
+        kernels on either (client-side work, the same words)."""
+        return dataclasses.replace(self, ring=self.ring.with_kernels(kernels))
 
     @property
     def slots(self) -> int:

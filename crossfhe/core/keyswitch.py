@@ -246,12 +246,18 @@ class DigitModUp:
     prod: np.ndarray
     prod_shoup: np.ndarray
     ntt: NTTPlan
+    matrix: object
     chunk: int = _static()
     rows: tuple[int, ...] | None = _static()
     assemble: tuple[tuple[int, ...], ...] = _static()
+    kernels: object = _static()
 
     @classmethod
-    def create(cls, n: int, groups, q_basis: RNSBasis, target: RNSBasis) -> DigitModUp:
+    def create(cls, n: int, groups, q_basis: RNSBasis, target: RNSBasis, kernels=None) -> DigitModUp:
+        """``kernels``: None / VECTOR, or a kernel set with its own tables (MATRIX): the conversion matmul
+        and the NTT of the new limbs then run on it (``matrix``: its conversion tables), same words."""
+        if kernels is not None and not kernels.uses_tables:
+            kernels = None
         ups = [ModUpPlan.create(q_basis.sub(start, stop), target, centered=True) for start, stop in groups]
         convs = [up.conv for up in ups]
         alpha = max(stop - start for start, stop in groups)
@@ -278,7 +284,8 @@ class DigitModUp:
             own = range(n_real + start, n_real + stop)
             assemble.append(tuple(range(base, base + start)) + tuple(own) + tuple(range(base + start, base + b)))
             base += b
-        plans = [NTTPlan.create(n, c.to_basis.moduli) for c in convs]
+        plans = [NTTPlan.create(n, c.to_basis.moduli, kernels) for c in convs]
+        matrix = None if kernels is None else kernels.conversion_tables(weights, src[0], dst[0])
         return cls(
             src_q=src[0],
             hat_inv=src[1],
@@ -288,10 +295,12 @@ class DigitModUp:
             dst=tuple(dst),
             prod=prod[0],
             prod_shoup=prod[1],
-            ntt=_concat_ntt_plans(plans),
+            ntt=NTTPlan.concat(plans),
+            matrix=matrix,
             chunk=min(c.chunk for c in convs),
             rows=None if len(rows) == len(groups) * m else tuple(rows),
             assemble=tuple(assemble),
+            kernels=kernels,
         )
 
 
@@ -320,20 +329,8 @@ class KeySwitchPlan:
     mac_terms: int = _static()
 
 
-def _concat_ntt_plans(plans: list[NTTPlan]) -> NTTPlan:
-    """One NTT plan over the limbs of several plans in turn: every table of an NTTPlan has the limb axis
-    first, and the kernels treat limbs independently, so the tables are concatenated along it."""
-    leaves = [jax.tree_util.tree_leaves(plan) for plan in plans]
-    moduli = tuple(m for plan in plans for m in plan.moduli)
-    tables = [
-        np.concatenate(ts, axis=0) if isinstance(ts[0], np.ndarray) else jnp.concatenate(ts, axis=0)
-        for ts in zip(*leaves)
-    ]
-    return NTTPlan(plans[0].n, moduli, *tables)
-
-
 @lru_cache(maxsize=128)
-def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, active: int) -> KeySwitchPlan:
+def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, active: int, kernels) -> KeySwitchPlan:
     if not p:
         raise ParameterError("hybrid key switching needs at least one special prime (p is empty)")
     groups = digit_groups(len(q), dnum, active)
@@ -341,10 +338,10 @@ def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, acti
     target = q_basis.concat(p_basis)
     t = target.table
     return KeySwitchPlan(
-        up=DigitModUp.create(n, groups, q_basis, target),
-        ntt_q=NTTPlan.create(n, q_basis.moduli),
-        ntt_p=NTTPlan.create(n, p),
-        down=ModDownPlan.create(q_basis, p_basis, exact=True),
+        up=DigitModUp.create(n, groups, q_basis, target, kernels),
+        ntt_q=NTTPlan.create(n, q_basis.moduli, kernels),
+        ntt_p=NTTPlan.create(n, p, kernels),
+        down=ModDownPlan.create(q_basis, p_basis, exact=True, kernels=kernels),
         mac=(t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2),
         n=n,
         q=q,
@@ -356,14 +353,20 @@ def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, acti
     )
 
 
-def keyswitch_plan(params_like, *, active: int | None = None, dnum: int | None = None) -> KeySwitchPlan:
+def keyswitch_plan(
+    params_like, *, active: int | None = None, dnum: int | None = None, kernels=None
+) -> KeySwitchPlan:
     """The cached :class:`KeySwitchPlan` of the ring (n, q, p) of ``params_like`` at ``active`` limbs
     (default all L). ``params_like`` may be a :class:`KeySwitchKey` (its dnum is the default) or any
-    object with n, q, p (and dnum, or pass ``dnum``)."""
+    object with n, q, p (and dnum, or pass ``dnum``). ``kernels``: the kernel set (default: that of
+    ``params_like`` if it has one, else VECTOR)."""
     n, q, p = ring_of(params_like)
     dnum = _dnum_of(params_like, dnum)
     active = len(q) if active is None else int(active)
-    return _create_plan(n, q, p, dnum, active)
+    kernels = getattr(params_like, "kernels", None) if kernels is None else kernels
+    if kernels is not None and not kernels.uses_tables:
+        kernels = None
+    return _create_plan(n, q, p, dnum, active, kernels)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -410,10 +413,13 @@ def _convert_digits(x, up: DigitModUp):
         x = jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, pad), (0, 0)])
     x = x.reshape(x.shape[:-2] + (n_digits, alpha, x.shape[-1]))
     y = shoup_mul(x, up.hat_inv, up.hat_inv_shoup, up.src_q)  # [..., digits, alpha, N]
-    z = mac_reduce_rows(y, up.weights, *up.dst, chunk=up.chunk)  # [..., digits, m, N]
-    # Centered digits: each y_i > q_i / 2 stands for y_i - q_i, which subtracts D_j once.
-    count = jnp.sum((y > up.src_half).astype(jnp.uint32), axis=-2, keepdims=True)  # [..., digits, 1, N]
-    z = sub_mod(z, shoup_mul(count, up.prod, up.prod_shoup, up.dst[0]), up.dst[0])
+    if up.kernels is not None:  # the kernel set's matmul sums the centered digits itself
+        z = up.kernels.convert_centered(y, up.src_q, up.matrix)  # [..., digits, m, N]
+    else:
+        z = mac_reduce_rows(y, up.weights, *up.dst, chunk=up.chunk)  # [..., digits, m, N]
+        # Centered digits: each y_i > q_i / 2 stands for y_i - q_i, which subtracts D_j once.
+        count = jnp.sum((y > up.src_half).astype(jnp.uint32), axis=-2, keepdims=True)  # [..., digits, 1, N]
+        z = sub_mod(z, shoup_mul(count, up.prod, up.prod_shoup, up.dst[0]), up.dst[0])
     z = z.reshape(z.shape[:-3] + (-1, z.shape[-1]))  # [..., digits * m, N]
     return z if up.rows is None else jnp.take(z, np.array(up.rows, dtype=np.int32), axis=-2)
 

@@ -16,6 +16,7 @@ src/core/lib/lattice/stdlatticeparms.cpp). A set above the bound is refused unle
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import json
@@ -24,6 +25,7 @@ import operator
 from dataclasses import dataclass, field
 
 from crossfhe.errors import InsecureParametersError, ParameterError
+from crossfhe.kernels import VECTOR, KernelSet, as_kernel_set
 from crossfhe.math import primes
 from crossfhe.ring.ntt import MAX_LIMBS, MAX_LOG_N, MIN_LOG_N  # the NTT plan's limits bound every set
 
@@ -212,6 +214,7 @@ class RingParams:
     security: SecurityLevel = SecurityLevel.BITS_128
     secret: SecretDistribution = SecretDistribution.TERNARY
     insecure: bool = False
+    kernels: KernelSet = VECTOR
     _log_pq: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -223,6 +226,10 @@ class RingParams:
             raise ParameterError(f"secret = {self.secret!r} must be a SecretDistribution")
         if not isinstance(self.insecure, bool):
             raise ParameterError(f"insecure = {self.insecure!r} must be a bool")
+        try:
+            object.__setattr__(self, "kernels", as_kernel_set(self.kernels))
+        except ValueError as e:
+            raise ParameterError(str(e)) from None
         if not q:
             raise ParameterError("q is empty: a ring needs at least one ciphertext prime")
         if len(q) + len(p) > MAX_LIMBS:
@@ -252,6 +259,11 @@ class RingParams:
     @property
     def log_n(self) -> int:
         return self.n.bit_length() - 1
+
+    def with_kernels(self, kernels) -> RingParams:
+        """The same ring on another kernel set (:mod:`crossfhe.kernels`: VECTOR or MATRIX). The kernel set
+        changes how plans compute, never what: it is not part of :meth:`canonical_encoding`."""
+        return dataclasses.replace(self, kernels=kernels)
 
     @property
     def moduli(self) -> tuple[int, ...]:

@@ -156,11 +156,12 @@ def _dot_tables(params: Params) -> _DotTables:
     qp = params.q + params.p
     t_qp, t_q = ModulusTable.create(qp), ModulusTable.create(params.q)
     n_inv = np.array([pow(params.n, -1, m) for m in params.q], dtype=np.uint32).reshape(-1, 1)
+    kern = params.kernels
     return _DotTables(
-        ntt_qp=NTTPlan.create(params.n, qp),
-        ntt_q=NTTPlan.create(params.n, params.q),
-        ntt_p=NTTPlan.create(params.n, params.p),
-        down=ModDownPlan.create(RNSBasis(params.q), RNSBasis(params.p), exact=True),
+        ntt_qp=NTTPlan.create(params.n, qp, kern),
+        ntt_q=NTTPlan.create(params.n, params.q, kern),
+        ntt_p=NTTPlan.create(params.n, params.p, kern),
+        down=ModDownPlan.create(RNSBasis(params.q), RNSBasis(params.p), exact=True, kernels=kern),
         qp=(t_qp.q, t_qp.barrett_mu, t_qp.bits),
         tq=np.array([m - params.t for m in qp], dtype=np.uint32).reshape(-1, 1),
         q=(t_q.q, t_q.barrett_mu, t_q.bits, t_q.mont_qinv, t_q.mont_r2),

@@ -294,11 +294,13 @@ class BasisConversion:
     prod_mod_dst: np.ndarray
     prod_mod_dst_shoup: np.ndarray
     src_inv: np.ndarray
+    matrix: object
     from_basis: RNSBasis = _static()
     to_basis: RNSBasis = _static()
     chunk: int = _static()
     centered: bool = _static()
     exact: bool = _static()
+    kernels: object = _static()
 
     @classmethod
     def create(
@@ -309,12 +311,15 @@ class BasisConversion:
         chunk: int | None = None,
         centered: bool = False,
         exact: bool = False,
+        kernels=None,
     ):
         """Precompute Conv_{from_basis -> to_basis}. ``chunk`` (default: the largest safe one) may be
         lowered, e.g. to exercise the chunked accumulation; above the safe bound it is refused.
         Target moduli must exceed 2^15 (the reduction of ``mac_reduce``). ``centered``: use the step-1
         digits y_i - c_i when y_i > c_i / 2 (see :func:`fast_basis_conversion`). ``exact`` (implies
-        ``centered``): also remove alpha, estimated in float32 (HPS).
+        ``centered``): also remove alpha, estimated in float32 (HPS). ``kernels``: None or VECTOR for the
+        two-word multiply-accumulate matmul, or a kernel set with its own tables (MATRIX: BAT int8 products,
+        :mod:`crossfhe.kernels.bconv_matrix`), the same words either way.
         """
         small = [b for b in to_basis.moduli if b <= _MIN_TARGET_MODULUS]
         if small:
@@ -328,6 +333,11 @@ class BasisConversion:
             [[h % b for h in from_basis.hat] for b in to_basis.moduli], dtype=np.uint32
         ).reshape(len(to_basis), len(from_basis))
         prod_mod_dst = [from_basis.product % b for b in to_basis.moduli]
+        if kernels is not None and not kernels.uses_tables:
+            kernels = None
+        matrix = None
+        if kernels is not None:
+            matrix = kernels.conversion_tables(hat_mod_dst, from_basis.table.q, dst.q)
         return cls(
             src_q=from_basis.table.q,
             hat_inv=_u32_col(from_basis.hat_inv),
@@ -342,11 +352,13 @@ class BasisConversion:
             prod_mod_dst=_u32_col(prod_mod_dst),
             prod_mod_dst_shoup=_u32_col(_shoup(w, b) for w, b in zip(prod_mod_dst, to_basis.moduli, strict=True)),
             src_inv=np.array([1.0 / c for c in from_basis.moduli], dtype=np.float32).reshape(-1, 1),
+            matrix=matrix,
             from_basis=from_basis,
             to_basis=to_basis,
             chunk=chunk,
             centered=bool(centered or exact),
             exact=bool(exact),
+            kernels=kernels,
         )
 
 
@@ -354,13 +366,21 @@ def _convert(x, conv: BasisConversion):
     x = jnp.asarray(x, dtype=U32)
     _check_limbs(x, conv.from_basis, "fast_basis_conversion")
     y = shoup_mul(x, conv.hat_inv, conv.hat_inv_shoup, conv.src_q)
-    out = mac_reduce_rows(
-        y, conv.hat_mod_dst, conv.dst_q, conv.dst_mu, conv.dst_bits, conv.dst_qinv, conv.dst_r2, chunk=conv.chunk
-    )
-    if conv.centered:
+    neg = y > conv.src_half
+    if conv.kernels is not None:
+        # The kernel set's matmul sums the centered digits y~_i (each y_i > c_i / 2 as y_i - c_i).
+        out = conv.kernels.convert_centered(y, conv.src_q, conv.matrix)
+        # Plain sum: add [C]_{b_j} back once per such digit; centered: nothing to add (alpha aside).
+        count = -jnp.sum(neg.astype(jnp.int32), axis=-2, keepdims=True) if not conv.centered else None
+        if conv.exact:
+            count = jnp.zeros(out.shape[:-2] + (1, out.shape[-1]), jnp.int32)
+    else:
+        out = mac_reduce_rows(
+            y, conv.hat_mod_dst, conv.dst_q, conv.dst_mu, conv.dst_bits, conv.dst_qinv, conv.dst_r2, chunk=conv.chunk
+        )
         # Each digit taken as y_i - c_i subtracts C once: subtract [C]_{b_j} times their count.
-        neg = y > conv.src_half
-        count = jnp.sum(neg.astype(jnp.int32), axis=-2, keepdims=True)
+        count = jnp.sum(neg.astype(jnp.int32), axis=-2, keepdims=True) if conv.centered else None
+    if count is not None:
         if conv.exact:
             # sum_i y~_i / c_i = X~ / C + alpha with |X~ / C| <= 1/2: alpha = round of the float32 sum.
             frac = jnp.where(neg, y.astype(jnp.int32) - conv.src_q.astype(jnp.int32), y.astype(jnp.int32))
@@ -411,9 +431,12 @@ class ModUpPlan:
     offset: int = _static()
 
     @classmethod
-    def create(cls, digit_basis: RNSBasis, target_basis: RNSBasis, *, centered: bool = False) -> ModUpPlan:
+    def create(
+        cls, digit_basis: RNSBasis, target_basis: RNSBasis, *, centered: bool = False, kernels=None
+    ) -> ModUpPlan:
         """``centered``: the new limbs hold X~ + alpha D with X~ the centered representative of X and alpha
-        of mean 0 (:func:`fast_basis_conversion`), so products with key errors carry no bias."""
+        of mean 0 (:func:`fast_basis_conversion`), so products with key errors carry no bias. ``kernels``:
+        the kernel set of the conversion (:meth:`BasisConversion.create`)."""
         n, t = len(digit_basis), target_basis.moduli
         offsets = [s for s in range(len(t) - n + 1) if t[s : s + n] == digit_basis.moduli]
         if not offsets:
@@ -424,7 +447,7 @@ class ModUpPlan:
         if s == 0 and n == len(t):
             raise ParameterError("ModUp: the target basis must be larger than the digit basis")
         rest = RNSBasis(t[:s] + t[s + n :])
-        conv = BasisConversion.create(digit_basis, rest, centered=centered)
+        conv = BasisConversion.create(digit_basis, rest, centered=centered, kernels=kernels)
         return cls(conv=conv, digit_basis=digit_basis, target_basis=target_basis, offset=s)
 
 
@@ -460,16 +483,17 @@ class ModDownPlan:
 
     @classmethod
     def create(
-        cls, q_basis: RNSBasis, p_basis: RNSBasis, *, centered: bool = False, exact: bool = False
+        cls, q_basis: RNSBasis, p_basis: RNSBasis, *, centered: bool = False, exact: bool = False, kernels=None
     ) -> ModDownPlan:
         """``centered``: round(X / P) - alpha with alpha of mean 0 (centered conversion) instead of
         floor(X / P) - alpha with 0 <= alpha < |P|. ``exact``: round(X / P), or one off when X / P is
-        within |P| 2^-22 of a half-integer (alpha removed, :func:`fast_basis_conversion`)."""
+        within |P| 2^-22 of a half-integer (alpha removed, :func:`fast_basis_conversion`). ``kernels``: the
+        kernel set of the conversion (:meth:`BasisConversion.create`)."""
         q_basis.concat(p_basis)  # checks that Q and P are coprime
         big_p = p_basis.product
         p_inv = [pow(big_p % q, -1, q) for q in q_basis.moduli]
         return cls(
-            conv=BasisConversion.create(p_basis, q_basis, centered=centered, exact=exact),
+            conv=BasisConversion.create(p_basis, q_basis, centered=centered, exact=exact, kernels=kernels),
             q=q_basis.table.q,
             p_inv=_u32_col(p_inv),
             p_inv_shoup=_u32_col(_shoup(w, q) for w, q in zip(p_inv, q_basis.moduli, strict=True)),

@@ -142,7 +142,13 @@ class NTTPlan:
     forward twiddles psi^brv(i) and their Shoup companions, and ``wi``, ``wi_shoup``, the inverse twiddles
     psi^-brv(i), all arranged in kernel order; ``inv_last``, ``inv_last_shoup`` [limbs, 2], the constants
     N^-1 and psi^-1 N^-1 of the last inverse stage. Static: ``n``, ``moduli``. Create with :meth:`create`
-    (cached per (n, moduli)).
+    (cached per (n, moduli, kernels)).
+
+    Kernel set: ``kernels`` (static) is None for the radix-2 kernels of this module (the VECTOR set), or a
+    kernel set from :mod:`crossfhe.kernels` whose ``ntt``/``intt`` run on its own tables ``matrix`` (a
+    pytree child; e.g. the CROSS 4-step matrix transform). :func:`ntt` and :func:`intt` hand the work to it,
+    with the same words as the radix-2 kernels. The set is chosen by whoever creates the plan (from the
+    scheme's parameters), never detected here.
     """
 
     n: int
@@ -154,10 +160,16 @@ class NTTPlan:
     wi_shoup: np.ndarray
     inv_last: np.ndarray
     inv_last_shoup: np.ndarray
+    matrix: object = None
+    kernels: object = None
 
     @staticmethod
-    def create(n: int, moduli) -> NTTPlan:
-        return _create_plan(int(n), tuple(int(q) for q in moduli))
+    def create(n: int, moduli, kernels=None) -> NTTPlan:
+        """The plan of (n, moduli); ``kernels``: None or a VECTOR kernel set for the radix-2 kernels, or a
+        kernel set with matrix tables (:data:`crossfhe.kernels.MATRIX`)."""
+        if kernels is not None and not getattr(kernels, "uses_tables", False):
+            kernels = None
+        return _create_plan(int(n), tuple(int(q) for q in moduli), kernels)
 
     @property
     def log_n(self) -> int:
@@ -173,21 +185,38 @@ class NTTPlan:
         return max(self.moduli) >= 2**30
 
     def tree_flatten(self):
-        leaves = (self.q, self.w, self.w_shoup, self.wi, self.wi_shoup, self.inv_last, self.inv_last_shoup)
-        return leaves, (self.n, self.moduli)
+        leaves = (self.q, self.w, self.w_shoup, self.wi, self.wi_shoup, self.inv_last, self.inv_last_shoup, self.matrix)
+        return leaves, (self.n, self.moduli, self.kernels)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
-        return cls(aux[0], aux[1], *leaves)
+        return cls(aux[0], aux[1], *leaves, kernels=aux[2])
 
     def sub_plan(self, limbs: slice | list[int]) -> NTTPlan:
-        """The plan restricted to some limbs (e.g. after dropping the last modulus)."""
+        """The plan restricted to some limbs (e.g. after dropping the last modulus), same kernel set."""
         idx = list(range(self.limbs))[limbs] if isinstance(limbs, slice) else list(limbs)
-        return NTTPlan.create(self.n, [self.moduli[i] for i in idx])
+        return NTTPlan.create(self.n, [self.moduli[i] for i in idx], self.kernels)
+
+    @staticmethod
+    def concat(plans: list[NTTPlan]) -> NTTPlan:
+        """One plan over the limbs of several plans in turn (moduli may repeat): every table, the kernel
+        set's included, has the limb axis first and the kernels treat limbs independently."""
+        kernels = {p.kernels for p in plans}
+        if len(kernels) != 1 or len({p.n for p in plans}) != 1:
+            raise ParameterError("NTTPlan.concat: the plans must share N and the kernel set")
+        moduli = tuple(m for plan in plans for m in plan.moduli)
+        leaves = [jax.tree_util.tree_leaves(plan) for plan in plans]
+        tables = [
+            np.concatenate(ts, axis=0) if isinstance(ts[0], np.ndarray) else jnp.concatenate(ts, axis=0)
+            for ts in zip(*leaves, strict=True)
+        ]
+        plan = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(plans[0]), tables)
+        leaves, (n, _, kernels) = plan.tree_flatten()
+        return NTTPlan(n, moduli, *leaves, kernels=kernels)
 
 
 @lru_cache(maxsize=32)
-def _create_plan(n: int, moduli: tuple[int, ...]) -> NTTPlan:
+def _create_plan(n: int, moduli: tuple[int, ...], kernels) -> NTTPlan:
     if n <= 0 or n & (n - 1) or not (MIN_LOG_N <= n.bit_length() - 1 <= MAX_LOG_N):
         raise ParameterError(f"ring degree N must be a power of two in [2^{MIN_LOG_N}, 2^{MAX_LOG_N}], got {n}")
     if not 1 <= len(moduli) <= MAX_LIMBS:
@@ -200,7 +229,8 @@ def _create_plan(n: int, moduli: tuple[int, ...]) -> NTTPlan:
     tables = [_limb_tables(n, q) for q in moduli]
     stacked = [jnp.asarray(np.stack([t[i] for t in tables])) for i in range(6)]
     qa = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
-    return NTTPlan(n, moduli, qa, *stacked)
+    matrix = None if kernels is None else kernels.ntt_tables(n, moduli)
+    return NTTPlan(n, moduli, qa, *stacked, matrix=matrix, kernels=kernels)
 
 
 def _check(x, plan: NTTPlan):
@@ -405,6 +435,8 @@ def ntt_lazy(x, plan: NTTPlan):
     in [0, 2 q_i). Exact.
     """
     _check(x, plan)
+    if plan.kernels is not None:
+        return plan.kernels.ntt(x, plan.matrix)  # [0, q), inside the lazy range
     return _forward_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
 
 
@@ -414,6 +446,8 @@ def ntt(x, plan: NTTPlan):
     Returns uint32[..., limbs, N] in [0, q_i): the evaluation domain in slot order. Exact.
     """
     _check(x, plan)
+    if plan.kernels is not None:
+        return plan.kernels.ntt(x, plan.matrix)
     return _ntt_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
 
 
@@ -423,6 +457,8 @@ def intt(x, plan: NTTPlan):
     Returns the coefficients in [0, q_i). Exact.
     """
     _check(x, plan)
+    if plan.kernels is not None:
+        return plan.kernels.intt(x, plan.matrix)
     return _intt_jit(x, plan.q, plan.wi, plan.wi_shoup, plan.inv_last, plan.inv_last_shoup, wide=plan.wide)
 
 

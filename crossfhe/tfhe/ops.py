@@ -145,7 +145,7 @@ class _Tables:
         self = super().__new__(cls)
         self.params = params
         self.basis = RNSBasis(params.moduli)
-        self.plan = NTTPlan.create(params.poly_size, params.moduli)
+        self.plan = NTTPlan.create(params.poly_size, params.moduli, params.kernels)
         self.gplan = RNSGadgetPlan.create(self.basis, params.pbs_gadget)
         self.ms_plan = RNSGadgetPlan.create(self.basis, Gadget(16, 2))
         t = ModulusTable.create(params.moduli)

@@ -49,12 +49,14 @@ for its 32-bit key switch. A set not covered is refused unless ``insecure=True``
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
 from functools import cached_property
 
 from crossfhe.errors import InsecureParametersError, ParameterError
+from crossfhe.kernels import VECTOR, KernelSet, as_kernel_set
 from crossfhe.math import primes
 from crossfhe.math.decompose import Gadget
 
@@ -111,9 +113,14 @@ class Params:
     max_norm2: int | None = None
     name: str = ""
     insecure: bool = False
+    kernels: KernelSet = VECTOR
 
     def __post_init__(self):
         p, n, k, big_n = self.message_bits, self.lwe_dim, self.glwe_dim, self.poly_size
+        try:
+            object.__setattr__(self, "kernels", as_kernel_set(self.kernels))
+        except ValueError as e:
+            raise ParameterError(str(e)) from None
         for what, v in (("message_bits", p), ("lwe_dim", n), ("glwe_dim", k), ("poly_size", big_n)):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ParameterError(f"{what} must be an int, got {v!r}")
@@ -245,6 +252,11 @@ class Params:
     def ksk_bytes(self) -> int:
         """Key-switching key: k N l_ks LWE ciphertexts of dimension n mod 2^32."""
         return self.long_dim * self.ks_gadget.levels * (self.lwe_dim + 1) * 4
+
+    def with_kernels(self, kernels) -> Params:
+        """These parameters on another kernel set (``crossfhe.kernels.MATRIX`` or ``VECTOR``): the blind
+        rotation's NTTs run on it; ciphertexts and keys are bit-identical and the digest is unchanged."""
+        return dataclasses.replace(self, kernels=kernels)
 
     def digest(self) -> str:
         """SHA-256 of the fields that define the ciphertext format (serialization headers)."""
