@@ -199,7 +199,8 @@ def test_centered_matmul_grouped():
     dst = np.array([[P20[0]], [P31[0]]], dtype=np.int64)[..., None]  # [G, m, 1]
     w = (rng.integers(0, 2**40, (2, 1, 2)) % dst).astype(np.uint32)
     y = (rng.integers(0, 2**62, (3, 2, 2, N)) % src).astype(np.uint32)
-    got = np.asarray(bconv_matrix.centered_matmul(y, src.astype(np.uint32), bconv_matrix.conversion_operand(w, src, dst)))
+    op = bconv_matrix.conversion_operand(w, src, dst)
+    got = np.asarray(bconv_matrix.centered_matmul(y, src.astype(np.uint32), op))
     yc = np.where(y > src // 2, y.astype(np.int64) - src, y.astype(np.int64)).astype(object)
     want = np.einsum("gja,bgan->bgjn", w.astype(object), yc) % dst.astype(object)
     np.testing.assert_array_equal(got, want.astype(np.uint32))

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crossfhe.kernels import bconv_matrix, ntt_matrix
+
 
 @dataclass(frozen=True)
 class KernelSet:
@@ -42,18 +44,16 @@ class KernelSet:
     # NTT ---------------------------------------------------------------------------------------------
 
     def ntt_tables(self, n: int, moduli: tuple[int, ...]):
-        from crossfhe.kernels import ntt_matrix
-
         return ntt_matrix.MatrixNTTPlan.create(n, moduli)
 
-    def ntt(self, x, tables):
-        from crossfhe.kernels import ntt_matrix
+    def concat_ntt_tables(self, tables: list):
+        """The tables of several plans over their limbs in turn (moduli may repeat across them)."""
+        return ntt_matrix.concat(tables)
 
+    def ntt(self, x, tables):
         return ntt_matrix.ntt(x, tables)
 
     def intt(self, x, tables):
-        from crossfhe.kernels import ntt_matrix
-
         return ntt_matrix.intt(x, tables)
 
     # Basis conversion ----------------------------------------------------------------------------------
@@ -62,14 +62,10 @@ class KernelSet:
         """BAT tables of the conversion matmul z[..., g, j, n] = sum_i y~[..., g, i, n] weights[g, j, i]
         mod dst_q[g, j], for ``weights`` ``[G, m, a]`` (or ``[m, a]``), ``src_q`` ``[G, a, 1]`` and
         ``dst_q`` ``[G, m, 1]`` (the moduli of the inputs and of the outputs)."""
-        from crossfhe.kernels import bconv_matrix
-
         return bconv_matrix.conversion_operand(weights, src_q, dst_q)
 
     def convert_centered(self, y, src_q, tables):
         """sum_i center(y_i) w_ji mod b_j (:func:`crossfhe.kernels.bconv_matrix.centered_matmul`)."""
-        from crossfhe.kernels import bconv_matrix
-
         return bconv_matrix.centered_matmul(y, src_q, tables)
 
 

@@ -205,14 +205,13 @@ class NTTPlan:
         if len(kernels) != 1 or len({p.n for p in plans}) != 1:
             raise ParameterError("NTTPlan.concat: the plans must share N and the kernel set")
         moduli = tuple(m for plan in plans for m in plan.moduli)
-        leaves = [jax.tree_util.tree_leaves(plan) for plan in plans]
         tables = [
             np.concatenate(ts, axis=0) if isinstance(ts[0], np.ndarray) else jnp.concatenate(ts, axis=0)
-            for ts in zip(*leaves, strict=True)
+            for ts in zip(*(plan.tree_flatten()[0][:7] for plan in plans), strict=True)
         ]
-        plan = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(plans[0]), tables)
-        leaves, (n, _, kernels) = plan.tree_flatten()
-        return NTTPlan(n, moduli, *leaves, kernels=kernels)
+        kernels = plans[0].kernels
+        matrix = None if kernels is None else kernels.concat_ntt_tables([plan.matrix for plan in plans])
+        return NTTPlan(plans[0].n, moduli, *tables, matrix=matrix, kernels=kernels)
 
 
 @lru_cache(maxsize=32)
