@@ -1,0 +1,94 @@
+"""The two kernel sets give bit-identical ciphertexts: a representative operator of each scheme run on
+VECTOR (radix-2) and on MATRIX (CROSS MAT/BAT int8 matrix products), same keys, same randomness.
+
+The MATRIX set is slow on a CPU, so this is a small subset: CKKS multiply + rescale + rotation (hybrid
+key switching, ModUp/ModDown, rescale NTTs), BFV multiply + row rotation (HPS basis extensions), TFHE
+programmable bootstrapping (the blind rotation's external products), all on insecure test presets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crossfhe import testing
+from crossfhe.bfv import ops as bfv
+from crossfhe.ckks import ops as ckks
+from crossfhe.errors import ParameterError
+from crossfhe.kernels import MATRIX, VECTOR
+from crossfhe.math.random import seed_key
+from crossfhe.tfhe import ops as tfhe
+
+
+def _same(x, y):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def _key(label: str):
+    return seed_key(label.encode().ljust(32, b"."))
+
+
+def test_with_kernels_keeps_the_digest_and_is_checked():
+    p = testing.INSECURE_CKKS_N10
+    m = p.with_kernels(MATRIX)
+    assert p.kernels is VECTOR and m.kernels == MATRIX and m != p
+    assert m.digest() == p.digest() and m.with_kernels("vector") == p
+    t = testing.INSECURE_TFHE_P2
+    assert t.with_kernels(MATRIX).digest() == t.digest()
+    assert testing.INSECURE_BFV_N256.with_kernels("matrix").kernels == MATRIX
+    with pytest.raises(ParameterError, match="unknown kernel set"):
+        p.with_kernels("tensor")
+
+
+def test_ckks_mul_rescale_rotate_bit_identical():
+    outs = []
+    for params in (testing.INSECURE_CKKS_N10, testing.INSECURE_CKKS_N10.with_kernels(MATRIX)):
+        sk, ek = ckks.keygen(params, rotations=[1, 3], seed=bytes(range(32)))
+        rng = np.random.default_rng(0)
+        z = rng.uniform(-1, 1, params.slots)
+        w = rng.uniform(-1, 1, params.slots)
+        cz = ckks.encrypt(ek, ckks.encode(params, z), key=_key("z"))
+        cw = ckks.encrypt(ek, ckks.encode(params, w), key=_key("w"))
+        prod = ckks.rescale(ckks.mul(cz, cw, ek))
+        rot = ckks.rotate(prod, 1, ek)
+        many = ckks.rotate_many(cz, [1, 3], ek)
+        got = ckks.decode(ckks.decrypt(sk, rot)).real
+        # Product error after relinearization and rescale, then a key switch: far below 2^-10 at scale 2^30.
+        assert np.max(np.abs(got - np.roll(z * w, -1))) < 2**-10
+        outs.append((prod, rot, many[3]))
+    for a, b in zip(*outs, strict=True):
+        _same(a.c0.data, b.c0.data)
+        _same(a.c1.data, b.c1.data)
+
+
+def test_bfv_multiply_rotate_bit_identical():
+    outs = []
+    for params in (testing.INSECURE_BFV_N256, testing.INSECURE_BFV_N256.with_kernels(MATRIX)):
+        sk, ek = bfv.keygen(params, rotations=(1,), seed=bytes(32))
+        rng = np.random.default_rng(1)
+        a = rng.integers(0, params.t, (2, params.n // 2))
+        b = rng.integers(0, params.t, (2, params.n // 2))
+        ca = bfv.encrypt(ek, bfv.encode(params, a), key=_key("a"))
+        cb = bfv.encrypt(ek, bfv.encode(params, b), key=_key("b"))
+        prod = bfv.multiply(ca, cb, ek)
+        rot = bfv.rotate_rows(prod, 1, ek)
+        np.testing.assert_array_equal(bfv.decode(bfv.decrypt(sk, rot)), np.roll(a * b % params.t, -1, axis=1))
+        outs.append((prod, rot))
+    for x, y in zip(*outs, strict=True):
+        _same(x.c0.data, y.c0.data)
+        _same(x.c1.data, y.c1.data)
+
+
+def test_tfhe_pbs_bit_identical():
+    outs = []
+    for params in (testing.INSECURE_TFHE_P2, testing.INSECURE_TFHE_P2.with_kernels(MATRIX)):
+        ck, sk = tfhe.keygen(params, b"kernel-sets".ljust(32, b"\0"))
+        m = np.arange(4)
+        ct = tfhe.encrypt(ck, m, b"kernel-sets-ct".ljust(32, b"\0"))
+        out = tfhe.pbs(sk, ct, lambda v: (3 * v + 1) % 4)
+        np.testing.assert_array_equal(tfhe.decrypt(ck, out), (3 * m + 1) % 4)
+        outs.append((sk, out))
+    (sk_v, out_v), (sk_m, out_m) = outs
+    _same(sk_v.bsk, sk_m.bsk)  # keys built on either set are the same words too
+    _same(out_v.b, out_m.b)
+    _same(out_v.a, out_m.a)
