@@ -47,6 +47,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--json", type=Path, default=None, help="write the JSON records here")
     p.add_argument("--threads", type=int, default=1, help="CPUs to run on (1 matches the single-thread peer)")
     p.add_argument("--no-peer", action="store_true", help="skip SEAL")
+    p.add_argument("--kernels", choices=("vector", "matrix"), default="vector",
+                   help="kernel set of the evaluation operators (matrix: the CROSS int8 lowering, for GPUs/TPUs)")
     p.add_argument("--no-precision", action="store_true", help="skip the precision comparison")
     p.add_argument("--chains", action="store_true",
                    help="depth-L chains for every preset in the run (N 2^16: minutes, one compilation per level)")
@@ -182,7 +184,7 @@ def ours_ops(p: Params, sk, ek, x, y) -> tuple[dict, dict]:
     once("decode", lambda: ops.decode(dec))
     once("he_add", lambda: ops.add(ct, cty))
     once("pmult", lambda: ops.mul_plain(ct, pty))
-    plan = ks.keyswitch_plan(ek.relin, active=ct.c1.limbs)
+    plan = ks.keyswitch_plan(ek.relin, active=ct.c1.limbs, kernels=p.kernels)
     once("keyswitch", lambda: ks.keyswitch(ct.c1, ek.relin, plan=plan))
     prod = once("he_mult_relin", lambda: ops.mul(ct, cty, ek))
     once("rescale", lambda: ops.rescale(prod))
@@ -334,12 +336,12 @@ PEER_NOTE = {
 
 
 def _base(args) -> dict:
-    return {"suite": "ckks", "device": jax.devices()[0].platform, "backend": "VECTOR", "jax": jax.__version__,
-            "threads": args.threads, "cpu": platform.processor() or platform.machine()}
+    return {"suite": "ckks", "device": jax.devices()[0].platform, "backend": args.kernels.upper(),
+            "jax": jax.__version__, "threads": args.threads, "cpu": platform.processor() or platform.machine()}
 
 
 def bench_preset(name: str, args, base: dict, peer: str | None, timing: dict) -> tuple[list[dict], tuple]:
-    p = getattr(presets, name)
+    p = getattr(presets, name).with_kernels(args.kernels)
     prm = _params_record(name, p)
     load_before = load_average()
     t_start = time.perf_counter()
