@@ -92,3 +92,20 @@ def test_tfhe_pbs_bit_identical():
     _same(sk_v.bsk, sk_m.bsk)  # keys built on either set are the same words too
     _same(out_v.b, out_m.b)
     _same(out_v.a, out_m.a)
+
+
+def test_hmvp_bit_identical():
+    # CHAM's matrix-vector product: the dot products' NTTs and ModDown, then LWE packing's key switches.
+    from crossfhe.linalg import hmvp as H
+
+    outs = []
+    for params in (testing.INSECURE_BFV_N256_COEFF, testing.INSECURE_BFV_N256_COEFF.with_kernels(MATRIX)):
+        sk, ek = bfv.keygen(params, galois_elements=H.required_galois_elements(params), relin=False, seed=bytes(32))
+        rng = np.random.default_rng(2)
+        a = rng.integers(0, params.t, size=(5, 40))
+        v = rng.integers(0, params.t, size=40)
+        res = H.hmvp(H.encode_matrix(params, a), H.encrypt_vector(ek, params, v, key=_key("v")), ek)
+        np.testing.assert_array_equal(H.decrypt_result(sk, res), H.matvec_reference(a, v, params.t))
+        outs.append(res.ciphertexts[0])
+    _same(outs[0].c0.data, outs[1].c0.data)
+    _same(outs[0].c1.data, outs[1].c1.data)

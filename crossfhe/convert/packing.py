@@ -147,7 +147,7 @@ def _check_pair(c0, c1, what: str) -> None:
         )
 
 
-def _plan(ksk: KeySwitchKey, c0: RNSPoly, what: str) -> KeySwitchPlan:
+def _plan(ksk: KeySwitchKey, c0: RNSPoly, what: str, kernels=None) -> KeySwitchPlan:
     """The key-switching plan at c0's level, after checking c0 is over a prefix of the key's q. (Every key
     is checked against this plan when it is used: keys of another ring or dnum raise BasisMismatchError.)"""
     k = c0.limbs
@@ -156,7 +156,7 @@ def _plan(ksk: KeySwitchKey, c0: RNSPoly, what: str) -> KeySwitchPlan:
             f"{what}: the ciphertexts (N = {c0.n}, moduli {c0.basis}) are not over a prefix of the keys' "
             f"ciphertext primes (N = {ksk.n}, q = {ksk.q})"
         )
-    return keyswitch_plan(ksk, active=k)
+    return keyswitch_plan(ksk, active=k, kernels=kernels)
 
 
 @lru_cache(maxsize=256)
@@ -234,7 +234,7 @@ def _trace(c0, c1, keys, first: int, last: int, plan: KeySwitchPlan):
     return c0, c1
 
 
-def pack_two_lwes(even, odd, keys, *, level: int) -> tuple[RNSPoly, RNSPoly]:
+def pack_two_lwes(even, odd, keys, *, level: int, kernels=None) -> tuple[RNSPoly, RNSPoly]:
     """CHAM Alg. 2 (PackTwoLWEs) at ``level`` l: (e + X^(N/2^l) o) + tau_{2^l+1}(e - X^(N/2^l) o).
 
     even, odd: RLWE ciphertexts (c0, c1), RNSPoly ``uint32[..., k, N]`` (same shape; leading axes batch),
@@ -242,7 +242,8 @@ def pack_two_lwes(even, odd, keys, *, level: int) -> tuple[RNSPoly, RNSPoly]:
     (:func:`gen_packing_keys`). 1 <= l <= log2(N). Returns (c0, c1) of the same shape, EVAL. If the phases
     of even and odd hold u_t and v_t at coefficient t N/2^(l-1) (t < 2^(l-1)), the output's phase holds
     2 u_t at coefficient 2t N/2^l and 2 v_t at (2t+1) N/2^l (other coefficients mixed), plus a key-switch
-    error <= B_ks. Module docstring: the tree, the noise.
+    error <= B_ks. Module docstring: the tree, the noise. ``kernels``: the key switches' kernel set
+    (:mod:`crossfhe.kernels`; default VECTOR).
     """
     _check_pair(*even, "pack_two_lwes")
     _check_pair(*odd, "pack_two_lwes")
@@ -255,10 +256,10 @@ def pack_two_lwes(even, odd, keys, *, level: int) -> tuple[RNSPoly, RNSPoly]:
     if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or not 1 <= level <= log_n:
         raise ParameterError(f"level = {level!r} must be an int in [1, log2(N) = {log_n}]")
     level = int(level)
-    return _pack_level(even, odd, keys, level, _plan(_galois_key(keys, level), even[0], "pack_two_lwes"))
+    return _pack_level(even, odd, keys, level, _plan(_galois_key(keys, level), even[0], "pack_two_lwes", kernels))
 
 
-def field_trace(c0: RNSPoly, c1: RNSPoly, keys, *, n: int) -> tuple[RNSPoly, RNSPoly]:
+def field_trace(c0: RNSPoly, c1: RNSPoly, keys, *, n: int, kernels=None) -> tuple[RNSPoly, RNSPoly]:
     """Tr_{K_{2N}/K_{2n}}: ct <- ct + tau_{2^l+1}(ct) for l = log2(n) + 1 .. log2(N) (key-switched).
 
     c0, c1: RNSPoly ``uint32[..., k, N]``, EVAL over a prefix of the keys' q; n: a power of two dividing N.
@@ -271,11 +272,13 @@ def field_trace(c0: RNSPoly, c1: RNSPoly, keys, *, n: int) -> tuple[RNSPoly, RNS
         raise ParameterError(f"n = {n} must divide N = {c0.n}")
     if log_small == log_n:
         return c0, c1
-    plan = _plan(_galois_key(keys, log_small + 1), c0, "field_trace")
+    plan = _plan(_galois_key(keys, log_small + 1), c0, "field_trace", kernels)
     return _trace(c0, c1, keys, log_small + 1, log_n, plan)
 
 
-def pack_lwes(c0: RNSPoly, c1: RNSPoly, keys, *, normalize: bool = True) -> tuple[RNSPoly, RNSPoly]:
+def pack_lwes(
+    c0: RNSPoly, c1: RNSPoly, keys, *, normalize: bool = True, kernels=None
+) -> tuple[RNSPoly, RNSPoly]:
     """PackLWEs then the field trace (module docstring): m ciphertexts -> one, input i at coefficient i N/n.
 
     c0, c1: RNSPoly ``uint32[m, k, N]``, EVAL over a prefix Q_k of the keys' q, 1 <= m <= N; the constant
@@ -285,7 +288,8 @@ def pack_lwes(c0: RNSPoly, c1: RNSPoly, keys, *, normalize: bool = True) -> tupl
     0 elsewhere, plus noise <= :func:`pack_noise_bound`. ``normalize`` (default): inputs times N^-1 mod Q_k
     first (exact), so the output holds mu_i (and the inputs' noise times 1); otherwise N mu_i (noise times N).
     The key-switch noise is the same either way. Each tree level runs batched, in calls of
-    :data:`PACK_CHUNK` pairs (two compiled shapes in all), and each trace step is one call.
+    :data:`PACK_CHUNK` pairs (two compiled shapes in all), and each trace step is one call. ``kernels``:
+    the key switches' kernel set (:mod:`crossfhe.kernels`; default VECTOR).
     Raises ParameterError (m, missing key), BasisMismatchError, DomainMismatchError naming the problem.
     """
     _check_pair(c0, c1, "pack_lwes")
@@ -294,7 +298,7 @@ def pack_lwes(c0: RNSPoly, c1: RNSPoly, keys, *, normalize: bool = True) -> tupl
     m, log_n = c0.data.shape[0], _log2(c0.n, "N")
     if not 1 <= m <= c0.n:
         raise ParameterError(f"pack_lwes packs m in [1, N = {c0.n}] ciphertexts, got m = {m}")
-    plan = _plan(_galois_key(keys, 1), c0, "pack_lwes")
+    plan = _plan(_galois_key(keys, 1), c0, "pack_lwes", kernels)
     if normalize:
         n_inv = pow(c0.n, -1, math.prod(c0.basis))
         c0, c1 = mul_scalar(c0, n_inv), mul_scalar(c1, n_inv)
@@ -310,17 +314,19 @@ def pack_lwes(c0: RNSPoly, c1: RNSPoly, keys, *, normalize: bool = True) -> tupl
     return _rows(c0, 0), _rows(c1, 0)
 
 
-def pack_lwe_ciphertexts(lwes: LWECiphertext, keys, *, normalize: bool = True) -> tuple[RNSPoly, RNSPoly]:
+def pack_lwe_ciphertexts(
+    lwes: LWECiphertext, keys, *, normalize: bool = True, kernels=None
+) -> tuple[RNSPoly, RNSPoly]:
     """:func:`pack_lwes` of the RLWE embeddings (:func:`~crossfhe.core.lwe.lwe_to_rlwe`, CHAM eq. 3) of m
     LWE ciphertexts: b ``[m, k]``, a ``[m, k, N]`` over a prefix of the keys' q. The phase of the result
     has LWE phase i at coefficient i N/n (n the power of two >= m), 0 elsewhere, plus noise
-    <= :func:`pack_noise_bound` (with input noise the LWE noise bound)."""
+    <= :func:`pack_noise_bound` (with input noise the LWE noise bound). ``kernels``: as for pack_lwes."""
     if not isinstance(lwes, LWECiphertext):
         raise TypeError(f"pack_lwe_ciphertexts takes an LWECiphertext, got {type(lwes).__name__}")
     if lwes.a.ndim != 3:
         raise BasisMismatchError(f"pack_lwe_ciphertexts takes one batch axis: a [m, k, N], got {tuple(lwes.a.shape)}")
     c0, c1 = lwe_to_rlwe(lwes, domain=Domain.EVAL)
-    return pack_lwes(c0, c1, keys, normalize=normalize)
+    return pack_lwes(c0, c1, keys, normalize=normalize, kernels=kernels)
 
 
 def pack_noise_bound(

@@ -271,7 +271,7 @@ def hmvp(
             jax.block_until_ready((c0.data, c1.data))
             t1 = time.perf_counter()
             timings["dot"] = timings.get("dot", 0.0) + t1 - t0
-        p0, p1 = pack_lwes(c0, c1, keys.galois)
+        p0, p1 = pack_lwes(c0, c1, keys.galois, kernels=params.kernels)
         if timings is not None:
             jax.block_until_ready((p0.data, p1.data))
             timings["pack"] = timings.get("pack", 0.0) + time.perf_counter() - t1
