@@ -36,11 +36,13 @@ bench: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt
 	$(BIN)/crossfhe bench ckks
 	$(BIN)/crossfhe bench hmvp
+	$(BIN)/crossfhe bench kernels
 
 bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt --quick
 	$(BIN)/crossfhe bench ckks --quick
 	$(BIN)/crossfhe bench hmvp --quick
+	$(BIN)/crossfhe bench kernels --quick
 
 clean:
 	rm -rf $(VENV) .jax_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target
