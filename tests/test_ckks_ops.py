@@ -16,6 +16,7 @@ import pytest
 
 from crossfhe.ckks import ops
 from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.kernels import MATRIX
 from crossfhe.testing import INSECURE_CKKS_N10, INSECURE_CKKS_N11_COMPOSITE
 
 SIGMA = 3.19
@@ -173,11 +174,12 @@ def test_hoisted_rotations_equal_separate(ctx):
         assert np.max(np.abs(ops.decode(ops.decrypt(sk, many[k])) - separate)) <= 16 * fresh_bound(params)
 
 
-@pytest.mark.parametrize("g", [1, 2, 3])
-def test_rescale_kernel_rounds_exactly(g):
+@pytest.mark.parametrize(("g", "kernels"), [(1, None), (2, None), (3, None), (2, MATRIX)])
+def test_rescale_kernel_rounds_exactly(g, kernels):
     """The rescale kernel divides by the product D of the last g primes with one exact rounding:
     coefficient c becomes floor((x + (D - 1) / 2) / D) mod q_i, x in [0, Q) the CRT of the residues
-    (Python integers), whatever g; extreme coefficients 0, Q - 1 and (D - 1) / 2 included."""
+    (Python integers), whatever g; extreme coefficients 0, Q - 1 and (D - 1) / 2 included. The MATRIX
+    kernel set (4-step int8 NTTs) gives the same words."""
     from crossfhe.ring.ntt import NTTPlan
     from crossfhe.ring.poly import Domain, RNSPoly, to_coeff, to_eval
 
@@ -189,7 +191,7 @@ def test_rescale_kernel_rounds_exactly(g):
     xs[:3] = [0, big_q - 1, (d - 1) // 2]
     data = np.array([[x % m for x in xs] for m in moduli], dtype=np.uint32)
     p = to_eval(RNSPoly.create(data, moduli), NTTPlan.create(params.n, moduli))
-    out = ops._rescale_poly(p, g)
+    out = ops._rescale_poly(p, g, kernels)
     assert out.basis == moduli[:-g] and out.domain == Domain.EVAL
     got = np.asarray(to_coeff(out, NTTPlan.create(params.n, moduli[:-g])).data)
     want = [[((x + (d - 1) // 2) // d) % m for x in xs] for m in moduli[:-g]]

@@ -271,7 +271,7 @@ def _k_rescale(x, plan_last, plan_rest, consts):
     return shoup_mul(y, d_inv, d_inv_s, dst[0])
 
 
-def _rescale_poly(p: RNSPoly, g: int, kernels) -> RNSPoly:
+def _rescale_poly(p: RNSPoly, g: int, kernels=None) -> RNSPoly:
     plan_last, plan_rest, consts = _rescale_tables(p.n, p.basis, g, kernels)
     return RNSPoly(_k_rescale(p.data, plan_last, plan_rest, consts), p.basis[:-g], Domain.EVAL)
 
