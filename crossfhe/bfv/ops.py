@@ -165,7 +165,7 @@ def decode(pt: Plaintext) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _lift_tables(n: int, moduli: tuple[int, ...], t: int, scale: int):
+def _lift_tables(n: int, moduli: tuple[int, ...], t: int, scale: int, kernels=None):
     """NTT plan and (moduli, scale mod each modulus, its Shoup companion, q_i - t) as [limbs, 1] words,
     plus the rounding constants (r, t, Barrett mu and bit length of t) of :func:`_round_rm_over_t` for
     r = prod(moduli) mod t."""
@@ -175,7 +175,7 @@ def _lift_tables(n: int, moduli: tuple[int, ...], t: int, scale: int):
     tq = np.array([m - t for m in moduli], dtype=np.uint32).reshape(-1, 1)
     bits = t.bit_length()
     rounding = tuple(np.uint32(x) for x in (math.prod(moduli) % t, t, (1 << (2 * bits)) // t, bits))
-    return NTTPlan.create(n, moduli), (q, w, ws, tq), rounding
+    return NTTPlan.create(n, moduli, kernels), (q, w, ws, tq), rounding
 
 
 def _round_rm_over_t(m, r, t, mu, bits):
@@ -224,7 +224,7 @@ def scaled_message(params: Params, m, moduli: tuple[int, ...] | None = None) -> 
     phase instead of (D mod t) m / t, which is up to t and, for t ~ 2^20, outweighs a fresh encryption's
     noise by 10 bits of budget (SEAL rounds the same way)."""
     moduli = params.q if moduli is None else tuple(moduli)
-    plan, consts, rounding = _lift_tables(params.n, moduli, params.t, math.prod(moduli) // params.t)
+    plan, consts, rounding = _lift_tables(params.n, moduli, params.t, math.prod(moduli) // params.t, params.kernels)
     return RNSPoly(_k_scaled(jnp.asarray(m, dtype=jnp.uint32), plan, consts, rounding), moduli, Domain.EVAL)
 
 
@@ -232,7 +232,7 @@ def lifted_plaintext(params: Params, m, moduli: tuple[int, ...] | None = None) -
     """The centered lift of m (uint32 [..., N] in [0, t); coefficients > t/2 as m - t) as an EVAL RNSPoly over
     ``moduli`` (default Q): the multiplier of a plaintext product."""
     moduli = params.q if moduli is None else tuple(moduli)
-    plan, consts, _ = _lift_tables(params.n, moduli, params.t, 1)
+    plan, consts, _ = _lift_tables(params.n, moduli, params.t, 1, params.kernels)
     data = _k_centered(jnp.asarray(m, dtype=jnp.uint32), plan, consts, np.uint32(params.t))
     return RNSPoly(data, moduli, Domain.EVAL)
 
@@ -270,10 +270,10 @@ def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None
     if isinstance(key_material, PublicKey):
         if (key_material.n, key_material.q) != (params.n, params.q + params.p):
             raise BasisMismatchError("the public key is not for these parameters (its moduli differ from Q ∪ P)")
-        c0, c1 = rlwe.encrypt_pk(key_material, m, key, p=params.p)
+        c0, c1 = rlwe.encrypt_pk(key_material, m, key, p=params.p, kernels=params.kernels)
     elif isinstance(key_material, SecretKey):
         _check_sk(key_material, params)
-        c0, c1 = rlwe.encrypt_sk(key_material, m, key)
+        c0, c1 = rlwe.encrypt_sk(key_material, m, key, kernels=params.kernels)
     else:
         raise TypeError(f"encrypt takes a PublicKey, EvaluationKeys or SecretKey, got {type(key_material).__name__}")
     return Ciphertext(c0, c1, params)
@@ -291,7 +291,7 @@ def encrypt_extended(key_material, params: Params, m, *, key: crandom.ChaChaKey 
     moduli = params.q + params.p
     msg = scaled_message(params, m, moduli)
     batch = msg.data.shape[:-2]
-    plan = NTTPlan.create(params.n, moduli)
+    plan = NTTPlan.create(params.n, moduli, params.kernels)
     if isinstance(key_material, PublicKey):
         if key_material.q != moduli:
             raise BasisMismatchError("the public key is not for these parameters (its moduli differ from Q ∪ P)")

@@ -139,8 +139,8 @@ class Params:
         """These parameters on another kernel set: ``crossfhe.kernels.MATRIX`` (the CROSS int8 matrix
         lowering, for matrix engines) or ``VECTOR`` (radix-2, the CPU default). Ciphertexts and keys are
         bit-identical on either, and the digest (serialization) does not change. Key switching, rescale,
-        multiplication and rotation use the set; encoding, encryption and key generation run the radix-2
-        kernels on either (client-side work, the same words)."""
+        multiplication, rotation, encoding and encryption use the set; key generation and decryption run the
+        radix-2 kernels on either (client-side work, the same words)."""
         return dataclasses.replace(self, ring=self.ring.with_kernels(kernels))
 
     @property

@@ -92,14 +92,14 @@ def encode(params: Params, values, *, level: int | None = None, scale: float | N
     scale = params.scale if scale is None else float(scale)
     moduli = params.moduli_at(level)
     coeffs = encoder.encode(values, n=params.n, moduli=moduli, scale=scale)
-    p = poly.to_eval(RNSPoly.create(jnp.asarray(coeffs), moduli), NTTPlan.create(params.n, moduli))
+    p = poly.to_eval(RNSPoly.create(jnp.asarray(coeffs), moduli), NTTPlan.create(params.n, moduli, params.kernels))
     return Plaintext(p, params, scale)
 
 
 def decode(pt: Plaintext, *, slots: int | None = None) -> np.ndarray:
     """The complex values of a plaintext (complex128[..., slots])."""
     moduli = pt.poly.basis
-    coeffs = np.asarray(poly.to_coeff(pt.poly, NTTPlan.create(pt.params.n, moduli)).data)
+    coeffs = np.asarray(poly.to_coeff(pt.poly, NTTPlan.create(pt.params.n, moduli, pt.params.kernels)).data)
     return encoder.decode(coeffs, moduli=moduli, scale=pt.scale, slots=slots)
 
 
@@ -111,9 +111,9 @@ def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None
         _same_params(key_material.params, pt.params, "encrypt")
         key_material = key_material.public
     if isinstance(key_material, PublicKey):
-        c0, c1 = rlwe.encrypt_pk(key_material, pt.poly, key, p=pt.params.p)
+        c0, c1 = rlwe.encrypt_pk(key_material, pt.poly, key, p=pt.params.p, kernels=pt.params.kernels)
     elif isinstance(key_material, SecretKey):
-        c0, c1 = rlwe.encrypt_sk(key_material, pt.poly, key)
+        c0, c1 = rlwe.encrypt_sk(key_material, pt.poly, key, kernels=pt.params.kernels)
     else:
         raise TypeError(f"encrypt takes a PublicKey, EvaluationKeys or SecretKey, got {type(key_material).__name__}")
     return Ciphertext(c0, c1, pt.params, pt.scale)

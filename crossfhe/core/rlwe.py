@@ -44,16 +44,17 @@ def _prefix(poly: RNSPoly, k: int) -> RNSPoly:
     return RNSPoly(poly.data[..., :k, :], poly.basis[:k], poly.domain)
 
 
-def encrypt_sk(sk: SecretKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: float = SIGMA):
+def encrypt_sk(sk: SecretKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: float = SIGMA, kernels=None):
     """(c0, c1) = (-a s + e + m, a) over m's basis (a prefix of the key's q), EVAL domain.
 
-    m: RNSPoly EVAL, uint32[..., k, N] (leading axes batch). ``key``: a ChaChaKey, used once.
+    m: RNSPoly EVAL, uint32[..., k, N] (leading axes batch). ``key``: a ChaChaKey, used once. ``kernels``:
+    the kernel set of the error's NTT (:mod:`crossfhe.kernels`; default VECTOR), the same words either way.
     """
     _check_message(m, sk.q)
     n, moduli = m.n, m.basis
     batch = m.data.shape[:-2]
     key_a, key_e = crandom.split(key)
-    plan = NTTPlan.create(n, moduli)
+    plan = NTTPlan.create(n, moduli, kernels)
     a = sample_uniform(key_a, moduli, n, domain=Domain.EVAL, batch=batch)
     e = sample_gaussian(key_e, moduli, n, sigma, domain=Domain.EVAL, batch=batch, plan=plan)
     c0 = add(add(neg(mul(a, sk.residues(moduli))), e), m)
@@ -61,8 +62,9 @@ def encrypt_sk(sk: SecretKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: floa
 
 
 @lru_cache(maxsize=64)
-def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...]):
-    return ModDownPlan.create(RNSBasis(q), RNSBasis(p), exact=True), NTTPlan.create(n, q), NTTPlan.create(n, p)
+def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...], kernels):
+    down = ModDownPlan.create(RNSBasis(q), RNSBasis(p), exact=True, kernels=kernels)
+    return down, NTTPlan.create(n, q, kernels), NTTPlan.create(n, p, kernels)
 
 
 @jax.jit
@@ -74,12 +76,15 @@ def _k_encrypt_pk(pk_b, pk_a, v, e, m, down: ModDownPlan, ntt_q: NTTPlan, ntt_p:
     return add_mod(c[..., 0, :, :], m, ntt_q.q), c[..., 1, :, :]
 
 
-def encrypt_pk(pk: PublicKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: float = SIGMA, p: tuple[int, ...]):
+def encrypt_pk(
+    pk: PublicKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: float = SIGMA, p: tuple[int, ...], kernels=None
+):
     """(c0, c1) = ModDown(v b + e0, v a + e1) + (m, 0) over m's basis Q_k, EVAL domain; v uniform ternary.
 
     m: RNSPoly EVAL over a prefix Q_k of the key's ciphertext primes, uint32[..., k, N]. ``p``: the special
     primes (the last limbs of the public key). ``key``: used once. v is transformed once; e0 and e1 enter
     ModDown in the coefficient domain (:func:`~crossfhe.core.keyswitch.mod_down_eval`), one jitted kernel.
+    ``kernels``: the kernel set of its NTTs and ModDown (default VECTOR), the same words either way.
     """
     _check_message(m, pk.q)
     n, q_k, k = m.n, m.basis, m.limbs
@@ -91,11 +96,11 @@ def encrypt_pk(pk: PublicKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: floa
     a = RNSPoly(pk.a.data[..., np.array(idx), :], moduli, Domain.EVAL)
     batch = m.data.shape[:-2]
     key_v, key_e0, key_e1 = crandom.split(key, 3)
-    plan = NTTPlan.create(n, moduli)
+    plan = NTTPlan.create(n, moduli, kernels)
     v = sample_ternary(key_v, moduli, n, domain=Domain.EVAL, batch=batch, plan=plan)
     e0 = sample_gaussian(key_e0, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
     e1 = sample_gaussian(key_e1, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
-    down, ntt_q, ntt_p = _down_tables(n, q_k, tuple(p))
+    down, ntt_q, ntt_p = _down_tables(n, q_k, tuple(p), kernels)
     c0, c1 = _k_encrypt_pk(b, a, v, jnp.stack([e0.data, e1.data], axis=-3), m.data, down, ntt_q, ntt_p)
     return RNSPoly(c0, q_k, Domain.EVAL), RNSPoly(c1, q_k, Domain.EVAL)
 
