@@ -20,7 +20,9 @@ KS-dedup (Taurus §V): ``pbs_many(server_key, ct, [f, g, h])`` key-switches each
 against all tables (the tables are one more batch axis of step 4).
 
 Tables: a function f: Z_{2^p} -> Z_{2^p} given as an array of 2^p ints or a Python callable on ints
-(:func:`lookup_table`); outputs are taken mod 2^p.
+(:func:`lookup_table`); outputs are taken mod 2^p. A batch may also carry one table per input (an integer
+array of shape ``batch_shape + (2^p,)``, :func:`per_input_tables`): each input's accumulator starts from
+its own test vector, and the batch still shares every pass over the bootstrapping key.
 """
 
 from __future__ import annotations
@@ -483,20 +485,36 @@ def lookup_table(params: Params, f) -> np.ndarray:
     return np.array([int(v) % size for v in vals], dtype=np.int64)
 
 
+def per_input_tables(params: Params, tables, batch_shape: tuple[int, ...]) -> np.ndarray:
+    """int64 ``batch_shape + [2^p]``: one lookup table per input (row i applies to ciphertext i), each entry
+    reduced mod 2^p. ``tables``: an integer array of exactly that shape. ParameterError otherwise."""
+    arr = np.asarray(tables)
+    size = 2**params.message_bits
+    want = tuple(batch_shape) + (size,)
+    if arr.shape != want:
+        raise ParameterError(
+            f"per-input lookup tables for a batch of shape {tuple(batch_shape)} must have shape {want} (one table "
+            f"of {size} entries per input), got {arr.shape}"
+        )
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise ParameterError(f"lookup table values must be integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64) % size
+
+
 def _test_vector(params: Params, table: np.ndarray) -> np.ndarray:
-    """The test vector's residues uint32 [L, N]: coefficient j holds f(m) Delta for the message box of j
-    (boxes of N / 2^p coefficients centered on m N / 2^p), and -f(0) Delta on the last half box (which a
-    message 0 with negative noise reaches through X^N = -1)."""
+    """The test vector's residues uint32 [..., L, N] of tables int64 [..., 2^p]: coefficient j holds
+    f(m) Delta for the message box of j (boxes of N / 2^p coefficients centered on m N / 2^p), and
+    -f(0) Delta on the last half box (which a message 0 with negative noise reaches through X^N = -1)."""
     n, p = params.poly_size, params.message_bits
     box = n >> p
     j = np.arange(n)
     m = (j + box // 2) // box
-    vals = np.where(m < 2**p, table[np.minimum(m, 2**p - 1)], table[0])
+    vals = np.where(m < 2**p, table[..., np.minimum(m, 2**p - 1)], table[..., :1])  # [..., N]
     sign = np.where(m < 2**p, 1, -1)
     q = np.array(params.moduli, dtype=np.int64)[:, None]
     delta = np.array([params.delta % x for x in params.moduli], dtype=np.int64)[:, None]
     # (sign f(m) mod q) (Delta mod q) < 2^31 * 2^31 fits int64: the residues of sign f(m) Delta mod Q
-    return ((sign * vals)[None, :] % q * delta % q).astype(np.uint32)
+    return ((sign * vals)[..., None, :] % q * delta % q).astype(np.uint32)
 
 
 @partial(jax.jit, static_argnames=("params",))
@@ -533,15 +551,15 @@ def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
 
 @partial(jax.jit, static_argnames=("params", "unroll"))
 def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, *, params: Params, unroll: int = 1):
-    """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n]; tv uint32 [T, L, N] (one per
-    table); returns (b [T, B, L], a [T, B, L, kN])."""
+    """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n]; tv uint32 [T, 1 or B, L, N] (one
+    per table, shared by the batch or one per input); returns (b [T, B, L], a [T, B, L, kN])."""
     n2 = 2 * params.poly_size
     k = params.glwe_dim
     tcount, batch = tv.shape[0], b_t.shape[0]
     limbs, big_n = len(params.moduli), params.poly_size
     q = mac[0]
     # ACC_0 = X^(-b~) (0, ..., 0, TV): the tables are one more batch axis (KS-dedup)
-    acc_body = jnp.broadcast_to(tv[:, None], (tcount, batch, limbs, big_n)).reshape(tcount * batch, limbs, big_n)
+    acc_body = jnp.broadcast_to(tv, (tcount, batch, limbs, big_n)).reshape(tcount * batch, limbs, big_n)
     shift0 = jnp.tile((n2 - b_t) % n2, tcount)
     acc_body = G.rotate_mod(acc_body, shift0, q)
     acc = jnp.concatenate([jnp.zeros((tcount * batch, k, limbs, big_n), U32), acc_body[:, None]], axis=1)
@@ -566,7 +584,9 @@ def keyswitch(sk: ServerKey, ct: LWECiphertext):
 def pbs(sk: ServerKey, ct: LWECiphertext, table, *, unroll: int = 1) -> LWECiphertext:
     """Programmable bootstrapping of ct (any batch shape): an LWECiphertext of the same batch shape
     encrypting table(m), with fresh noise (variance ``params.var_pbs``). ``table``: an array of 2^p ints
-    or a callable on ints (:func:`lookup_table`). The whole batch shares each pass over the bootstrapping key.
+    or a callable on ints (:func:`lookup_table`), applied to every input; or an integer array of shape
+    ``ct.batch_shape + (2^p,)``, one table per input (:func:`per_input_tables`). Either way the whole
+    batch shares each pass over the bootstrapping key.
     """
     return pbs_many(sk, ct, [table], unroll=unroll)[0]
 
@@ -576,16 +596,26 @@ def pbs_many(sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1) -> li
 
     Returns one LWECiphertext per table, each of ct's batch shape; equal to ``[pbs(sk, ct, f) for f in
     tables]`` (same key switch, so the same short ciphertext and the same outputs bit for bit). The tables
-    are one more batch axis of the blind rotation.
+    are one more batch axis of the blind rotation. Each entry is a table for every input or an array of
+    per-input tables (as for :func:`pbs`).
     """
     params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
     if callable(tables) or not isinstance(tables, (list, tuple)) or not tables:
         raise ParameterError("pbs_many takes a non-empty list of tables (use pbs for one table)")
-    tv = np.stack([_test_vector(params, lookup_table(params, f)) for f in tables])
+    shape = ct.batch_shape
+    per_input = [not callable(f) and np.ndim(f) > 1 for f in tables]
+    batch = math.prod(shape) if any(per_input) else 1
+    tvs = []
+    for f, own in zip(tables, per_input, strict=True):
+        if own:
+            tv = _test_vector(params, per_input_tables(params, f, shape).reshape(-1, 2**params.message_bits))
+        else:
+            tv = _test_vector(params, lookup_table(params, f))[None]
+        tvs.append(np.broadcast_to(tv, (batch,) + tv.shape[1:]))
+    tv = np.stack(tvs)  # [T, 1 or B, L, N]
     t = _Tables(params)
     bt, at = keyswitch(sk, ct)
-    shape = ct.batch_shape
     ob, oa = _bootstrap(
         bt.reshape(-1),
         at.reshape(-1, params.lwe_dim),
@@ -627,6 +657,7 @@ __all__ = [
     "noise",
     "pbs",
     "pbs_many",
+    "per_input_tables",
     "phase",
     "sub",
     "trivial",

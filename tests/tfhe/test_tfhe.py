@@ -386,6 +386,37 @@ def test_bad_table(keys_p2, table, match):
         ops.pbs(sk, ops.trivial(P2, np.arange(4)), table)
 
 
+def test_per_input_tables_equal_separate_calls(keys_p2):
+    """One table per input: every input decrypts to its own table's value, and the words equal a separate
+    pbs of that input with that table (same key switch, same accumulator start)."""
+    ck, sk = keys_p2
+    m = np.array([[0, 1], [2, 3]])
+    ct = ops.encrypt(ck, m, _seed(71))
+    rng = np.random.default_rng(71)
+    tables = rng.integers(0, 4, (2, 2, 4))
+    out = ops.pbs(sk, ct, tables)
+    np.testing.assert_array_equal(ops.decrypt(ck, out), np.take_along_axis(tables, m[..., None], -1)[..., 0])
+    for i, j in np.ndindex(2, 2):
+        single = ops.pbs(sk, LWECiphertext(ct.b[i, j], ct.a[i, j], ct.moduli), tables[i, j])
+        np.testing.assert_array_equal(np.asarray(single.b), np.asarray(out.b[i, j]))
+        np.testing.assert_array_equal(np.asarray(single.a), np.asarray(out.a[i, j]))
+    # Mixed with a shared table under KS-dedup: both outputs as if applied alone.
+    shared, own = ops.pbs_many(sk, ct, [lambda v: 3 - v, tables])
+    np.testing.assert_array_equal(np.asarray(own.b), np.asarray(out.b))
+    np.testing.assert_array_equal(ops.decrypt(ck, shared), 3 - m)
+
+
+def test_per_input_tables_refused_when_malformed(keys_p2):
+    _, sk = keys_p2
+    ct = ops.trivial(P2, np.arange(4))
+    with pytest.raises(ParameterError, match=r"shape \(4, 4\) \(one table of 4 entries per input\), got \(3, 4\)"):
+        ops.pbs(sk, ct, np.zeros((3, 4), dtype=np.int64))
+    with pytest.raises(ParameterError, match="must be integers"):
+        ops.pbs(sk, ct, np.zeros((4, 4)))
+    with pytest.raises(ParameterError, match="must be integers"):
+        ops.per_input_tables(P2, np.zeros((4, 4), dtype=bool), (4,))
+
+
 @pytest.mark.parametrize("table", [[0.0, 1.5, 2.0, 3.0], lambda m: m / 2], ids=["floats", "callable-float"])
 def test_table_non_integer_values_refused(table):
     with pytest.raises(ParameterError):
