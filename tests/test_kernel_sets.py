@@ -109,3 +109,19 @@ def test_hmvp_bit_identical():
         outs.append(res.ciphertexts[0])
     _same(outs[0].c0.data, outs[1].c0.data)
     _same(outs[0].c1.data, outs[1].c1.data)
+
+
+def test_blobs_cross_kernel_sets():
+    # The kernel set is not in the digest: a ciphertext saved on MATRIX loads under VECTOR parameters
+    # (and takes them), and a blob loaded with no parameters comes back on VECTOR.
+    from crossfhe.io import ckks as io_ckks
+
+    vec = testing.INSECURE_CKKS_N10
+    mat = vec.with_kernels(MATRIX)
+    _, ek = ckks.keygen(mat, seed=bytes(32))
+    ct = ckks.encrypt(ek, ckks.encode(mat, np.ones(4)), key=_key("io"))
+    blob = io_ckks.dumps(ct)
+    back = io_ckks.loads(blob, params=vec)
+    assert back.params.kernels is VECTOR and io_ckks.loads(blob).params.kernels is VECTOR
+    _same(back.c0.data, ct.c0.data)
+    assert io_ckks.loads(io_ckks.dumps(back), params=mat).params.kernels == MATRIX
