@@ -36,12 +36,14 @@ bench: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt
 	$(BIN)/crossfhe bench ckks
 	$(BIN)/crossfhe bench hmvp
+	$(BIN)/crossfhe bench tfhe
 	$(BIN)/crossfhe bench kernels
 
 bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt --quick
 	$(BIN)/crossfhe bench ckks --quick
 	$(BIN)/crossfhe bench hmvp --quick
+	$(BIN)/crossfhe bench tfhe --quick
 	$(BIN)/crossfhe bench kernels --quick
 
 clean:
