@@ -149,13 +149,21 @@ def recombine(c, q, mu, bits, offset, *, bound: int, single_barrett: bool, qinv=
     so one Barrett reduction suffices (``not`` :func:`needs_wide`); otherwise ``qinv`` and ``r2`` are required and the
     general 64-bit reduction is used. Output uint32 in [0, q). Exact.
     """
+    parts = [c[..., i] for i in range(c.shape[-1])]
+    return recombine_parts(
+        parts, q, mu, bits, offset, bound=bound, single_barrett=single_barrett, qinv=qinv, r2=r2
+    )
+
+
+def recombine_parts(parts, q, mu, bits, offset, *, bound: int, single_barrett: bool, qinv=None, r2=None):
+    """:func:`recombine` of the chunks given as a sequence of K int32 arrays, least significant first (for
+    kernels that cannot build a stacked axis, such as the Triton lowering of :mod:`crossfhe.kernels.pallas`)."""
     e = _offset_exponent(bound)
     if e > 31:
         raise ValueError(f"chunk bound {bound} does not fit int32")
-    k = c.shape[-1]
     hi = lo = None
-    for i in range(k):
-        u = (c[..., i] + jnp.int32(1 << e) if e < 31 else c[..., i] ^ jnp.int32(-(2**31))).astype(U32)
+    for i, ci in enumerate(parts):
+        u = (ci + jnp.int32(1 << e) if e < 31 else ci ^ jnp.int32(-(2**31))).astype(U32)
         s = CHUNK_BITS * i
         uh = (u >> (32 - s)) if s else jnp.zeros_like(u)
         ul = u << s

@@ -42,7 +42,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
 from crossfhe.kernels import bat, chunks
-from crossfhe.math.modular import add_mod, add_wide, barrett_reduce_wide, reduce_u64, sub_mod
+from crossfhe.math.modular import add_mod
 
 U32 = jnp.uint32
 I32 = jnp.int32
@@ -72,24 +72,6 @@ def _runs(op: bat.BATOperand, nv: int, bv: int) -> tuple[tuple[int, int], ...]:
     return tuple((r, min(r + per_run, nv)) for r in range(0, nv, per_run))
 
 
-def _recombine(cs, c, *, bound: int, single_barrett: bool):
-    """:func:`crossfhe.kernels.chunks.recombine` over a list of K int32 chunk arrays (no stacked axis,
-    which the Triton lowering cannot build), with the constants ``c`` = (q, mu, bits, offset, qinv, r2)."""
-    q, mu, bits, offset, qinv, r2 = c
-    e = chunks._offset_exponent(bound)
-    if e > 31:
-        raise ValueError(f"chunk bound {bound} does not fit int32")
-    hi = lo = None
-    for i, ci in enumerate(cs):
-        u = (ci + jnp.int32(1 << e) if e < 31 else ci ^ jnp.int32(-(2**31))).astype(U32)
-        s = chunks.CHUNK_BITS * i
-        uh = (u >> (32 - s)) if s else jnp.zeros_like(u)
-        ul = u << s
-        hi, lo = (uh, ul) if hi is None else add_wide(hi, lo, uh, ul)
-    z = barrett_reduce_wide(hi, lo, q, mu, bits) if single_barrett else reduce_u64(hi, lo, q, mu, bits, qinv, r2)
-    return sub_mod(z, offset, q)
-
-
 def _kernel(c_ref, a_ref, w_ref, o_ref, *, k, bv, bw, runs, bound, single_barrett):
     """One output tile. c_ref: uint32 [8] constants of the limb; a_ref: uint32 [bh, V]; w_ref: int8
     [V K, bw K]; o_ref: uint32 [bh, bw]. Digits as :func:`crossfhe.kernels.chunks.to_chunks`, one at a time."""
@@ -117,7 +99,10 @@ def _kernel(c_ref, a_ref, w_ref, o_ref, *, k, bv, bw, runs, bound, single_barret
     for r0, r1 in runs:
         zero = tuple(jnp.zeros((bh, bw), I32) for _ in range(k))
         acc = lax.fori_loop(r0, r1, block, zero)
-        part = _recombine(acc, c, bound=bound, single_barrett=single_barrett)
+        _, mu, bits, offset, qinv, r2 = c
+        part = chunks.recombine_parts(
+            acc, q, mu, bits, offset, bound=bound, single_barrett=single_barrett, qinv=qinv, r2=r2
+        )
         out = part if out is None else add_mod(out, part, q)
     o_ref[...] = out
 
