@@ -19,6 +19,9 @@ sum d e_row (digit noise) plus m <decomposition error, (s, 1)>.
 Blind rotation: ACC <- ACC + BSK_i [x] (X^(r_i) ACC - ACC) for i = 0..n-1 (a CMux of ACC and X^(r_i) ACC
 selected by the key bit in BSK_i), over a ``lax.scan`` whose step reads BSK_i once for the whole batch:
 every ciphertext of the batch (and every table of a KS-dedup fan-out) goes through step i together.
+The accumulator is held as 2^nu components of degree N (nu = 0: one, the plain blind rotation; nu > 0:
+the extended blind rotation over the ring of degree 2^nu N, :func:`cmux_step`), and each step's external
+product covers all of them in one batch.
 
 Everything is exact integer arithmetic on uint32/int32 (no x64).
 """
@@ -77,22 +80,64 @@ def external_product(ggsw, glwe, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
         stop = min(start + MAC_TERMS, rows)
         part = mac_reduce(ev[..., start:stop, None, :, :], ggsw[start:stop], *mac, axis=-4)
         out = part if out is None else add_mod(out, part, mac[0])
-    return intt(out, plan)
+    return intt(out, plan)  # the MAC's reduction, once (not once per read of the NTT's passes)
+
+
+def split_components(x, extension: int):
+    """Elements of Z_Q[X]/(X^(2^nu N) + 1), ``[B, ..., 2^nu N]``, as their 2^nu components
+    ``[B, 2^nu, ..., N]``: A(X) = sum_j X^j A_j(X^(2^nu)), A_j in Z_Q[Y]/(Y^N + 1) with Y = X^(2^nu)
+    (coefficient m of A_j is coefficient m 2^nu + j of A). The blind rotation keeps its accumulator in this
+    layout (:func:`cmux_step`). A pure rearrangement."""
+    n = x.shape[-1] >> extension
+    y = x.reshape(x.shape[:-1] + (n, 1 << extension))
+    return jnp.moveaxis(y, -1, 1)
+
+
+def merge_components(y, extension: int):
+    """The inverse of :func:`split_components`: ``[B, 2^nu, ..., N]`` -> ``[B, ..., 2^nu N]``."""
+    x = jnp.moveaxis(y, 1, -1)
+    return x.reshape(x.shape[:-2] + (x.shape[-2] << extension,))
+
+
+def rotate_components(x, shift, q):
+    """X^shift A(X) in Z_Q[X]/(X^N' + 1), N' = 2^nu N, on the components of A (:func:`split_components`).
+
+    x: uint32 ``[B, 2^nu, ..., L, N]``; shift: int32 ``[B]`` in [0, 2N'). With shift = 2^nu s_hi + s_lo,
+    X^shift X^j A_j(Y) = X^(j + s_lo) Y^(s_hi) A_j(Y): component r of the result is component
+    j = r - s_lo (mod 2^nu) rotated by Y^(s_hi), or by Y^(s_hi + 1) when r < s_lo (the index wrapped).
+    One gather over the component axis and one negacyclic rotation per component (:func:`rotate_mod`)."""
+    comps = x.shape[1]
+    nu = comps.bit_length() - 1
+    if comps == 1:
+        return rotate_mod(x.reshape(x.shape[:1] + x.shape[2:]), shift, q)[:, None]
+    r = jnp.arange(comps, dtype=I32)[None, :]
+    lo, hi = (shift & (comps - 1))[:, None], (shift >> nu)[:, None]
+    src = (r - lo) & (comps - 1)  # [B, 2^nu]
+    idx = src.reshape(src.shape + (1,) * (x.ndim - 2))
+    moved = jnp.take_along_axis(x, jnp.broadcast_to(idx, x.shape), axis=1)
+    y_shift = hi + (r < lo).astype(I32)  # [B, 2^nu], in [0, 2N]: rotate_mod reduces mod 2N
+    flat = moved.reshape((-1,) + x.shape[2:])
+    return rotate_mod(flat, y_shift.reshape(-1), q).reshape(x.shape)
 
 
 def cmux_step(acc, shift, ggsw, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
     """ACC + GGSW [x] (X^shift ACC - ACC): ACC when the GGSW encrypts 0, X^shift ACC when it encrypts 1
-    (plus noise). acc: ``[B, k+1, L, N]``; shift int32 ``[B]``."""
+    (plus noise). acc: ``[B, 2^nu, k+1, L, N]``, the 2^nu components of an accumulator over the ring of
+    degree N' = 2^nu N (nu = 0: one component, the plain blind rotation); shift int32 ``[B]`` in [0, 2N').
+
+    For nu > 0 the accumulator is under the key S(X^(2^nu)) (:mod:`crossfhe.tfhe.params`): the rotation is
+    negacyclic in N' (:func:`rotate_components`), and the external product with the GGSW of a constant (over
+    N) acts on each component separately, one batch that reads the GGSW once."""
     q = mac[0]
-    diff = sub_mod(rotate_mod(acc, shift, q), acc, q)
+    diff = sub_mod(rotate_components(acc, shift, q), acc, q)
     return add_mod(acc, external_product(ggsw, diff, plan, gplan, mac), q)
 
 
 def blind_rotate(acc, shifts, bsk, plan: NTTPlan, gplan: RNSGadgetPlan, mac, *, unroll: int = 1):
     """n CMux steps: ACC X^(sum_i shifts_i b_i) for the key bits b_i inside ``bsk`` (module docstring).
 
-    acc: uint32 ``[B, k+1, L, N]``; shifts: int32 ``[B, n]`` in [0, 2N); bsk: uint32
-    ``[n, (k+1) l, k+1, L, N]`` (EVAL). Step i reads bsk[i] once for the whole batch. Traceable.
+    acc: uint32 ``[B, 2^nu, k+1, L, N]`` (:func:`cmux_step`); shifts: int32 ``[B, n]`` in [0, 2^(nu+1) N);
+    bsk: uint32 ``[n, (k+1) l, k+1, L, N]`` (EVAL). Step i reads bsk[i] once for the whole batch. Traceable.
     """
 
     def step(a, xs):
@@ -105,6 +150,7 @@ def blind_rotate(acc, shifts, bsk, plan: NTTPlan, gplan: RNSGadgetPlan, mac, *, 
 
 def sample_extract(glwe, q):
     """The LWE ciphertext of coefficient 0 of a GLWE's phase, under the key (s_0 coeffs, ..., s_{k-1} coeffs).
+    (Of an accumulator in components, :func:`cmux_step`, coefficient 0 is that of component 0.)
 
     glwe: uint32 ``[..., k+1, L, N]`` (COEFF); q: uint32 ``[L, 1]``. Returns (b ``[..., L]``, a ``[..., L, k N]``):
     b = body_0, a_(c N) = a_c[0], a_(c N + j) = -a_c[N - j] for j >= 1 (X^N = -1), so that

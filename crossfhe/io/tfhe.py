@@ -7,7 +7,8 @@ table:
 * ``params``: the canonical description that rebuilds those parameters exactly (an equal ``Params``):
   ``message_bits``, ``lwe_dim``, ``glwe_dim``, ``poly_size``, the primes ``moduli`` themselves,
   ``glwe_sigma`` and ``lwe_sigma`` (``float.hex`` strings, exact), ``pbs_gadget`` and ``ks_gadget``
-  (``{"base_log", "levels"}``), ``max_norm2`` (an int or null), ``name``, ``insecure``;
+  (``{"base_log", "levels"}``), ``max_norm2`` (an int or null), ``name``, ``insecure``, and
+  ``extension`` only when it is not 0 (so blobs of parameters without one read as before it existed);
 * ``meta``: ``{}`` for every kind (the arrays and the parameters say everything).
 
 With n = ``lwe_dim``, k = ``glwe_dim``, N = ``poly_size``, L = ``len(moduli)``, l = ``pbs_gadget.levels``,
@@ -17,14 +18,14 @@ l_ks = ``ks_gadget.levels``:
 kind                 arrays                                                              size (P2 / P8)
 ===================  ==================================================================  ====================
 ``tfhe.params``      none                                                                ~0.5 KiB
-``tfhe.ciphertext``  ``b``: uint32[..., L], ``a``: uint32[..., L, kN], residues mod q_i  16 KiB / 256 KiB
-``tfhe.server_key``  ``bsk``: uint32[n, (k+1) l, k+1, L, N] (EVAL), ``ksk``:             106 MB / 3.93 GB
+``tfhe.ciphertext``  ``b``: uint32[..., L], ``a``: uint32[..., L, kN], residues mod q_i  16 KiB / 16 KiB
+``tfhe.server_key``  ``bsk``: uint32[n, (k+1) l, k+1, L, N] (EVAL), ``ksk``:             106 MB / 246 MB
                      int32[kN l_ks, n+1] (mod 2^32)
-``tfhe.client_key``  ``lwe_key``: int32[n], ``glwe_key``: int32[k, N], bits in {0, 1}    11 KiB / 132 KiB
+``tfhe.client_key``  ``lwe_key``: int32[n], ``glwe_key``: int32[k, N], bits in {0, 1}    11 KiB / 12 KiB
 ===================  ==================================================================  ====================
 
 A ciphertext's size is 4 L (kN + 1) bytes per item of its batch (leading batch axes are kept); a server
-key's is ``params.bsk_bytes + params.ksk_bytes`` (presets P2 106 MB, P4 102 MB, P6 545 MB, P8 3.93 GB),
+key's is ``params.bsk_bytes + params.ksk_bytes`` (presets P2 106 MB, P4 102 MB, P6 545 MB, P8 and P10 246 MB),
 plus a header under 1 KiB and 51 bytes of preamble and hash. An :class:`~crossfhe.core.lwe.LWECiphertext`
 does not carry its parameters: ``dumps(ct, params=params)``.
 
@@ -33,11 +34,11 @@ then every array goes, in pieces of at most ``CHUNK_BYTES`` (64 MiB) along its f
 to the host, through the range checks and the SHA-256, into the output. :func:`dumps` writes into one
 buffer of the blob's final size, which ``BytesIO.getvalue`` hands over without copying (CPython): the
 blob is the only full-size copy it makes. :func:`save` writes the pieces straight into the temporary file,
-so it needs no full-size buffer at all (a 3.9 GB P8 server key saves through pieces of 64 MiB). Loading
+so it needs no full-size buffer at all (a 3.9 GB server key saves through pieces of 64 MiB). Loading
 goes through :func:`crossfhe.io.format.unpack`, which holds the blob beside a copy of its body (while
 hashing) and then beside a host copy of its arrays, before the arrays go to the device: about twice the
-blob on the host, three times on a CPU backend (whose device arrays are host memory too); for a P8 server
-key, 8 to 12 GB.
+blob on the host, three times on a CPU backend (whose device arrays are host memory too); for a 3.9 GB server
+key (N = 2^15 without extension), 8 to 12 GB.
 
 Loading checks, after the container's own checks (magic, version, lengths, SHA-256, JSON, kind): the
 parameter description rebuilds valid TFHE parameters whose digest equals ``params_digest`` and, if given,
@@ -128,7 +129,7 @@ def describe_params(params: Params) -> dict:
         "max_norm2": params.max_norm2,
         "name": params.name,
         "insecure": params.insecure,
-    }
+    } | ({"extension": params.extension} if params.extension else {})  # absent for nu = 0, as before nu
 
 
 _PARAM_KEYS = {"message_bits", "lwe_dim", "glwe_dim", "poly_size", "moduli", "glwe_sigma", "lwe_sigma",
@@ -142,8 +143,11 @@ def _gadget_from(value, what: str) -> Gadget:
 
 def params_from_description(desc) -> Params:
     """Rebuild (and re-check) the tfhe.Params of a :func:`describe_params` dict; SerializationError if invalid."""
-    d = com.keys(desc, _PARAM_KEYS, "parameter description")
+    has_ext = isinstance(desc, dict) and "extension" in desc
+    d = com.keys(desc, _PARAM_KEYS | ({"extension"} if has_ext else set()), "parameter description")
     ints = {k: com.json_int(d[k], f"params.{k}") for k in ("message_bits", "lwe_dim", "glwe_dim", "poly_size")}
+    if has_ext:
+        ints["extension"] = com.json_int(d["extension"], "params.extension")
     if not isinstance(d["moduli"], list):
         raise SerializationError(f"params.moduli must be a list of integers, got {d['moduli']!r}")
     moduli = tuple(com.json_int(q, f"params.moduli[{i}]") for i, q in enumerate(d["moduli"]))
@@ -177,7 +181,8 @@ def _check_params_type(params) -> None:
 
 def _summary(params: Params) -> str:
     return (f"{params.name or 'tfhe'} (p = {params.message_bits}, n = {params.lwe_dim}, k = {params.glwe_dim}, "
-            f"N = {params.poly_size}, {len(params.moduli)} primes)")
+            f"N = {params.poly_size}{f' x 2^{params.extension}' if params.extension else ''}, "
+            f"{len(params.moduli)} primes)")
 
 
 def _header_params(fields: dict, given: Params | None) -> Params:

@@ -10,10 +10,11 @@ Programmable bootstrapping (Taurus Fig. 3, key switch first), :func:`pbs`:
 1. round Q -> 2^32 (each residue vector composed by exact fixed point: ``gadget_digits_rns``);
 2. key switch long -> short modulo 2^32: the l_ks signed digits of each a_i times the key-switching key,
    one int32 matrix product whose wrap-around is the reduction mod 2^32;
-3. round 2^32 -> 2N;
+3. round 2^32 -> 2N' (N' = 2^nu N, ``params.acc_size``: N unless the parameters have an ``extension``);
 4. blind rotation of the test vector by n CMux steps (:func:`crossfhe.core.ggsw.blind_rotate`): every item
    of the batch goes through step i together, so each bootstrapping-key GGSW is read once per step for the
-   whole batch (Taurus's key reuse);
+   whole batch (Taurus's key reuse); with an extension nu the accumulator's 2^nu components of degree N
+   share it too (:func:`crossfhe.core.ggsw.cmux_step`);
 5. sample extraction: back to dimension k N over Q.
 
 KS-dedup (Taurus §V): ``pbs_many(server_key, ct, [f, g, h])`` key-switches each input once and blind-rotates it
@@ -502,10 +503,11 @@ def per_input_tables(params: Params, tables, batch_shape: tuple[int, ...]) -> np
 
 
 def _test_vector(params: Params, table: np.ndarray) -> np.ndarray:
-    """The test vector's residues uint32 [..., L, N] of tables int64 [..., 2^p]: coefficient j holds
-    f(m) Delta for the message box of j (boxes of N / 2^p coefficients centered on m N / 2^p), and
-    -f(0) Delta on the last half box (which a message 0 with negative noise reaches through X^N = -1)."""
-    n, p = params.poly_size, params.message_bits
+    """The test vector's residues uint32 [..., L, N'] of tables int64 [..., 2^p] (N' = 2^nu N, the
+    accumulator's size): coefficient j holds f(m) Delta for the message box of j (boxes of N' / 2^p
+    coefficients centered on m N' / 2^p), and -f(0) Delta on the last half box (which a message 0 with
+    negative noise reaches through X^N' = -1)."""
+    n, p = params.acc_size, params.message_bits
     box = n >> p
     j = np.arange(n)
     m = (j + box // 2) // box
@@ -519,7 +521,8 @@ def _test_vector(params: Params, table: np.ndarray) -> np.ndarray:
 
 @partial(jax.jit, static_argnames=("params",))
 def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
-    """Long LWE over Q (b [B, L], a [B, L, kN]) -> short LWE mod 2^32 -> mod 2N: (b~ [B], a~ [B, n]) int32."""
+    """Long LWE over Q (b [B, L], a [B, L, kN]) -> short LWE mod 2^32 -> mod 2N' (N' = 2^nu N): (b~ [B],
+    a~ [B, n]) int32."""
     g = params.ks_gadget
     x = jnp.concatenate([a, b[..., None]], axis=-1)  # [B, L, kN + 1]
     d = gadget_digits_rns(x, ms_plan)  # [2, B, kN + 1]: round(x 2^32 / Q) in base 2^16
@@ -542,35 +545,38 @@ def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
     out = jax.lax.bitcast_convert_type(out, U32)
     bb = out[:, -1] + vb
     aa = out[:, :-1]
-    log2n = params.poly_size.bit_length()  # log2(2N)
+    log2n = params.acc_size.bit_length()  # log2(2N')
     sh = KS_MODULUS_BITS - log2n
     rnd = U32(1 << (sh - 1))
-    mask = U32(2 * params.poly_size - 1)
+    mask = U32(2 * params.acc_size - 1)
     return ((bb + rnd) >> sh & mask).astype(I32), ((aa + rnd) >> sh & mask).astype(I32)
 
 
 @partial(jax.jit, static_argnames=("params", "unroll"))
 def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, *, params: Params, unroll: int = 1):
-    """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n]; tv uint32 [T, 1 or B, L, N] (one
-    per table, shared by the batch or one per input); returns (b [T, B, L], a [T, B, L, kN])."""
-    n2 = 2 * params.poly_size
-    k = params.glwe_dim
+    """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n] in [0, 2N'); tv uint32
+    [T, 1 or B, 2^nu, L, N] (one per table, shared by the batch or one per input; its 2^nu components,
+    N' = 2^nu N); returns (b [T, B, L], a [T, B, L, kN])."""
+    n2 = 2 * params.acc_size
+    k, nu = params.glwe_dim, params.extension
     tcount, batch = tv.shape[0], b_t.shape[0]
     limbs, big_n = len(params.moduli), params.poly_size
     q = mac[0]
-    # ACC_0 = X^(-b~) (0, ..., 0, TV): the tables are one more batch axis (KS-dedup)
-    acc_body = jnp.broadcast_to(tv, (tcount, batch, limbs, big_n)).reshape(tcount * batch, limbs, big_n)
+    # ACC_0 = X^(-b~) (0, ..., 0, TV) in 2^nu components: the tables are one more batch axis (KS-dedup)
+    comps = (1 << nu, limbs, big_n)
+    acc_body = jnp.broadcast_to(tv, (tcount, batch) + comps).reshape((tcount * batch,) + comps)
     shift0 = jnp.tile((n2 - b_t) % n2, tcount)
-    acc_body = G.rotate_mod(acc_body, shift0, q)
-    acc = jnp.concatenate([jnp.zeros((tcount * batch, k, limbs, big_n), U32), acc_body[:, None]], axis=1)
+    acc_body = G.rotate_components(acc_body, shift0, q)
+    masks = jnp.zeros((tcount * batch, 1 << nu, k, limbs, big_n), U32)
+    acc = jnp.concatenate([masks, acc_body[:, :, None]], axis=2)
     shifts = jnp.tile((n2 - a_t) % n2, (tcount, 1))  # X^(-a~_i): phase b~ + sum a~_i s_i
     acc = G.blind_rotate(acc, shifts, bsk, plan, gplan, mac, unroll=unroll)
-    ob, oa = G.sample_extract(acc, q)
+    ob, oa = G.sample_extract(acc[:, 0], q)
     return ob.reshape(tcount, batch, limbs), oa.reshape(tcount, batch, limbs, params.long_dim)
 
 
 def keyswitch(sk: ServerKey, ct: LWECiphertext):
-    """Steps 1-3 of :func:`pbs`: (b~ int32 [...], a~ int32 [..., n]) in [0, 2N), the short LWE the blind
+    """Steps 1-3 of :func:`pbs`: (b~ int32 [...], a~ int32 [..., n]) in [0, 2N'), the short LWE the blind
     rotation takes. Exposed for noise tests and for callers that apply several tables themselves."""
     params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
@@ -613,7 +619,9 @@ def pbs_many(sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1) -> li
         else:
             tv = _test_vector(params, lookup_table(params, f))[None]
         tvs.append(np.broadcast_to(tv, (batch,) + tv.shape[1:]))
-    tv = np.stack(tvs)  # [T, 1 or B, L, N]
+    tv = np.stack(tvs)  # [T, 1 or B, L, N']
+    nu = params.extension  # its 2^nu components (crossfhe.core.ggsw.split_components): [T, 1 or B, 2^nu, L, N]
+    tv = np.moveaxis(tv.reshape(tv.shape[:-1] + (params.poly_size, 1 << nu)), -1, -3)
     t = _Tables(params)
     bt, at = keyswitch(sk, ct)
     ob, oa = _bootstrap(

@@ -11,10 +11,25 @@ A parameter set fixes
 * the **short key**: a binary LWE key of dimension ``lwe_dim`` n; the key-switching key takes the long
   LWE key to it modulo 2^32 (native ``uint32`` wrap-around, no reduction at all);
 * the **gadgets**: ``pbs_gadget`` (base 2^b, l levels) of the external product and ``ks_gadget`` of the
-  key switch.
+  key switch;
+* the **extension** nu (default 0): the blind rotation runs on an accumulator of N' = 2^nu N coefficients,
+  so the modulus switch goes to 2N' instead of 2N while every key stays at N (below).
 
 Bootstrapping is key switch first (Taurus Fig. 3): Q -> 2^32 (rounding), key switch long -> short,
-2^32 -> 2N (rounding), blind rotation, sample extraction (:mod:`crossfhe.tfhe.ops`).
+2^32 -> 2N' (rounding), blind rotation, sample extraction (:mod:`crossfhe.tfhe.ops`).
+
+Extended blind rotation (nu > 0). The rounding 2^32 -> 2N' costs (n/2 + 1) / (12 (2N')^2) of variance, and
+for p = 10 at N = 2^17 that alone exceeds the 2^-64 budget; a larger N makes every key and every external
+product larger. Instead the accumulator lives in Z_Q[X]/(X^N' + 1), N' = 2^nu N, under the key
+S(X^(2^nu)). Writing A(X) = sum_(j < 2^nu) X^j A_j(X^(2^nu)), each A_j is a polynomial of Z_Q[Y]/(Y^N + 1)
+(Y = X^(2^nu), Y^N = X^N' = -1) and the ciphertext's component j is an ordinary GLWE under S: the external
+product with a GGSW of a constant (a key bit) acts on the 2^nu components separately, with the N-sized
+bootstrapping key. X^r ACC is a negacyclic rotation of the N'-coefficient array (stored interleaved, index
+m 2^nu + j), and coefficient 0 of the result is coefficient 0 of component 0, so sample extraction gives an
+LWE of dimension k N under the usual key. A CMux costs 2^nu external products (one batch, one read of the
+GGSW); the bootstrapping key, the key-switching key and the noise of each external product are those of N.
+This is the ring-splitting behind the "extended" bootstrapping of the TFHE literature; here it serves only
+to make the modulus switch finer.
 
 Noise model (variances relative to the modulus, i.e. on the torus; TFHE literature: Chillotti et al.,
 "TFHE: fast fully homomorphic encryption over the torus", J. Cryptology 2020, Thm 4.1 and Lemma 4.3;
@@ -25,16 +40,17 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   2^-64 / 12 and meets a key bit of mean square 1/2);
 * key switch, digits d in [-B/2, B/2) (E[d^2] = (B^2 + 2) / 12) against a key of noise sigma_lwe, plus the
   dropped low bits of each a_i: k N l_ks (B_ks^2 + 2) / 12 sigma_lwe^2 + (k N / 2) 2^(-2 b_ks l_ks) / 12;
-* rounding 2^32 -> 2N: (n / 2 + 1) / (12 (2N)^2);
+* rounding 2^32 -> 2N': (n / 2 + 1) / (12 (2N')^2);
 * blind rotation, n CMux external products, each adding
   (k + 1) l N (B^2 + 2) / 12 sigma_glwe^2 + (k N / 2 + 1) 2^(-2 b l) / 12
   (gadget digits against the key noise; the decomposition error against the key, bounded by taking the
-  bootstrapping key's bit as 1). The output of a bootstrap has this variance times n: ``var_pbs``.
+  bootstrapping key's bit as 1). The output of a bootstrap has this variance times n: ``var_pbs``. With
+  nu > 0 each component of the accumulator goes through the same n external products, so this is unchanged.
 
 A bootstrap's input is a linear combination of bootstrap outputs with sum of squared weights at most
 ``max_norm2`` (``nu^2``, the budget the linear operations may spend). It decrypts wrongly when the error at
 the blind rotation's input, variance ``var_decision`` = nu^2 var_pbs + (rounding Q -> 2^32) + (key switch)
-+ (rounding 2^32 -> 2N), exceeds Delta/2 = 1 / 2^(p+2) in absolute value:
++ (rounding 2^32 -> 2N'), exceeds Delta/2 = 1 / 2^(p+2) in absolute value:
 p_fail = erfc(1 / (2^(p+2) sqrt(2 var_decision))). Tests measure the output noise of bootstraps and the
 decision noise and check them against this model (tests/tfhe/test_noise.py).
 
@@ -64,6 +80,10 @@ KS_MODULUS_BITS = 32
 """The key switch runs modulo 2^32: uint32 arithmetic wraps, so it needs no modular reduction."""
 
 MAX_MESSAGE_BITS = 10
+MAX_EXTENSION = 8
+"""Largest nu (the accumulator has at most 2^8 components)."""
+MAX_ACC_SIZE = 2**20
+"""Largest accumulator N' = 2^nu N (its test vector and each batch item's accumulator are (k + 1) L N' words)."""
 
 PUBLISHED_LWE_POINTS: tuple[tuple[int, float], ...] = (
     (781, -16.78),  # V1_1_PARAM_MESSAGE_1_CARRY_1_KS_PBS_GAUSSIAN_2M64 (lwe std 8.868e-06)
@@ -94,8 +114,10 @@ def lwe_is_published_secure(dim: int, log2_rate: float) -> bool:
 class Params:
     """Checked TFHE parameters (frozen, hashable: a ``jax.jit`` static argument). See the module docstring.
 
-    ``moduli``: the GLWE primes (q = 1 mod 2N, below 2^31). ``glwe_sigma``: std of the GLWE and
-    bootstrapping-key noise in absolute units of Q; ``lwe_sigma``: std of the key-switching-key noise in
+    ``moduli``: the GLWE primes (q = 1 mod 2N, below 2^31). ``extension``: nu, the blind rotation's
+    accumulator has N' = 2^nu N coefficients (module docstring; 0: the plain blind rotation).
+    ``glwe_sigma``: std of the GLWE and bootstrapping-key noise in absolute units of Q; ``lwe_sigma``: std of
+    the key-switching-key noise in
     units of 2^32. ``max_norm2``: the sum of squared weights of the linear combination of bootstrap outputs
     a bootstrap may take as input (default 2^p: e.g. 2^p additions of fresh outputs). ``name``: for reprs
     and benchmark records.
@@ -114,6 +136,7 @@ class Params:
     name: str = ""
     insecure: bool = False
     kernels: KernelSet = VECTOR
+    extension: int = 0
 
     def __post_init__(self):
         p, n, k, big_n = self.message_bits, self.lwe_dim, self.glwe_dim, self.poly_size
@@ -121,15 +144,24 @@ class Params:
             object.__setattr__(self, "kernels", as_kernel_set(self.kernels))
         except ValueError as e:
             raise ParameterError(str(e)) from None
-        for what, v in (("message_bits", p), ("lwe_dim", n), ("glwe_dim", k), ("poly_size", big_n)):
+        ints = (("message_bits", p), ("lwe_dim", n), ("glwe_dim", k), ("poly_size", big_n))
+        for what, v in ints + (("extension", self.extension),):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ParameterError(f"{what} must be an int, got {v!r}")
         if not 1 <= p <= MAX_MESSAGE_BITS:
             raise ParameterError(f"message_bits must be in [1, {MAX_MESSAGE_BITS}], got {p}")
         if big_n < 16 or big_n & (big_n - 1) or big_n > 2**17:
             raise ParameterError(f"poly_size N must be a power of two in [16, 2^17], got {big_n}")
-        if 2 * big_n < 2 ** (p + 1):
-            raise ParameterError(f"poly_size N = {big_n} is too small for {p}-bit messages: need 2N >= 2^(p+1)")
+        if not 0 <= self.extension <= MAX_EXTENSION or (big_n << self.extension) > MAX_ACC_SIZE:
+            raise ParameterError(
+                f"extension must be in [0, {MAX_EXTENSION}] with 2^extension N <= 2^{MAX_ACC_SIZE.bit_length() - 1}, "
+                f"got {self.extension} at N = {big_n}"
+            )
+        if 2 * self.acc_size < 2 ** (p + 1):
+            raise ParameterError(
+                f"poly_size N = {big_n} with extension {self.extension} is too small for {p}-bit messages: need "
+                f"2 N 2^extension >= 2^(p+1)"
+            )
         if n < 1 or k < 1:
             raise ParameterError(f"lwe_dim and glwe_dim must be >= 1, got {n}, {k}")
         if not self.moduli or len(set(self.moduli)) != len(self.moduli):
@@ -179,6 +211,11 @@ class Params:
         return math.log2(self.big_q)
 
     @property
+    def acc_size(self) -> int:
+        """N' = 2^nu N: the coefficients of the blind rotation's accumulator (the modulus switch goes to 2N')."""
+        return self.poly_size << self.extension
+
+    @property
     def long_dim(self) -> int:
         """k N: the dimension of the LWE ciphertexts between bootstraps."""
         return self.glwe_dim * self.poly_size
@@ -214,7 +251,7 @@ class Params:
 
     @cached_property
     def var_round_2n(self) -> float:
-        return (self.lwe_dim / 2 + 1) / (12 * (2 * self.poly_size) ** 2)
+        return (self.lwe_dim / 2 + 1) / (12 * (2 * self.acc_size) ** 2)
 
     @cached_property
     def var_cmux(self) -> float:
@@ -271,13 +308,14 @@ class Params:
             repr(self.lwe_sigma),
             (self.pbs_gadget.base_log, self.pbs_gadget.levels),
             (self.ks_gadget.base_log, self.ks_gadget.levels),
-        )
+        ) + ((("extension", self.extension),) if self.extension else ())  # nu = 0: the digests of before nu
         return hashlib.sha256(repr(fields).encode()).hexdigest()
 
     def __repr__(self) -> str:
         return (
             f"tfhe.Params({self.name + ', ' if self.name else ''}p={self.message_bits}, n={self.lwe_dim}, "
-            f"k={self.glwe_dim}, N={self.poly_size}, log2 Q={self.log_q:.1f} ({len(self.moduli)} primes), "
+            f"k={self.glwe_dim}, N={self.poly_size}{f' x 2^{self.extension}' if self.extension else ''}, "
+            f"log2 Q={self.log_q:.1f} ({len(self.moduli)} primes), "
             f"pbs={self.pbs_gadget.base_log}x{self.pbs_gadget.levels}, ks={self.ks_gadget.base_log}x"
             f"{self.ks_gadget.levels}, log2 p_fail={self.log2_p_fail():.1f}{', insecure' if self.insecure else ''})"
         )
@@ -308,6 +346,7 @@ def make(
     max_norm2: int | None = None,
     name: str = "",
     insecure: bool = False,
+    extension: int = 0,
 ) -> Params:
     """Build a :class:`Params`: the GLWE primes are the largest 31-bit NTT primes for N (``limbs`` of them);
     the noise is given as an absolute ``glwe_sigma`` or as a rate ``glwe_log2_rate`` (sigma = 2^rate Q),
@@ -331,4 +370,5 @@ def make(
         max_norm2=max_norm2,
         name=name,
         insecure=insecure,
+        extension=extension,
     )

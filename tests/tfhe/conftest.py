@@ -19,3 +19,13 @@ def keys_p4():
 @pytest.fixture(scope="session")
 def keys_p6():
     return ops.keygen(testing.INSECURE_TFHE_P6, b"tfhe-test-p6".ljust(32, b"\0"))
+
+
+@pytest.fixture(scope="session")
+def keys_p4_ext():
+    return ops.keygen(testing.INSECURE_TFHE_P4_EXT, b"tfhe-test-p4-ext".ljust(32, b"\0"))
+
+
+@pytest.fixture(scope="session")
+def keys_p6_ext():
+    return ops.keygen(testing.INSECURE_TFHE_P6_EXT, b"tfhe-test-p6-ext".ljust(32, b"\0"))

@@ -261,26 +261,39 @@ def _encrypt_glwe(values, s, rng) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("k", [1, 2], ids=lambda k: f"k={k}")
-def test_blind_rotate_equals_definition(k):
-    """Exact gadget, noiseless GGSWs of random bits b_i under a real key, random per-item shifts r_i:
-    phase(blind_rotate(ACC)) = X^(sum_i r_i b_i) phase(ACC) exactly; and equal, word for word, to a loop
-    of cmux_step."""
+def _negacyclic_shift(x, t: int, q: int) -> np.ndarray:
+    """X^t x(X) mod (X^n + 1, q) for Python-int coefficients x [n], t in [0, 2n)."""
+    n = len(x)
+    out = np.empty(n, dtype=object)
+    for j in range(n):
+        src = (j - t) % (2 * n)
+        out[j] = x[src] if src < n else -x[src - n]
+    return out % q
+
+
+@pytest.mark.parametrize(("k", "nu"), [(1, 0), (2, 0), (1, 2), (2, 1)], ids=lambda v: str(v))
+def test_blind_rotate_equals_definition(k, nu):
+    """Exact gadget, noiseless GGSWs of random bits b_i under a real key, random per-item shifts r_i in
+    [0, 2N'), N' = 2^nu N: the accumulator in 2^nu components (``split_components``) has, merged back, the
+    phase X^(sum_i r_i b_i) phase(ACC) in the ring of degree N' exactly (nu > 0: the extended blind rotation,
+    whose components are GLWEs under S over N); and it equals, word for word, a loop of cmux_step."""
     n, batch = 5, 3
-    rng = np.random.default_rng(60 + k)
+    big = N << nu
+    rng = np.random.default_rng(60 + 10 * nu + k)
     s = _key(rng, k)
     bits = np.array([1, 0, 1, 1, 0])
     bsk = np.stack([_ggsw(int(b), s, EXACT, rng) for b in bits])
-    shifts = rng.integers(0, 2 * N, (batch, n)).astype(np.int32)
-    shifts[0] = [0, 5, N, 2 * N - 1, 7]  # a zero and a negation among the shifts
-    acc = _uniform(rng, (batch, k + 1))
+    shifts = rng.integers(0, 2 * big, (batch, n)).astype(np.int32)
+    shifts[0] = [0, 5, big, 2 * big - 1, 7]  # a zero and a negation among the shifts
+    acc = _uniform(rng, (batch, 1 << nu, k + 1))  # [B, 2^nu, k+1, L, N]
     gplan = RNSGadgetPlan.create(BASIS, EXACT)
     out = np.asarray(_blind_rotate(acc, shifts, bsk, PLAN, gplan, MAC))
-    total = (shifts.astype(np.int64) * bits).sum(axis=1) % (2 * N)
-    ph_acc = _phase(acc, s)
+    total = (shifts.astype(np.int64) * bits).sum(axis=1) % (2 * big)
     for i in range(batch):
-        ref = mul_monomial(RNSPoly.create(_residues(ph_acc[i]), MODULI), int(total[i]))
-        np.testing.assert_array_equal(_phase(out[i], s), compose(np.asarray(ref.data), BASIS))
+        # phase of each component over N, interleaved into the ring of degree N' (coefficient m 2^nu + j)
+        ph_in = np.stack([_phase(acc[i, j], s) for j in range(1 << nu)], axis=-1).reshape(big)
+        ph_out = np.stack([_phase(out[i, j], s) for j in range(1 << nu)], axis=-1).reshape(big)
+        np.testing.assert_array_equal(ph_out, _negacyclic_shift(ph_in, int(total[i]), BIG_Q))
     loop = acc
     for i in range(n):
         loop = _cmux_step(loop, shifts[:, i], bsk[i], PLAN, gplan, MAC)

@@ -22,7 +22,8 @@ PRESETS = list(presets.PRESETS.values())
 IDS = [p.name for p in PRESETS]
 
 # the table of crossfhe/tfhe/presets.py: log2 p_fail, BSK and KSK sizes in MB (10^6 bytes)
-DOCUMENTED = {"P2": (-74.5, 80, 26), "P4": (-69.0, 55, 48), "P6": (-69.4, 256, 288), "P8": (-64.1, 2328, 1602)}
+DOCUMENTED = {"P2": (-74.5, 80, 26), "P4": (-69.0, 55, 48), "P6": (-69.4, 256, 288), "P8": (-67.1, 145, 100),
+              "P10": (-185.7, 145, 100)}
 
 
 def _published_rate(dim: int) -> float:
@@ -51,10 +52,15 @@ def test_preset_documented_figures(params):
     assert params.log_q > 61.9 and len(params.moduli) == 2
 
 
-def test_presets_distinct_and_no_p10():
-    assert sorted(presets.PRESETS) == ["P2", "P4", "P6", "P8"]
-    assert [p.message_bits for p in PRESETS] == [2, 4, 6, 8]
-    assert len({p.digest() for p in PRESETS}) == 4 and len({hash(p) for p in PRESETS}) == 4
+def test_presets_distinct_and_p10():
+    """One preset per p in 2..10 (even); P8 and P10 by the extended blind rotation, whose rounding to 2N'
+    is what p = 10 needs: the same keys without it (nu = 0), or with half the ring (nu = 6), miss 2^-64."""
+    assert sorted(presets.PRESETS, key=lambda k: int(k[1:])) == ["P2", "P4", "P6", "P8", "P10"]
+    assert [p.message_bits for p in PRESETS] == [2, 4, 6, 8, 10]
+    assert len({p.digest() for p in PRESETS}) == 5 and len({hash(p) for p in PRESETS}) == 5
+    assert presets.P10.acc_size == 2**18 and presets.P8.acc_size == 2**15
+    assert dataclasses.replace(presets.P10, extension=0).log2_p_fail() > -5
+    assert dataclasses.replace(presets.P10, extension=6).log2_p_fail() > -64
 
 
 @pytest.mark.parametrize("params", PRESETS, ids=IDS)
@@ -139,21 +145,23 @@ def _mean_square_rounding(bits: int) -> float:
     return float(np.mean(r**2)) / 4.0**bits
 
 
-@pytest.mark.parametrize("params", [presets.P4, testing.INSECURE_TFHE_P4], ids=["P4", "INSECURE_P4"])
+@pytest.mark.parametrize(
+    "params", [presets.P4, presets.P10, testing.INSECURE_TFHE_P4], ids=["P4", "P10", "INSECURE_P4"]
+)
 def test_var_ks_and_var_round_2n_direct(params):
     """var_ks: k N l digits, each E[d^2] (enumerated) times the KSK noise (sigma_lwe / 2^32)^2, plus k N key
     bits of mean square 1/2 times the rounding of each a_i's dropped 32 - b l bits (enumerated).
-    var_round_2n: n/2 + 1 roundings 2^32 -> 2N of uniform words (enumerated over the 2^(32 - log2 2N)
-    dropped values). Agreement to 1e-6: the formulas use B^2/12-style closed forms whose corrections are
-    O(2^-(dropped bits))."""
+    var_round_2n: n/2 + 1 roundings 2^32 -> 2N' (N' = 2^nu N, N with no extension) of uniform words
+    (enumerated over the 2^(32 - log2 2N') dropped values). Agreement to 1e-6: the formulas use B^2/12-style
+    closed forms whose corrections are O(2^-(dropped bits))."""
     g = params.ks_gadget
     kn = params.long_dim
     direct_ks = kn * g.levels * _mean_square_balanced_digit(g.base) * (params.lwe_sigma / 2**KS_MODULUS_BITS) ** 2
     dropped_bits = KS_MODULUS_BITS - g.base_log * g.levels
     direct_ks += kn * 0.5 * _mean_square_rounding(dropped_bits) * 4.0 ** -(g.base_log * g.levels)
     assert math.isclose(params.var_ks, direct_ks, rel_tol=1e-6)
-    log2_2n = params.poly_size.bit_length()
-    per = _mean_square_rounding(KS_MODULUS_BITS - log2_2n) / (2 * params.poly_size) ** 2
+    log2_2n = params.acc_size.bit_length()
+    per = _mean_square_rounding(KS_MODULUS_BITS - log2_2n) / (2 * params.acc_size) ** 2
     assert math.isclose(params.var_round_2n, (params.lwe_dim * 0.5 + 1) * per, rel_tol=1e-6)
 
 

@@ -1,6 +1,6 @@
 """tfhe at the 128-bit presets (slow): P4 (all 16 inputs, random tables, noise against the model, a bootstrap of
-a linear combination at the max_norm2 budget), P2 (k = 4, the only preset with k > 1), and P8 (keys ~3.9 GB:
-one batch of a few inputs).
+a linear combination at the max_norm2 budget), P2 (k = 4, the only preset with k > 1), and P8 and P10 (the
+extended blind rotation over N' = 2^15 and 2^18: one batch of a few inputs each).
 
 Run with ``pytest -m slow tests/tfhe/test_tfhe_slow.py``.
 """
@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from crossfhe.core.lwe import LWECiphertext
 from crossfhe.tfhe import ops, presets
 
 pytestmark = pytest.mark.slow
@@ -105,8 +106,8 @@ def test_p2_k4_all_inputs(keys_preset_p2):
 
 
 def test_p8_one_batch():
-    """P8 (N 32768, BSK 2.3 GB, KSK 1.6 GB): keygen, one batch of 4 inputs through one random table.
-    About 2 minutes and 5.8 GB peak RSS on 2 CPU cores."""
+    """P8 (N 2048, accumulator 2^15, keys 245 MB): keygen, one batch of 4 inputs through one random table;
+    every error below 6 sqrt(var_pbs)."""
     params = presets.P8
     ck, sk = ops.keygen(params, _seed(8))
     assert sk.nbytes == params.bsk_bytes + params.ksk_bytes
@@ -117,3 +118,28 @@ def test_p8_one_batch():
     np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
     e = ops.noise(ck, out, table[m])
     assert np.abs(e).max() <= 6 * math.sqrt(params.var_pbs)
+
+
+def test_p10_one_batch():
+    """P10 (10-bit messages, N 2048, accumulator 2^18): keygen; a batch of 2 inputs (the largest message
+    and a random one) through a random table of 1024 entries and, by KS-dedup, through v -> v mod 32; then
+    the bivariate pattern at the max_norm2 budget, 32 PBS(y) + PBS(x) (squared norm 32^2 + 1 = 1025),
+    bootstrapped through (a, b) -> a b mod 1024. Every output decrypts exactly and every error is below
+    6 sqrt(var_pbs). Five blind rotations of ~100 s each on one CPU."""
+    params = presets.P10
+    ck, sk = ops.keygen(params, _seed(10))
+    rng = np.random.default_rng(10)
+    m = np.array([1023, rng.integers(0, 1023)])
+    table = rng.integers(0, 1024, 1024)
+    out, low = ops.pbs_many(sk, ops.encrypt(ck, m, _seed(100)), [table, lambda v: v % 32])
+    np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
+    np.testing.assert_array_equal(ops.decrypt(ck, low), m % 32)
+    e = ops.noise(ck, out, table[m])
+    assert np.abs(e).max() <= 6 * math.sqrt(params.var_pbs)
+    x, y = m % 32
+    first = LWECiphertext(low.b[0], low.a[0], low.moduli)
+    second = LWECiphertext(low.b[1], low.a[1], low.moduli)
+    both = ops.add(ops.mul_const(second, 32), first)  # 32 y + x
+    assert int(ops.decrypt(ck, both)) == 32 * y + x
+    prod = ops.pbs(sk, both, lambda v: (v % 32) * (v // 32))
+    assert int(ops.decrypt(ck, prod)) == (x * y) % 1024
