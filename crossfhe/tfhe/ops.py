@@ -552,27 +552,64 @@ def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
     return ((bb + rnd) >> sh & mask).astype(I32), ((aa + rnd) >> sh & mask).astype(I32)
 
 
+def _initial_acc(b_t, tv, q, params: Params):
+    """ACC_0 = X^(-b~) (0, ..., 0, TV) in 2^nu components, [T B, 2^nu, k+1, L, N]: the tables are one more
+    batch axis (KS-dedup)."""
+    n2 = 2 * params.acc_size
+    k, nu = params.glwe_dim, params.extension
+    tcount, batch = tv.shape[0], b_t.shape[0]
+    comps = (1 << nu, len(params.moduli), params.poly_size)
+    acc_body = jnp.broadcast_to(tv, (tcount, batch) + comps).reshape((tcount * batch,) + comps)
+    acc_body = G.rotate_components(acc_body, jnp.tile((n2 - b_t) % n2, tcount), q)
+    masks = jnp.zeros((tcount * batch, 1 << nu, k) + comps[1:], U32)
+    return jnp.concatenate([masks, acc_body[:, :, None]], axis=2)
+
+
+def _rotation_shifts(a_t, tcount: int, params: Params):
+    n2 = 2 * params.acc_size
+    return jnp.tile((n2 - a_t) % n2, (tcount, 1))  # X^(-a~_i): phase b~ + sum a~_i s_i
+
+
+def _extract(acc, q, tcount: int, params: Params):
+    ob, oa = G.sample_extract(acc[:, 0], q)
+    limbs = len(params.moduli)
+    return ob.reshape(tcount, -1, limbs), oa.reshape(tcount, -1, limbs, params.long_dim)
+
+
 @partial(jax.jit, static_argnames=("params", "unroll"))
 def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, *, params: Params, unroll: int = 1):
     """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n] in [0, 2N'); tv uint32
     [T, 1 or B, 2^nu, L, N] (one per table, shared by the batch or one per input; its 2^nu components,
     N' = 2^nu N); returns (b [T, B, L], a [T, B, L, kN])."""
-    n2 = 2 * params.acc_size
-    k, nu = params.glwe_dim, params.extension
-    tcount, batch = tv.shape[0], b_t.shape[0]
-    limbs, big_n = len(params.moduli), params.poly_size
-    q = mac[0]
-    # ACC_0 = X^(-b~) (0, ..., 0, TV) in 2^nu components: the tables are one more batch axis (KS-dedup)
-    comps = (1 << nu, limbs, big_n)
-    acc_body = jnp.broadcast_to(tv, (tcount, batch) + comps).reshape((tcount * batch,) + comps)
-    shift0 = jnp.tile((n2 - b_t) % n2, tcount)
-    acc_body = G.rotate_components(acc_body, shift0, q)
-    masks = jnp.zeros((tcount * batch, 1 << nu, k, limbs, big_n), U32)
-    acc = jnp.concatenate([masks, acc_body[:, :, None]], axis=2)
-    shifts = jnp.tile((n2 - a_t) % n2, (tcount, 1))  # X^(-a~_i): phase b~ + sum a~_i s_i
-    acc = G.blind_rotate(acc, shifts, bsk, plan, gplan, mac, unroll=unroll)
-    ob, oa = G.sample_extract(acc[:, 0], q)
-    return ob.reshape(tcount, batch, limbs), oa.reshape(tcount, batch, limbs, params.long_dim)
+    q, tcount = mac[0], tv.shape[0]
+    acc = _initial_acc(b_t, tv, q, params)
+    acc = G.blind_rotate(acc, _rotation_shifts(a_t, tcount, params), bsk, plan, gplan, mac, unroll=unroll)
+    return _extract(acc, q, tcount, params)
+
+
+# The same computation in pieces, for progress reports: the blind rotation's steps run in chunks.
+_start_jit = jax.jit(_initial_acc, static_argnames=("params",))
+_rotate_chunk_jit = jax.jit(G.blind_rotate, static_argnames=("unroll",))
+_extract_jit = jax.jit(_extract, static_argnames=("tcount", "params"))
+
+PROGRESS_CHUNKS = 20
+"""With a ``progress`` callback, the blind rotation runs in this many chunks of CMux steps (at most two
+compiled chunk shapes), and the callback is called after each one."""
+
+
+def _bootstrap_with_progress(b_t, a_t, tv, bsk, t: _Tables, params: Params, unroll: int, progress):
+    """:func:`_bootstrap`, the same words, with ``progress("blind rotation", fraction)`` after each chunk."""
+    q, tcount = t.mac[0], tv.shape[0]
+    acc = _start_jit(b_t, tv, q, params=params)
+    shifts = _rotation_shifts(a_t, tcount, params)
+    n = params.lwe_dim
+    size = -(-n // min(PROGRESS_CHUNKS, n))
+    for start in range(0, n, size):
+        stop = min(n, start + size)
+        acc = _rotate_chunk_jit(acc, shifts[:, start:stop], bsk[start:stop], t.plan, t.gplan, t.mac, unroll=unroll)
+        jax.block_until_ready(acc)
+        progress("blind rotation", stop / n)
+    return _extract_jit(acc, q, tcount=tcount, params=params)
 
 
 def keyswitch(sk: ServerKey, ct: LWECiphertext):
@@ -587,23 +624,25 @@ def keyswitch(sk: ServerKey, ct: LWECiphertext):
     return bt.reshape(shape), at.reshape(shape + (params.lwe_dim,))
 
 
-def pbs(sk: ServerKey, ct: LWECiphertext, table, *, unroll: int = 1) -> LWECiphertext:
+def pbs(sk: ServerKey, ct: LWECiphertext, table, *, unroll: int = 1, progress=None) -> LWECiphertext:
     """Programmable bootstrapping of ct (any batch shape): an LWECiphertext of the same batch shape
     encrypting table(m), with fresh noise (variance ``params.var_pbs``). ``table``: an array of 2^p ints
     or a callable on ints (:func:`lookup_table`), applied to every input; or an integer array of shape
     ``ct.batch_shape + (2^p,)``, one table per input (:func:`per_input_tables`). Either way the whole
-    batch shares each pass over the bootstrapping key.
+    batch shares each pass over the bootstrapping key. ``progress(stage, fraction)``, if given, is called as
+    the blind rotation advances (:data:`PROGRESS_CHUNKS` times; a P10 bootstrap takes minutes on a CPU);
+    the result is the same either way.
     """
-    return pbs_many(sk, ct, [table], unroll=unroll)[0]
+    return pbs_many(sk, ct, [table], unroll=unroll, progress=progress)[0]
 
 
-def pbs_many(sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1) -> list[LWECiphertext]:
+def pbs_many(sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1, progress=None) -> list[LWECiphertext]:
     """Several tables applied to the same input(s) with one key switch per input (KS-dedup, Taurus §V).
 
     Returns one LWECiphertext per table, each of ct's batch shape; equal to ``[pbs(sk, ct, f) for f in
     tables]`` (same key switch, so the same short ciphertext and the same outputs bit for bit). The tables
     are one more batch axis of the blind rotation. Each entry is a table for every input or an array of
-    per-input tables (as for :func:`pbs`).
+    per-input tables (as for :func:`pbs`). ``progress``: as for :func:`pbs`.
     """
     params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
@@ -622,19 +661,15 @@ def pbs_many(sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1) -> li
     tv = np.stack(tvs)  # [T, 1 or B, L, N']
     nu = params.extension  # its 2^nu components (crossfhe.core.ggsw.split_components): [T, 1 or B, 2^nu, L, N]
     tv = np.moveaxis(tv.reshape(tv.shape[:-1] + (params.poly_size, 1 << nu)), -1, -3)
+    if progress is not None and not callable(progress):
+        raise ParameterError(f"progress must be a callable (stage, fraction) or None, got {type(progress).__name__}")
     t = _Tables(params)
     bt, at = keyswitch(sk, ct)
-    ob, oa = _bootstrap(
-        bt.reshape(-1),
-        at.reshape(-1, params.lwe_dim),
-        jnp.asarray(tv),
-        sk.bsk,
-        t.plan,
-        t.gplan,
-        t.mac,
-        params=params,
-        unroll=unroll,
-    )
+    args = (bt.reshape(-1), at.reshape(-1, params.lwe_dim), jnp.asarray(tv), sk.bsk)
+    if progress is None:
+        ob, oa = _bootstrap(*args, t.plan, t.gplan, t.mac, params=params, unroll=unroll)
+    else:
+        ob, oa = _bootstrap_with_progress(*args, t, params, unroll, progress)
     limbs = len(params.moduli)
     return [
         LWECiphertext(ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)), params.moduli)

@@ -118,6 +118,20 @@ def test_p6_ext_random_tables_and_batch(keys_p6_ext):
         np.testing.assert_array_equal(np.asarray(single.a), np.asarray(outs[0].a[i]))
 
 
+def test_ext_progress_same_words(keys_p4_ext):
+    """The chunked blind rotation (progress callback) gives the words of the single call at nu = 4 too."""
+    ck, sk = keys_p4_ext
+    ct = ops.encrypt(ck, np.array([5, 11]), _seed(25))
+    table = np.arange(16)[::-1]
+    fractions = []
+    out = ops.pbs(sk, ct, table, progress=lambda _, f: fractions.append(f))
+    ref = ops.pbs(sk, ct, table)
+    np.testing.assert_array_equal(np.asarray(out.b), np.asarray(ref.b))
+    np.testing.assert_array_equal(np.asarray(out.a), np.asarray(ref.a))
+    assert fractions[-1] == 1.0 and len(fractions) > 1
+    np.testing.assert_array_equal(ops.decrypt(ck, out), [10, 4])
+
+
 def test_keys_do_not_depend_on_the_extension(keys_p4_ext):
     """The same seed gives the same key words with nu = 4 and nu = 0 (the keys are those of N), and the
     ciphertexts are interchangeable: the nu = 0 client key decrypts a bootstrap made with nu = 4. (At N 64 the

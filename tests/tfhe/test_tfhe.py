@@ -258,6 +258,26 @@ def test_batch_equals_one_at_a_time(keys_p2):
     assert int(bt1) == int(bt[1]) and np.array_equal(np.asarray(at1), np.asarray(at[1]))
 
 
+def test_progress_reports_and_same_words(keys_p2):
+    """With a progress callback the blind rotation runs in chunks (n = 64: 16 chunks of 4 steps): the
+    fractions rise to 1.0, one call per chunk, and the outputs are the words of the call without it (also
+    for KS-dedup). A non-callable progress is refused."""
+    ck, sk = keys_p2
+    ct = ops.encrypt(ck, np.array([0, 1, 2, 3]), _seed(75))
+    tables = [[3, 1, 0, 2], [1, 1, 0, 0]]
+    calls = []
+    with_progress = ops.pbs_many(sk, ct, tables, progress=lambda stage, f: calls.append((stage, f)))
+    plain = ops.pbs_many(sk, ct, tables)
+    for x, y in zip(with_progress, plain, strict=True):
+        _assert_same_words(x, y)
+    chunks = math.ceil(P2.lwe_dim / math.ceil(P2.lwe_dim / min(ops.PROGRESS_CHUNKS, P2.lwe_dim)))
+    assert len(calls) == chunks and {s for s, _ in calls} == {"blind rotation"}
+    fractions = [f for _, f in calls]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and fractions[0] > 0
+    with pytest.raises(ParameterError, match="progress must be a callable"):
+        ops.pbs(sk, ct, tables[0], progress="yes")
+
+
 def test_chained_bootstraps_bivariate(keys_p4):
     """f(x) = x mod 4, g(y) = y mod 4, then h(4 g + f) = f g: the input of h is 4 PBS + PBS, squared norm
     4^2 + 1 = 17 = max_norm2 (the budget the presets are sized for)."""
