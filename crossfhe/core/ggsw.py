@@ -80,7 +80,7 @@ def external_product(ggsw, glwe, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
         stop = min(start + MAC_TERMS, rows)
         part = mac_reduce(ev[..., start:stop, None, :, :], ggsw[start:stop], *mac, axis=-4)
         out = part if out is None else add_mod(out, part, mac[0])
-    return intt(out, plan)  # the MAC's reduction, once (not once per read of the NTT's passes)
+    return intt(out, plan)
 
 
 def split_components(x, extension: int):

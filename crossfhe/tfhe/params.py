@@ -24,10 +24,11 @@ product larger. Instead the accumulator lives in Z_Q[X]/(X^N' + 1), N' = 2^nu N,
 S(X^(2^nu)). Writing A(X) = sum_(j < 2^nu) X^j A_j(X^(2^nu)), each A_j is a polynomial of Z_Q[Y]/(Y^N + 1)
 (Y = X^(2^nu), Y^N = X^N' = -1) and the ciphertext's component j is an ordinary GLWE under S: the external
 product with a GGSW of a constant (a key bit) acts on the 2^nu components separately, with the N-sized
-bootstrapping key. X^r ACC is a negacyclic rotation of the N'-coefficient array (stored interleaved, index
-m 2^nu + j), and coefficient 0 of the result is coefficient 0 of component 0, so sample extraction gives an
-LWE of dimension k N under the usual key. A CMux costs 2^nu external products (one batch, one read of the
-GGSW); the bootstrapping key, the key-switching key and the noise of each external product are those of N.
+bootstrapping key. X^r ACC moves each component to another index and rotates it in the ring of degree N
+(:func:`crossfhe.core.ggsw.rotate_components`); coefficient 0 of the result is coefficient 0 of component 0,
+so sample extraction gives an LWE of dimension k N under the usual key. A CMux costs 2^nu external
+products (one batch, one read of the GGSW); the bootstrapping key, the key-switching key and the noise of
+each external product are those of N.
 This is the ring-splitting behind the "extended" bootstrapping of the TFHE literature; here it serves only
 to make the modulus switch finer.
 
