@@ -35,30 +35,7 @@ Insecure: tests only (HMVP and packing at a size where N inputs still run fast).
 from crossfhe.tfhe.params import make as _tfhe_make  # noqa: E402
 
 
-def _insecure_tfhe(p: int, log_n: int, name: str):
-    return _tfhe_make(
-        p,
-        lwe_dim=64,
-        glwe_dim=1,
-        poly_size=2**log_n,
-        glwe_log2_rate=-45.0,
-        lwe_log2_rate=-22.0,
-        pbs=(12, 2),
-        ks=(4, 5),
-        name=name,
-        insecure=True,
-    )
-
-
-INSECURE_TFHE_P2 = _insecure_tfhe(2, 8, "INSECURE_TFHE_P2")
-"""2-bit TFHE, n 64, N 256: insecure (LWE dimension 64), for exhaustive table tests."""
-INSECURE_TFHE_P4 = _insecure_tfhe(4, 10, "INSECURE_TFHE_P4")
-"""4-bit TFHE, n 64, N 1024: insecure, for exhaustive table tests and integers of 4-bit blocks."""
-INSECURE_TFHE_P6 = _insecure_tfhe(6, 12, "INSECURE_TFHE_P6")
-"""6-bit TFHE, n 64, N 4096: insecure, for random-table tests."""
-
-
-def _insecure_tfhe_ext(p: int, log_n: int, extension: int, name: str):
+def _insecure_tfhe(p: int, log_n: int, name: str, extension: int = 0):
     return _tfhe_make(
         p,
         lwe_dim=64,
@@ -74,8 +51,16 @@ def _insecure_tfhe_ext(p: int, log_n: int, extension: int, name: str):
     )
 
 
-INSECURE_TFHE_P4_EXT = _insecure_tfhe_ext(4, 6, 4, "INSECURE_TFHE_P4_EXT")
+INSECURE_TFHE_P2 = _insecure_tfhe(2, 8, "INSECURE_TFHE_P2")
+"""2-bit TFHE, n 64, N 256: insecure (LWE dimension 64), for exhaustive table tests."""
+INSECURE_TFHE_P4 = _insecure_tfhe(4, 10, "INSECURE_TFHE_P4")
+"""4-bit TFHE, n 64, N 1024: insecure, for exhaustive table tests and integers of 4-bit blocks."""
+INSECURE_TFHE_P6 = _insecure_tfhe(6, 12, "INSECURE_TFHE_P6")
+"""6-bit TFHE, n 64, N 4096: insecure, for random-table tests."""
+
+
+INSECURE_TFHE_P4_EXT = _insecure_tfhe(4, 6, "INSECURE_TFHE_P4_EXT", extension=4)
 """4-bit TFHE with the extended blind rotation: N 64, extension 4 (an accumulator of 1024 coefficients, the
 modulus switch of INSECURE_TFHE_P4), n 64. Insecure: tests only."""
-INSECURE_TFHE_P6_EXT = _insecure_tfhe_ext(6, 8, 4, "INSECURE_TFHE_P6_EXT")
+INSECURE_TFHE_P6_EXT = _insecure_tfhe(6, 8, "INSECURE_TFHE_P6_EXT", extension=4)
 """6-bit TFHE with the extended blind rotation: N 256, extension 4 (accumulator 4096, as INSECURE_TFHE_P6)."""

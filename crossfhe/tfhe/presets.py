@@ -81,34 +81,27 @@ P6 = make(
 )
 """6-bit messages: n 977, N 8192."""
 
-P8 = make(
-    8,
-    lwe_dim=1110,
-    glwe_dim=1,
-    poly_size=2048,
-    glwe_log2_rate=-48.32,
-    lwe_log2_rate=-24.97,
-    pbs=(16, 2),
-    ks=(2, 11),
-    max_norm2=2**8 + 1,
-    name="P8",
-    extension=4,
-)
+def _extended(p: int, extension: int) -> Params:
+    """The extended-blind-rotation shape of P8 and P10: n 1110, N 2048 (the keys of both), p-bit messages."""
+    return make(
+        p,
+        lwe_dim=1110,
+        glwe_dim=1,
+        poly_size=2048,
+        glwe_log2_rate=-48.32,
+        lwe_log2_rate=-24.97,
+        pbs=(16, 2),
+        ks=(2, 11),
+        max_norm2=2**p + 1,
+        name=f"P{p}",
+        extension=extension,
+    )
+
+
+P8 = _extended(8, 4)
 """8-bit messages: n 1110, N 2048, extended blind rotation over N' = 2^15 (16 components per CMux)."""
 
-P10 = make(
-    10,
-    lwe_dim=1110,
-    glwe_dim=1,
-    poly_size=2048,
-    glwe_log2_rate=-48.32,
-    lwe_log2_rate=-24.97,
-    pbs=(16, 2),
-    ks=(2, 11),
-    max_norm2=2**10 + 1,
-    name="P10",
-    extension=7,
-)
+P10 = _extended(10, 7)
 """10-bit messages: n 1110, N 2048, extended blind rotation over N' = 2^18 (128 components per CMux)."""
 
 PRESETS: dict[str, Params] = {"P2": P2, "P4": P4, "P6": P6, "P8": P8, "P10": P10}
