@@ -136,6 +136,7 @@ def _stats(ts_: list[float]) -> dict:
 def _params_dict(prm: Params, **extra) -> dict:
     return {"preset": prm.name, "p": prm.message_bits, "n": prm.lwe_dim, "k": prm.glwe_dim, "N": prm.poly_size,
             "extension": prm.extension, "limbs": len(prm.moduli), "log_q": round(prm.log_q, 1),
+            "kernel": "fft" if prm.fft_kernel else "ntt",
             "pbs_gadget": [prm.pbs_gadget.base_log, prm.pbs_gadget.levels],
             "ks_gadget": [prm.ks_gadget.base_log, prm.ks_gadget.levels], **extra}
 

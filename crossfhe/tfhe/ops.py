@@ -32,13 +32,14 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.core import ggsw as G
+from crossfhe.core.fourier import FourierPlan, ggsw_to_fourier
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math import random as crandom
@@ -54,7 +55,7 @@ from crossfhe.math.modular import (
     sum_wide,
 )
 from crossfhe.math.rns import RNSBasis
-from crossfhe.ring.ntt import NTTPlan, ntt
+from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.tfhe.params import KS_MODULUS_BITS, Params
 
 U32 = jnp.uint32
@@ -68,6 +69,13 @@ models the error by its standard deviation, as TFHE-rs's TUniform parameter sets
 
 KEYGEN_CHUNK_BYTES = 64 << 20
 """Keys are generated in chunks of about this many bytes (bounded peak memory for the N 2^15 keys)."""
+
+KERNELS = ("auto", "fft", "ntt")
+"""How the blind rotation computes its external products (``kernel=`` of :func:`pbs`): ``"fft"`` through a
+float64 FFT (:mod:`crossfhe.core.fourier`; about 2x faster at P4 on a CPU; adds the rounding variance
+``params.var_fft``), ``"ntt"`` exactly through the NTT of ``params.kernels``, ``"auto"`` (default) the FFT
+where ``params.fft_kernel`` (its rounding is at most 1/64 of the product's noise, which the noise model then
+counts) and the accumulator is not extended, the NTT elsewhere (P6, P8, P10)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -98,7 +106,9 @@ class ClientKey:
 class ServerKey:
     """The evaluation keys: ``bsk`` uint32 ``[n, (k+1) l, k+1, L, N]`` (n GGSW of the short key's bits under
     the GLWE key, EVAL domain) and ``ksk`` int32 ``[k N l_ks, n + 1]`` (LWE encryptions mod 2^32 under the
-    short key of s_i 2^32 / B^(j+1), row i l_ks + j, body last)."""
+    short key of s_i 2^32 / B^(j+1), row i l_ks + j, body last). The FFT kernel also keeps the bootstrapping
+    key's Fourier form (complex128, as many bytes again), made by :func:`keygen` or on the first bootstrap
+    after a load; ``nbytes`` counts the key itself (what is saved and sent)."""
 
     bsk: jax.Array
     ksk: jax.Array
@@ -172,7 +182,36 @@ def keygen(params: Params, seed=None, *, progress: Callable[[str, float], None] 
     ck = ClientKey(lwe_key, glwe_key, params)
     bsk = _gen_bsk(ck, k_bsk, progress)
     ksk = _gen_ksk(ck, k_ksk, progress)
-    return ck, ServerKey(bsk, ksk, params)
+    sk = ServerKey(bsk, ksk, params)
+    if params.fft_kernel:
+        _fourier_bsk(sk, progress)
+    return ck, sk
+
+
+@cache
+def _fourier_plan(params: Params) -> FourierPlan:
+    return FourierPlan.create(params.poly_size, params.moduli, params.pbs_gadget)
+
+
+def _fourier_bsk(sk: ServerKey, progress=None):
+    """The bootstrapping key as the FFT kernel takes it, complex128 ``[n, (k+1) l, k+1, N/2]``
+    (:func:`crossfhe.core.fourier.ggsw_to_fourier`), made once per key object and kept on it."""
+    cached = sk.__dict__.get("_bsk_fourier")
+    if cached is not None:
+        return cached
+    params = sk.params
+    plan, n = _Tables(params).plan, params.lwe_dim
+    chunk = max(1, min(n, KEYGEN_CHUNK_BYTES // (params.bsk_bytes // n)))
+    parts = []
+    for start in range(0, n, chunk):
+        coeff = np.asarray(intt(sk.bsk[start : start + chunk], plan))
+        parts.append(ggsw_to_fourier(coeff, params.moduli))
+        if progress is not None:
+            progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
+    with jax.enable_x64(True):
+        cached = jnp.asarray(np.concatenate(parts) if len(parts) > 1 else parts[0])
+    object.__setattr__(sk, "_bsk_fourier", cached)  # a cache, not a pytree field: ServerKey stays frozen
+    return cached
 
 
 def _glwe_key_eval(ck: ClientKey, tables: _Tables):
@@ -577,13 +616,15 @@ def _extract(acc, q, tcount: int, params: Params):
 
 
 @partial(jax.jit, static_argnames=("params", "unroll"))
-def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, *, params: Params, unroll: int = 1):
+def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, fourier, *, params: Params, unroll: int = 1):
     """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n] in [0, 2N'); tv uint32
     [T, 1 or B, 2^nu, L, N] (one per table, shared by the batch or one per input; its 2^nu components,
-    N' = 2^nu N); returns (b [T, B, L], a [T, B, L, kN])."""
+    N' = 2^nu N); bsk and fourier as for :func:`crossfhe.core.ggsw.blind_rotate`; returns (b [T, B, L],
+    a [T, B, L, kN])."""
     q, tcount = mac[0], tv.shape[0]
     acc = _initial_acc(b_t, tv, q, params)
-    acc = G.blind_rotate(acc, _rotation_shifts(a_t, tcount, params), bsk, plan, gplan, mac, unroll=unroll)
+    shifts = _rotation_shifts(a_t, tcount, params)
+    acc = G.blind_rotate(acc, shifts, bsk, plan, gplan, mac, fourier, unroll=unroll)
     return _extract(acc, q, tcount, params)
 
 
@@ -597,7 +638,7 @@ PROGRESS_CHUNKS = 20
 compiled chunk shapes), and the callback is called after each one."""
 
 
-def _bootstrap_with_progress(b_t, a_t, tv, bsk, t: _Tables, params: Params, unroll: int, progress):
+def _bootstrap_with_progress(b_t, a_t, tv, bsk, fourier, t: _Tables, params: Params, unroll: int, progress):
     """:func:`_bootstrap`, the same words, with ``progress("blind rotation", fraction)`` after each chunk."""
     q, tcount = t.mac[0], tv.shape[0]
     acc = _start_jit(b_t, tv, q, params=params)
@@ -606,7 +647,8 @@ def _bootstrap_with_progress(b_t, a_t, tv, bsk, t: _Tables, params: Params, unro
     size = -(-n // min(PROGRESS_CHUNKS, n))
     for start in range(0, n, size):
         stop = min(n, start + size)
-        acc = _rotate_chunk_jit(acc, shifts[:, start:stop], bsk[start:stop], t.plan, t.gplan, t.mac, unroll=unroll)
+        chunk_keys = bsk[start:stop]
+        acc = _rotate_chunk_jit(acc, shifts[:, start:stop], chunk_keys, t.plan, t.gplan, t.mac, fourier, unroll=unroll)
         jax.block_until_ready(acc)
         progress("blind rotation", stop / n)
     return _extract_jit(acc, q, tcount=tcount, params=params)
@@ -624,28 +666,34 @@ def keyswitch(sk: ServerKey, ct: LWECiphertext):
     return bt.reshape(shape), at.reshape(shape + (params.lwe_dim,))
 
 
-def pbs(sk: ServerKey, ct: LWECiphertext, table, *, unroll: int = 1, progress=None) -> LWECiphertext:
+def pbs(
+    sk: ServerKey, ct: LWECiphertext, table, *, unroll: int = 1, progress=None, kernel: str = "auto"
+) -> LWECiphertext:
     """Programmable bootstrapping of ct (any batch shape): an LWECiphertext of the same batch shape
     encrypting table(m), with fresh noise (variance ``params.var_pbs``). ``table``: an array of 2^p ints
     or a callable on ints (:func:`lookup_table`), applied to every input; or an integer array of shape
     ``ct.batch_shape + (2^p,)``, one table per input (:func:`per_input_tables`). Either way the whole
     batch shares each pass over the bootstrapping key. ``progress(stage, fraction)``, if given, is called as
     the blind rotation advances (:data:`PROGRESS_CHUNKS` times; a P10 bootstrap takes minutes on a CPU);
-    the result is the same either way.
+    the result is the same either way. ``kernel``: ``"auto"``, ``"fft"`` or ``"ntt"`` (:data:`KERNELS`).
     """
-    return pbs_many(sk, ct, [table], unroll=unroll, progress=progress)[0]
+    return pbs_many(sk, ct, [table], unroll=unroll, progress=progress, kernel=kernel)[0]
 
 
-def pbs_many(sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1, progress=None) -> list[LWECiphertext]:
+def pbs_many(
+    sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1, progress=None, kernel: str = "auto"
+) -> list[LWECiphertext]:
     """Several tables applied to the same input(s) with one key switch per input (KS-dedup, Taurus §V).
 
     Returns one LWECiphertext per table, each of ct's batch shape; equal to ``[pbs(sk, ct, f) for f in
     tables]`` (same key switch, so the same short ciphertext and the same outputs bit for bit). The tables
     are one more batch axis of the blind rotation. Each entry is a table for every input or an array of
-    per-input tables (as for :func:`pbs`). ``progress``: as for :func:`pbs`.
+    per-input tables (as for :func:`pbs`). ``progress`` and ``kernel``: as for :func:`pbs`.
     """
     params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
+    if kernel not in KERNELS:
+        raise ParameterError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if callable(tables) or not isinstance(tables, (list, tuple)) or not tables:
         raise ParameterError("pbs_many takes a non-empty list of tables (use pbs for one table)")
     shape = ct.batch_shape
@@ -665,11 +713,16 @@ def pbs_many(sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1, progr
         raise ParameterError(f"progress must be a callable (stage, fraction) or None, got {type(progress).__name__}")
     t = _Tables(params)
     bt, at = keyswitch(sk, ct)
-    args = (bt.reshape(-1), at.reshape(-1, params.lwe_dim), jnp.asarray(tv), sk.bsk)
-    if progress is None:
-        ob, oa = _bootstrap(*args, t.plan, t.gplan, t.mac, params=params, unroll=unroll)
+    if kernel == "fft" or (kernel == "auto" and params.fft_kernel):
+        keys, fourier, x64 = _fourier_bsk(sk), _fourier_plan(params), True
     else:
-        ob, oa = _bootstrap_with_progress(*args, t, params, unroll, progress)
+        keys, fourier, x64 = sk.bsk, None, False
+    args = (bt.reshape(-1), at.reshape(-1, params.lwe_dim), jnp.asarray(tv), keys)
+    with jax.enable_x64(x64):  # the FFT kernel's float64 arrays exist only under x64 (scoped, not global)
+        if progress is None:
+            ob, oa = _bootstrap(*args, t.plan, t.gplan, t.mac, fourier, params=params, unroll=unroll)
+        else:
+            ob, oa = _bootstrap_with_progress(*args, fourier, t, params, unroll, progress)
     limbs = len(params.moduli)
     return [
         LWECiphertext(ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)), params.moduli)

@@ -46,7 +46,16 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   (k + 1) l N (B^2 + 2) / 12 sigma_glwe^2 + (k N / 2 + 1) 2^(-2 b l) / 12
   (gadget digits against the key noise; the decomposition error against the key, bounded by taking the
   bootstrapping key's bit as 1). The output of a bootstrap has this variance times n: ``var_pbs``. With
-  nu > 0 each component of the accumulator goes through the same n external products, so this is unchanged.
+  nu > 0 each component of the accumulator goes through the same n external products, so this is unchanged;
+* the FFT kernel of the external product (:mod:`crossfhe.core.fourier`, float64) adds its rounding error,
+  ``var_fft`` = c log2(N) (k + 1) l N (B^2 + 2) / 12 * (1/12) * 2^-106 per external product: the variance of
+  a sum of (k + 1) l N products of a digit and a uniform key coefficient (mean square Q^2 / 12), times the
+  float64 unit roundoff squared and log2(N) (the depth of the transforms). c = 2: measured 1.44 to 1.56
+  against the exact NTT product for N 2^8 to 2^13, B 2^12 to 2^28, l 1 to 3, k 1 and 4
+  (tests/tfhe/test_fourier.py checks it). The bootstrap uses the FFT (``fft_kernel``) only where this
+  adds at most 1/64 to ``var_cmux`` and the accumulator is not extended (P2 and P4; not P6, whose 28-bit
+  digits at N 8192 would make it dominate; not P8 and P10, where it measured slower), and ``var_cmux``
+  then includes it.
 
 A bootstrap's input is a linear combination of bootstrap outputs with sum of squared weights at most
 ``max_norm2`` (``nu^2``, the budget the linear operations may spend). It decrypts wrongly when the error at
@@ -78,6 +87,8 @@ from crossfhe.math import primes
 from crossfhe.math.decompose import Gadget
 
 KS_MODULUS_BITS = 32
+FFT_ERROR_CONSTANT = 2.0
+"""c of ``var_fft`` (module docstring): measured 1.44 to 1.56, rounded up."""
 """The key switch runs modulo 2^32: uint32 arithmetic wraps, so it needs no modular reduction."""
 
 MAX_MESSAGE_BITS = 10
@@ -256,6 +267,29 @@ class Params:
 
     @cached_property
     def var_cmux(self) -> float:
+        """Noise of one CMux external product as bootstraps compute it (with ``var_fft`` if ``fft_kernel``)."""
+        return self.var_cmux_exact + (self.var_fft if self.fft_kernel else 0.0)
+
+    @cached_property
+    def var_fft(self) -> float:
+        """Rounding variance of one external product through the float64 FFT (module docstring)."""
+        g, k, big_n = self.pbs_gadget, self.glwe_dim, self.poly_size
+        terms = (k + 1) * g.levels * big_n * (g.base**2 + 2) / 12 / 12
+        return FFT_ERROR_CONSTANT * math.log2(big_n) * terms * 2.0**-106
+
+    @cached_property
+    def fft_kernel(self) -> bool:
+        """Whether bootstraps run their external products through the FFT: when its rounding (``var_fft``)
+        adds at most 1/64 to the exact product's noise, the moduli suit it (within a factor 2), and the
+        accumulator is not extended (measured at P8, 2^4 components: 11.2 s per bootstrap through the FFT
+        against 7.8 s through the NTT, while P4 took 136 against 248 ms)."""
+        exact = self.var_cmux_exact
+        suits = max(self.moduli) < 2 * min(self.moduli) and self.extension == 0
+        return suits and self.var_fft <= exact / 64
+
+    @cached_property
+    def var_cmux_exact(self) -> float:
+        """Noise of one CMux external product computed exactly (the NTT kernel)."""
         g, k, big_n = self.pbs_gadget, self.glwe_dim, self.poly_size
         digits = (k + 1) * g.levels * big_n * (g.base**2 + 2) / 12 * self.var_fresh
         dropped = (k * big_n / 2 + 1) * 4.0 ** -(g.base_log * g.levels) / 12

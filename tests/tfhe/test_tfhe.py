@@ -89,12 +89,14 @@ def test_encrypt_seed_reproducible(keys_p2):
 
 
 def test_keygen_seed_reproducible(keys_p2):
-    """The same seed gives the same keys (the fixture's seed, regenerated); progress reaches 1 for both keys."""
+    """The same seed gives the same keys (the fixture's seed, regenerated); progress reaches 1 for both keys
+    and for the bootstrapping key's Fourier form (P2 bootstraps through the FFT kernel)."""
     ck, sk = keys_p2
     calls = []
     ck2, sk2 = ops.keygen(P2, b"tfhe-test-p2".ljust(32, b"\0"), progress=lambda stage, f: calls.append((stage, f)))
-    assert {st for st, _ in calls} == {"bootstrapping key", "key-switching key"}
-    for stage in ("bootstrapping key", "key-switching key"):
+    stages = ("bootstrapping key", "key-switching key", "bootstrapping key (Fourier form)")
+    assert P2.fft_kernel and {st for st, _ in calls} == set(stages)
+    for stage in stages:
         fs = [f for st, f in calls if st == stage]
         assert fs == sorted(fs) and fs[-1] == 1.0
     for x, y in ((ck.lwe_key, ck2.lwe_key), (ck.glwe_key, ck2.glwe_key), (sk.bsk, sk2.bsk), (sk.ksk, sk2.ksk)):

@@ -166,14 +166,18 @@ def test_var_ks_and_var_round_2n_direct(params):
 
 
 def test_var_pbs_hand_computed():
-    """INSECURE_TFHE_P4 by hand: n 64, k 1, N 1024, B 2^12, l 2, sigma = 2^-45 Q (relative, exactly)."""
+    """INSECURE_TFHE_P4 by hand: n 64, k 1, N 1024, B 2^12, l 2, sigma = 2^-45 Q (relative, exactly); it
+    bootstraps through the FFT, whose rounding term is 2 log2(N) (k+1) l N (B^2 + 2) / 144 2^-106."""
     p = testing.INSECURE_TFHE_P4
     var_fresh = 2.0**-90
     digits = 2 * 2 * 1024 * (2**24 + 2) / 12 * var_fresh
     dropped = (1024 / 2 + 1) * 2.0**-48 / 12
+    fft = 2 * 10 * 2 * 2 * 1024 * (2**24 + 2) / 144 * 2.0**-106
+    assert p.fft_kernel
     assert math.isclose(p.var_fresh, var_fresh, rel_tol=1e-12)
-    assert math.isclose(p.var_cmux, digits + dropped, rel_tol=1e-12)
-    assert math.isclose(p.var_pbs, 64 * (digits + dropped), rel_tol=1e-12)
+    assert math.isclose(p.var_fft, fft, rel_tol=1e-12)
+    assert math.isclose(p.var_cmux, digits + dropped + fft, rel_tol=1e-12)
+    assert math.isclose(p.var_pbs, 64 * (digits + dropped + fft), rel_tol=1e-12)
     assert math.isclose(p.var_round_q, (1024 / 2 + 1) / 12 / 2.0**64, rel_tol=1e-12)
 
 
