@@ -1,25 +1,27 @@
-"""The TFHE external product through a floating-point negacyclic FFT, for GLWE over an RNS modulus Q.
+"""The TFHE blind rotation through a floating-point negacyclic FFT, on an accumulator held modulo Q.
 
 The blind rotation multiplies small digit polynomials (|d| <= B/2) by bootstrapping-key polynomials mod Q.
 Through the exact NTT (:func:`crossfhe.core.ggsw.external_product`) that costs (k+1) l L forward and (k+1) L
 inverse limb transforms of size N per CMux; through a complex FFT of size N/2 in float64 it costs (k+1) l
-forward and k+1 inverse transforms, whatever L, and XLA:CPU's FFT of 1024 complex points took about 8 us
-against about 17 us for one radix-2 limb NTT of 2048 points. TFHE-rs and Concrete bootstrap the same way.
+forward and k+1 inverse transforms, whatever L. TFHE-rs and Concrete bootstrap the same way.
 
-The price is rounding: the float64 product carries an error (module :func:`crossfhe.tfhe.params`
-``var_fft``), which the noise model adds to each external product; the keys, the ciphertexts and every
-other step stay exact RNS arithmetic. This module only changes how one product is computed:
+The price is rounding: the float64 product carries an error (``var_fft`` of :mod:`crossfhe.tfhe.params`),
+which the noise model adds to each external product. Keys and ciphertexts stay RNS; only the blind
+rotation changes (:func:`blind_rotate`, traced under ``jax.enable_x64(True)``):
 
 * **Key side** (:func:`ggsw_to_fourier`, on the host, once per key): each GGSW polynomial, residues mod
   q_0..q_{L-1}, is lifted to its centered integer in (-Q/2, Q/2] (Garner's mixed radix), rounded to float64
   (relative error 2^-53) and transformed.
-* **Data side** (:func:`external_product`, traced under ``jax.enable_x64(True)``): the gadget digits of the
-  GLWE (exact, from the residues) go through the forward FFT, are multiplied with the key rows and summed,
-  and come back through the inverse FFT as float64 values of integers of up to about 2^100, rounded to the
-  nearest integer. Such a value y is split exactly into y = a_2 2^64 + a_1 2^32 + a_0 with |a_i| < 2^53,
-  each part reduced mod q_i in float64 (exact below 2^53) and the parts recombined with Shoup products
-  (:func:`to_residues`): the residues of one integer, which differs from the exact product by the
-  rounding error only, so the limbs stay consistent.
+* **Accumulator**: its residues are composed once into one uint64 word in [0, Q) per coefficient (exact
+  CRT; Q < 2^63, so at most two 31-bit primes) and decomposed back after the last step. In between the
+  rotations, additions and subtractions are single-word arithmetic mod Q.
+* **External product**: the gadget digits come from the float64 value of the centered coefficient (its
+  2^-53 relative rounding joins the decomposition error), go through the forward FFT, are multiplied with
+  the key rows and summed, and come back through the inverse FFT as float64 values y of integers of up to
+  about 2^100, rounded to the nearest integer. y mod Q needs no exact arithmetic beyond 64 bits: with
+  m = floor(y / Q) from float64 (off by at most one), y - m Q is a small integer, so it equals its value
+  mod 2^64, (y mod 2^64) - m Q with wrapping int64 products; y mod 2^64 comes from an exact split of y
+  into 32-bit parts (:func:`reduce_mod_q`).
 
 Negacyclic folding: a(X) in R[X]/(X^N + 1) maps to c_j = (a_j + i a_(j+N/2)) w^j, w = exp(i pi / N), and
 the FFT of c gives a at the N/2 points x_k = w exp(-2 pi i k / (N/2)), where x_k^(N/2) = i: a product of
@@ -37,82 +39,72 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe.core.ggsw import rotate_components
 from crossfhe.errors import ParameterError
 from crossfhe.math.decompose import Gadget
-from crossfhe.math.modular import U32, reduce_once, shoup_mul, sub_mod
+from crossfhe.math.modular import add_mod, sub_mod
 
 F64 = jnp.float64
+I64 = jnp.int64
 U64 = jnp.uint64
 _static = partial(field, metadata={"static": True})
-MAX_PRODUCT_BITS = 126
-"""The inverse FFT's values must stay below 2^126 for :func:`to_residues` (four parts of at most 2^31)."""
+MAX_QUOTIENT_BITS = 48
+"""|y| / Q < 2^48 (y the products' values, at most (k+1) l N B/4 Q): floor(y / Q) from float64 is then
+within one of the true quotient (:func:`reduce_mod_q`)."""
+
+
+def supports(moduli: tuple[int, ...], n: int, gadget: Gadget, glwe_dim: int) -> bool:
+    """Whether :func:`blind_rotate` takes these parameters: Q < 2^63 and the quotient bound."""
+    rows = (glwe_dim + 1) * gadget.levels
+    return math.prod(moduli) < 2**63 and math.log2(rows * n) + gadget.base_log - 2 <= MAX_QUOTIENT_BITS
 
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class FourierPlan:
-    """Constants of the FFT product for ring degree N and moduli q_i, passed to kernels as arguments.
+    """Constants of the FFT blind rotation, passed to kernels as arguments (NumPy arrays: float64 and
+    64-bit integers only inside ``jax.enable_x64(True)``, where the kernels run).
 
-    ``twist`` float64 ``[2, N/2]`` (cos, sin of pi j / N); ``qf`` float64 ``[L, 1]``; ``q`` uint32
-    ``[L, 1]``; ``c``, ``cs`` uint32 ``[3, L, 1]``: 2^32, 2^64, 2^96 mod q_i and their Shoup companions; ``garner`` and
-    ``garner_s`` uint32 ``[L, L]``, entry (i, j) = q_j^-1 mod q_i and its Shoup companion. Arrays are NumPy,
-    so they become float64 only inside ``jax.enable_x64(True)``, where the kernels run. Static: the ring
-    degree, the gadget (base_log, levels), the digit scale B^l / Q (1 for an exact gadget) and Q as a
-    float."""
+    ``twist`` float64 ``[2, N/2]`` (cos, sin of pi j / N); ``q`` uint64 ``[L, 1]`` (the primes);
+    ``big_q`` uint64 ``[]``; ``garner`` uint64 ``[L]``: q_0^-1 mod q_1 (Q < 2^63: L <= 2; for L = 1 unused).
+    Static: the ring degree, the gadget (base_log, levels) and the digit scale B^l / Q (1 for an exact
+    gadget), Q as a float."""
 
     twist: np.ndarray
-    qf: np.ndarray
     q: np.ndarray
-    c: np.ndarray
-    cs: np.ndarray
+    big_q: np.ndarray
     garner: np.ndarray
-    garner_s: np.ndarray
     n: int = _static()
     base_log: int = _static()
     levels: int = _static()
     scale: float = _static()
-    big_q: float = _static()
+    big_qf: float = _static()
 
     @classmethod
-    def create(cls, n: int, moduli: tuple[int, ...], gadget: Gadget) -> FourierPlan:
-        if max(moduli) >= 2**31 or max(moduli) >= 2 * min(moduli):
+    def create(cls, n: int, moduli: tuple[int, ...], gadget: Gadget, glwe_dim: int = 1) -> FourierPlan:
+        if not supports(moduli, n, gadget, glwe_dim):
             raise ParameterError(
-                f"the FFT external product needs moduli below 2^31 within a factor 2 of each other, got {moduli}"
-                " (use kernel='ntt')"
+                f"the FFT blind rotation needs Q < 2^63 (at most two 31-bit primes) and (k+1) l N B < 2^50, got "
+                f"log2 Q = {math.log2(math.prod(moduli)):.1f}, N {n}, gadget {gadget} (use kernel='ntt')"
             )
         big_q = math.prod(moduli)
-        limbs = len(moduli)
-        garner = np.zeros((limbs, limbs), dtype=np.uint32)
-        garner_s = np.zeros((limbs, limbs), dtype=np.uint32)
-        for i, qi in enumerate(moduli):
-            for jj in range(i):
-                garner[i, jj] = pow(moduli[jj] % qi, -1, qi)
-                garner_s[i, jj] = (int(garner[i, jj]) << 32) // qi
         j = np.arange(n // 2)
-        twist = np.stack([np.cos(np.pi * j / n), np.sin(np.pi * j / n)])
-
-        def col(values):
-            return np.array(values, dtype=np.uint32)[:, None]
-
-        c = [[(1 << (32 * i)) % q for q in moduli] for i in (1, 2, 3)]
+        inv = pow(moduli[0], -1, moduli[1]) if len(moduli) == 2 else 0
         return cls(
-            twist=twist,
-            qf=np.array(moduli, dtype=np.float64)[:, None],
-            q=col(moduli),
-            c=np.stack([col(row) for row in c]),
-            cs=np.stack([col([(w << 32) // q for w, q in zip(row, moduli, strict=True)]) for row in c]),
-            garner=garner,
-            garner_s=garner_s,
+            twist=np.stack([np.cos(np.pi * j / n), np.sin(np.pi * j / n)]),
+            q=np.array(moduli, dtype=np.uint64)[:, None],
+            big_q=np.array(big_q, dtype=np.uint64),
+            garner=np.array([0, inv], dtype=np.uint64)[: len(moduli)],
             n=n,
             base_log=gadget.base_log,
             levels=gadget.levels,
             scale=1.0 if gadget.is_exact_for(big_q) else float(Fraction(gadget.base**gadget.levels, big_q)),
-            big_q=float(big_q),
+            big_qf=float(big_q),
         )
 
 
 # --------------------------------------------------------------------------------------------------
-# Transforms (traced under x64)
+# Transforms and conversions (traced under x64)
 # --------------------------------------------------------------------------------------------------
 
 
@@ -134,11 +126,13 @@ def inverse(c, twist):
     return _round(jnp.concatenate([re * cos + im * sin, im * cos - re * sin], axis=-1))
 
 
-def _barrier(x, table):
-    """x, materialized (as :func:`crossfhe.ring.ntt.fusion_barrier`, for float arrays): a conditional on a
-    runtime value (``table``, residues below 2^31) whose branches are both the identity."""
-    pred = table[(0,) * table.ndim] < jnp.uint32(2**31)
-    return jax.lax.cond(pred, lambda u: u, lambda u: u + 0.0, x)
+def _barrier(x, plan: FourierPlan):
+    """x, materialized: a conditional on a runtime value (Q) whose branches are both the identity, which
+    XLA:CPU keeps (see :func:`crossfhe.ring.ntt.fusion_barrier`), so consumers read x instead of each
+    recomputing it."""
+    pred = plan.big_q > 0
+    other = (lambda u: u ^ jnp.zeros((), u.dtype)) if jnp.issubdtype(x.dtype, jnp.integer) else (lambda u: u + 0.0)
+    return jax.lax.cond(pred, lambda u: u, other, x)
 
 
 def _round(x):
@@ -146,72 +140,52 @@ def _round(x):
     return jnp.floor(x + 0.5)
 
 
-def _mod_small(a, q):
-    """Integer-valued float64 a in [-2^31, 2^31] -> a mod q in [0, q), uint64 (q in (2^30, 2^31))."""
-    q = q.astype(jnp.int64)
-    v = a.astype(jnp.int64) + 2 * q  # in [0, 4q): -2^31 > -2q and 2^31 < 2q
-    v = jnp.where(v >= 2 * q, v - 2 * q, v)
-    return jnp.where(v >= q, v - q, v).astype(U64)
+def compose(x, plan: FourierPlan):
+    """uint32 residues ``[..., L, N]`` -> uint64 ``[..., N]`` in [0, Q): exact CRT (Garner, L <= 2)."""
+    r = x.astype(U64)
+    if r.shape[-2] == 1:
+        return r[..., 0, :]
+    q0, q1 = plan.q[0], plan.q[1]
+    r0, r1 = r[..., 0, :], r[..., 1, :]
+    v = (r1 + q1 - r0 % q1) % q1 * plan.garner[1] % q1  # products < 2^62
+    return r0 + q0 * v
 
 
-def to_residues(y, plan: FourierPlan):
-    """Integer-valued float64 ``[..., N]``, |y| < 2^126 -> its residues uint32 ``[..., L, N]``. Exact.
-
-    y = a_3 2^96 + a_2 2^64 + a_1 2^32 + a_0, each a_i = round(rest 2^-32i) of what the higher parts left:
-    each rest is a representable float64 (a multiple of y's unit in the last place below 2^(32 i + 31)),
-    so the split is exact and |a_i| <= 2^31. Then r = a_0 + sum_i (a_i mod q) (2^32i mod q), Shoup products
-    with native 64-bit integers (x64)."""
-    parts = []
-    rest = y
-    for i in (3, 2, 1):
-        a = _round(rest * 2.0 ** (-32 * i))
-        rest = rest - a * 2.0 ** (32 * i)
-        parts.append(a)
-    parts.append(rest)
-    # materialized once per coefficient, not recomputed for each limb by the fused consumer
-    parts = _barrier(jnp.stack(parts[::-1])[..., None, :], plan.q)  # [4, ..., 1, N]: a_0 .. a_3
-    q = plan.q
-    s = _mod_small(parts[0], q)
-    for i in range(1, 4):
-        s = s + _shoup64(_mod_small(parts[i], q), plan.c[i - 1], plan.cs[i - 1], q)  # < 7q < 2^34
-    for step in (4, 2, 1):
-        s = jnp.where(s >= step * q.astype(U64), s - step * q.astype(U64), s)
-    return s.astype(U32)
+def decompose(x, plan: FourierPlan):
+    """uint64 ``[..., N]`` in [0, Q) -> uint32 residues ``[..., L, N]``. Exact."""
+    return (x[..., None, :] % plan.q).astype(jnp.uint32)
 
 
-def _shoup64(x, w, ws, q):
-    """x w mod q in [0, 2q) for x, w < q < 2^31 (Shoup, with native 64-bit products under x64)."""
-    w, ws, q = w.astype(U64), ws.astype(U64), q.astype(U64)
-    return x * w - ((x * ws) >> 32) * q
+def reduce_mod_q(y, plan: FourierPlan):
+    """Integer-valued float64 y, |y| < 2^48 Q -> an integer in [0, Q) congruent to y mod Q, uint64. Exact.
 
-
-def centered_approx(x, plan: FourierPlan):
-    """uint32 residues ``[..., L, N]`` -> float64 ``[..., N]``: the centered representative in (-Q/2, Q/2],
-    rounded to float64 (relative error 2^-53). Garner's mixed-radix digits are exact (Shoup products; the
-    moduli lie within a factor 2, so v_j mod q_i is one conditional subtraction), the sum is float64."""
-    limbs = x.shape[-2]
-    q = plan.q
-    digits = []
-    for i in range(limbs):
-        t = x[..., i, :]
-        qi = q[i]
-        for j in range(i):
-            vj = reduce_once(digits[j], qi)
-            t = shoup_mul(sub_mod(t, vj, qi), plan.garner[i, j], plan.garner_s[i, j], qi)
-        digits.append(t)
-    v = digits[-1].astype(F64)
-    for i in reversed(range(limbs - 1)):
-        v = v * plan.qf[i] + digits[i].astype(F64)
-    return jnp.where(v > 0.5 * plan.big_q, v - plan.big_q, v)
+    m = floor(y / Q) in float64 is within one of the true quotient (two roundings of relative size 2^-53
+    on a value below 2^48 move it by less than 2^-4), so t = y - m Q lies in [-Q, 2Q) and equals its value
+    mod 2^64: (y mod 2^64) - m Q in wrapping
+    int64 arithmetic. y mod 2^64 = a_1 2^32 + a_0 (wrapping), from y = a_2 2^64 + a_1 2^32 + a_0 with
+    a_2 = round(y 2^-64), a_1 = round((y - a_2 2^64) 2^-32): each rest is a representable float64 (a multiple
+    of y's unit in the last place, below 2^63 resp. 2^31), so |a_1|, |a_0| <= 2^31 exactly."""
+    m = jnp.floor(y * (1.0 / plan.big_qf)).astype(I64)
+    rest = y - _round(y * 2.0**-64) * 2.0**64
+    a1 = _round(rest * 2.0**-32)
+    a0 = rest - a1 * 2.0**32
+    low = (a1.astype(I64) << 32) + a0.astype(I64)  # y mod 2^64 (wraps)
+    qs = plan.big_q.astype(I64)
+    t = low - m * qs  # wraps to the true value in [-Q, 2Q)
+    t = jnp.where(t < 0, t + qs, t)
+    t = jnp.where(t >= qs, t - qs, t)
+    return t.astype(U64)
 
 
 def gadget_digits(x, plan: FourierPlan):
-    """Signed gadget digits of residues ``[..., L, N]``, float64 ``[..., l, N]`` (MSB first), from the
-    float64 value of x, as :func:`crossfhe.math.decompose.gadget_digits_rns` takes them: v = round(x_c B^l / Q)
-    and all digits balanced in [-B/2, B/2) with the top carry dropped (approximate gadget), or v = x_c with
-    digit 0 taking the rest, in [-B/2, B/2] (exact gadget). sum_j d_j g_j (g of :meth:`Gadget.vector`) is x up to
-    the gadget's rounding plus 2^-53 relative error from the float value (counted in ``var_fft``)."""
-    v = _round(centered_approx(x, plan) * plan.scale)
+    """Signed gadget digits of x uint64 ``[..., N]`` in [0, Q), float64 ``[..., l, N]`` (MSB first), as
+    :func:`crossfhe.math.decompose.gadget_digits_rns` takes them, from the float64 value of the centered x:
+    v = round(x_c B^l / Q) and all digits balanced in [-B/2, B/2) with the top carry dropped (approximate
+    gadget), or v = x_c with digit 0 taking the rest, in [-B/2, B/2] (exact gadget). sum_j d_j g_j (g of
+    :meth:`Gadget.vector`) is x up to the gadget's rounding plus 2^-53 Q from the float value."""
+    qs = plan.big_q
+    xc = jnp.where(x > qs >> 1, x.astype(I64) - qs.astype(I64), x.astype(I64))
+    v = _round(xc.astype(F64) * plan.scale)
     base = float(1 << plan.base_log)
     out = []
     for _ in range(plan.levels - 1):  # least significant first
@@ -224,19 +198,50 @@ def gadget_digits(x, plan: FourierPlan):
     return jnp.stack(out[::-1], axis=-2)
 
 
+# --------------------------------------------------------------------------------------------------
+# External product and blind rotation (traced under x64)
+# --------------------------------------------------------------------------------------------------
+
+
 def external_product(ggsw_f, glwe, plan: FourierPlan):
     """GGSW [x] GLWE through the FFT (module docstring). ggsw_f: complex128 ``[(k+1) l, k+1, N/2]``
-    (:func:`ggsw_to_fourier`); glwe: uint32 ``[..., k+1, L, N]`` (COEFF). Returns uint32 ``[..., k+1, L, N]``
-    (COEFF): the exact product plus the rounding error. Traceable under ``jax.enable_x64(True)``."""
-    k1, n = glwe.shape[-3], glwe.shape[-1]
+    (:func:`ggsw_to_fourier`); glwe: uint64 ``[..., k+1, N]`` in [0, Q) (COEFF). Returns uint64
+    ``[..., k+1, N]``: the exact product plus the rounding error."""
+    k1, n = glwe.shape[-2], glwe.shape[-1]
     d = gadget_digits(glwe, plan)  # [..., k+1, l, N]: row c l + j
-    d = d.reshape(d.shape[:-3] + (k1 * plan.levels, n))
-    d = _barrier(d, plan.q)  # the twist reads two digits per point: computed once, not twice
-    ev = forward(d, plan.twist)  # [..., R, N/2]
+    # materialized: fused into the FFT's input, the digits (and the rotation before them) cost 2x the
+    # bootstrap (P4, batch 8, one CPU: 101 ms per bootstrap without this, 44-50 with it; batch 1: 93-119
+    # against 64-68)
+    d = _barrier(d, plan)
+    ev = forward(d.reshape(d.shape[:-3] + (k1 * plan.levels, n)), plan.twist)  # [..., R, N/2]
     acc = ev[..., 0, None, :] * ggsw_f[0]
     for r in range(1, ev.shape[-2]):
         acc = acc + ev[..., r, None, :] * ggsw_f[r]  # [..., k+1, N/2]
-    return to_residues(inverse(acc, plan.twist), plan)
+    return reduce_mod_q(inverse(acc, plan.twist), plan)
+
+
+def cmux_step(acc, shift, ggsw_f, plan: FourierPlan):
+    """ACC + GGSW [x] (X^shift ACC - ACC) on uint64 ``[B, 2^nu, k+1, N]`` (as
+    :func:`crossfhe.core.ggsw.cmux_step`, one word mod Q per coefficient)."""
+    q = plan.big_q
+    # materialized: recomputed by each digit level otherwise (P8, batch 1, one CPU: 4.8 s per bootstrap
+    # without this, 1.4 s with it; P4: 58-70 ms against 53-60)
+    diff = _barrier(sub_mod(rotate_components(acc, shift, q), acc, q), plan)
+    return add_mod(acc, external_product(ggsw_f, diff, plan), q)
+
+
+def blind_rotate(acc, shifts, bsk_f, plan: FourierPlan, *, unroll: int = 1):
+    """:func:`crossfhe.core.ggsw.blind_rotate` through the FFT: acc uint32 ``[B, 2^nu, k+1, L, N]``
+    (residues), shifts int32 ``[B, n]``, bsk_f complex128 ``[n, (k+1) l, k+1, N/2]``. Returns residues of
+    acc's shape. Traceable under x64."""
+    x = compose(acc, plan)
+
+    def step(a, xs):
+        s, g = xs
+        return cmux_step(a, s, g, plan), None
+
+    out, _ = jax.lax.scan(step, x, (shifts.T, bsk_f), unroll=unroll)
+    return decompose(out, plan)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -35,8 +35,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from crossfhe.core.fourier import FourierPlan
-from crossfhe.core.fourier import external_product as fourier_product
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan, digits_to_residues, gadget_digits_rns
 from crossfhe.math.modular import ModulusTable, add_mod, mac_reduce, neg_mod, sub_mod
@@ -122,37 +120,29 @@ def rotate_components(x, shift, q):
     return rotate_mod(flat, y_shift.reshape(-1), q).reshape(x.shape)
 
 
-def cmux_step(acc, shift, ggsw, plan: NTTPlan, gplan: RNSGadgetPlan, mac, fourier: FourierPlan | None = None):
+def cmux_step(acc, shift, ggsw, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
     """ACC + GGSW [x] (X^shift ACC - ACC): ACC when the GGSW encrypts 0, X^shift ACC when it encrypts 1
     (plus noise). acc: ``[B, 2^nu, k+1, L, N]``, the 2^nu components of an accumulator over the ring of
     degree N' = 2^nu N (nu = 0: one component, the plain blind rotation); shift int32 ``[B]`` in [0, 2N').
 
     For nu > 0 the accumulator is under the key S(X^(2^nu)) (:mod:`crossfhe.tfhe.params`): the rotation is
     negacyclic in N' (:func:`rotate_components`), and the external product with the GGSW of a constant (over
-    N) acts on each component separately, one batch that reads the GGSW once.
-
-    ``fourier``: None for the exact NTT product (ggsw uint32 EVAL), or a :class:`FourierPlan` for the FFT
-    product (ggsw complex128 from :func:`crossfhe.core.fourier.ggsw_to_fourier`; trace under x64)."""
+    N) acts on each component separately, one batch that reads the GGSW once."""
     q = mac[0]
     diff = sub_mod(rotate_components(acc, shift, q), acc, q)
-    if fourier is None:
-        prod = external_product(ggsw, diff, plan, gplan, mac)
-    else:
-        prod = fourier_product(ggsw, diff, fourier)
-    return add_mod(acc, prod, q)
+    return add_mod(acc, external_product(ggsw, diff, plan, gplan, mac), q)
 
 
-def blind_rotate(acc, shifts, bsk, plan: NTTPlan, gplan: RNSGadgetPlan, mac, fourier=None, *, unroll: int = 1):
+def blind_rotate(acc, shifts, bsk, plan: NTTPlan, gplan: RNSGadgetPlan, mac, *, unroll: int = 1):
     """n CMux steps: ACC X^(sum_i shifts_i b_i) for the key bits b_i inside ``bsk`` (module docstring).
 
     acc: uint32 ``[B, 2^nu, k+1, L, N]`` (:func:`cmux_step`); shifts: int32 ``[B, n]`` in [0, 2^(nu+1) N);
-    bsk: uint32 ``[n, (k+1) l, k+1, L, N]`` (EVAL), or with ``fourier`` complex128 ``[n, (k+1) l, k+1, N/2]``
-    (:func:`cmux_step`). Step i reads bsk[i] once for the whole batch. Traceable.
+    bsk: uint32 ``[n, (k+1) l, k+1, L, N]`` (EVAL). Step i reads bsk[i] once for the whole batch. Traceable.
     """
 
     def step(a, xs):
         s, g = xs
-        return cmux_step(a, s, g, plan, gplan, mac, fourier), None
+        return cmux_step(a, s, g, plan, gplan, mac), None
 
     out, _ = jax.lax.scan(step, acc, (shifts.T, bsk), unroll=unroll)
     return out

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe.core import fourier as F
 from crossfhe.core import ggsw as G
 from crossfhe.core.fourier import FourierPlan, ggsw_to_fourier
 from crossfhe.core.lwe import LWECiphertext
@@ -72,10 +73,10 @@ KEYGEN_CHUNK_BYTES = 64 << 20
 
 KERNELS = ("auto", "fft", "ntt")
 """How the blind rotation computes its external products (``kernel=`` of :func:`pbs`): ``"fft"`` through a
-float64 FFT (:mod:`crossfhe.core.fourier`; about 2x faster at P4 on a CPU; adds the rounding variance
+float64 FFT (:mod:`crossfhe.core.fourier`; 4-5x faster than the NTT at P4 and P8 on a CPU; adds the rounding variance
 ``params.var_fft``), ``"ntt"`` exactly through the NTT of ``params.kernels``, ``"auto"`` (default) the FFT
 where ``params.fft_kernel`` (its rounding is at most 1/64 of the product's noise, which the noise model then
-counts) and the accumulator is not extended, the NTT elsewhere (P6, P8, P10)."""
+counts), the NTT elsewhere (P6)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -190,7 +191,7 @@ def keygen(params: Params, seed=None, *, progress: Callable[[str, float], None] 
 
 @cache
 def _fourier_plan(params: Params) -> FourierPlan:
-    return FourierPlan.create(params.poly_size, params.moduli, params.pbs_gadget)
+    return FourierPlan.create(params.poly_size, params.moduli, params.pbs_gadget, params.glwe_dim)
 
 
 def _fourier_bsk(sk: ServerKey, progress=None):
@@ -619,18 +620,25 @@ def _extract(acc, q, tcount: int, params: Params):
 def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, fourier, *, params: Params, unroll: int = 1):
     """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n] in [0, 2N'); tv uint32
     [T, 1 or B, 2^nu, L, N] (one per table, shared by the batch or one per input; its 2^nu components,
-    N' = 2^nu N); bsk and fourier as for :func:`crossfhe.core.ggsw.blind_rotate`; returns (b [T, B, L],
+    N' = 2^nu N); bsk the key of :func:`crossfhe.core.ggsw.blind_rotate` (fourier None) or of
+    :func:`crossfhe.core.fourier.blind_rotate` (a FourierPlan, under x64); returns (b [T, B, L],
     a [T, B, L, kN])."""
     q, tcount = mac[0], tv.shape[0]
     acc = _initial_acc(b_t, tv, q, params)
     shifts = _rotation_shifts(a_t, tcount, params)
-    acc = G.blind_rotate(acc, shifts, bsk, plan, gplan, mac, fourier, unroll=unroll)
+    acc = _rotate(acc, shifts, bsk, plan, gplan, mac, fourier, unroll=unroll)
     return _extract(acc, q, tcount, params)
+
+
+def _rotate(acc, shifts, bsk, plan, gplan, mac, fourier, *, unroll: int):
+    if fourier is None:
+        return G.blind_rotate(acc, shifts, bsk, plan, gplan, mac, unroll=unroll)
+    return F.blind_rotate(acc, shifts, bsk, fourier, unroll=unroll)
 
 
 # The same computation in pieces, for progress reports: the blind rotation's steps run in chunks.
 _start_jit = jax.jit(_initial_acc, static_argnames=("params",))
-_rotate_chunk_jit = jax.jit(G.blind_rotate, static_argnames=("unroll",))
+_rotate_chunk_jit = jax.jit(_rotate, static_argnames=("unroll",))
 _extract_jit = jax.jit(_extract, static_argnames=("tcount", "params"))
 
 PROGRESS_CHUNKS = 20

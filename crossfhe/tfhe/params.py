@@ -53,9 +53,8 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   float64 unit roundoff squared and log2(N) (the depth of the transforms). c = 2: measured 1.44 to 1.56
   against the exact NTT product for N 2^8 to 2^13, B 2^12 to 2^28, l 1 to 3, k 1 and 4
   (tests/tfhe/test_fourier.py checks it). The bootstrap uses the FFT (``fft_kernel``) only where this
-  adds at most 1/64 to ``var_cmux`` and the accumulator is not extended (P2 and P4; not P6, whose 28-bit
-  digits at N 8192 would make it dominate; not P8 and P10, where it measured slower), and ``var_cmux``
-  then includes it.
+  adds at most 1/64 to ``var_cmux`` (P2, P4, P8, P10; not P6, whose 28-bit digits at N 8192 would make
+  it dominate), and ``var_cmux`` then includes it.
 
 A bootstrap's input is a linear combination of bootstrap outputs with sum of squared weights at most
 ``max_norm2`` (``nu^2``, the budget the linear operations may spend). It decrypts wrongly when the error at
@@ -81,6 +80,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from crossfhe.core import fourier
 from crossfhe.errors import InsecureParametersError, ParameterError
 from crossfhe.kernels import VECTOR, KernelSet, as_kernel_set
 from crossfhe.math import primes
@@ -280,11 +280,9 @@ class Params:
     @cached_property
     def fft_kernel(self) -> bool:
         """Whether bootstraps run their external products through the FFT: when its rounding (``var_fft``)
-        adds at most 1/64 to the exact product's noise, the moduli suit it (within a factor 2), and the
-        accumulator is not extended (measured at P8, 2^4 components: 11.2 s per bootstrap through the FFT
-        against 7.8 s through the NTT, while P4 took 136 against 248 ms)."""
+        adds at most 1/64 to the exact product's noise and the modulus suits it (Q < 2^63)."""
         exact = self.var_cmux_exact
-        suits = max(self.moduli) < 2 * min(self.moduli) and self.extension == 0
+        suits = fourier.supports(self.moduli, self.poly_size, self.pbs_gadget, self.glwe_dim)
         return suits and self.var_fft <= exact / 64
 
     @cached_property

@@ -7,7 +7,7 @@ primes (log2 Q = 62); the key switch runs mod 2^32.
 
 Security: the short key (n, rate) is a published TFHE-rs 128-bit point (tfhe 1.8.2, ``*_KS_PBS_GAUSSIAN_2M64``
 of the same width: n and the noise rate are theirs); the long key (k N, rate) is covered by TFHE-rs's GLWE
-points (k N = 2048: rate 2^-48.32; N >= 4096: rate 2^-62, here 3.19 / Q = 2^-60.3), see ``PUBLISHED_LWE_POINTS``.
+points (k N = 2048: rate 2^-48.32), see ``PUBLISHED_LWE_POINTS``.
 The parameters were chosen by searching the noise model for the cheapest blind rotation (l = 1 where the
 model allows it) that meets 2^-64 at these points.
 
@@ -16,16 +16,16 @@ preset     p    n     k x N x 2^nu  pbs b x l   ks b x l  p_fail    BSK         
 =========  ===  ====  ============  ==========  ========  ========  ==========  ==========
 P2         2    781   4x512         23 x 1      3 x 4     2^-74.5   80 MB       26 MB
 P4         4    833   1x2048        23 x 1      2 x 7     2^-69.0   55 MB       48 MB
-P6         6    977   1x8192        28 x 1      2 x 9     2^-69.4   256 MB      288 MB
+P6         6    977   1x2048x2^2    16 x 2      3 x 6     2^-72.7   128 MB      48 MB
 P8         8    1110  1x2048x2^4    16 x 2      2 x 11    2^-67.1   145 MB      100 MB
 P10        10   1110  1x2048x2^7    16 x 2      2 x 11    2^-185.7  145 MB      100 MB
 =========  ===  ====  ============  ==========  ========  ========  ==========  ==========
 
-**P8 and P10 use the extended blind rotation** (``extension`` nu, :mod:`crossfhe.tfhe.params`): their keys are
-those of N = 2048, and the accumulator has N' = 2^nu N coefficients (2^15 for P8, 2^18 for P10), so the
-rounding to 2N' leaves room for 8 and 10 bits. Without it, 10 bits cannot meet 2^-64 at N <= 2^17: the
-rounding to 2N alone, (n/2 + 1) / (12 (2N)^2) at the n = 1267 that a key switch from a 2^17-dimensional key
-needs, is above the budget (the best plain set reaches 2^-58.8 with 21 GB of keys).
+**P6, P8 and P10 use the extended blind rotation** (``extension`` nu, :mod:`crossfhe.tfhe.params`): their
+keys are those of N = 2048, and the accumulator has N' = 2^nu N coefficients (2^13 for P6, 2^15 for P8, 2^18
+for P10), so the rounding to 2N' leaves room for 6, 8 and 10 bits. Without it, 10 bits cannot meet 2^-64 at
+N <= 2^17: the rounding to 2N alone, (n/2 + 1) / (12 (2N)^2) at the n = 1267 that a key switch from a
+2^17-dimensional key needs, is above the budget (the best plain set reaches 2^-58.8 with 21 GB of keys).
 
 P10 takes N' = 2^18 with l = 2 (2^-185.7) rather than the model's cheapest set, N' = 2^17 with l = 3
 (2^-64.0 exactly, about 2/3 of the NTT work): p_fail falls steeply with N' here, and 2^-64.0 would leave no
@@ -33,6 +33,11 @@ margin for the model's approximations. The keys of P8 and P10 have the same shap
 so their blobs do not cross). P8 was N = 32768 without extension (3.93 GB of keys, 2^-64.1): the extended
 form costs 16x less key and measured 30% less time per CMux on the dev box (6.9 vs 9.9 ms, batch 1, one
 CPU, load ~1).
+
+Every preset bootstraps through the float64 FFT (``Params.fft_kernel``; its rounding is in the noise model
+and in the p_fail above). P6 was N = 8192 with 28-bit digits (l = 1, 2^-69.4, 256 + 288 MB of keys), which
+only the exact NTT can multiply (the FFT's rounding grows with the digit size): about 1.4 s per bootstrap on
+the dev box against 0.39 s for the extended set through the FFT (batch 1, one CPU), with 30% of the keys.
 """
 
 from __future__ import annotations
@@ -71,15 +76,16 @@ P6 = make(
     6,
     lwe_dim=977,
     glwe_dim=1,
-    poly_size=8192,
-    glwe_sigma=3.19,
+    poly_size=2048,
+    glwe_log2_rate=-48.32,
     lwe_log2_rate=-21.66,
-    pbs=(28, 1),
-    ks=(2, 9),
+    pbs=(16, 2),
+    ks=(3, 6),
     max_norm2=2**6 + 1,
     name="P6",
+    extension=2,
 )
-"""6-bit messages: n 977, N 8192."""
+"""6-bit messages: n 977, N 2048, extended blind rotation over N' = 2^13 (4 components per CMux)."""
 
 def _extended(p: int, extension: int) -> Params:
     """The extended-blind-rotation shape of P8 and P10: n 1110, N 2048 (the keys of both), p-bit messages."""

@@ -1,4 +1,4 @@
-"""The float64 FFT external product (crossfhe.core.fourier): exact conversions, digits, the rounding model."""
+"""The float64 FFT blind rotation (crossfhe.core.fourier): exact conversions, digits, the rounding model."""
 
 import math
 
@@ -35,61 +35,69 @@ def _centered(v: int, q: int = BIG_Q) -> int:
     return v - q if v > q // 2 else v
 
 
-def test_to_residues_exact_on_edges():
-    """Every integer-valued float64 below 2^126, including the split's edges (parts of exactly +-2^31,
-    values just below and above 2^(32 i)), maps to its exact residues."""
-    plan = F.FourierPlan.create(N, MODULI, Gadget(23, 1))
+def _plan(gadget=None):
+    return F.FourierPlan.create(N, MODULI, gadget or Gadget(23, 1))
+
+
+def test_reduce_mod_q_exact_on_edges():
+    """Every integer-valued float64 y with |y| < 2^48 Q maps to y mod Q exactly, including values next to
+    multiples of Q, of 2^32 and of 2^64 (the split's edges) and the largest allowed magnitudes."""
     rng = np.random.default_rng(0)
     vals = []
-    for e in range(126):
+    for e in range(0, 110):
         for _ in range(8):
-            mant = int(rng.integers(0, 2**53))
-            v = mant << max(0, e - 52) if e > 52 else int(rng.integers(0, 2**e + 1))
+            v = int(rng.integers(0, 2**53)) << max(0, e - 52) if e > 52 else int(rng.integers(0, 2**e + 1))
             vals.append(-v if rng.random() < 0.5 else v)
-    for i in range(4):
+    for m in (1, 2, 3, 2**20 + 1, 2**40 + 7, 2**47 + 3):
+        for d in (-(2**12), -1, 0, 1, 2**12):
+            vals += [m * BIG_Q + d, -(m * BIG_Q) + d]
+    for i in (1, 2, 3):
         for d in (-1, 0, 1):
-            v = (2**31 + d) << (32 * i)
-            vals += [v, -v, (2**32 << (32 * i)) - (1 << (32 * i)) if i else 2**32 - 1]
-    vals = [v for v in vals if float(v) == v and abs(v) < 2**126]
+            vals += [(2**31 + d) << (32 * i), -((2**31 + d) << (32 * i)), (1 << (32 * i)) - 1]
+    vals = [int(float(v)) for v in vals if abs(v) < 2**48 * BIG_Q]  # the float64 values themselves
     with jax.enable_x64(True):
-        out = np.asarray(jax.jit(F.to_residues)(jnp.asarray(np.array([float(v) for v in vals])), plan))
-    np.testing.assert_array_equal(out, np.array([[v % q for v in vals] for q in MODULI], dtype=np.uint32))
+        out = np.asarray(jax.jit(F.reduce_mod_q)(jnp.asarray(np.array([float(v) for v in vals])), _plan()))
+    np.testing.assert_array_equal(out, np.array([v % BIG_Q for v in vals], dtype=np.uint64))
 
 
-def test_centered_lift_host_and_traced():
-    """centered_float (host) and centered_approx (traced) give the centered representative in (-Q/2, Q/2]
-    to within float64 rounding: at most 2^-52 Q away modulo Q (at the ends of the range the rounding may
-    pick the other end, the same residue class; -1 may come out as 0)."""
+def test_compose_decompose_exact():
+    """Residues <-> one word in [0, Q): the CRT value, and back, for random values and the ends."""
+    rng = np.random.default_rng(1)
+    vals = [int(x) for x in rng.integers(0, 2**62, size=2000) % BIG_Q] + [0, 1, BIG_Q - 1, BIG_Q // 2]
+    res = _residues(vals)
+    with jax.enable_x64(True):
+        word = np.asarray(jax.jit(F.compose)(jnp.asarray(res), _plan()))
+        back = np.asarray(jax.jit(F.decompose)(jnp.asarray(word), _plan()))
+    np.testing.assert_array_equal(word, np.array(vals, dtype=np.uint64))
+    np.testing.assert_array_equal(back, res)
+
+
+def test_centered_float_host():
+    """centered_float gives the centered representative in (-Q/2, Q/2] to within float64 rounding: at most
+    2^-52 Q away modulo Q (near +-Q/2 the rounding may pick the other end, the same class)."""
     rng = np.random.default_rng(1)
     vals = [int(x) for x in rng.integers(-(2**61), 2**61, size=500)] + [BIG_Q // 2, -(BIG_Q // 2) + 1, 0, 1, -1]
-    res = _residues(vals)
-    plan = F.FourierPlan.create(N, MODULI, Gadget(23, 1))
-    host = F.centered_float(res, MODULI)
-    with jax.enable_x64(True):
-        traced = np.asarray(jax.jit(F.centered_approx)(jnp.asarray(res), plan))
+    got = F.centered_float(_residues(vals), MODULI)
     want = np.array([float(_centered(v)) for v in vals])
-    for got in (host, traced):
-        gap = np.abs(got - want)
-        dist = np.minimum(gap, np.abs(gap - float(BIG_Q)))
-        assert np.all(dist <= 2.0**-52 * BIG_Q) and np.all(np.abs(got) <= BIG_Q / 2), np.max(dist)
+    gap = np.abs(got - want)
+    dist = np.minimum(gap, np.abs(gap - float(BIG_Q)))
+    assert np.all(dist <= 2.0**-52 * BIG_Q) and np.all(np.abs(got) <= BIG_Q / 2), np.max(dist)
 
 
 @pytest.mark.parametrize("gadget", [Gadget(23, 1), Gadget(15, 2), Gadget(10, 3), Gadget(21, 3)])
 def test_gadget_digits_recompose(gadget):
     """The float digits are in range and recompose: |x - sum_j d_j g_j|_Q <= the gadget's error bound plus
     the float64 rounding of x (2^-52 Q); the exact gadget (21 x 3 >= log2 Q) recomposes to within that."""
-    plan = F.FourierPlan.create(N, MODULI, gadget)
     rng = np.random.default_rng(2)
-    vals = [int(x) for x in rng.integers(0, 2**62, size=(4, N)).ravel() % BIG_Q]
-    res = _residues(np.array(vals, dtype=object).reshape(4, N))
+    vals = [int(x) for x in rng.integers(0, 2**62, size=4 * N) % BIG_Q] + [0, BIG_Q - 1, BIG_Q // 2]
     with jax.enable_x64(True):
-        d = np.asarray(jax.jit(F.gadget_digits)(jnp.asarray(res), plan))  # [4, l, N]
+        d = np.asarray(jax.jit(F.gadget_digits)(jnp.asarray(np.array(vals, dtype=np.uint64)), _plan(gadget)))
     half = gadget.base // 2
-    assert np.all(np.abs(d) <= half) and np.all(d[:, 1:] < half)
+    assert np.all(np.abs(d) <= half) and np.all(d[1:] < half)
     g = gadget.vector(BIG_Q)
-    dd = d.astype(np.int64).transpose(0, 2, 1).reshape(-1, gadget.levels)
+    rows = d.astype(np.int64).T  # [values, l]
     bound = float(gadget.error_bound(BIG_Q)) + 2.0**-52 * BIG_Q
-    worst = max(abs(_centered(v - sum(int(x) * gj for x, gj in zip(row, g, strict=True)))) for v, row in zip(vals, dd))
+    worst = max(abs(_centered(v - sum(int(x) * gj for x, gj in zip(r, g, strict=True)))) for v, r in zip(vals, rows))
     assert worst <= bound, (worst, bound)
 
 
@@ -106,8 +114,12 @@ def _exact_and_fft(n, gadget, k, rng, batch=4):
     gplan = RNSGadgetPlan.create(RNSBasis(moduli), gadget)
     exact = jax.jit(G.external_product)(ntt(jnp.asarray(ggsw), plan), jnp.asarray(glwe), plan, gplan, mac)
     with jax.enable_x64(True):
-        fplan = F.FourierPlan.create(n, moduli, gadget)
-        out = jax.jit(F.external_product)(jnp.asarray(F.ggsw_to_fourier(ggsw, moduli)), jnp.asarray(glwe), fplan)
+        fplan = F.FourierPlan.create(n, moduli, gadget, k)
+
+        def product(g, x, plan):
+            return F.decompose(F.external_product(g, F.compose(x, plan), plan), plan)
+
+        out = jax.jit(product)(jnp.asarray(F.ggsw_to_fourier(ggsw, moduli)), jnp.asarray(glwe), fplan)
     qcol = np.array(moduli, dtype=np.int64)[:, None]
     diff = (np.asarray(out).astype(np.int64) - np.asarray(exact).astype(np.int64)) % qcol
     return F.centered_float(diff.astype(np.uint32), moduli) / math.prod(moduli)
@@ -131,9 +143,12 @@ def test_fft_product_error_within_model(n, gadget, k):
     assert 0.5 * model <= measured <= model, (measured / c1, measured, model)
 
 
-def test_fourier_plan_refuses_unsuited_moduli():
-    with pytest.raises(ParameterError, match="within a factor 2"):
-        F.FourierPlan.create(N, (MODULI[0], 12289), Gadget(23, 1))
+def test_fourier_plan_refuses_unsuited_parameters():
+    """Q >= 2^63 (three 31-bit primes) is refused."""
+    three = tuple(primes.ntt_primes(31, N, 3))
+    with pytest.raises(ParameterError, match="Q < 2\\^63"):
+        F.FourierPlan.create(N, three, Gadget(23, 1))
+    assert not F.supports(three, N, Gadget(23, 1), 1) and F.supports(MODULI, N, Gadget(23, 1), 1)
 
 
 def test_fft_and_ntt_kernels_both_bootstrap(keys_p4):
@@ -152,13 +167,15 @@ def test_fft_and_ntt_kernels_both_bootstrap(keys_p4):
 
 
 def test_fft_kernel_choice():
-    """The FFT runs where its rounding is small and the accumulator is not extended: P2, P4; not P6 (28-bit
-    digits at N 8192: var_fft above the exact noise), not the extended P8 and P10."""
+    """The FFT runs where its rounding is at most 1/64 of the exact product's noise: every preset; not a set
+    with 28-bit digits at N 8192 (the former P6: var_fft above the exact noise), which bootstraps through
+    the NTT and whose model then has no FFT term."""
     from crossfhe.tfhe import presets
 
-    assert presets.P2.fft_kernel and presets.P4.fft_kernel
-    assert not presets.P6.fft_kernel and presets.P6.var_fft > presets.P6.var_cmux_exact
-    assert not presets.P8.fft_kernel and not presets.P10.fft_kernel
-    for p in (presets.P2, presets.P4):
-        assert p.var_cmux == p.var_cmux_exact + p.var_fft and p.var_fft < p.var_cmux_exact / 64
-    assert presets.P6.var_cmux == presets.P6.var_cmux_exact
+    for p in presets.PRESETS.values():
+        assert p.fft_kernel and p.var_fft < p.var_cmux_exact / 64
+        assert p.var_cmux == p.var_cmux_exact + p.var_fft
+    wide = make(6, lwe_dim=977, glwe_dim=1, poly_size=8192, glwe_sigma=3.19, lwe_log2_rate=-21.66, pbs=(28, 1),
+                ks=(2, 9), name="N8192")
+    assert not wide.fft_kernel and wide.var_fft > wide.var_cmux_exact
+    assert wide.var_cmux == wide.var_cmux_exact

@@ -22,7 +22,7 @@ PRESETS = list(presets.PRESETS.values())
 IDS = [p.name for p in PRESETS]
 
 # the table of crossfhe/tfhe/presets.py: log2 p_fail, BSK and KSK sizes in MB (10^6 bytes)
-DOCUMENTED = {"P2": (-74.5, 80, 26), "P4": (-69.0, 55, 48), "P6": (-69.4, 256, 288), "P8": (-67.1, 145, 100),
+DOCUMENTED = {"P2": (-74.5, 80, 26), "P4": (-69.0, 55, 48), "P6": (-72.7, 128, 48), "P8": (-67.1, 145, 100),
               "P10": (-185.7, 145, 100)}
 
 
