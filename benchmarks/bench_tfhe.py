@@ -25,11 +25,13 @@ Per preset (``crossfhe.tfhe.presets``; --quick: P2 and P4, batches 1 and 8, shor
   rotation) vs two separate ``pbs`` calls (``separate_median_ms``), g(x) = (3x + 5) mod 2^p; both checked.
   Not at P10 (it would add about 20 minutes of blind rotations).
 
-``floor_ms``: an NTT floor, the limb transforms a bootstrap needs (n CMux steps, each (k+1) l L forward and
-(k+1) L inverse limb NTTs of size N, times 2^nu for the extended blind rotation of P8 and P10) times the
-measured time of one limb NTT (``crossfhe.ring.ntt``, forward and inverse apart, in a batch of about 2^20
-words), times B; the key multiply-accumulates, the gadget decomposition, the rotations and the key switch
-are not in it.
+``floor_ms``: a transform floor, the transforms a bootstrap needs times the measured time of one, times B;
+the key multiply-accumulates, the gadget decomposition, the rotations and the key switch are not in it. For
+a preset that bootstraps through the float64 FFT (``Params.fft_kernel``: all of them now; ``kernel`` in
+the records): n CMux steps, each (k+1) l forward and k+1 inverse complex FFTs of N/2 points, times 2^nu for
+the extended blind rotation (P6, P8, P10), each timed as ``jnp.fft`` under x64 in a batch of about 2^20
+points. For one through the NTT: (k+1) l L forward and (k+1) L inverse limb NTTs of size N
+(``crossfhe.ring.ntt``) per step, in a batch of about 2^20 words.
 
 Peer: TFHE-rs (``benchmarks/tfhers.py``, the Rust harness in ``benchmarks/tfhers_peer``, built with cargo on first
 use; skipped with --no-peer or without cargo) at its shortint KS-PBS parameters 1_1 (2 bits) <-> P2, 2_2 (4 bits)
@@ -104,6 +106,7 @@ if ARGS is not None:
     pin_threads(ARGS.threads)
 
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import tfhers  # noqa: E402
 
@@ -151,6 +154,30 @@ def ntt_limbs_per_pbs(prm: Params) -> tuple[int, int]:
     k1, levels, limbs = prm.glwe_dim + 1, prm.pbs_gadget.levels, len(prm.moduli)
     steps = prm.lwe_dim << prm.extension
     return steps * k1 * levels * limbs, steps * k1 * limbs
+
+
+def ffts_per_pbs(prm: Params) -> tuple[int, int]:
+    """(forward, inverse) complex FFTs of N/2 points of one bootstrap through the FFT kernel: n CMux steps of
+    (k+1) l forward, k+1 inverse, for each of the accumulator's 2^nu components."""
+    k1, levels = prm.glwe_dim + 1, prm.pbs_gadget.levels
+    steps = prm.lwe_dim << prm.extension
+    return steps * k1 * levels, steps * k1
+
+
+def unit_fft(prm: Params, timing: dict) -> dict:
+    """Measured seconds of one complex128 FFT of N/2 points (forward, inverse), in a batch of about UNIT_WORDS
+    points."""
+    h = prm.poly_size // 2
+    batch = max(1, UNIT_WORDS // h)
+    rng = np.random.default_rng(7)
+    out = {"batch": batch}
+    with jax.enable_x64(True):
+        x = jax.device_put(rng.standard_normal((batch, h)) + 1j * rng.standard_normal((batch, h)))
+        for what, fn in (("fwd", jax.jit(jnp.fft.fft)), ("inv", jax.jit(jnp.fft.ifft))):
+            jax.block_until_ready(fn(x))
+            t = timeit(lambda fn=fn: fn(x), **timing)
+            out[what] = float(np.median(t)) / batch
+    return out
 
 
 def unit_ntt(prm: Params, timing: dict) -> dict:
@@ -249,15 +276,23 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
     kg["load_avg"] = [load0, load_average()]
     records.append(kg)
 
-    # NTT floor
-    u = unit_ntt(prm, unit_timing)
-    nf, ni = ntt_limbs_per_pbs(prm)
+    # transform floor (FFT or NTT, as the preset bootstraps)
+    if prm.fft_kernel:
+        u = unit_fft(prm, unit_timing)
+        nf, ni = ffts_per_pbs(prm)
+        unit_name, unit_words = "unit_fft", "complex FFTs of N/2 points"
+        unit_note = f"one complex128 FFT of N/2 points (forward; inverse_ms: inverse), batch of {u['batch']}"
+    else:
+        u = unit_ntt(prm, unit_timing)
+        nf, ni = ntt_limbs_per_pbs(prm)
+        unit_name, unit_words = "unit_ntt_limb", "limb NTTs"
+        unit_note = (f"one limb NTT of size N (forward; inverse_ms: inverse), median time of a batch of "
+                     f"{u['batch']} x {len(prm.moduli)} limbs divided by their number")
     floor_per_pbs_ms = (nf * u["fwd"] + ni * u["inv"]) * 1e3
-    records.append(dict(base, name="unit_ntt_limb", params=_params_dict(prm, batch=u["batch"]),
+    records.append(dict(base, name=unit_name, params=_params_dict(prm, batch=u["batch"]),
                         median_ms=u["fwd"] * 1e3, inverse_ms=u["inv"] * 1e3, min_ms=None, max_ms=None, reps=None,
                         peer=None, peer_median_ms=None, ratio=None, floor_ms=None, load_avg=[load_average()],
-                        note=f"one limb NTT of size N (forward; inverse_ms: inverse), median time of a batch of "
-                             f"{u['batch']} x {len(prm.moduli)} limbs divided by their number"))
+                        note=unit_note))
 
     # PBS per batch size
     for b in batches:
@@ -273,10 +308,10 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
         per = st["median_ms"] / b
         rec = dict(base, name="pbs", params=_params_dict(prm, batch=b), **st, first_call_ms=first * 1e3,
                    ms_per_pbs=per, pbs_per_s=b / (st["median_ms"] / 1e3), correct=correct, log2_p_fail=log2_pf,
-                   ntt_limbs_per_pbs=nf + ni, floor_ms=floor_per_pbs_ms * b, floor_ms_per_pbs=floor_per_pbs_ms,
+                   transforms_per_pbs=nf + ni, floor_ms=floor_per_pbs_ms * b, floor_ms_per_pbs=floor_per_pbs_ms,
                    **pf, paper_ms=None,
                    note=f"pbs (key switch + blind rotation + extraction) of a batch of {b}, table (x^2 + 3x + 1) "
-                        f"mod 2^{p}; floor: {nf} forward + {ni} inverse limb NTTs per PBS x measured limb time")
+                        f"mod 2^{p}; floor: {nf} forward + {ni} inverse {unit_words} per PBS x measured time")
         if peer:
             rec.update(peer_median_ms=peer["pbs_median_ms"], peer_min_ms=peer.get("pbs_min_ms"),
                        peer_max_ms=peer.get("pbs_max_ms"), peer_reps=peer.get("reps"),
@@ -406,9 +441,9 @@ def print_table(records: list[dict]) -> None:
         peers = {r["peer"] for r in records if r.get("peer")}
         print(f"jax {r0['jax']}, {r0['device']}, threads {r0['threads']}; peer: {', '.join(peers) or 'none'}")
     print("first s = first call (compile or cache load + one run); batch ms = median latency of the pbs call on B "
-          "ciphertexts; floor = limb NTTs x measured limb time; ratio = ours per PBS / TFHE-rs per lookup; key "
-          "ratio = our BSK + KSK / TFHE-rs server key; log2 pf = log2 p-fail per bootstrap (ours from the noise "
-          "model); 4_4* = the issue's TFHE-rs figure (2^-128), not run")
+          "ciphertexts; floor = transforms (FFTs, or limb NTTs) x measured time; ratio = ours per PBS / TFHE-rs "
+          "per lookup; key ratio = our BSK + KSK / TFHE-rs server key; log2 pf = log2 p-fail per bootstrap (ours "
+          "from the noise model); 4_4* = the issue's TFHE-rs figure (2^-128), not run")
     print(f"load average after: {load_average()}")
 
 
