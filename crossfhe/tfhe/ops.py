@@ -28,6 +28,7 @@ its own test vector, and the batch still shares every pass over the bootstrappin
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable
@@ -722,11 +723,12 @@ def pbs_many(
     t = _Tables(params)
     bt, at = keyswitch(sk, ct)
     if kernel == "fft" or (kernel == "auto" and params.fft_kernel):
-        keys, fourier, x64 = _fourier_bsk(sk), _fourier_plan(params), True
+        # the FFT kernel's float64 and 64-bit integer arrays exist only under x64 (scoped, not global)
+        keys, fourier, scope = _fourier_bsk(sk), _fourier_plan(params), jax.enable_x64(True)
     else:
-        keys, fourier, x64 = sk.bsk, None, False
+        keys, fourier, scope = sk.bsk, None, contextlib.nullcontext()
     args = (bt.reshape(-1), at.reshape(-1, params.lwe_dim), jnp.asarray(tv), keys)
-    with jax.enable_x64(x64):  # the FFT kernel's float64 arrays exist only under x64 (scoped, not global)
+    with scope:
         if progress is None:
             ob, oa = _bootstrap(*args, t.plan, t.gplan, t.mac, fourier, params=params, unroll=unroll)
         else:
