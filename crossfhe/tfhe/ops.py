@@ -11,10 +11,11 @@ Programmable bootstrapping (Taurus Fig. 3, key switch first), :func:`pbs`:
 2. key switch long -> short modulo 2^32: the l_ks signed digits of each a_i times the key-switching key,
    one int32 matrix product whose wrap-around is the reduction mod 2^32;
 3. round 2^32 -> 2N' (N' = 2^nu N, ``params.acc_size``: N unless the parameters have an ``extension``);
-4. blind rotation of the test vector by n CMux steps (:func:`crossfhe.core.ggsw.blind_rotate`): every item
-   of the batch goes through step i together, so each bootstrapping-key GGSW is read once per step for the
-   whole batch (Taurus's key reuse); with an extension nu the accumulator's 2^nu components of degree N
-   share it too (:func:`crossfhe.core.ggsw.cmux_step`);
+4. blind rotation of the test vector by n CMux steps (:func:`crossfhe.core.fourier.blind_rotate`, external
+   products through a float64 FFT, or :func:`crossfhe.core.ggsw.blind_rotate` through the exact NTT:
+   ``kernel`` of :func:`pbs`): every item of the batch goes through step i together, so each
+   bootstrapping-key GGSW is read once per step for the whole batch (Taurus's key reuse); with an extension
+   nu the accumulator's 2^nu components of degree N share it too (:func:`crossfhe.core.ggsw.cmux_step`);
 5. sample extraction: back to dimension k N over Q.
 
 KS-dedup (Taurus §V): ``pbs_many(server_key, ct, [f, g, h])`` key-switches each input once and blind-rotates it
@@ -74,10 +75,10 @@ KEYGEN_CHUNK_BYTES = 64 << 20
 
 KERNELS = ("auto", "fft", "ntt")
 """How the blind rotation computes its external products (``kernel=`` of :func:`pbs`): ``"fft"`` through a
-float64 FFT (:mod:`crossfhe.core.fourier`; 4-5x faster than the NTT at P4 and P8 on a CPU; adds the rounding variance
-``params.var_fft``), ``"ntt"`` exactly through the NTT of ``params.kernels``, ``"auto"`` (default) the FFT
-where ``params.fft_kernel`` (its rounding is at most 1/64 of the product's noise, which the noise model then
-counts), the NTT elsewhere (P6)."""
+float64 FFT (:mod:`crossfhe.core.fourier`; 4-5x faster than the NTT at P4 and P8 on a CPU; adds the
+rounding variance ``params.var_fft``), ``"ntt"`` exactly through the NTT of ``params.kernels``, ``"auto"``
+(default) the FFT where ``params.fft_kernel`` (its rounding is at most 1/64 of the product's noise, which the
+noise model then counts: every preset), the NTT elsewhere."""
 
 
 # --------------------------------------------------------------------------------------------------

@@ -53,8 +53,8 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   float64 unit roundoff squared and log2(N) (the depth of the transforms). c = 2: measured 1.44 to 1.56
   against the exact NTT product for N 2^8 to 2^13, B 2^12 to 2^28, l 1 to 3, k 1 and 4
   (tests/tfhe/test_fourier.py checks it). The bootstrap uses the FFT (``fft_kernel``) only where this
-  adds at most 1/64 to ``var_cmux`` (P2, P4, P8, P10; not P6, whose 28-bit digits at N 8192 would make
-  it dominate), and ``var_cmux`` then includes it.
+  adds at most 1/64 to ``var_cmux``, and ``var_cmux`` then includes it: every preset (not, for example, a
+  set of N 8192 with 28-bit digits, where the rounding would dominate; it bootstraps through the NTT).
 
 A bootstrap's input is a linear combination of bootstrap outputs with sum of squared weights at most
 ``max_norm2`` (``nu^2``, the budget the linear operations may spend). It decrypts wrongly when the error at
@@ -87,9 +87,9 @@ from crossfhe.math import primes
 from crossfhe.math.decompose import Gadget
 
 KS_MODULUS_BITS = 32
+"""The key switch runs modulo 2^32: uint32 arithmetic wraps, so it needs no modular reduction."""
 FFT_ERROR_CONSTANT = 2.0
 """c of ``var_fft`` (module docstring): measured 1.44 to 1.56, rounded up."""
-"""The key switch runs modulo 2^32: uint32 arithmetic wraps, so it needs no modular reduction."""
 
 MAX_MESSAGE_BITS = 10
 MAX_EXTENSION = 8
