@@ -179,3 +179,18 @@ def test_fft_kernel_choice():
                 ks=(2, 9), name="N8192")
     assert not wide.fft_kernel and wide.var_fft > wide.var_cmux_exact
     assert wide.var_cmux == wide.var_cmux_exact
+
+
+@pytest.mark.parametrize("nu", [0, 1, 3])
+def test_rotate_equals_component_rotation(nu):
+    """The one-gather rotation of the FFT path equals crossfhe.core.ggsw.rotate_components for every shift
+    in [0, 2^(nu+1) N) (N 16)."""
+    n, comps = 16, 1 << nu
+    shifts = np.arange(2 * n * comps, dtype=np.int32)
+    rng = np.random.default_rng(4)
+    q = np.uint32(MODULI[0])
+    x = rng.integers(0, q, size=(1, comps, 2, n)).astype(np.uint32)
+    x = jnp.asarray(np.broadcast_to(x, (shifts.size, comps, 2, n)))
+    want = G.rotate_components(x[:, :, :, None, :], jnp.asarray(shifts), jnp.asarray(q))[:, :, :, 0, :]
+    got = jax.jit(F.rotate)(x, jnp.asarray(shifts), jnp.asarray(q))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
