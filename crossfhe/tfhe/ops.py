@@ -728,17 +728,56 @@ def pbs_many(
         keys, fourier, scope = _fourier_bsk(sk), _fourier_plan(params), jax.enable_x64(True)
     else:
         keys, fourier, scope = sk.bsk, None, contextlib.nullcontext()
-    args = (bt.reshape(-1), at.reshape(-1, params.lwe_dim), jnp.asarray(tv), keys)
+    bt, at = bt.reshape(-1), at.reshape(-1, params.lwe_dim)
     with scope:
         if progress is None:
-            ob, oa = _bootstrap(*args, t.plan, t.gplan, t.mac, fourier, params=params, unroll=unroll)
+            parts = []
+            for lo, hi, pad in _batch_chunks(params, len(tables), bt.shape[0]):
+                tv_c = tv if tv.shape[1] == 1 else _pad(tv[:, lo:hi], 1, pad)
+                args = (_pad(bt[lo:hi], 0, pad), _pad(at[lo:hi], 0, pad), jnp.asarray(tv_c), keys)
+                cb, ca = _bootstrap(*args, t.plan, t.gplan, t.mac, fourier, params=params, unroll=unroll)
+                parts.append((cb[:, : hi - lo], ca[:, : hi - lo]))
+            ob = jnp.concatenate([b for b, _ in parts], axis=1) if len(parts) > 1 else parts[0][0]
+            oa = jnp.concatenate([a for _, a in parts], axis=1) if len(parts) > 1 else parts[0][1]
         else:
+            args = (bt, at, jnp.asarray(tv), keys)
             ob, oa = _bootstrap_with_progress(*args, fourier, t, params, unroll, progress)
     limbs = len(params.moduli)
     return [
         LWECiphertext(ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)), params.moduli)
         for i in range(len(tables))
     ]
+
+
+CPU_BATCH_WORDS = 2**16
+"""On a CPU, a batch is blind-rotated in chunks of at most this many accumulator coefficients (items x tables
+x 2^nu x (k+1) x N), one after the other, so that a step's arrays stay in cache. Measured on the dev box (one
+CPU, per bootstrap): P4 batch 8 (2^15 words) 44.6 ms against 62.7 at batch 32 (2^17) in one piece, P6 batch
+1 (2^14) 350 ms against 376 at batch 8 (2^17), while P2 still gained at batch 32 (2^16.3: 29.8 ms against
+36.2 at batch 8). Each chunk reads the bootstrapping key once per step; on an accelerator, where that read is
+what costs, the batch is not split."""
+
+
+def _batch_chunks(params: Params, tables: int, batch: int):
+    """(start, stop, padded size) of the batch chunks (:data:`CPU_BATCH_WORDS`): equal sizes, the last one
+    padded so that every chunk has the same compiled shape."""
+    if jax.default_backend() != "cpu":
+        return [(0, batch, batch)]
+    per_item = tables * (params.glwe_dim + 1) * params.acc_size
+    most = max(1, CPU_BATCH_WORDS // per_item)
+    count = -(-batch // most)
+    size = -(-batch // count)
+    return [(lo, min(batch, lo + size), size) for lo in range(0, batch, size)]
+
+
+def _pad(x, axis: int, size: int):
+    """x padded with zeros along ``axis`` to ``size`` (a zero ciphertext is a valid input)."""
+    extra = size - x.shape[axis]
+    if extra == 0:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, extra)
+    return jnp.pad(x, widths) if isinstance(x, jax.Array) else np.pad(x, widths)
 
 
 def check_compatible(ck: ClientKey | None, sk: ServerKey | None) -> None:

@@ -517,3 +517,31 @@ def test_phase_exact_beyond_2_16_terms():
     ck = ops.ClientKey(jnp.zeros(16, jnp.int32), jnp.ones((2, 2**17), jnp.int32), params)
     ct = LWECiphertext.create(np.zeros(2, np.uint32), np.full((2, 2**18), 65535, np.uint32), params.moduli)
     assert int(ops.phase(ck, ct)) == (2**18 * 65535) % params.big_q
+
+
+def test_batch_chunks_cover_the_batch():
+    """The CPU batch split: equal chunk sizes, the batch covered in order, each chunk at most CPU_BATCH_WORDS
+    accumulator words (or one item)."""
+    for params, tables, batch in ((P4, 1, 1), (P4, 1, 100), (P4, 3, 37), (testing.INSECURE_TFHE_P6_EXT, 2, 9)):
+        chunks = ops._batch_chunks(params, tables, batch)
+        assert [lo for lo, _, _ in chunks] == list(range(0, batch, chunks[0][2]))
+        assert chunks[-1][1] == batch and len({size for _, _, size in chunks}) == 1
+        per_item = tables * (params.glwe_dim + 1) * params.acc_size
+        assert chunks[0][2] == 1 or chunks[0][2] * per_item <= ops.CPU_BATCH_WORDS
+
+
+def test_split_batch_equals_one_piece(keys_p4, monkeypatch):
+    """A batch blind-rotated in chunks (here 3 items each, the last padded) gives the same words as in one
+    piece, for one table and for per-input tables with KS-dedup."""
+    ck, sk = keys_p4
+    m = np.arange(7) % 2**P4.message_bits
+    ct = ops.encrypt(ck, m, b"split".ljust(32, b"\0"))
+    tables = [lambda v: (v * v) % 16, np.outer(np.arange(7), np.arange(16)) % 16]
+    whole = ops.pbs_many(sk, ct, tables)
+    monkeypatch.setattr(ops, "CPU_BATCH_WORDS", 3 * 2 * (P4.glwe_dim + 1) * P4.acc_size)
+    assert len(ops._batch_chunks(P4, 2, 7)) == 3
+    split = ops.pbs_many(sk, ct, tables)
+    for x, y in zip(whole, split, strict=True):
+        np.testing.assert_array_equal(np.asarray(x.b), np.asarray(y.b))
+        np.testing.assert_array_equal(np.asarray(x.a), np.asarray(y.a))
+    np.testing.assert_array_equal(ops.decrypt(ck, split[1]), (np.arange(7) * m) % 16)
