@@ -12,7 +12,7 @@ Per preset (``crossfhe.tfhe.presets``; --quick: P2 and P4, batches 1 and 8, shor
   (``Params.bsk_bytes``, ``ksk_bytes``) and of the arrays, and log2 p_fail (``Params.log2_p_fail()``, at the
   preset's ``max_norm2``).
 - **pbs** per batch size B (default 1, 8, 16, 32, 64; **P8 defaults to 1 and 8 only** and **P10 to 1 only**,
-  since one P8 bootstrap takes seconds here and one P10 bootstrap about two minutes; an explicit --batches
+  since one P8 bootstrap takes over a second here and one P10 bootstrap about 20 s; an explicit --batches
   applies to every preset):
   ``ops.pbs(sk, ct, table)`` on a batch of B ciphertexts (shape (B,)) of uniform random messages, table
   f(x) = (x^2 + 3x + 1) mod 2^p (the function of the TFHE-rs harness). Our pbs includes the key switch

@@ -139,7 +139,7 @@ def test_p10_one_batch():
     and a random one) through a random table of 1024 entries and, by KS-dedup, through v -> v mod 32; then
     the bivariate pattern at the max_norm2 budget, 32 PBS(y) + PBS(x) (squared norm 32^2 + 1 = 1025),
     bootstrapped through (a, b) -> a b mod 1024. Every output decrypts exactly and every error is below
-    6 sqrt(var_pbs). Five blind rotations of ~100 s each on one CPU."""
+    6 sqrt(var_pbs). Five blind rotations of about 20 s each on one CPU (the FFT kernel)."""
     params = presets.P10
     ck, sk = ops.keygen(params, _seed(10))
     rng = np.random.default_rng(10)
