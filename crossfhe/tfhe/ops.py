@@ -14,8 +14,9 @@ Programmable bootstrapping (Taurus Fig. 3, key switch first), :func:`pbs`:
 4. blind rotation of the test vector by n CMux steps (:func:`crossfhe.core.fourier.blind_rotate`, external
    products through a float64 FFT, or :func:`crossfhe.core.ggsw.blind_rotate` through the exact NTT:
    ``kernel`` of :func:`pbs`): every item of the batch goes through step i together, so each
-   bootstrapping-key GGSW is read once per step for the whole batch (Taurus's key reuse); with an extension
-   nu the accumulator's 2^nu components of degree N share it too (:func:`crossfhe.core.ggsw.cmux_step`);
+   bootstrapping-key GGSW is read once per step for the whole batch (Taurus's key reuse; on a CPU, once per
+   chunk of :data:`CPU_BATCH_WORDS` accumulator words, which keeps a step in cache); with an extension nu
+   the accumulator's 2^nu components of degree N share it too (:func:`crossfhe.core.ggsw.cmux_step`);
 5. sample extraction: back to dimension k N over Q.
 
 KS-dedup (Taurus §V): ``pbs_many(server_key, ct, [f, g, h])`` key-switches each input once and blind-rotates it
@@ -683,9 +684,10 @@ def pbs(
     encrypting table(m), with fresh noise (variance ``params.var_pbs``). ``table``: an array of 2^p ints
     or a callable on ints (:func:`lookup_table`), applied to every input; or an integer array of shape
     ``ct.batch_shape + (2^p,)``, one table per input (:func:`per_input_tables`). Either way the whole
-    batch shares each pass over the bootstrapping key. ``progress(stage, fraction)``, if given, is called as
-    the blind rotation advances (:data:`PROGRESS_CHUNKS` times; a P10 bootstrap takes about 20 s on one CPU);
-    the result is the same either way. ``kernel``: ``"auto"``, ``"fft"`` or ``"ntt"`` (:data:`KERNELS`).
+    batch shares each pass over the bootstrapping key (on a CPU, each chunk of :data:`CPU_BATCH_WORDS`).
+    ``progress(stage, fraction)``, if given, is called as the blind rotation advances (:data:`PROGRESS_CHUNKS`
+    times; a P10 bootstrap takes about 20 s on one CPU); the result is the same either way. ``kernel``:
+    ``"auto"``, ``"fft"`` or ``"ntt"`` (:data:`KERNELS`).
     """
     return pbs_many(sk, ct, [table], unroll=unroll, progress=progress, kernel=kernel)[0]
 
