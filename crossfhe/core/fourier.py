@@ -43,6 +43,7 @@ from crossfhe.core.ggsw import rotate_mod
 from crossfhe.errors import ParameterError
 from crossfhe.math.decompose import Gadget
 from crossfhe.math.modular import add_mod, neg_mod, sub_mod
+from crossfhe.ring.ntt import fusion_barrier
 
 F64 = jnp.float64
 I64 = jnp.int64
@@ -126,15 +127,6 @@ def inverse(c, twist):
     return _round(jnp.concatenate([re * cos + im * sin, im * cos - re * sin], axis=-1))
 
 
-def _barrier(x, plan: FourierPlan):
-    """x, materialized: a conditional on a runtime value (Q) whose branches are both the identity, which
-    XLA:CPU keeps (see :func:`crossfhe.ring.ntt.fusion_barrier`), so consumers read x instead of each
-    recomputing it."""
-    pred = plan.big_q > 0
-    other = (lambda u: u ^ jnp.zeros((), u.dtype)) if jnp.issubdtype(x.dtype, jnp.integer) else (lambda u: u + 0.0)
-    return jax.lax.cond(pred, lambda u: u, other, x)
-
-
 def _round(x):
     """Nearest integer (ties up) of float64 x; exact (x + 0.5 is exact where x has a fraction part)."""
     return jnp.floor(x + 0.5)
@@ -212,7 +204,7 @@ def external_product(ggsw_f, glwe, plan: FourierPlan):
     # materialized: fused into the FFT's input, the digits (and the rotation before them) cost 2x the
     # bootstrap (P4, batch 8, one CPU: 101 ms per bootstrap without this, 44-50 with it; batch 1: 93-119
     # against 64-68)
-    d = _barrier(d, plan)
+    d = fusion_barrier(d, plan.q)
     ev = forward(d.reshape(d.shape[:-3] + (k1 * plan.levels, n)), plan.twist)  # [..., R, N/2]
     acc = ev[..., 0, None, :] * ggsw_f[0]
     for r in range(1, ev.shape[-2]):
@@ -248,7 +240,7 @@ def cmux_step(acc, shift, ggsw_f, plan: FourierPlan):
     q = plan.big_q
     # materialized: recomputed by each digit level otherwise (P8, batch 1, one CPU: 4.8 s per bootstrap
     # without this, 1.4 s with it; P4: 58-70 ms against 53-60)
-    diff = _barrier(sub_mod(rotate(acc, shift, q), acc, q), plan)
+    diff = fusion_barrier(sub_mod(rotate(acc, shift, q), acc, q), plan.q)
     return add_mod(acc, external_product(ggsw_f, diff, plan), q)
 
 

@@ -261,10 +261,15 @@ def fusion_barrier(x, table):
     put it where it pays. ``lax.optimization_barrier`` is removed before fusion on CPU, but a
     conditional on a runtime value is kept, and its operand is materialized. ``table``: any array of
     residues below 2^31 that is an argument of the computation (a twiddle table); the predicate reads
-    it, not x, so it stays a scalar under ``vmap``. Both branches are the identity.
+    it, not x, so it stays a scalar under ``vmap``. Both branches are the identity (x of any integer or
+    float dtype).
     """
     pred = table[(0,) * table.ndim] < jnp.uint32(2**31)
-    return lax.cond(pred, lambda u: u, lambda u: u ^ jnp.uint32(0), x)
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        other = lambda u: u ^ jnp.zeros((), u.dtype)  # noqa: E731
+    else:
+        other = lambda u: u + 0.0  # noqa: E731
+    return lax.cond(pred, lambda u: u, other, x)
 
 
 # Forward head with two stages per pass from this many bytes per transform call. One process, 1 CPU,

@@ -734,9 +734,10 @@ def pbs_many(
     with scope:
         if progress is None:
             parts = []
+            shared = jnp.asarray(tv) if tv.shape[1] == 1 else None  # one table for all: sent to the device once
             for lo, hi, pad in _batch_chunks(params, len(tables), bt.shape[0]):
-                tv_c = tv if tv.shape[1] == 1 else _pad(tv[:, lo:hi], 1, pad)
-                args = (_pad(bt[lo:hi], 0, pad), _pad(at[lo:hi], 0, pad), jnp.asarray(tv_c), keys)
+                tv_c = shared if shared is not None else jnp.asarray(_pad(tv[:, lo:hi], 1, pad))
+                args = (_pad(bt[lo:hi], 0, pad), _pad(at[lo:hi], 0, pad), tv_c, keys)
                 cb, ca = _bootstrap(*args, t.plan, t.gplan, t.mac, fourier, params=params, unroll=unroll)
                 parts.append((cb[:, : hi - lo], ca[:, : hi - lo]))
             ob = jnp.concatenate([b for b, _ in parts], axis=1) if len(parts) > 1 else parts[0][0]

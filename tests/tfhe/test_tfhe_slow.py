@@ -105,30 +105,18 @@ def test_p2_k4_all_inputs(keys_preset_p2):
     assert np.abs(e).max() <= 6 * math.sqrt(presets.P2.var_pbs)
 
 
-def test_p6_one_batch():
-    """P6 (N 2048, accumulator 2^13, keys 176 MB): keygen, one batch of 8 inputs through one random table;
-    every error below 6 sqrt(var_pbs)."""
-    params = presets.P6
-    ck, sk = ops.keygen(params, _seed(6))
-    rng = np.random.default_rng(6)
-    m = rng.integers(0, 64, 8)
-    table = rng.integers(0, 64, 64)
-    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(60)), table)
-    np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
-    e = ops.noise(ck, out, table[m])
-    assert np.abs(e).max() <= 6 * math.sqrt(params.var_pbs)
-
-
-def test_p8_one_batch():
-    """P8 (N 2048, accumulator 2^15, keys 245 MB): keygen, one batch of 4 inputs through one random table;
-    every error below 6 sqrt(var_pbs)."""
-    params = presets.P8
-    ck, sk = ops.keygen(params, _seed(8))
+@pytest.mark.parametrize("name, batch", [("P6", 8), ("P8", 4)])
+def test_extended_preset_one_batch(name, batch):
+    """P6 (N 2048, accumulator 2^13, keys 176 MB) and P8 (accumulator 2^15, keys 245 MB): keygen, one batch
+    of inputs through one random table; every error below 6 sqrt(var_pbs)."""
+    params = presets.PRESETS[name]
+    size = 2**params.message_bits
+    ck, sk = ops.keygen(params, _seed(params.message_bits))
     assert sk.nbytes == params.bsk_bytes + params.ksk_bytes
-    rng = np.random.default_rng(8)
-    m = rng.integers(0, 256, 4)
-    table = rng.integers(0, 256, 256)
-    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(80)), table)
+    rng = np.random.default_rng(params.message_bits)
+    m = rng.integers(0, size, batch)
+    table = rng.integers(0, size, size)
+    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(10 * params.message_bits)), table)
     np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
     e = ops.noise(ck, out, table[m])
     assert np.abs(e).max() <= 6 * math.sqrt(params.var_pbs)
