@@ -28,10 +28,11 @@ Per preset (``crossfhe.tfhe.presets``; --quick: P2 and P4, batches 1 and 8, shor
 ``floor_ms``: a transform floor, the transforms a bootstrap needs times the measured time of one, times B;
 the key multiply-accumulates, the gadget decomposition, the rotations and the key switch are not in it. For
 a preset that bootstraps through the float64 FFT (``Params.fft_kernel``: all of them now; ``kernel`` in
-the records): n CMux steps, each (k+1) l forward and k+1 inverse complex FFTs of N/2 points, times 2^nu for
-the extended blind rotation (P6, P8, P10), each timed as ``jnp.fft`` under x64 in a batch of about 2^15
-points (about one CMux step's). For one through the NTT: (k+1) l L forward and (k+1) L inverse limb NTTs of size N
-(``crossfhe.ring.ntt``) per step, in a batch of about 2^20 words.
+the records): n / g steps (g the grouping, 2 for every preset), each (k+1) l forward and k+1 inverse complex
+FFTs of N/2 points, times 2^nu for the extended blind rotation (P6, P8, P10), each timed as ``jnp.fft``
+under x64 in a batch of about 2^15 points (about one step's). For one through the NTT: (k+1) l L forward
+and (2^g - 1) (k+1) L inverse limb NTTs of size N (``crossfhe.ring.ntt``) per step, in a batch of about 2^20
+words.
 
 Peer: TFHE-rs (``benchmarks/tfhers.py``, the Rust harness in ``benchmarks/tfhers_peer``, built with cargo on first
 use; skipped with --no-peer or without cargo) at its shortint KS-PBS parameters 1_1 (2 bits) <-> P2, 2_2 (4 bits)
@@ -140,7 +141,8 @@ def _stats(ts_: list[float]) -> dict:
 
 def _params_dict(prm: Params, **extra) -> dict:
     return {"preset": prm.name, "p": prm.message_bits, "n": prm.lwe_dim, "k": prm.glwe_dim, "N": prm.poly_size,
-            "extension": prm.extension, "limbs": len(prm.moduli), "log_q": round(prm.log_q, 1),
+            "extension": prm.extension, "grouping": prm.grouping, "limbs": len(prm.moduli),
+            "log_q": round(prm.log_q, 1),
             "kernel": "fft" if prm.fft_kernel else "ntt",
             "pbs_gadget": [prm.pbs_gadget.base_log, prm.pbs_gadget.levels],
             "ks_gadget": [prm.ks_gadget.base_log, prm.ks_gadget.levels], **extra}
@@ -151,18 +153,21 @@ def _seed(args, name: str, what: str) -> bytes:
 
 
 def ntt_limbs_per_pbs(prm: Params) -> tuple[int, int]:
-    """(forward, inverse) limb NTTs of one bootstrap: n CMux steps of (k+1) l L forward, (k+1) L inverse, for
-    each of the accumulator's 2^nu components."""
+    """(forward, inverse) limb NTTs of one bootstrap: n / g steps of (k+1) l L forward, (2^g - 1) (k+1) L
+    inverse (one per key product: crossfhe.core.ggsw.group_step), for each of the accumulator's 2^nu
+    components."""
     k1, levels, limbs = prm.glwe_dim + 1, prm.pbs_gadget.levels, len(prm.moduli)
-    steps = prm.lwe_dim << prm.extension
-    return steps * k1 * levels * limbs, steps * k1 * limbs
+    steps = prm.groups << prm.extension
+    products = (1 << prm.grouping) - 1
+    return steps * k1 * levels * limbs, steps * products * k1 * limbs
 
 
 def ffts_per_pbs(prm: Params) -> tuple[int, int]:
-    """(forward, inverse) complex FFTs of N/2 points of one bootstrap through the FFT kernel: n CMux steps of
-    (k+1) l forward, k+1 inverse, for each of the accumulator's 2^nu components."""
+    """(forward, inverse) complex FFTs of N/2 points of one bootstrap through the FFT kernel: n / g steps of
+    (k+1) l forward, k+1 inverse (the key products are summed before the inverse), for each of the
+    accumulator's 2^nu components."""
     k1, levels = prm.glwe_dim + 1, prm.pbs_gadget.levels
-    steps = prm.lwe_dim << prm.extension
+    steps = prm.groups << prm.extension
     return steps * k1 * levels, steps * k1
 
 

@@ -197,7 +197,7 @@ def test_dumps_makes_one_full_size_copy(monkeypatch):
     rng = np.random.default_rng(1)
     q = np.asarray(P.moduli, np.uint32).reshape(-1, 1)
     sk = ServerKey((rng.integers(0, 2**31, BSK_SHAPE) % q).astype(np.uint32),
-                   rng.integers(-(2**31), 2**31, (KN * P.ks_gadget.levels, n + 1)).astype(np.int32), P)
+                   rng.integers(-(2**31), 2**31, (n + 1, KN * P.ks_gadget.levels)).astype(np.int32), P)
     monkeypatch.setattr(tio, "CHUNK_BYTES", 1 << 16)
     tracemalloc.start()
     try:

@@ -25,7 +25,9 @@ rotation changes (:func:`blind_rotate`, traced under ``jax.enable_x64(True)``):
 
 Negacyclic folding: a(X) in R[X]/(X^N + 1) maps to c_j = (a_j + i a_(j+N/2)) w^j, w = exp(i pi / N), and
 the FFT of c gives a at the N/2 points x_k = w exp(-2 pi i k / (N/2)), where x_k^(N/2) = i: a product of
-polynomials is the pointwise product there, and the inverse undoes the twist and unfolds.
+polynomials is the pointwise product there, and the inverse undoes the twist and unfolds. x_k = w^(1 - 4k),
+so a monomial X^e takes the value w^(e (1 - 4k) mod 2N) at slot k: the grouped blind rotation
+(:func:`blind_rotate_grouped`) rotates in this domain by a pointwise product.
 """
 
 from __future__ import annotations
@@ -66,12 +68,16 @@ class FourierPlan:
     """Constants of the FFT blind rotation, passed to kernels as arguments (NumPy arrays: float64 and
     64-bit integers only inside ``jax.enable_x64(True)``, where the kernels run).
 
-    ``twist`` float64 ``[2, N/2]`` (cos, sin of pi j / N); ``q`` uint64 ``[L, 1]`` (the primes);
+    ``twist`` float64 ``[2, N/2]`` (cos, sin of pi j / N); ``roots`` float64 ``[2, 2N]`` (cos, sin of
+    pi j / N: the powers of w); ``slot_exp`` int32 ``[N/2]``: (1 - 4k) mod 2N, slot k's point is w to this
+    power; ``q`` uint64 ``[L, 1]`` (the primes);
     ``big_q`` uint64 ``[]``; ``garner`` uint64 ``[L]``: q_0^-1 mod q_1 (Q < 2^63: L <= 2; for L = 1 unused).
     Static: the ring degree, the gadget (base_log, levels) and the digit scale B^l / Q (1 for an exact
     gadget), Q as a float."""
 
     twist: np.ndarray
+    roots: np.ndarray
+    slot_exp: np.ndarray
     q: np.ndarray
     big_q: np.ndarray
     garner: np.ndarray
@@ -89,10 +95,12 @@ class FourierPlan:
                 f"log2 Q = {math.log2(math.prod(moduli)):.1f}, N {n}, gadget {gadget} (use kernel='ntt')"
             )
         big_q = math.prod(moduli)
-        j = np.arange(n // 2)
+        j, j2 = np.arange(n // 2), np.arange(2 * n)
         inv = pow(moduli[0], -1, moduli[1]) if len(moduli) == 2 else 0
         return cls(
             twist=np.stack([np.cos(np.pi * j / n), np.sin(np.pi * j / n)]),
+            roots=np.stack([np.cos(np.pi * j2 / n), np.sin(np.pi * j2 / n)]),
+            slot_exp=((1 - 4 * j) % (2 * n)).astype(np.int32),
             q=np.array(moduli, dtype=np.uint64)[:, None],
             big_q=np.array(big_q, dtype=np.uint64),
             garner=np.array([0, inv], dtype=np.uint64)[: len(moduli)],
@@ -195,17 +203,23 @@ def gadget_digits(x, plan: FourierPlan):
 # --------------------------------------------------------------------------------------------------
 
 
-def external_product(ggsw_f, glwe, plan: FourierPlan):
-    """GGSW [x] GLWE through the FFT (module docstring). ggsw_f: complex128 ``[(k+1) l, k+1, N/2]``
-    (:func:`ggsw_to_fourier`); glwe: uint64 ``[..., k+1, N]`` in [0, Q) (COEFF). Returns uint64
-    ``[..., k+1, N]``: the exact product plus the rounding error."""
+def _digits_fourier(glwe, plan: FourierPlan):
+    """The gadget digits of glwe uint64 ``[..., k+1, N]`` through the forward FFT: complex128
+    ``[..., (k+1) l, N/2]`` (row c l + j)."""
     k1, n = glwe.shape[-2], glwe.shape[-1]
     d = gadget_digits(glwe, plan)  # [..., k+1, l, N]: row c l + j
     # materialized: fused into the FFT's input, the digits (and the rotation before them) cost 2x the
     # bootstrap (P4, batch 8, one CPU: 101 ms per bootstrap without this, 44-50 with it; batch 1: 93-119
     # against 64-68)
     d = fusion_barrier(d, plan.q)
-    ev = forward(d.reshape(d.shape[:-3] + (k1 * plan.levels, n)), plan.twist)  # [..., R, N/2]
+    return forward(d.reshape(d.shape[:-3] + (k1 * plan.levels, n)), plan.twist)
+
+
+def external_product(ggsw_f, glwe, plan: FourierPlan):
+    """GGSW [x] GLWE through the FFT (module docstring). ggsw_f: complex128 ``[(k+1) l, k+1, N/2]``
+    (:func:`ggsw_to_fourier`); glwe: uint64 ``[..., k+1, N]`` in [0, Q) (COEFF). Returns uint64
+    ``[..., k+1, N]``: the exact product plus the rounding error."""
+    ev = _digits_fourier(glwe, plan)  # [..., R, N/2]
     acc = ev[..., 0, None, :] * ggsw_f[0]
     for r in range(1, ev.shape[-2]):
         acc = acc + ev[..., r, None, :] * ggsw_f[r]  # [..., k+1, N/2]
@@ -255,6 +269,52 @@ def blind_rotate(acc, shifts, bsk_f, plan: FourierPlan, *, unroll: int = 1):
         return cmux_step(a, s, g, plan), None
 
     out, _ = jax.lax.scan(step, x, (shifts.T, bsk_f), unroll=unroll)
+    return decompose(out, plan)
+
+
+def group_step(acc, exps, keys_f, plan: FourierPlan):
+    """One step of the grouped blind rotation (:mod:`crossfhe.tfhe.params`): ACC + sum_t (X^(e_t) - 1)
+    (GGSW_t [x] ACC) on uint64 ``[B, 2^nu, k+1, N]``. exps: int32 ``[B, T]`` in [0, 2N') (e_t, one per
+    nonzero pattern t of the group's bits); keys_f: complex128 ``[T, (k+1) l, k+1, N/2]``.
+
+    ACC is decomposed and transformed once; the T products P_t are summed after a pointwise product with
+    X^(e_t) - 1, which on the 2^nu components is :func:`rotate`'s component move plus X^(s') in the ring
+    of degree N, the value w^(s' (1 - 4k)) at slot k (``plan.roots``); one inverse transform."""
+    q = plan.big_q
+    comps, n = acc.shape[1], acc.shape[-1]
+    ev = _digits_fourier(acc, plan)  # [B, 2^nu, R, N/2]
+    prod = ev[..., 0, None, None, :] * keys_f[:, 0]
+    for r in range(1, ev.shape[-2]):
+        prod = prod + ev[..., r, None, None, :] * keys_f[:, r]  # [B, 2^nu, T, k+1, N/2]
+    nu = comps.bit_length() - 1
+    comp = jnp.arange(comps, dtype=jnp.int32)[None, :, None]
+    lo, hi = (exps & (comps - 1))[:, None, :], (exps >> nu)[:, None, :]  # [B, 1, T]
+    power = hi + (comp < lo).astype(jnp.int32)  # [B, 2^nu, T]: X^(s') on component r, s' in [0, 2N]
+    idx = (power[..., None] * plan.slot_exp) & (2 * n - 1)  # [B, 2^nu, T, N/2]: mod 2N, exact as it wraps
+    cos, sin = plan.roots[0][idx], plan.roots[1][idx]
+    if comps == 1:
+        out = jnp.sum(jax.lax.complex(cos - 1.0, sin)[..., None, :] * prod, axis=2)
+    else:
+        # materialized: the gather below would recompute the products per element read (P6, batch 1,
+        # one CPU: the step's combining fusion took 162 of 368 ms)
+        prod = fusion_barrier(prod, plan.q)
+        src = (comp - lo) & (comps - 1)  # [B, 2^nu, T]: the component that moves to r
+        moved = jnp.take_along_axis(prod, src[..., None, None], axis=1)
+        out = jnp.sum(jax.lax.complex(cos, sin)[..., None, :] * moved - prod, axis=2)  # [B, 2^nu, k+1, N/2]
+    return add_mod(acc, reduce_mod_q(inverse(out, plan.twist), plan), q)
+
+
+def blind_rotate_grouped(acc, exps, bsk_f, plan: FourierPlan, *, unroll: int = 1):
+    """:func:`crossfhe.core.ggsw.blind_rotate_grouped` through the FFT: acc uint32 ``[B, 2^nu, k+1, L, N]``
+    (residues), exps int32 ``[B, G, T]``, bsk_f complex128 ``[G, T, (k+1) l, k+1, N/2]``. Returns residues of
+    acc's shape. Traceable under x64."""
+    x = compose(acc, plan)
+
+    def step(a, xs):
+        e, keys = xs
+        return group_step(a, e, keys, plan), None
+
+    out, _ = jax.lax.scan(step, x, (jnp.moveaxis(exps, 1, 0), bsk_f), unroll=unroll)
     return decompose(out, plan)
 
 

@@ -68,12 +68,21 @@ def external_product(ggsw, glwe, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
     """GGSW [x] GLWE (module docstring). ggsw: uint32 ``[(k+1) l, k+1, L, N]`` (EVAL); glwe: uint32
     ``[..., k+1, L, N]`` (COEFF). ``mac``: the tuple (q, mu, bits, qinv, r2) of uint32 ``[L, 1]`` columns.
     Returns ``[..., k+1, L, N]`` (COEFF). Traceable (call inside jit)."""
+    return _mac_intt(_digits_eval(glwe, plan, gplan), ggsw, plan, mac)
+
+
+def _digits_eval(glwe, plan: NTTPlan, gplan: RNSGadgetPlan):
+    """The gadget digits of glwe ``[..., k+1, L, N]`` through the forward NTT: ``[..., (k+1) l, L, N]``."""
     k1, n = glwe.shape[-3], glwe.shape[-1]
     digits = gadget_digits_rns(glwe, gplan)  # int32 [l, ..., k+1, N]
     levels = digits.shape[0]
     d = jnp.moveaxis(digits, 0, -2)  # [..., k+1, l, N]: row c l + j
     d = d.reshape(d.shape[:-3] + (k1 * levels, n))
-    ev = ntt(digits_to_residues(d, plan.q), plan)  # [..., R, L, N]
+    return ntt(digits_to_residues(d, plan.q), plan)  # [..., R, L, N]
+
+
+def _mac_intt(ev, ggsw, plan: NTTPlan, mac):
+    """sum_r ev_r GGSW_r back in the coefficient domain: ``[..., k+1, L, N]``."""
     rows = ev.shape[-3]
     out = None
     for start in range(0, rows, MAC_TERMS):
@@ -145,6 +154,35 @@ def blind_rotate(acc, shifts, bsk, plan: NTTPlan, gplan: RNSGadgetPlan, mac, *, 
         return cmux_step(a, s, g, plan, gplan, mac), None
 
     out, _ = jax.lax.scan(step, acc, (shifts.T, bsk), unroll=unroll)
+    return out
+
+
+def group_step(acc, exps, ggsws, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
+    """One step of the grouped blind rotation (:mod:`crossfhe.tfhe.params`): ACC + sum_t (X^(e_t) ACC_t -
+    ACC_t), ACC_t = GGSW_t [x] ACC, on ``[B, 2^nu, k+1, L, N]``. exps: int32 ``[B, T]`` in [0, 2N') (one
+    rotation per nonzero pattern t of the group's key bits); ggsws: ``[T, (k+1) l, k+1, L, N]`` (EVAL), the
+    GGSWs of the indicators [bits = t]. ACC is decomposed and transformed once, then T products come back
+    and are rotated in the coefficient domain (:func:`rotate_components`)."""
+    q = mac[0]
+    ev = _digits_eval(acc, plan, gplan)
+    out = acc
+    for t in range(ggsws.shape[0]):
+        part = _mac_intt(ev, ggsws[t], plan, mac)
+        out = add_mod(out, sub_mod(rotate_components(part, exps[:, t], q), part, q), q)
+    return out
+
+
+def blind_rotate_grouped(acc, exps, bsk, plan: NTTPlan, gplan: RNSGadgetPlan, mac, *, unroll: int = 1):
+    """n / g grouped steps (:func:`group_step`): ACC X^(sum_i shifts_i s_i) for the key bits s_i, given as
+    the indicators of their groups inside ``bsk``. acc: uint32 ``[B, 2^nu, k+1, L, N]``; exps: int32
+    ``[B, G, T]`` (e_t = sum_j shifts_(g i + j) t_j mod 2N' for group i and pattern t); bsk: uint32
+    ``[G, T, (k+1) l, k+1, L, N]`` (EVAL). Step i reads bsk[i] once for the whole batch. Traceable."""
+
+    def step(a, xs):
+        e, g = xs
+        return group_step(a, e, g, plan, gplan, mac), None
+
+    out, _ = jax.lax.scan(step, acc, (jnp.moveaxis(exps, 1, 0), bsk), unroll=unroll)
     return out
 
 

@@ -8,24 +8,25 @@ table:
   ``message_bits``, ``lwe_dim``, ``glwe_dim``, ``poly_size``, the primes ``moduli`` themselves,
   ``glwe_sigma`` and ``lwe_sigma`` (``float.hex`` strings, exact), ``pbs_gadget`` and ``ks_gadget``
   (``{"base_log", "levels"}``), ``max_norm2`` (an int or null), ``name``, ``insecure``, and
-  ``extension`` only when it is not 0 (so blobs of parameters without one read as before it existed);
+  ``extension`` only when it is not 0 and ``grouping`` only when it is not 1 (so blobs of parameters
+  without them read as before they existed);
 * ``meta``: ``{}`` for every kind (the arrays and the parameters say everything).
 
 With n = ``lwe_dim``, k = ``glwe_dim``, N = ``poly_size``, L = ``len(moduli)``, l = ``pbs_gadget.levels``,
-l_ks = ``ks_gadget.levels``:
+l_ks = ``ks_gadget.levels``, G = ``ggsw_count`` (n, or 2^g - 1 per group of g key bits with a grouping g):
 
 ===================  ==================================================================  ====================
 kind                 arrays                                                              size (P2 / P8)
 ===================  ==================================================================  ====================
 ``tfhe.params``      none                                                                ~0.5 KiB
 ``tfhe.ciphertext``  ``b``: uint32[..., L], ``a``: uint32[..., L, kN], residues mod q_i  16 KiB / 16 KiB
-``tfhe.server_key``  ``bsk``: uint32[n, (k+1) l, k+1, L, N] (EVAL), ``ksk``:             106 MB / 246 MB
-                     int32[kN l_ks, n+1] (mod 2^32)
+``tfhe.server_key``  ``bsk``: uint32[G, (k+1) l, k+1, L, N] (EVAL), ``ksk``:             146 MB / 318 MB
+                     int32[n+1, kN l_ks] (mod 2^32)
 ``tfhe.client_key``  ``lwe_key``: int32[n], ``glwe_key``: int32[k, N], bits in {0, 1}    11 KiB / 12 KiB
 ===================  ==================================================================  ====================
 
 A ciphertext's size is 4 L (kN + 1) bytes per item of its batch (leading batch axes are kept); a server
-key's is ``params.bsk_bytes + params.ksk_bytes`` (presets P2 106 MB, P4 102 MB, P6 545 MB, P8 and P10 246 MB),
+key's is ``params.bsk_bytes + params.ksk_bytes`` (presets P2 146 MB, P4 130 MB, P6 240 MB, P8 and P10 318 MB),
 plus a header under 1 KiB and 51 bytes of preamble and hash. An :class:`~crossfhe.core.lwe.LWECiphertext`
 does not carry its parameters: ``dumps(ct, params=params)``.
 
@@ -129,7 +130,9 @@ def describe_params(params: Params) -> dict:
         "max_norm2": params.max_norm2,
         "name": params.name,
         "insecure": params.insecure,
-    } | ({"extension": params.extension} if params.extension else {})  # absent for nu = 0, as before nu
+    } | ({"extension": params.extension} if params.extension else {}) | (  # absent for nu = 0, as before nu
+        {"grouping": params.grouping} if params.grouping != 1 else {}  # likewise for g = 1
+    )
 
 
 _PARAM_KEYS = {"message_bits", "lwe_dim", "glwe_dim", "poly_size", "moduli", "glwe_sigma", "lwe_sigma",
@@ -143,11 +146,11 @@ def _gadget_from(value, what: str) -> Gadget:
 
 def params_from_description(desc) -> Params:
     """Rebuild (and re-check) the tfhe.Params of a :func:`describe_params` dict; SerializationError if invalid."""
-    has_ext = isinstance(desc, dict) and "extension" in desc
-    d = com.keys(desc, _PARAM_KEYS | ({"extension"} if has_ext else set()), "parameter description")
+    optional = {k for k in ("extension", "grouping") if isinstance(desc, dict) and k in desc}
+    d = com.keys(desc, _PARAM_KEYS | optional, "parameter description")
     ints = {k: com.json_int(d[k], f"params.{k}") for k in ("message_bits", "lwe_dim", "glwe_dim", "poly_size")}
-    if has_ext:
-        ints["extension"] = com.json_int(d["extension"], "params.extension")
+    for k in sorted(optional):
+        ints[k] = com.json_int(d[k], f"params.{k}")
     if not isinstance(d["moduli"], list):
         raise SerializationError(f"params.moduli must be a list of integers, got {d['moduli']!r}")
     moduli = tuple(com.json_int(q, f"params.moduli[{i}]") for i, q in enumerate(d["moduli"]))
@@ -182,7 +185,7 @@ def _check_params_type(params) -> None:
 def _summary(params: Params) -> str:
     return (f"{params.name or 'tfhe'} (p = {params.message_bits}, n = {params.lwe_dim}, k = {params.glwe_dim}, "
             f"N = {params.poly_size}{f' x 2^{params.extension}' if params.extension else ''}, "
-            f"{len(params.moduli)} primes)")
+            f"{f'grouping {params.grouping}, ' if params.grouping != 1 else ''}{len(params.moduli)} primes)")
 
 
 def _header_params(fields: dict, given: Params | None) -> Params:
@@ -333,11 +336,11 @@ def _read_ciphertext(c: fmt.Container, params: Params) -> LWECiphertext:
 
 def _bsk_shape(params: Params) -> tuple[int, ...]:
     k1 = params.glwe_dim + 1
-    return (params.lwe_dim, k1 * params.pbs_gadget.levels, k1, len(params.moduli), params.poly_size)
+    return (params.ggsw_count, k1 * params.pbs_gadget.levels, k1, len(params.moduli), params.poly_size)
 
 
 def _ksk_shape(params: Params) -> tuple[int, int]:
-    return (params.long_dim * params.ks_gadget.levels, params.lwe_dim + 1)
+    return (params.lwe_dim + 1, params.long_dim * params.ks_gadget.levels)
 
 
 def _server_key_arrays(sk: ServerKey) -> list[_Array]:

@@ -13,7 +13,9 @@ A parameter set fixes
 * the **gadgets**: ``pbs_gadget`` (base 2^b, l levels) of the external product and ``ks_gadget`` of the
   key switch;
 * the **extension** nu (default 0): the blind rotation runs on an accumulator of N' = 2^nu N coefficients,
-  so the modulus switch goes to 2N' instead of 2N while every key stays at N (below).
+  so the modulus switch goes to 2N' instead of 2N while every key stays at N (below);
+* the **grouping** g (default 1): the blind rotation takes the short key's bits g at a time, one external
+  product per group instead of one per bit (below).
 
 Bootstrapping is key switch first (Taurus Fig. 3): Q -> 2^32 (rounding), key switch long -> short,
 2^32 -> 2N' (rounding), blind rotation, sample extraction (:mod:`crossfhe.tfhe.ops`).
@@ -31,6 +33,16 @@ products (one batch, one read of the GGSW); the bootstrapping key, the key-switc
 each external product are those of N.
 This is the ring-splitting behind the "extended" bootstrapping of the TFHE literature; here it serves only
 to make the modulus switch finer.
+
+Grouped blind rotation (g > 1; the multi-bit blind rotation of TFHE-rs, its "grouping factor"). The short
+key's bits go in groups of g (the last group padded with zero bits); for each group the bootstrapping key
+holds 2^g - 1 GGSWs, of the indicators [s_group = c] for the nonzero patterns c in {0, 1}^g. With
+e_c = sum_j a_j c_j the rotation a pattern calls for, X^(sum_j a_j s_j) = 1 + sum_(c != 0) (X^(e_c) - 1) [s_group = c],
+so a step is ACC <- ACC + sum_c (X^(e_c) - 1) (GGSW_c [x] ACC): the accumulator is decomposed and
+transformed once, multiplied by the 2^g - 1 keys, each product rotated (in the Fourier domain, a pointwise
+product with the monomial's values) and summed, and transformed back once. n / g such steps replace n
+CMux steps: fewer transforms for 2^g - 1 times the multiply-accumulate work and key. g = 2 pays where the
+transforms dominate the step (k = 1, l = 1: P4); see :mod:`crossfhe.tfhe.presets`.
 
 Noise model (variances relative to the modulus, i.e. on the torus; TFHE literature: Chillotti et al.,
 "TFHE: fast fully homomorphic encryption over the torus", J. Cryptology 2020, Thm 4.1 and Lemma 4.3;
@@ -54,7 +66,12 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   against the exact NTT product for N 2^8 to 2^13, B 2^12 to 2^28, l 1 to 3, k 1 and 4
   (tests/tfhe/test_fourier.py checks it). The bootstrap uses the FFT (``fft_kernel``) only where this
   adds at most 1/64 to ``var_cmux``, and ``var_cmux`` then includes it: every preset (not, for example, a
-  set of N 8192 with 28-bit digits, where the rounding would dominate; it bootstraps through the NTT).
+  set of N 8192 with 28-bit digits, where the rounding would dominate; it bootstraps through the NTT);
+* with grouping g > 1, a step of the blind rotation (one group) adds 2 (2^g - 1) times the digit and FFT
+  terms (each of the 2^g - 1 products carries its own key noise, and X^e - 1 doubles a variance) plus
+  twice the decomposition term (it meets the one indicator that is 1, times X^e - 1): ``var_step``. The
+  output has n / g (rounded up) times that: for g = 2, three times the key noise of the plain blind
+  rotation and the same decomposition error.
 
 A bootstrap's input is a linear combination of bootstrap outputs with sum of squared weights at most
 ``max_norm2`` (``nu^2``, the budget the linear operations may spend). It decrypts wrongly when the error at
@@ -94,6 +111,8 @@ FFT_ERROR_CONSTANT = 2.0
 MAX_MESSAGE_BITS = 10
 MAX_EXTENSION = 8
 """Largest nu (the accumulator has at most 2^8 components)."""
+MAX_GROUPING = 3
+"""Largest g of the grouped blind rotation (7 GGSWs per group)."""
 MAX_ACC_SIZE = 2**20
 """Largest accumulator N' = 2^nu N (its test vector and each batch item's accumulator are (k + 1) L N' words)."""
 
@@ -127,7 +146,8 @@ class Params:
     """Checked TFHE parameters (frozen, hashable: a ``jax.jit`` static argument). See the module docstring.
 
     ``moduli``: the GLWE primes (q = 1 mod 2N, below 2^31). ``extension``: nu, the blind rotation's
-    accumulator has N' = 2^nu N coefficients (module docstring; 0: the plain blind rotation).
+    accumulator has N' = 2^nu N coefficients (module docstring; 0: the plain blind rotation). ``grouping``:
+    g, the blind rotation takes the key bits g at a time (module docstring; 1: one CMux per bit).
     ``glwe_sigma``: std of the GLWE and bootstrapping-key noise in absolute units of Q; ``lwe_sigma``: std of
     the key-switching-key noise in
     units of 2^32. ``max_norm2``: the sum of squared weights of the linear combination of bootstrap outputs
@@ -149,6 +169,7 @@ class Params:
     insecure: bool = False
     kernels: KernelSet = VECTOR
     extension: int = 0
+    grouping: int = 1
 
     def __post_init__(self):
         p, n, k, big_n = self.message_bits, self.lwe_dim, self.glwe_dim, self.poly_size
@@ -157,7 +178,7 @@ class Params:
         except ValueError as e:
             raise ParameterError(str(e)) from None
         ints = (("message_bits", p), ("lwe_dim", n), ("glwe_dim", k), ("poly_size", big_n))
-        for what, v in ints + (("extension", self.extension),):
+        for what, v in ints + (("extension", self.extension), ("grouping", self.grouping)):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ParameterError(f"{what} must be an int, got {v!r}")
         if not 1 <= p <= MAX_MESSAGE_BITS:
@@ -169,6 +190,8 @@ class Params:
                 f"extension must be in [0, {MAX_EXTENSION}] with 2^extension N <= 2^{MAX_ACC_SIZE.bit_length() - 1}, "
                 f"got {self.extension} at N = {big_n}"
             )
+        if not 1 <= self.grouping <= MAX_GROUPING:
+            raise ParameterError(f"grouping must be in [1, {MAX_GROUPING}], got {self.grouping}")
         if 2 * self.acc_size < 2 ** (p + 1):
             raise ParameterError(
                 f"poly_size N = {big_n} with extension {self.extension} is too small for {p}-bit messages: need "
@@ -233,6 +256,16 @@ class Params:
         return self.glwe_dim * self.poly_size
 
     @property
+    def groups(self) -> int:
+        """Steps of the blind rotation: ceil(n / g) groups of key bits (the last one padded with zeros)."""
+        return -(-self.lwe_dim // self.grouping)
+
+    @property
+    def ggsw_count(self) -> int:
+        """GGSWs in the bootstrapping key: n, or 2^g - 1 per group with grouping g > 1."""
+        return self.lwe_dim if self.grouping == 1 else self.groups * ((1 << self.grouping) - 1)
+
+    @property
     def delta(self) -> int:
         """Delta = round(Q / 2^(p+1)): a message m is carried as m Delta (one padding bit)."""
         return (self.big_q + (1 << self.message_bits)) >> (self.message_bits + 1)
@@ -288,15 +321,31 @@ class Params:
     @cached_property
     def var_cmux_exact(self) -> float:
         """Noise of one CMux external product computed exactly (the NTT kernel)."""
+        return self._var_digits + self._var_dropped
+
+    @cached_property
+    def _var_digits(self) -> float:
         g, k, big_n = self.pbs_gadget, self.glwe_dim, self.poly_size
-        digits = (k + 1) * g.levels * big_n * (g.base**2 + 2) / 12 * self.var_fresh
-        dropped = (k * big_n / 2 + 1) * 4.0 ** -(g.base_log * g.levels) / 12
-        return digits + dropped
+        return (k + 1) * g.levels * big_n * (g.base**2 + 2) / 12 * self.var_fresh
+
+    @cached_property
+    def _var_dropped(self) -> float:
+        g, k, big_n = self.pbs_gadget, self.glwe_dim, self.poly_size
+        return (k * big_n / 2 + 1) * 4.0 ** -(g.base_log * g.levels) / 12
+
+    @cached_property
+    def var_step(self) -> float:
+        """Noise one step of the blind rotation adds: ``var_cmux`` (g = 1), or for a group of g > 1 bits
+        2 (2^g - 1) (digits + FFT rounding) + 2 (decomposition error) (module docstring)."""
+        if self.grouping == 1:
+            return self.var_cmux
+        fft = self.var_fft if self.fft_kernel else 0.0
+        return 2 * ((1 << self.grouping) - 1) * (self._var_digits + fft) + 2 * self._var_dropped
 
     @cached_property
     def var_pbs(self) -> float:
-        """Variance of a bootstrap's output (n CMux steps from a noiseless test vector)."""
-        return self.lwe_dim * self.var_cmux
+        """Variance of a bootstrap's output (n CMux steps, or n / g group steps, from a noiseless test vector)."""
+        return self.groups * self.var_step
 
     def var_decision(self, norm2: float | None = None) -> float:
         """Variance of the error at the blind rotation's input, the input having squared norm ``norm2``."""
@@ -314,9 +363,9 @@ class Params:
 
     @property
     def bsk_bytes(self) -> int:
-        """Bootstrapping key: n GGSW of (k+1) l x (k+1) polynomials, len(moduli) uint32 limbs each."""
+        """Bootstrapping key: ``ggsw_count`` GGSW of (k+1) l x (k+1) polynomials, len(moduli) uint32 limbs each."""
         k1, g = self.glwe_dim + 1, self.pbs_gadget
-        return self.lwe_dim * k1 * g.levels * k1 * len(self.moduli) * self.poly_size * 4
+        return self.ggsw_count * k1 * g.levels * k1 * len(self.moduli) * self.poly_size * 4
 
     @property
     def ksk_bytes(self) -> int:
@@ -342,12 +391,14 @@ class Params:
             (self.pbs_gadget.base_log, self.pbs_gadget.levels),
             (self.ks_gadget.base_log, self.ks_gadget.levels),
         ) + ((("extension", self.extension),) if self.extension else ())  # nu = 0: the digests of before nu
+        fields += (("grouping", self.grouping),) if self.grouping != 1 else ()  # likewise g = 1
         return hashlib.sha256(repr(fields).encode()).hexdigest()
 
     def __repr__(self) -> str:
         return (
             f"tfhe.Params({self.name + ', ' if self.name else ''}p={self.message_bits}, n={self.lwe_dim}, "
             f"k={self.glwe_dim}, N={self.poly_size}{f' x 2^{self.extension}' if self.extension else ''}, "
+            f"{f'grouping={self.grouping}, ' if self.grouping != 1 else ''}"
             f"log2 Q={self.log_q:.1f} ({len(self.moduli)} primes), "
             f"pbs={self.pbs_gadget.base_log}x{self.pbs_gadget.levels}, ks={self.ks_gadget.base_log}x"
             f"{self.ks_gadget.levels}, log2 p_fail={self.log2_p_fail():.1f}{', insecure' if self.insecure else ''})"
@@ -380,6 +431,7 @@ def make(
     name: str = "",
     insecure: bool = False,
     extension: int = 0,
+    grouping: int = 1,
 ) -> Params:
     """Build a :class:`Params`: the GLWE primes are the largest 31-bit NTT primes for N (``limbs`` of them);
     the noise is given as an absolute ``glwe_sigma`` or as a rate ``glwe_log2_rate`` (sigma = 2^rate Q),
@@ -404,4 +456,5 @@ def make(
         name=name,
         insecure=insecure,
         extension=extension,
+        grouping=grouping,
     )

@@ -103,7 +103,7 @@ def test_keygen_seed_reproducible(keys_p2):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     assert set(np.unique(np.asarray(ck.lwe_key))) == {0, 1} and set(np.unique(np.asarray(ck.glwe_key))) == {0, 1}
     assert sk.bsk.shape == (P2.lwe_dim, 2 * P2.pbs_gadget.levels, 2, 2, P2.poly_size)
-    assert sk.ksk.shape == (P2.long_dim * P2.ks_gadget.levels, P2.lwe_dim + 1)
+    assert sk.ksk.shape == (P2.lwe_dim + 1, P2.long_dim * P2.ks_gadget.levels)
 
 
 def test_trivial_is_noiseless(keys_p2):
