@@ -14,7 +14,7 @@ model allows it) that meets 2^-64 at these points.
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
 preset     p    n     k x N x 2^nu  grouping  pbs b x l   ks b x l  p_fail    BSK         KSK
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
-P2         2    781   4x512         2         23 x 1      3 x 4     2^-74.5   120 MB      26 MB
+P2         2    781   4x512         1         23 x 1      3 x 4     2^-74.5   80 MB       26 MB
 P4         4    833   1x2048        2         23 x 1      2 x 7     2^-68.9   82 MB       48 MB
 P6         6    977   1x2048x2^2    2         16 x 2      3 x 6     2^-72.7   192 MB      48 MB
 P8         8    1110  1x2048x2^4    2         16 x 2      2 x 11    2^-67.0   218 MB      100 MB
@@ -34,16 +34,17 @@ so their blobs do not cross). P8 was N = 32768 without extension (3.93 GB of key
 form costs 16x less key and measured 30% less time per CMux on the dev box (6.9 vs 9.9 ms, batch 1, one
 CPU, load ~1).
 
-**Every preset takes the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): n/2 steps,
+**P4 to P10 take the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): n/2 steps,
 each one forward and one inverse transform of the accumulator and three key products, instead of n CMux
 steps; 1.5x the bootstrapping key (3 GGSWs per 2 bits) and three times its key noise, which barely moves
 p_fail where the decomposition error or the rounding to 2N' dominates (P8 2^-67.1 -> 2^-67.0; P10
-2^-185.7 -> 2^-151.8; the others unchanged at this precision). Measured on the dev box (one CPU, batch 1,
-the two runs back to back, per bootstrap for P4, per blind rotation with random keys for the others):
-P4 37.6 against 54.1 ms (batch 8: 30.9 against 59.8), P2 26.3 against 29.8 ms, P6 206 against 249 ms
-(another pair, on a busier box: 333 against 333), P8 1.36 against 1.57 s, P10 14.3 against 22.5 s. The
-gain is largest where the transforms dominate the step (k = 1, l = 1, one component: P4); with more
-components or k > 1 the three products cost part of what the saved transforms did.
+2^-185.7 -> 2^-151.8; P4 2^-69.0 -> 2^-68.9). Measured on the dev box (one CPU, batch 1, the two runs back
+to back, per bootstrap for P4, per blind rotation with random keys for the others): P4 37.6 against 54.1 ms
+(batch 8: 30.9 against 59.8), P6 206 against 249 ms (another pair, on a busier box: 333 against 333), P8
+1.36 against 1.57 s, P10 14.3 against 22.5 s. The gain is largest where the transforms dominate the step
+(k = 1, l = 1, one component: P4); with more components or k > 1 the three products cost part of what the
+saved transforms did. P2 (k = 4) keeps one bit per step: grouped it was faster at batch 1 (37.8 against
+42.9 ms per bootstrap) but slower at batch 8 (28.4 against 24.8), for 1.5x the key.
 
 Every preset bootstraps through the float64 FFT (``Params.fft_kernel``; its rounding is in the noise model
 and in the p_fail above). P6 was N = 8192 with 28-bit digits (l = 1, 2^-69.4, 256 + 288 MB of keys), which
@@ -66,7 +67,6 @@ P2 = make(
     ks=(3, 4),
     max_norm2=2**2 + 1,
     name="P2",
-    grouping=2,
 )
 """2-bit messages: n 781, GLWE k 4 x N 512 (TFHE-rs's MESSAGE_1_CARRY_1 shape)."""
 
