@@ -20,13 +20,13 @@ kind                 arrays                                                     
 ===================  ==================================================================  ====================
 ``tfhe.params``      none                                                                ~0.5 KiB
 ``tfhe.ciphertext``  ``b``: uint32[..., L], ``a``: uint32[..., L, kN], residues mod q_i  16 KiB / 16 KiB
-``tfhe.server_key``  ``bsk``: uint32[G, (k+1) l, k+1, L, N] (EVAL), ``ksk``:             106 MB / 318 MB
+``tfhe.server_key``  ``bsk``: uint32[G, (k+1) l, k+1, L, N] (EVAL), ``ksk``:             106 MB / 246 MB
                      int32[n+1, kN l_ks] (mod 2^32)
 ``tfhe.client_key``  ``lwe_key``: int32[n], ``glwe_key``: int32[k, N], bits in {0, 1}    11 KiB / 12 KiB
 ===================  ==================================================================  ====================
 
 A ciphertext's size is 4 L (kN + 1) bytes per item of its batch (leading batch axes are kept); a server
-key's is ``params.bsk_bytes + params.ksk_bytes`` (presets P2 106 MB, P4 130 MB, P6 240 MB, P8 and P10 318 MB),
+key's is ``params.bsk_bytes + params.ksk_bytes`` (presets P2 106 MB, P4 102 MB, P6 176 MB, P8 and P10 246 MB),
 plus a header under 1 KiB and 51 bytes of preamble and hash. An :class:`~crossfhe.core.lwe.LWECiphertext`
 does not carry its parameters: ``dumps(ct, params=params)``.
 

@@ -66,6 +66,6 @@ modulus switch of INSECURE_TFHE_P4), n 64. Insecure: tests only."""
 INSECURE_TFHE_P6_EXT = _insecure_tfhe(6, 8, "INSECURE_TFHE_P6_EXT", extension=4)
 """6-bit TFHE with the extended blind rotation: N 256, extension 4 (accumulator 4096, as INSECURE_TFHE_P6)."""
 INSECURE_TFHE_P4_G2 = _insecure_tfhe(4, 10, "INSECURE_TFHE_P4_G2", grouping=2)
-"""INSECURE_TFHE_P4 with the grouped blind rotation, the key's bits two at a time (as the P4 preset)."""
+"""INSECURE_TFHE_P4 with the grouped blind rotation, the key's bits two at a time."""
 INSECURE_TFHE_P4_EXT_G3 = _insecure_tfhe(4, 6, "INSECURE_TFHE_P4_EXT_G3", extension=4, grouping=3)
 """INSECURE_TFHE_P4_EXT with the key's bits three at a time: grouping and extension together."""

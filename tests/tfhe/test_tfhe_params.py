@@ -22,8 +22,8 @@ PRESETS = list(presets.PRESETS.values())
 IDS = [p.name for p in PRESETS]
 
 # the table of crossfhe/tfhe/presets.py: log2 p_fail, BSK and KSK sizes in MB (10^6 bytes)
-DOCUMENTED = {"P2": (-74.5, 80, 26), "P4": (-68.9, 82, 48), "P6": (-72.7, 192, 48), "P8": (-67.0, 218, 100),
-              "P10": (-151.8, 218, 100)}
+DOCUMENTED = {"P2": (-74.5, 80, 26), "P4": (-69.0, 55, 48), "P6": (-72.7, 128, 48), "P8": (-67.1, 145, 100),
+              "P10": (-185.7, 145, 100)}
 
 
 def _published_rate(dim: int) -> float:
