@@ -5,9 +5,12 @@ Through the exact NTT (:func:`crossfhe.core.ggsw.external_product`) that costs (
 inverse limb transforms of size N per CMux; through a complex FFT of size N/2 in float64 it costs (k+1) l
 forward and k+1 inverse transforms, whatever L. TFHE-rs and Concrete bootstrap the same way.
 
-The price is rounding: the float64 product carries an error (``var_fft`` of :mod:`crossfhe.tfhe.params`),
-which the noise model adds to each external product. Keys and ciphertexts stay RNS; only the blind
-rotation changes (:func:`blind_rotate`, traced under ``jax.enable_x64(True)``):
+The price is rounding: each word of the float64 product carries an error (``var_fft`` of
+:mod:`crossfhe.tfhe.params`), which meets the key in the phase (``var_fft_phase``, (kN/2 + 1) times as much)
+and which the noise model adds to each external product. An input of concentrated spectrum (a test vector's
+long constant runs) gives an error of concentrated spectrum that meets the key's mean coherently, so a
+bootstrap's first step, on the test vector, goes through the exact NTT (:mod:`crossfhe.tfhe.ops`). Keys and
+ciphertexts stay RNS; only the blind rotation changes (:func:`blind_rotate`, traced under ``jax.enable_x64(True)``):
 
 * **Key side** (:func:`ggsw_to_fourier`, on the host, once per key): each GGSW polynomial, residues mod
   q_0..q_{L-1}, is lifted to its centered integer in (-Q/2, Q/2] (Garner's mixed radix), rounded to float64

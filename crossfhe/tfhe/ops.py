@@ -79,9 +79,10 @@ KEYGEN_CHUNK_BYTES = 64 << 20
 KERNELS = ("auto", "fft", "ntt")
 """How the blind rotation computes its external products (``kernel=`` of :func:`pbs`): ``"fft"`` through a
 float64 FFT (:mod:`crossfhe.core.fourier`; 4-5x faster than the NTT at P4 and P8 on a CPU; adds the
-rounding variance ``params.var_fft``), ``"ntt"`` exactly through the NTT of ``params.kernels``, ``"auto"``
-(default) the FFT where ``params.fft_kernel`` (its rounding is at most 1/64 of the product's noise, which the
-noise model then counts: every preset), the NTT elsewhere."""
+rounding variance ``params.var_fft_phase`` per product; the first step, on the test vector, still goes through
+the exact NTT: :func:`_first_step`), ``"ntt"`` exactly through the NTT of ``params.kernels``, ``"auto"``
+(default) the FFT where ``params.fft_kernel`` (its rounding small against the decision noise, or p_fail still
+below 2^-128; the noise model then counts it: every preset), the NTT elsewhere."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,22 +205,27 @@ def _fourier_plan(params: Params) -> FourierPlan:
 
 
 def _fourier_bsk(sk: ServerKey, progress=None):
-    """The bootstrapping key as the FFT kernel takes it, complex128 ``[ggsw_count, (k+1) l, k+1, N/2]``
-    (:func:`crossfhe.core.fourier.ggsw_to_fourier`), made once per key object and kept on it."""
+    """The bootstrapping key as the FFT kernel takes it: the first step's GGSWs as they are (that step runs
+    through the exact NTT, :func:`_first_step`), and the others as complex128 ``[ggsw_count - 2^g + 1,
+    (k+1) l, k+1, N/2]`` (:func:`crossfhe.core.fourier.ggsw_to_fourier`); made once per key object and
+    kept on it."""
     cached = sk.__dict__.get("_bsk_fourier")
     if cached is not None:
         return cached
     params = sk.params
+    first = (1 << params.grouping) - 1
     plan, n = _Tables(params).plan, params.ggsw_count
     chunk = max(1, min(n, KEYGEN_CHUNK_BYTES // (params.bsk_bytes // n)))
     parts = []
-    for start in range(0, n, chunk):
+    for start in range(first, n, chunk):
         coeff = np.asarray(intt(sk.bsk[start : start + chunk], plan))
         parts.append(ggsw_to_fourier(coeff, params.moduli))
         if progress is not None:
             progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
+    shape = (0, (params.glwe_dim + 1) * params.pbs_gadget.levels, params.glwe_dim + 1, params.poly_size // 2)
     with jax.enable_x64(True):
-        cached = jnp.asarray(np.concatenate(parts) if len(parts) > 1 else parts[0])
+        rest = jnp.asarray(np.concatenate(parts) if parts else np.zeros(shape, np.complex128))
+    cached = (sk.bsk[:first], rest)
     object.__setattr__(sk, "_bsk_fourier", cached)  # a cache, not a pytree field: ServerKey stays frozen
     return cached
 
@@ -651,11 +657,26 @@ def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, fourier, *, params: Params, 
     N' = 2^nu N); bsk ``[params.ggsw_count, ...]``, the key of :func:`crossfhe.core.ggsw.blind_rotate` (fourier
     None) or of :func:`crossfhe.core.fourier.blind_rotate` (a FourierPlan, under x64), grouped by
     :func:`_rotate`; returns (b [T, B, L], a [T, B, L, kN])."""
-    q, tcount = mac[0], tv.shape[0]
+    q, tcount, g = mac[0], tv.shape[0], params.grouping
     acc = _initial_acc(b_t, tv, q, params)
     shifts = _rotation_shifts(a_t, tcount, params)
-    acc = _rotate(acc, shifts, bsk, plan, gplan, mac, fourier, unroll=unroll, grouping=params.grouping)
+    if fourier is not None:
+        first, bsk = bsk
+        acc = _first_step(acc, shifts[:, :g], first, plan, gplan, mac, grouping=g)
+        shifts = shifts[:, g:]
+    acc = _rotate(acc, shifts, bsk, plan, gplan, mac, fourier, unroll=unroll, grouping=g)
     return _extract(acc, q, tcount, params)
+
+
+def _first_step(acc, shifts, keys, plan, gplan, mac, *, grouping: int):
+    """The blind rotation's first step (its first g key bits, GGSWs ``keys`` in the NTT domain) through the
+    exact NTT: the FFT kernel does all but this one. The accumulator is the test vector here, whose long
+    constant runs make the FFT's rounding error meet the key coherently, 20-30x a later step's
+    (:mod:`crossfhe.tfhe.params`)."""
+    if grouping == 1:
+        return G.cmux_step(acc, shifts[:, 0], keys[0], plan, gplan, mac)
+    exps = _group_exponents(shifts, grouping, 2 * acc.shape[-1] * acc.shape[1])
+    return G.group_step(acc, exps[:, 0], keys, plan, gplan, mac)
 
 
 def _rotate(acc, shifts, bsk, plan, gplan, mac, fourier, *, unroll: int, grouping: int):
@@ -683,6 +704,7 @@ def _group_exponents(shifts, grouping: int, n2: int):
 
 # The same computation in pieces, for progress reports: the blind rotation's steps run in chunks.
 _start_jit = jax.jit(_initial_acc, static_argnames=("params",))
+_first_jit = jax.jit(_first_step, static_argnames=("grouping",))
 _rotate_chunk_jit = jax.jit(_rotate, static_argnames=("unroll", "grouping"))
 _extract_jit = jax.jit(_extract, static_argnames=("tcount", "params"))
 
@@ -697,15 +719,21 @@ def _bootstrap_with_progress(b_t, a_t, tv, bsk, fourier, t: _Tables, params: Par
     acc = _start_jit(b_t, tv, q, params=params)
     shifts = _rotation_shifts(a_t, tcount, params)
     g, n = params.grouping, params.groups  # n steps of g key bits each, 2^g - 1 GGSWs each (g = 1: one)
-    per = (1 << g) - 1
+    per, done = (1 << g) - 1, 0
+    if fourier is not None:  # the first step through the NTT (_first_step), the others from bsk's rest
+        first, bsk = bsk
+        acc = _first_jit(acc, shifts[:, :g], first, t.plan, t.gplan, t.mac, grouping=g)
+        shifts, done = shifts[:, g:], 1
+        if n == 1:
+            progress("blind rotation", 1.0)
     size = -(-n // min(PROGRESS_CHUNKS, n))
-    for start in range(0, n, size):
-        stop = min(n, start + size)
+    for start in range(0, n - done, size):
+        stop = min(n - done, start + size)
         chunk_keys, chunk_shifts = bsk[start * per : stop * per], shifts[:, start * g : stop * g]
         args = (acc, chunk_shifts, chunk_keys, t.plan, t.gplan, t.mac, fourier)
         acc = _rotate_chunk_jit(*args, unroll=unroll, grouping=g)
         jax.block_until_ready(acc)
-        progress("blind rotation", stop / n)
+        progress("blind rotation", (stop + done) / n)
     return _extract_jit(acc, q, tcount=tcount, params=params)
 
 

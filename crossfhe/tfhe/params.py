@@ -65,11 +65,20 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   a sum of (k + 1) l N products of a digit and a uniform key coefficient (mean square Q^2 / 12), times the
   float64 unit roundoff squared and log2(N) (the depth of the transforms). c = 2: measured 1.44 to 1.56
   against the exact NTT product for N 2^8 to 2^13, B 2^12 to 2^28, l 1 to 3, k 1 and 4
-  (tests/tfhe/test_fourier.py checks it). The bootstrap uses the FFT (``fft_kernel``) only where this
-  adds at most 1/64 to ``var_cmux``, and ``var_cmux`` then includes it: every preset (not, for example, a
-  set of N 8192 with 28-bit digits, where the rounding would dominate; it bootstraps through the NTT);
+  (tests/tfhe/test_fourier.py checks it). That is the error of each word of the product; in the phase
+  b + <a, s> the k N mask errors meet the key, weight k N / 2 on average, so the phase carries
+  ``var_fft_phase`` = (k N / 2 + 1) var_fft (as the decomposition term does; measured 0.5 of it per CMux and
+  0.6 to 1.0 per grouped step at N 2048 with 23-bit digits, real keys). The first step of a bootstrap is
+  different: its accumulator is the test vector, whose long constant runs give digits of concentrated
+  spectrum and an FFT error of concentrated spectrum that meets the key's mean coherently (measured 20 to
+  30 times a later step's); so the first step runs through the exact NTT whatever the kernel
+  (:func:`crossfhe.tfhe.ops.pbs`). The bootstrap uses the FFT (``fft_kernel``) only where its rounding,
+  over the whole blind rotation and weighted by nu^2, is at most 1/64 of the decision variance the exact
+  product would give, or where p_fail with it stays below 2^-128 (P10: 2^-185.7 exact, 2^-169 with the
+  FFT), and ``var_cmux`` then includes it: every preset (not, for example, a set of N 8192 with 28-bit
+  digits, where the rounding would dominate; it bootstraps through the NTT);
 * with grouping g > 1, a step of the blind rotation (one group) adds 2 (2^g - 1) times the digit and FFT
-  terms (each of the 2^g - 1 products carries its own key noise, and X^e - 1 doubles a variance) plus
+  phase terms (each of the 2^g - 1 products carries its own key noise, and X^e - 1 doubles a variance) plus
   twice the decomposition term (it meets the one indicator that is 1, times X^e - 1): ``var_step``. The
   output has n / g (rounded up) times that: for g = 2, three times the key noise of the plain blind
   rotation and the same decomposition error.
@@ -301,8 +310,9 @@ class Params:
 
     @cached_property
     def var_cmux(self) -> float:
-        """Noise of one CMux external product as bootstraps compute it (with ``var_fft`` if ``fft_kernel``)."""
-        return self.var_cmux_exact + (self.var_fft if self.fft_kernel else 0.0)
+        """Noise of one CMux external product as bootstraps compute it (with ``var_fft_phase`` if
+        ``fft_kernel``)."""
+        return self.var_cmux_exact + (self.var_fft_phase if self.fft_kernel else 0.0)
 
     @cached_property
     def var_fft(self) -> float:
@@ -312,12 +322,21 @@ class Params:
         return FFT_ERROR_CONSTANT * math.log2(big_n) * terms * 2.0**-106
 
     @cached_property
+    def var_fft_phase(self) -> float:
+        """The phase variance of one product's FFT rounding: (k N / 2 + 1) ``var_fft`` (module docstring)."""
+        return (self.glwe_dim * self.poly_size / 2 + 1) * self.var_fft
+
+    @cached_property
     def fft_kernel(self) -> bool:
-        """Whether bootstraps run their external products through the FFT: when its rounding (``var_fft``)
-        adds at most 1/64 to the exact product's noise and the modulus suits it (Q < 2^63)."""
-        exact = self.var_cmux_exact
+        """Whether bootstraps run their external products through the FFT: where the modulus suits it
+        (Q < 2^63) and its rounding over the blind rotation, weighted by nu^2, is at most 1/64 of the decision
+        variance with exact products (module docstring)."""
         suits = fourier.supports(self.moduli, self.poly_size, self.pbs_gadget, self.glwe_dim)
-        return suits and self.var_fft <= exact / 64
+        exact, fft = self._step_terms
+        rest = self.var_round_q + self.var_ks + self.var_round_2n
+        decision_exact = self.norm2 * max(self.groups * exact, self.var_fresh) + rest
+        extra = self.norm2 * self.groups * fft
+        return suits and (extra <= decision_exact / 64 or self._log2_p_fail_at(decision_exact + extra) <= -128)
 
     @cached_property
     def var_cmux_exact(self) -> float:
@@ -335,13 +354,25 @@ class Params:
         return (k * big_n / 2 + 1) * 4.0 ** -(g.base_log * g.levels) / 12
 
     @cached_property
+    def _step_terms(self) -> tuple[float, float]:
+        """(exact, FFT rounding) noise of one step of the blind rotation (module docstring)."""
+        if self.grouping == 1:
+            return self.var_cmux_exact, self.var_fft_phase
+        twice = 2 * ((1 << self.grouping) - 1)
+        return twice * self._var_digits + 2 * self._var_dropped, twice * self.var_fft_phase
+
+    @cached_property
+    def var_step_fft(self) -> float:
+        """The FFT's rounding in one step's noise: ``var_fft_phase``, or 2 (2^g - 1) of it for a group (part of
+        ``var_step`` where ``fft_kernel``)."""
+        return self._step_terms[1]
+
+    @cached_property
     def var_step(self) -> float:
         """Noise one step of the blind rotation adds: ``var_cmux`` (g = 1), or for a group of g > 1 bits
         2 (2^g - 1) (digits + FFT rounding) + 2 (decomposition error) (module docstring)."""
-        if self.grouping == 1:
-            return self.var_cmux
-        fft = self.var_fft if self.fft_kernel else 0.0
-        return 2 * ((1 << self.grouping) - 1) * (self._var_digits + fft) + 2 * self._var_dropped
+        exact, fft = self._step_terms
+        return exact + (fft if self.fft_kernel else 0.0)
 
     @cached_property
     def var_pbs(self) -> float:
@@ -355,7 +386,10 @@ class Params:
 
     def log2_p_fail(self, norm2: float | None = None) -> float:
         """log2 of the probability that one bootstrap decrypts wrongly (module docstring)."""
-        z = 1.0 / (2 ** (self.message_bits + 2) * math.sqrt(2 * self.var_decision(norm2)))
+        return self._log2_p_fail_at(self.var_decision(norm2))
+
+    def _log2_p_fail_at(self, var_decision: float) -> float:
+        z = 1.0 / (2 ** (self.message_bits + 2) * math.sqrt(2 * var_decision))
         return _log2_erfc(z)
 
     # ---------------------------------------------------------------------------------------------

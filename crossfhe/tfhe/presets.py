@@ -11,15 +11,15 @@ points (k N = 2048: rate 2^-48.32), see ``PUBLISHED_LWE_POINTS``.
 The parameters were chosen by searching the noise model for the cheapest blind rotation (l = 1 where the
 model allows it) that meets 2^-64 at these points.
 
-=========  ===  ====  ============  ==========  ========  ========  ==========  ==========
-preset     p    n     k x N x 2^nu  pbs b x l   ks b x l  p_fail    BSK         KSK
-=========  ===  ====  ============  ==========  ========  ========  ==========  ==========
-P2         2    781   4x512         23 x 1      3 x 4     2^-74.5   80 MB       26 MB
-P4         4    833   1x2048        23 x 1      2 x 7     2^-69.0   55 MB       48 MB
-P6         6    977   1x2048x2^2    16 x 2      3 x 6     2^-72.7   128 MB      48 MB
-P8         8    1110  1x2048x2^4    16 x 2      2 x 11    2^-67.1   145 MB      100 MB
-P10        10   1110  1x2048x2^7    16 x 2      2 x 11    2^-185.7  145 MB      100 MB
-=========  ===  ====  ============  ==========  ========  ========  ==========  ==========
+=========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
+preset     p    n     k x N x 2^nu  grouping  pbs b x l   ks b x l  p_fail    BSK         KSK
+=========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
+P2         2    781   4x512         1         23 x 1      3 x 4     2^-74.5   80 MB       26 MB
+P4         4    833   1x2048        2         23 x 1      2 x 7     2^-68.3   82 MB       48 MB
+P6         6    977   1x2048x2^2    1         16 x 2      3 x 6     2^-72.7   128 MB      48 MB
+P8         8    1110  1x2048x2^4    1         16 x 2      2 x 11    2^-67.0   145 MB      100 MB
+P10        10   1110  1x2048x2^7    1         16 x 2      2 x 11    2^-140.9  145 MB      100 MB
+=========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
 
 **P6, P8 and P10 use the extended blind rotation** (``extension`` nu, :mod:`crossfhe.tfhe.params`): their
 keys are those of N = 2048, and the accumulator has N' = 2^nu N coefficients (2^13 for P6, 2^15 for P8, 2^18
@@ -27,21 +27,25 @@ for P10), so the rounding to 2N' leaves room for 6, 8 and 10 bits. Without it, 1
 N <= 2^17: the rounding to 2N alone, (n/2 + 1) / (12 (2N)^2) at the n = 1267 that a key switch from a
 2^17-dimensional key needs, is above the budget (the best plain set reaches 2^-58.8 with 21 GB of keys).
 
-P10 takes N' = 2^18 with l = 2 (2^-185.7) rather than the model's cheapest set, N' = 2^17 with l = 3
-(2^-64.0 exactly, about 2/3 of the NTT work): p_fail falls steeply with N' here, and 2^-64.0 would leave no
+P10 takes N' = 2^18 with l = 2 (2^-185.7 with exact products, 2^-140.9 with the FFT's rounding) rather
+than the model's cheapest set, N' = 2^17 with l = 3 (2^-64.0 exactly, about 2/3 of the NTT work): p_fail
+falls steeply with N' here, and 2^-64.0 would leave no
 margin for the model's approximations. The keys of P8 and P10 have the same shapes (the parameters differ,
 so their blobs do not cross). P8 was N = 32768 without extension (3.93 GB of keys, 2^-64.1): the extended
 form costs 16x less key and measured 30% less time per CMux on the dev box (6.9 vs 9.9 ms, batch 1, one
 CPU, load ~1).
 
-Every preset takes one key bit per blind-rotation step (``grouping`` 1). The grouped blind rotation
-(``grouping`` 2, :mod:`crossfhe.tfhe.params`: n/2 steps of one transform pair and three key products, 1.5x
-the bootstrapping key) was measured faster on the dev box (one CPU, batch 1, back to back: P4 37.6 against
-54.1 ms per bootstrap, batch 8 30.9 against 59.8; P8 1.36 against 1.57 s and P10 14.3 against 22.5 s per
-blind rotation with random keys), but at P4 through the FFT its output noise measured 1.54 var_pbs (2.31e-9
-against 1.50e-9, 64 bootstraps), 2.8x the model's expectation for the key, while through the exact NTT it
-matches the model (1.03x; the plain FFT blind rotation measures 1.4x there, inside the model's slack). Until
-that excess is understood and modelled, the presets stay ungrouped.
+**P4 takes the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): 417 steps, each one
+forward and one inverse transform of the accumulator and three key products, instead of 833 CMux steps;
+1.5x the bootstrapping key (3 GGSWs per 2 bits) and three times its key and FFT noise (p_fail 2^-68.8 ->
+2^-68.3). Measured on the dev box (one CPU, per bootstrap, the two runs back to back): 37.6 against 54.1 ms
+at batch 1, 30.9 against 59.8 at batch 8; its output noise 2.35e-9 through the FFT, 0.81 of the model's
+var_pbs (64 bootstraps; 1.31e-9 = 0.45 through the NTT). The other presets keep one bit per step: with k > 1
+or several accumulator components the three products cost much of what the saved transforms do (per blind
+rotation with random keys, batch 1, back to back: P2 26.3 against 29.8 ms, P6 206 against 249 ms and on a
+busier box 333 against 333, P8 1.36 against 1.57 s; a whole P2 bootstrap 37.8 against 42.9 ms at batch 1
+but 28.4 against 24.8 at batch 8), and P10's FFT rounding, tripled, would no longer fit the FFT's budget
+(``Params.fft_kernel``).
 
 Every preset bootstraps through the float64 FFT (``Params.fft_kernel``; its rounding is in the noise model
 and in the p_fail above). P6 was N = 8192 with 28-bit digits (l = 1, 2^-69.4, 256 + 288 MB of keys), which
@@ -78,8 +82,9 @@ P4 = make(
     ks=(2, 7),
     max_norm2=2**4 + 1,
     name="P4",
+    grouping=2,
 )
-"""4-bit messages: n 833, N 2048 (TFHE-rs's MESSAGE_2_CARRY_2 shape)."""
+"""4-bit messages: n 833, N 2048 (TFHE-rs's MESSAGE_2_CARRY_2 shape), the key's bits two at a time."""
 
 P6 = make(
     6,
