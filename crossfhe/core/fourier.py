@@ -71,7 +71,7 @@ class FourierPlan:
     """Constants of the FFT blind rotation, passed to kernels as arguments (NumPy arrays: float64 and
     64-bit integers only inside ``jax.enable_x64(True)``, where the kernels run).
 
-    ``twist`` float64 ``[2, N/2]`` (cos, sin of pi j / N); ``roots`` float64 ``[2, 2N]`` (cos, sin of
+    ``twist`` float64 ``[2, N/2]`` (cos, sin of pi j / N); ``roots`` complex128 ``[2N]`` (exp(i
     pi j / N: the powers of w); ``slot_exp`` int32 ``[N/2]``: (1 - 4k) mod 2N, slot k's point is w to this
     power; ``q`` uint64 ``[L, 1]`` (the primes);
     ``big_q`` uint64 ``[]``; ``garner`` uint64 ``[L]``: q_0^-1 mod q_1 (Q < 2^63: L <= 2; for L = 1 unused).
@@ -102,7 +102,7 @@ class FourierPlan:
         inv = pow(moduli[0], -1, moduli[1]) if len(moduli) == 2 else 0
         return cls(
             twist=np.stack([np.cos(np.pi * j / n), np.sin(np.pi * j / n)]),
-            roots=np.stack([np.cos(np.pi * j2 / n), np.sin(np.pi * j2 / n)]),
+            roots=np.cos(np.pi * j2 / n) + 1j * np.sin(np.pi * j2 / n),
             slot_exp=((1 - 4 * j) % (2 * n)).astype(np.int32),
             q=np.array(moduli, dtype=np.uint64)[:, None],
             big_q=np.array(big_q, dtype=np.uint64),
@@ -294,16 +294,16 @@ def group_step(acc, exps, keys_f, plan: FourierPlan):
     lo, hi = (exps & (comps - 1))[:, None, :], (exps >> nu)[:, None, :]  # [B, 1, T]
     power = hi + (comp < lo).astype(jnp.int32)  # [B, 2^nu, T]: X^(s') on component r, s' in [0, 2N]
     idx = (power[..., None] * plan.slot_exp) & (2 * n - 1)  # [B, 2^nu, T, N/2]: mod 2N, exact as it wraps
-    cos, sin = plan.roots[0][idx], plan.roots[1][idx]
+    mono = plan.roots[idx]  # [B, 2^nu, T, N/2]
     if comps == 1:
-        out = jnp.sum(jax.lax.complex(cos - 1.0, sin)[..., None, :] * prod, axis=2)
+        out = jnp.sum((mono - 1.0)[..., None, :] * prod, axis=2)
     else:
         # materialized: the gather below would recompute the products per element read (P6, batch 1,
         # one CPU: the step's combining fusion took 162 of 368 ms)
         prod = fusion_barrier(prod, plan.q)
         src = (comp - lo) & (comps - 1)  # [B, 2^nu, T]: the component that moves to r
         moved = jnp.take_along_axis(prod, src[..., None, None], axis=1)
-        out = jnp.sum(jax.lax.complex(cos, sin)[..., None, :] * moved - prod, axis=2)  # [B, 2^nu, k+1, N/2]
+        out = jnp.sum(mono[..., None, :] * moved - prod, axis=2)  # [B, 2^nu, k+1, N/2]
     return add_mod(acc, reduce_mod_q(inverse(out, plan.twist), plan), q)
 
 
