@@ -758,7 +758,7 @@ def pbs(
     ``ct.batch_shape + (2^p,)``, one table per input (:func:`per_input_tables`). Either way the whole
     batch shares each pass over the bootstrapping key (on a CPU, each chunk of :data:`CPU_BATCH_WORDS`).
     ``progress(stage, fraction)``, if given, is called as the blind rotation advances (:data:`PROGRESS_CHUNKS`
-    times; a P10 bootstrap takes about 20 s on one CPU); the result is the same either way. ``kernel``:
+    times; a P10 bootstrap takes 15 to 20 s on one CPU); the result is the same either way. ``kernel``:
     ``"auto"``, ``"fft"`` or ``"ntt"`` (:data:`KERNELS`).
     """
     return pbs_many(sk, ct, [table], unroll=unroll, progress=progress, kernel=kernel)[0]
