@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from crossfhe.core.ggsw import rotate_mod
+from crossfhe.core.ggsw import component_move, rotate_mod
 from crossfhe.errors import ParameterError
 from crossfhe.math.decompose import Gadget
 from crossfhe.math.modular import add_mod, neg_mod, sub_mod
@@ -71,8 +71,8 @@ class FourierPlan:
     """Constants of the FFT blind rotation, passed to kernels as arguments (NumPy arrays: float64 and
     64-bit integers only inside ``jax.enable_x64(True)``, where the kernels run).
 
-    ``twist`` float64 ``[2, N/2]`` (cos, sin of pi j / N); ``roots`` complex128 ``[2N]`` (exp(i
-    pi j / N: the powers of w); ``slot_exp`` int32 ``[N/2]``: (1 - 4k) mod 2N, slot k's point is w to this
+    ``twist`` float64 ``[2, N/2]`` (cos, sin of pi j / N); ``roots`` complex128 ``[2N]`` (exp(i pi j / N),
+    the powers of w); ``slot_exp`` int32 ``[N/2]``: (1 - 4k) mod 2N, slot k's point is w to this
     power; ``q`` uint64 ``[L, 1]`` (the primes);
     ``big_q`` uint64 ``[]``; ``garner`` uint64 ``[L]``: q_0^-1 mod q_1 (Q < 2^63: L <= 2; for L = 1 unused).
     Static: the ring degree, the gadget (base_log, levels) and the digit scale B^l / Q (1 for an exact
@@ -238,12 +238,8 @@ def rotate(x, shift, q):
     batch, comps, k1, n = x.shape
     if comps == 1:  # no component gather: the plain negacyclic rotation (P4, batch 8: 42-44 ms against 44-55)
         return rotate_mod(x[:, 0], shift, q)[:, None]
-    nu = comps.bit_length() - 1
-    r = jnp.arange(comps, dtype=jnp.int32)[None, :, None]
-    j = jnp.arange(n, dtype=jnp.int32)[None, None, :]
-    lo, hi = (shift & (comps - 1))[:, None, None], (shift >> nu)[:, None, None]
-    src = (r - lo) & (comps - 1)  # [B, 2^nu, 1]
-    t = (j - hi - (r < lo).astype(jnp.int32)) % (2 * n)  # [B, 2^nu, N]
+    src, power = (v[..., None] for v in component_move(shift, comps))  # [B, 2^nu, 1]
+    t = (jnp.arange(n, dtype=jnp.int32) - power) % (2 * n)  # [B, 2^nu, N]
     neg = t >= n
     idx = (src * k1 * n + jnp.where(neg, t - n, t))[:, :, None, :]
     idx = idx + (jnp.arange(k1, dtype=jnp.int32) * n)[None, None, :, None]  # [B, 2^nu, k+1, N]
@@ -289,10 +285,7 @@ def group_step(acc, exps, keys_f, plan: FourierPlan):
     prod = ev[..., 0, None, None, :] * keys_f[:, 0]
     for r in range(1, ev.shape[-2]):
         prod = prod + ev[..., r, None, None, :] * keys_f[:, r]  # [B, 2^nu, T, k+1, N/2]
-    nu = comps.bit_length() - 1
-    comp = jnp.arange(comps, dtype=jnp.int32)[None, :, None]
-    lo, hi = (exps & (comps - 1))[:, None, :], (exps >> nu)[:, None, :]  # [B, 1, T]
-    power = hi + (comp < lo).astype(jnp.int32)  # [B, 2^nu, T]: X^(s') on component r, s' in [0, 2N]
+    src, power = (jnp.swapaxes(v, 1, 2) for v in component_move(exps, comps))  # [B, 2^nu, T], s' in [0, 2N]
     idx = (power[..., None] * plan.slot_exp) & (2 * n - 1)  # [B, 2^nu, T, N/2]: mod 2N, exact as it wraps
     mono = plan.roots[idx]  # [B, 2^nu, T, N/2]
     if comps == 1:
@@ -301,7 +294,6 @@ def group_step(acc, exps, keys_f, plan: FourierPlan):
         # materialized: the gather below would recompute the products per element read (P6, batch 1,
         # one CPU: the step's combining fusion took 162 of 368 ms)
         prod = fusion_barrier(prod, plan.q)
-        src = (comp - lo) & (comps - 1)  # [B, 2^nu, T]: the component that moves to r
         moved = jnp.take_along_axis(prod, src[..., None, None], axis=1)
         out = jnp.sum(mono[..., None, :] * moved - prod, axis=2)  # [B, 2^nu, k+1, N/2]
     return add_mod(acc, reduce_mod_q(inverse(out, plan.twist), plan), q)

@@ -108,6 +108,16 @@ def merge_components(y, extension: int):
     return x.reshape(x.shape[:-2] + (x.shape[-2] << extension,))
 
 
+def component_move(shift, comps: int):
+    """For X^shift on 2^nu = ``comps`` components (:func:`rotate_components`), shift int32 ``[...]`` in
+    [0, 2^(nu+1) N): (src, power) int32 ``[..., 2^nu]``, component r of the result being component src[r]
+    times Y^power[r] (power in [0, 2N]: s_hi, or s_hi + 1 where r < s_lo)."""
+    nu = comps.bit_length() - 1
+    r = jnp.arange(comps, dtype=I32)
+    lo, hi = (shift & (comps - 1))[..., None], (shift >> nu)[..., None]
+    return (r - lo) & (comps - 1), hi + (r < lo).astype(I32)
+
+
 def rotate_components(x, shift, q):
     """X^shift A(X) in Z_Q[X]/(X^N' + 1), N' = 2^nu N, on the components of A (:func:`split_components`).
 
@@ -116,15 +126,11 @@ def rotate_components(x, shift, q):
     j = r - s_lo (mod 2^nu) rotated by Y^(s_hi), or by Y^(s_hi + 1) when r < s_lo (the index wrapped).
     One gather over the component axis and one negacyclic rotation per component (:func:`rotate_mod`)."""
     comps = x.shape[1]
-    nu = comps.bit_length() - 1
     if comps == 1:
         return rotate_mod(x.reshape(x.shape[:1] + x.shape[2:]), shift, q)[:, None]
-    r = jnp.arange(comps, dtype=I32)[None, :]
-    lo, hi = (shift & (comps - 1))[:, None], (shift >> nu)[:, None]
-    src = (r - lo) & (comps - 1)  # [B, 2^nu]
+    src, y_shift = component_move(shift, comps)  # [B, 2^nu]; y_shift in [0, 2N]: rotate_mod reduces mod 2N
     idx = src.reshape(src.shape + (1,) * (x.ndim - 2))
     moved = jnp.take_along_axis(x, jnp.broadcast_to(idx, x.shape), axis=1)
-    y_shift = hi + (r < lo).astype(I32)  # [B, 2^nu], in [0, 2N]: rotate_mod reduces mod 2N
     flat = moved.reshape((-1,) + x.shape[2:])
     return rotate_mod(flat, y_shift.reshape(-1), q).reshape(x.shape)
 

@@ -41,9 +41,8 @@ e_c = sum_j a_j c_j the rotation a pattern calls for, X^(sum_j a_j s_j) = 1 + su
 so a step is ACC <- ACC + sum_c (X^(e_c) - 1) (GGSW_c [x] ACC): the accumulator is decomposed and
 transformed once, multiplied by the 2^g - 1 keys, each product rotated (in the Fourier domain, a pointwise
 product with the monomial's values) and summed, and transformed back once. n / g such steps replace n
-CMux steps: fewer transforms for 2^g - 1 times the multiply-accumulate work and key. g = 2 measured
-faster where the transforms dominate the step (k = 1, l = 1: P4), but the presets do not use it yet: see
-:mod:`crossfhe.tfhe.presets` for the noise measured through the FFT at P4, above this model.
+CMux steps: fewer transforms for 2^g - 1 times the multiply-accumulate work and key. g = 2 pays where the
+transforms dominate the step (k = 1, l = 1: P4, see :mod:`crossfhe.tfhe.presets`).
 
 Noise model (variances relative to the modulus, i.e. on the torus; TFHE literature: Chillotti et al.,
 "TFHE: fast fully homomorphic encryption over the torus", J. Cryptology 2020, Thm 4.1 and Lemma 4.3;
