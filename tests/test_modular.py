@@ -187,3 +187,69 @@ def test_mac_reduce_rows_matches_integer_matrix_product(n, chunk, unroll_from, m
     want = np.stack([(wo @ xo[b]) % np.array(moduli, dtype=object)[:, None] for b in range(batch)])
     assert np.asarray(got).shape == (batch, len(moduli), n)
     assert (np.asarray(got).astype(object) == want).all()
+
+
+# --------------------------------------------------------------------------------------------------
+# Modular matrix product through a float64 GEMM
+# --------------------------------------------------------------------------------------------------
+
+
+def _center(y, c):
+    return np.where(y > c // 2, y - c, y)
+
+
+def _gemm_case(s, seed, dst=(2**31 - 1, 2013265921, 1073479681, 268369921)):
+    """Sources near 2^31 with their extreme centered values (+-(c - 1) / 2 and the lo/hi corner
+    -2^30 + 2^16 - 1) in the first columns, targets with weights at +-q / 2 in the first column."""
+    rnd = np.random.default_rng(seed)
+    src = np.array([2**31 - 1, 2147352577, 2146959361][: min(s, 3)] * s, dtype=np.int64)[:s, None]
+    y = rnd.integers(0, src, (2, s, 24), dtype=np.int64)
+    y[:, :, 0] = src[:, 0] // 2  # centered (c - 1) / 2
+    y[:, :, 1] = src[:, 0] // 2 + 1  # centered -(c - 1) / 2
+    y[:, :, 2] = (src[:, 0] - 2**30 + 2**16 - 1)  # centered -2^30 + 2^16 - 1: lo = 2^16 - 1, hi = -2^14
+    y[:, :, 3] = src[:, 0] - 1
+    q = np.array(dst, dtype=np.int64)[:, None]
+    w = rnd.integers(0, q, (len(dst), s), dtype=np.int64)
+    w[:, 0] = q[:, 0] // 2
+    w[:, 1] = q[:, 0] // 2 + 1
+    want = np.stack([(_center(w, q).astype(object) @ _center(y[b], src).astype(object)) % q.astype(object)
+                     for b in range(2)])
+    args = (y.astype(np.uint32), (src // 2).astype(np.uint32), src.astype(np.uint32),
+            M.gemm_weights(w, q), q.astype(np.uint32))
+    return args, want
+
+
+@pytest.mark.parametrize(("s", "chunk"), [(7, None), (7, 3), (51, None), (60, None), (60, 17)])
+def test_centered_gemm_rows_matches_integers(s, chunk):
+    """sum_i center(y_i) w_ji mod q_j against Python integers, at the largest safe chunk (51 sources for
+    31-bit targets: the float64 sums reach their bound) and in several chunks (even and uneven)."""
+    args, want = _gemm_case(s, seed=s)
+    bound = M.gemm_chunk(args[-1])
+    assert bound == 51
+    got = M.centered_gemm_rows(*args, chunk=bound if chunk is None else chunk)
+    assert got.dtype == jnp.uint32 and got.shape == want.shape
+    assert (np.asarray(got).astype(object) == want).all()
+
+
+def test_centered_gemm_rows_under_user_jit_and_vmap():
+    """x64 stays off outside; jit of a vmap (the batching rule re-enters the float64 scope), and a vmap
+    over the weights too, give the eager words."""
+    args, want = _gemm_case(9, seed=3)
+    assert not jax.config.jax_enable_x64
+    y, half, src, wg, q = args
+
+    @jax.jit
+    def over_data(y):
+        return jax.vmap(lambda v: M.centered_gemm_rows(v, half, src, wg, q, chunk=4))(y)
+
+    assert (np.asarray(over_data(y)).astype(object) == want).all()
+    wg2 = np.stack([wg, wg])
+    both = jax.jit(jax.vmap(lambda v, w: M.centered_gemm_rows(v, half, src, w, q, chunk=51)))(y, wg2)
+    assert (np.asarray(both).astype(object) == want).all()
+    assert not jax.config.jax_enable_x64
+
+
+def test_gemm_chunk_bound():
+    """floor(2^52 / ((2^16 - 1 + 2^14) floor(max q / 2))): the largest source count whose sums stay exact."""
+    for q, want in [(2**31 - 1, 51), (1073479681, 102), (268369921, 409)]:
+        assert M.gemm_chunk(np.array([[q]])) == want == 2**52 // ((2**16 - 1 + 2**14) * (q // 2))

@@ -286,11 +286,11 @@ def _cached_conversion(src, dst, chunk=None):
     return BasisConversion.create(src, dst, chunk=chunk)
 
 
-def test_fast_conversion_chunked_44_limbs():
-    """44 source limbs near 2^31 into 30-bit targets: the safe chunk is 8, so 6 partial sums."""
-    src, dst = basis_of(31, 44), basis_of(30, 3)
+def test_fast_conversion_chunked_110_limbs():
+    """110 source limbs near 2^31 into 30-bit targets: the safe chunk is 102, so 2 partial sums."""
+    src, dst = basis_of(31, 110), basis_of(30, 3)
     conv = _cached_conversion(src, dst)
-    assert conv.chunk == 8
+    assert conv.chunk == 102
     rng = random.Random(44)
     xs = random_ints(rng, src.product, 64, edges=(0, 1, src.product - 1))
     check_conversion(xs, src, dst, fast_basis_conversion(decompose(xs, src), conv))
@@ -310,15 +310,12 @@ def test_fast_conversion_smaller_chunks(chunk):
     check_conversion(xs, src, dst, out)
 
 
-def test_chunk_bound_uses_both_bases():
+def test_chunk_bound_from_targets():
+    """Source limbs per float64 product: the sums of centered 31-bit digits split in 16-bit halves times
+    centered weights stay below 2^52, a bound set by the largest target."""
     big, small = basis_of(31, 2), basis_of(28, 2)
-    # mac_max_terms of a 28-bit target alone would be 256; y_i < 2^31 makes the real bound 32.
-    assert BasisConversion.create(big, small).chunk == (2**64 - 1) // (
-        (max(big.moduli) - 1) * (max(small.moduli) - 1)
-    )
-    assert BasisConversion.create(big, small).chunk < 256
-    p20 = ntt_primes(20, 4, two_n=1 << 11)
-    assert BasisConversion.create(RNSBasis(p20[:2]), RNSBasis(p20[2:])).chunk == 2**16
+    assert BasisConversion.create(big, small).chunk == 2**52 // ((2**16 - 1 + 2**14) * (max(small.moduli) // 2))
+    assert BasisConversion.create(small, big).chunk == 51
     with pytest.raises(ParameterError):
         BasisConversion.create(big, small, chunk=10**6)
     with pytest.raises(ParameterError):

@@ -61,8 +61,9 @@ from crossfhe.math.modular import (
     ModulusTable,
     add_mod,
     barrett_mul,
+    centered_gemm_rows,
+    gemm_weights,
     mac_reduce,
-    mac_reduce_rows,
     shoup_mul,
     sub_mod,
 )
@@ -229,12 +230,13 @@ class DigitModUp:
     Each digit is padded to alpha = the largest digit size and its targets (Q_k ∪ P without D_j, in
     conversion order) to m = the most targets; padding has zero weights, so it adds nothing. Tables:
     ``src_q``, ``hat_inv``, ``hat_inv_shoup`` ``[digits, alpha, 1]``; ``weights`` ``[digits, m, alpha]`` =
-    [D_j / q_i]_t; ``dst`` (q, barrett_mu, bits, mont_qinv, mont_r2) of the targets, ``[digits, m, 1]``;
-    ``ntt``: one NTT plan over the real targets of every digit in turn (moduli repeat across digits, which
-    the limb-wise kernel allows). Static: ``chunk`` (source limbs per ``mac_reduce``, the smallest of the
-    digits' BasisConversion chunks), ``rows`` (the real target rows of the flattened ``[digits * m]``, or
-    None when there is no padding), ``assemble`` (for each digit and limb of Q_k ∪ P, its row in the
-    concatenation of the transformed targets and the input's own EVAL limbs).
+    [D_j / q_i]_t and ``gemm`` int32 ``[digits, m, 2 alpha]``, its operand for the float64 product
+    (:func:`~crossfhe.math.modular.gemm_weights`); ``dst`` (q, barrett_mu, bits, mont_qinv, mont_r2) of the
+    targets, ``[digits, m, 1]``; ``ntt``: one NTT plan over the real targets of every digit in turn (moduli
+    repeat across digits, which the limb-wise kernel allows). Static: ``chunk`` (source limbs per float64
+    product, the smallest of the digits' BasisConversion chunks), ``rows`` (the real target rows of the
+    flattened ``[digits * m]``, or None when there is no padding), ``assemble`` (for each digit and limb of
+    Q_k ∪ P, its row in the concatenation of the transformed targets and the input's own EVAL limbs).
     """
 
     src_q: np.ndarray
@@ -243,8 +245,7 @@ class DigitModUp:
     src_half: np.ndarray
     weights: np.ndarray
     dst: tuple[np.ndarray, ...]
-    prod: np.ndarray
-    prod_shoup: np.ndarray
+    gemm: np.ndarray
     ntt: NTTPlan
     matrix: object
     chunk: int = _static()
@@ -268,7 +269,6 @@ class DigitModUp:
         src[0] = convs[0].src_q[0, 0]  # padding rows: x = 0 times w = 0 stays 0 for any modulus
         weights = np.zeros((len(groups), m, alpha), dtype=np.uint32)
         half = np.full((len(groups), alpha, 1), 0xFFFFFFFF, dtype=np.uint32)  # padding digits never count
-        prod = np.zeros((2, len(groups), m, 1), dtype=np.uint32)
         dst = np.zeros((5, len(groups), m, 1), dtype=np.uint32)
         rows, assemble, base = [], [], 0
         n_real = sum(len(c.to_basis) for c in convs)
@@ -277,7 +277,6 @@ class DigitModUp:
             src[:, j, :a] = c.src_q, c.hat_inv, c.hat_inv_shoup
             weights[j, :b, :a] = c.hat_mod_dst
             half[j, :a] = c.src_half
-            prod[:, j, :b] = c.prod_mod_dst, c.prod_mod_dst_shoup
             dst[:, j] = np.stack([c.dst_q, c.dst_mu, c.dst_bits, c.dst_qinv, c.dst_r2])[:, :1]  # padding
             dst[:, j, :b] = c.dst_q, c.dst_mu, c.dst_bits, c.dst_qinv, c.dst_r2
             rows += [j * m + r for r in range(b)]
@@ -293,10 +292,9 @@ class DigitModUp:
             src_half=half,
             weights=weights,
             dst=tuple(dst),
-            prod=prod[0],
-            prod_shoup=prod[1],
             ntt=NTTPlan.concat(plans),
             matrix=matrix,
+            gemm=gemm_weights(weights, dst[0]),
             chunk=min(c.chunk for c in convs),
             rows=None if len(rows) == len(groups) * m else tuple(rows),
             assemble=tuple(assemble),
@@ -413,13 +411,10 @@ def _convert_digits(x, up: DigitModUp):
         x = jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, pad), (0, 0)])
     x = x.reshape(x.shape[:-2] + (n_digits, alpha, x.shape[-1]))
     y = shoup_mul(x, up.hat_inv, up.hat_inv_shoup, up.src_q)  # [..., digits, alpha, N]
-    if up.kernels is not None:  # the kernel set's matmul sums the centered digits itself
+    if up.kernels is not None:  # both kernels sum the centered digits (y_i > q_i / 2 as y_i - q_i)
         z = up.kernels.convert_centered(y, up.src_q, up.matrix)  # [..., digits, m, N]
     else:
-        z = mac_reduce_rows(y, up.weights, *up.dst, chunk=up.chunk)  # [..., digits, m, N]
-        # Centered digits: each y_i > q_i / 2 stands for y_i - q_i, which subtracts D_j once.
-        count = jnp.sum((y > up.src_half).astype(jnp.uint32), axis=-2, keepdims=True)  # [..., digits, 1, N]
-        z = sub_mod(z, shoup_mul(count, up.prod, up.prod_shoup, up.dst[0]), up.dst[0])
+        z = centered_gemm_rows(y, up.src_half, up.src_q, up.gemm, up.dst[0], chunk=up.chunk)  # [..., digits, m, N]
     z = z.reshape(z.shape[:-3] + (-1, z.shape[-1]))  # [..., digits * m, N]
     return z if up.rows is None else jnp.take(z, np.array(up.rows, dtype=np.int32), axis=-2)
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 U32 = jnp.uint32
 _MASK16 = 0xFFFF
@@ -384,3 +386,118 @@ def mac_reduce_rows(x, w, q, mu, bits, qinv, r2, *, chunk: int):
         part = reduce_u64(hi, lo, q, mu, bits, qinv, r2)
         out = part if out is None else add_mod(out, part, q)
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Fusion control
+# --------------------------------------------------------------------------------------------------
+
+
+def fusion_barrier(x, table):
+    """x, materialized: a value XLA:CPU cannot fuse into its consumer.
+
+    XLA:CPU fuses an elementwise producer into the first butterfly pass of a transform and recomputes it
+    for both outputs of every butterfly. After an expensive producer (a basis conversion, a
+    multiply-accumulate) that costs 5-10x: basis conversion then NTT measured 10-32 ms fused against 2-6 ms
+    as two calls (N 2^14, 3 -> 9 limbs), and a key switch 40 ms against 18-23 ms with this barrier. After
+    a cheap producer the fused form is faster (a rescale measured 4 ms fused, 11 ms with it), so callers
+    put it where it pays. ``lax.optimization_barrier`` is removed before fusion on CPU, but a
+    conditional on a runtime value is kept, and its operand is materialized. ``table``: any array of
+    residues below 2^31 that is an argument of the computation (a twiddle table); the predicate reads
+    it, not x, so it stays a scalar under ``vmap``. Both branches are the identity (x of any integer or
+    float dtype).
+    """
+    pred = table[(0,) * table.ndim] < jnp.uint32(2**31)
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        other = lambda u: u ^ jnp.zeros((), u.dtype)  # noqa: E731
+    else:
+        other = lambda u: u + 0.0  # noqa: E731
+    return lax.cond(pred, lambda u: u, other, x)
+
+
+# --------------------------------------------------------------------------------------------------
+# Modular matrix product through a float64 GEMM (the basis conversion on CPUs)
+# --------------------------------------------------------------------------------------------------
+
+GEMM_SPLIT = 16
+"""The centered data y~ are split as y~ = hi 2^16 + lo (lo in [0, 2^16), |hi| <= 2^14)."""
+_GEMM_SUM_MAX = 2**52  # |partial sums| stay below this: exact integers, and t q exact in the reduction
+
+
+def gemm_weights(w, dst_q) -> np.ndarray:
+    """Operand of :func:`centered_gemm_rows`: int32 ``[..., M, 2S]`` from weights ``w`` ``[..., M, S]``
+    (residues mod the row's modulus ``dst_q`` ``[..., M, 1]``): the centered w (in (-q/2, q/2]) in the
+    first S columns, the centered [w 2^16]_q in the last S."""
+    w = np.asarray(w, dtype=np.int64)
+    q = np.asarray(dst_q, dtype=np.int64)
+    shifted = (w << GEMM_SPLIT) % q
+    both = np.concatenate([w, shifted], axis=-1)
+    return np.where(both > q // 2, both - q, both).astype(np.int32)
+
+
+def gemm_chunk(dst_q) -> int:
+    """Source limbs per float64 GEMM: each limb adds at most (2^16 - 1 + 2^14) max(q) / 2 to a sum, and
+    sums stay below 2^52 (exact in float64, with room for the reduction's t q)."""
+    per_limb = ((1 << GEMM_SPLIT) - 1 + (1 << 14)) * (int(np.max(dst_q)) // 2)
+    return max(1, _GEMM_SUM_MAX // per_limb)
+
+
+def centered_gemm_rows(y, half, src_q, wg, q, *, chunk: int):
+    """``z[..., j, n] = sum_i center(y[..., i, n]) w[..., j, i] mod q_j`` through a float64 matrix product.
+
+    y: uint32 ``[..., S, N]`` in [0, c_i) with c_i = ``src_q`` < 2^31 and ``half`` = floor(c_i / 2), both
+    ``[..., S, 1]``: center(y_i) = y_i - c_i where y_i > half, else y_i. ``wg``: int32 ``[..., M, 2S]`` from
+    :func:`gemm_weights`; ``q`` uint32 ``[..., M, 1]``; ``chunk`` from :func:`gemm_chunk`. Output uint32
+    ``[..., M, N]`` in [0, q_j). Exact.
+
+    Each centered value is split as hi 2^16 + lo and the product summed as lo w~ + hi [w 2^16]~, every
+    term an integer below 2^47 in magnitude, every partial sum below 2^52: the float64 products and sums
+    are exact. A sum s is reduced as s - round(s / q) q, in (-q, q) (the quotient from float64 is within
+    one of the true one), then moved into [0, q); chunks' results are added mod q.
+
+    The float64 part runs inside ``jax.enable_x64(True)`` (scoped: no global setting), so it works under a
+    caller's ``jax.jit`` with x64 off; it is a ``custom_vmap`` function whose batching rule re-enters that
+    scope, as ``vmap`` of an enclosing jitted function re-traces its body outside it. Inputs and outputs
+    are 32-bit words.
+
+    Why a float GEMM: XLA:CPU runs the float64 product through its GEMM kernels, while the exact uint32
+    multiply-accumulate (:func:`mac_reduce_rows`) costs a few ns per term in elementwise code. The
+    conversion of a key-switching digit at N 2^16 (15 -> 44 limbs, one CPU) measured 30-40 ms against
+    66-106 ms.
+    """
+    y = _u32(y)
+    n_src = y.shape[-2]
+    yc = jnp.where(y > half, y.astype(jnp.int32) - jnp.asarray(src_q).astype(jnp.int32), y.astype(jnp.int32))
+    yc = fusion_barrier(yc, src_q)  # else a producer fused in (a transform's last pass) runs for lo and hi
+    lo, hi = yc & _MASK16, yc >> GEMM_SPLIT
+    q = _u32(q)
+    rank = max(y.ndim, jnp.ndim(wg), q.ndim)
+    out = None
+    for start in range(0, n_src, chunk):
+        stop = min(start + chunk, n_src)
+        w = jnp.concatenate([wg[..., start:stop], wg[..., n_src + start : n_src + stop]], axis=-1)
+        args = (lo[..., start:stop, :], hi[..., start:stop, :], w, q)
+        part = _gemm_reduce(*(jnp.reshape(a, (1,) * (rank - a.ndim) + a.shape) for a in args))
+        out = part if out is None else add_mod(out, part, q)
+    return out
+
+
+@jax.custom_batching.custom_vmap
+def _gemm_reduce(lo, hi, w, q):
+    """[sum_i w[.., j, i] x[.., i, n]]_q for x = (lo; hi) int32 ``[.., 2s, N]``, w int32 ``[.., M, 2s]``,
+    q uint32 ``[.., M, 1]`` (equal ranks, size-1 axes broadcast): uint32 ``[.., M, N]`` in [0, q)."""
+    with jax.enable_x64(True):
+        f64 = jnp.float64
+        x = jnp.concatenate([lo, hi], axis=-2).astype(f64)
+        s = jnp.matmul(w.astype(f64), x, precision=jax.lax.Precision.HIGHEST)
+        qf = q.astype(f64)
+        r = s - jnp.round(s * (1.0 / qf)) * qf  # in (-q, q)
+        r = jnp.where(r < 0, r + qf, r)
+        return r.astype(jnp.int32).astype(U32)
+
+
+@_gemm_reduce.def_vmap
+def _gemm_reduce_vmap(axis_size, in_batched, lo, hi, w, q):
+    del axis_size  # unbatched operands get a size-1 axis in front and broadcast
+    args = [a if batched else a[None] for a, batched in zip((lo, hi, w, q), in_batched, strict=True)]
+    return _gemm_reduce(*args), True

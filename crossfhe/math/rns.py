@@ -7,15 +7,17 @@ An RNS polynomial is ``uint32[..., limbs, N]``: limb i holds the coefficients mo
   constants (Python ints) and its :class:`~crossfhe.math.modular.ModulusTable`.
 * :func:`decompose` / :func:`compose`: Python integers <-> residues, exact (offline / reference, NumPy).
 * :func:`fast_basis_conversion`: the approximate conversion Conv_{C->B} of CROSS §3.1.2 (step 1: a Shoup
-  product per limb; step 2: a multiply-accumulate-reduce per target limb, Alchemist's (M A)_n R). Exact
+  product per limb; step 2: a matrix product summing n terms per target limb and reducing once,
+  Alchemist's (M A)_n R, run as an exact float64 GEMM on the centered digits split in 16-bit halves). Exact
   as an integer identity: the result is ``x + alpha C mod b_j`` with ``0 <= alpha < len(C)``.
 * :func:`mod_up` (CASA Alg. 6, Alchemist eq. 2), :func:`mod_down` (CASA Alg. 7, Alchemist eq. 3) and
   :func:`rescale` (CASA Alg. 5, with rounding).
 
 Plans (:class:`BasisConversion`, :class:`ModUpPlan`, :class:`ModDownPlan`, :class:`RescalePlan`) are
 pytrees: their precomputed NumPy tables are leaves and their bases are static metadata, so passing a plan
-to a jitted function passes the tables as arguments (never as embedded constants). The kernels use only
-``uint32`` arithmetic and are exact under a user's ``jax.jit`` with x64 off.
+to a jitted function passes the tables as arguments (never as embedded constants). Inputs and outputs are
+``uint32`` words; the conversion's matrix product runs in float64 inside a scoped ``jax.enable_x64(True)``
+(no global setting), so every kernel is exact under a user's ``jax.jit`` with x64 off.
 """
 
 from __future__ import annotations
@@ -35,15 +37,16 @@ from crossfhe.math.modular import (
     ModulusTable,
     add_mod,
     barrett_reduce,
-    mac_reduce_rows,
+    centered_gemm_rows,
+    gemm_chunk,
+    gemm_weights,
     shoup_mul,
     shoup_precompute,
     sub_mod,
 )
 
 _MAX_MODULUS = 2**31
-_MIN_TARGET_MODULUS = 2**15  # mac_reduce reduces through reduce_u64, which needs q > 2^15
-_SUM_WIDE_MAX_TERMS = 2**16  # sum_wide sums at most 2^16 two-word terms exactly
+_MIN_TARGET_MODULUS = 2**15  # targets must exceed this (BAT's digit count and the HPS estimate assume it)
 
 _static = partial(field, metadata={"static": True})
 
@@ -259,13 +262,6 @@ def centered_fraction(residues, basis: RNSBasis) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 
 
-def _max_mac_terms(from_basis: RNSBasis, to_basis: RNSBasis) -> int:
-    """Largest n such that n products y_i * w_ji, y_i < c_i, w_ji < b_j, sum below 2^64 exactly."""
-    c_max = max(from_basis.moduli)
-    b_max = max(to_basis.moduli)
-    return min(_SUM_WIDE_MAX_TERMS, (2**64 - 1) // ((c_max - 1) * (b_max - 1)))
-
-
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True, eq=False)
 class BasisConversion:
@@ -273,12 +269,13 @@ class BasisConversion:
 
     Tables (uint32): ``src_q``, ``hat_inv``, ``hat_inv_shoup`` ``[|C|, 1]`` (c_i, [(C/c_i)^-1]_{c_i} and
     its Shoup companion); ``hat_mod_dst`` ``[|B|, |C|]`` = [C/c_i]_{b_j}; ``dst_q``, ``dst_mu``,
-    ``dst_bits``, ``dst_qinv``, ``dst_r2`` ``[|B|, 1]`` (the reduction constants of B).
-    Static: the two bases and ``chunk``, the number of source limbs accumulated per ``mac_reduce``.
+    ``dst_bits``, ``dst_qinv``, ``dst_r2`` ``[|B|, 1]`` (the reduction constants of B); ``gemm`` int32
+    ``[|B|, 2 |C|]``, the operand of the float64 product (:func:`~crossfhe.math.modular.gemm_weights`).
+    Static: the two bases and ``chunk``, the number of source limbs summed per float64 matrix product.
 
-    ``chunk`` = min(2^16, floor((2^64 - 1) / ((max c_i - 1)(max b_j - 1)))): the two-word accumulator
-    of ``mac_reduce`` cannot overflow (the step-1 values y_i < c_i may exceed b_j, so the bound uses
-    both bases, not ``Modulus.mac_max_terms`` of the target alone). Partial sums are added mod b_j.
+    ``chunk`` = :func:`~crossfhe.math.modular.gemm_chunk` of B (51 for 31-bit targets, 102 for 30-bit,
+    409 for 28-bit): every partial sum stays an exact float64 integer below 2^52. Partial sums are
+    reduced mod b_j and added.
     """
 
     src_q: np.ndarray
@@ -294,6 +291,7 @@ class BasisConversion:
     prod_mod_dst: np.ndarray
     prod_mod_dst_shoup: np.ndarray
     src_inv: np.ndarray
+    gemm: np.ndarray
     matrix: object
     from_basis: RNSBasis = _static()
     to_basis: RNSBasis = _static()
@@ -315,16 +313,16 @@ class BasisConversion:
     ):
         """Precompute Conv_{from_basis -> to_basis}. ``chunk`` (default: the largest safe one) may be
         lowered, e.g. to exercise the chunked accumulation; above the safe bound it is refused.
-        Target moduli must exceed 2^15 (the reduction of ``mac_reduce``). ``centered``: use the step-1
-        digits y_i - c_i when y_i > c_i / 2 (see :func:`fast_basis_conversion`). ``exact`` (implies
-        ``centered``): also remove alpha, estimated in float32 (HPS). ``kernels``: None or VECTOR for the
-        two-word multiply-accumulate matmul, or a kernel set with its own tables (MATRIX: BAT int8 products,
-        :mod:`crossfhe.kernels.bconv_matrix`), the same words either way.
+        Target moduli must exceed 2^15. ``centered``: use the step-1 digits y_i - c_i when y_i > c_i / 2
+        (see :func:`fast_basis_conversion`). ``exact`` (implies ``centered``): also remove alpha,
+        estimated in float32 (HPS). ``kernels``: None or VECTOR for the float64 matrix product
+        (:func:`~crossfhe.math.modular.centered_gemm_rows`), or a kernel set with its own tables (MATRIX:
+        BAT int8 products, :mod:`crossfhe.kernels.bconv_matrix`), the same words either way.
         """
         small = [b for b in to_basis.moduli if b <= _MIN_TARGET_MODULUS]
         if small:
             raise ParameterError(f"fast basis conversion needs target moduli > 2^15, got {small}")
-        bound = _max_mac_terms(from_basis, to_basis)
+        bound = gemm_chunk(to_basis.table.q)
         chunk = bound if chunk is None else int(chunk)
         if not 1 <= chunk <= bound:
             raise ParameterError(f"chunk must be in [1, {bound}] for these bases, got {chunk}")
@@ -352,6 +350,7 @@ class BasisConversion:
             prod_mod_dst=_u32_col(prod_mod_dst),
             prod_mod_dst_shoup=_u32_col(_shoup(w, b) for w, b in zip(prod_mod_dst, to_basis.moduli, strict=True)),
             src_inv=np.array([1.0 / c for c in from_basis.moduli], dtype=np.float32).reshape(-1, 1),
+            gemm=gemm_weights(hat_mod_dst, dst.q),
             matrix=matrix,
             from_basis=from_basis,
             to_basis=to_basis,
@@ -367,19 +366,15 @@ def _convert(x, conv: BasisConversion):
     _check_limbs(x, conv.from_basis, "fast_basis_conversion")
     y = shoup_mul(x, conv.hat_inv, conv.hat_inv_shoup, conv.src_q)
     neg = y > conv.src_half
+    # Both kernels sum the centered digits y~_i (each y_i > c_i / 2 as y_i - c_i).
     if conv.kernels is not None:
-        # The kernel set's matmul sums the centered digits y~_i (each y_i > c_i / 2 as y_i - c_i).
         out = conv.kernels.convert_centered(y, conv.src_q, conv.matrix)
-        # Plain sum: add [C]_{b_j} back once per such digit; centered: nothing to add (alpha aside).
-        count = -jnp.sum(neg.astype(jnp.int32), axis=-2, keepdims=True) if not conv.centered else None
-        if conv.exact:
-            count = jnp.zeros(out.shape[:-2] + (1, out.shape[-1]), jnp.int32)
     else:
-        out = mac_reduce_rows(
-            y, conv.hat_mod_dst, conv.dst_q, conv.dst_mu, conv.dst_bits, conv.dst_qinv, conv.dst_r2, chunk=conv.chunk
-        )
-        # Each digit taken as y_i - c_i subtracts C once: subtract [C]_{b_j} times their count.
-        count = jnp.sum(neg.astype(jnp.int32), axis=-2, keepdims=True) if conv.centered else None
+        out = centered_gemm_rows(y, conv.src_half, conv.src_q, conv.gemm, conv.dst_q, chunk=conv.chunk)
+    # Plain sum: add [C]_{b_j} back once per such digit; centered: nothing to add (alpha aside).
+    count = -jnp.sum(neg.astype(jnp.int32), axis=-2, keepdims=True) if not conv.centered else None
+    if conv.exact:
+        count = jnp.zeros(out.shape[:-2] + (1, out.shape[-1]), jnp.int32)
     if count is not None:
         if conv.exact:
             # sum_i y~_i / c_i = X~ / C + alpha with |X~ / C| <= 1/2: alpha = round of the float32 sum.
@@ -397,7 +392,8 @@ def fast_basis_conversion(x, conv: BasisConversion):
 
     x: uint32 ``[..., |C|, N]`` representing X in [0, C) (any uint32 word is accepted: step 1 reduces it).
     Step 1: y_i = [x_i (C/c_i)^-1]_{c_i} (Shoup). Step 2: z_j = sum_i y_i [C/c_i]_{b_j} mod b_j
-    (``mac_reduce`` over chunks of ``conv.chunk`` limbs, partial sums added mod b_j).
+    (a float64 matrix product of the centered y_i over chunks of ``conv.chunk`` limbs, exact, partial sums
+    reduced and added mod b_j).
     Returns uint32 ``[..., |B|, N]`` in [0, b_j) with z_j = (X + alpha C) mod b_j, where
     alpha = (sum_i y_i C/c_i - X) / C is an integer with 0 <= alpha < |C| (the same for every j).
     Exact as stated; alpha is not corrected (approximate conversion, HPS/BEHZ would remove it).

@@ -36,10 +36,9 @@ from functools import lru_cache, partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from crossfhe.errors import BasisMismatchError, ParameterError
-from crossfhe.math.modular import mulhi, shoup_precompute
+from crossfhe.math.modular import fusion_barrier, mulhi, shoup_precompute  # noqa: F401 (fusion_barrier: re-exported)
 from crossfhe.math.primes import is_prime, minimal_root_of_unity
 
 U32 = jnp.uint32
@@ -248,28 +247,6 @@ def _check(x, plan: NTTPlan):
 
 def _shoup_lazy(x, w, ws, q):
     return x * w - mulhi(x, ws) * q
-
-
-def fusion_barrier(x, table):
-    """x, materialized: a value XLA:CPU cannot fuse into its consumer.
-
-    XLA:CPU fuses an elementwise producer into the first butterfly pass of a transform and recomputes it
-    for both outputs of every butterfly. After an expensive producer (a basis conversion, a
-    multiply-accumulate) that costs 5-10x: basis conversion then NTT measured 10-32 ms fused against 2-6 ms
-    as two calls (N 2^14, 3 -> 9 limbs), and a key switch 40 ms against 18-23 ms with this barrier. After
-    a cheap producer the fused form is faster (a rescale measured 4 ms fused, 11 ms with it), so callers
-    put it where it pays. ``lax.optimization_barrier`` is removed before fusion on CPU, but a
-    conditional on a runtime value is kept, and its operand is materialized. ``table``: any array of
-    residues below 2^31 that is an argument of the computation (a twiddle table); the predicate reads
-    it, not x, so it stays a scalar under ``vmap``. Both branches are the identity (x of any integer or
-    float dtype).
-    """
-    pred = table[(0,) * table.ndim] < jnp.uint32(2**31)
-    if jnp.issubdtype(x.dtype, jnp.integer):
-        other = lambda u: u ^ jnp.zeros((), u.dtype)  # noqa: E731
-    else:
-        other = lambda u: u + 0.0  # noqa: E731
-    return lax.cond(pred, lambda u: u, other, x)
 
 
 # Forward head with two stages per pass from this many bytes per transform call. One process, 1 CPU,
