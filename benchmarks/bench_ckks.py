@@ -65,10 +65,12 @@ from crossfhe.cli.benchutil import (  # noqa: E402
     timeit,
     write_json,
 )
+from crossfhe.runtime import keep_heap  # noqa: E402
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
     pin_threads(ARGS.threads)
+    HEAP_KEPT = keep_heap()  # before JAX starts its threads: crossfhe.runtime
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -337,7 +339,8 @@ PEER_NOTE = {
 
 def _base(args) -> dict:
     return {"suite": "ckks", "device": jax.devices()[0].platform, "backend": args.kernels.upper(),
-            "jax": jax.__version__, "threads": args.threads, "cpu": platform.processor() or platform.machine()}
+            "jax": jax.__version__, "threads": args.threads, "cpu": platform.processor() or platform.machine(),
+            "heap_kept": HEAP_KEPT}
 
 
 def bench_preset(name: str, args, base: dict, peer: str | None, timing: dict) -> tuple[list[dict], tuple]:

@@ -38,10 +38,12 @@ def _parse() -> argparse.Namespace:
 
 
 from crossfhe.cli.benchutil import pin_threads  # noqa: E402
+from crossfhe.runtime import keep_heap  # noqa: E402
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
     pin_threads(ARGS.threads)
+    HEAP_KEPT = keep_heap()  # before JAX starts its threads: crossfhe.runtime
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

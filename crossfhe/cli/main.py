@@ -25,7 +25,9 @@ def _benchmarks_dir() -> Path:
 
 def _cmd_demo(args) -> int:
     from crossfhe.cli import demo
+    from crossfhe.runtime import keep_heap
 
+    keep_heap()  # before JAX starts its threads (crossfhe.runtime)
     _enable_compilation_cache()
     if args.what == "ntt":
         return 0 if demo.run(log_n=args.log_n, limbs=args.limbs) else 1
