@@ -601,7 +601,7 @@ def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
 @jax.jit
 def _k_galois(c0, c1, gk, plan, element):
     """(sigma(c0) + u0, u1), (u0, u1) the key switch of sigma(c1), sigma: X -> X^element on EVAL slots."""
-    idx = ks.slot_permutation(c0.n, element)
+    idx = ks.galois_permutation(plan, element)
     sig = lambda p: RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)  # noqa: E731
     u0, u1 = ks.keyswitch(sig(c1), gk, plan=plan)
     return poly.add(sig(c0), u0), u1

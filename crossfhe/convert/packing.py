@@ -70,11 +70,11 @@ from crossfhe.core.keys import SIGMA, SecretKey, check_secret_key
 from crossfhe.core.keyswitch import (
     KeySwitchKey,
     KeySwitchPlan,
+    galois_permutation,
     gen_galois_key,
     keyswitch,
     keyswitch_noise_bound,
     keyswitch_plan,
-    slot_permutation,
 )
 from crossfhe.core.lwe import LWECiphertext, lwe_to_rlwe
 from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
@@ -188,7 +188,7 @@ def _k_pack_two(e0, e1, o0, o1, mono, element, ksk, plan):
     traced uint32, so one compilation per batch shape serves every level and every trace step."""
     mono = RNSPoly(mono, e0.basis, Domain.EVAL)
     x0, x1 = mul(o0, mono), mul(o1, mono)
-    idx = slot_permutation(e0.n, element)
+    idx = galois_permutation(plan, element)
     u0, u1 = keyswitch(_permute(sub(e1, x1), idx), ksk, plan=plan)
     return add(add(add(e0, x0), _permute(sub(e0, x0), idx)), u0), add(add(e1, x1), u1)
 

@@ -511,6 +511,13 @@ def slot_permutation(n: int, element):
     return slot_of_exponent((slot_exponents(n, jnp) * jnp.uint32(element)) & mask, n).astype(jnp.int32)
 
 
+def galois_permutation(plan: KeySwitchPlan, element):
+    """:func:`slot_permutation` of ``plan.n`` for a traced ``element``, materialized once: fused into each
+    gather that reads it, its index arithmetic runs per gathered word (a [45, 2^16] gather measured 22 ms
+    against 8 ms)."""
+    return fusion_barrier(slot_permutation(plan.n, element), plan.ntt_q.w)
+
+
 @partial(jax.jit, static_argnames=("elements",))
 def _keyswitch_hoisted(d: RNSPoly, ksks: tuple, plan: KeySwitchPlan, elements: tuple):
     d_eval, d_coeff = _both_domains(d, plan)
