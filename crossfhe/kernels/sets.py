@@ -7,8 +7,9 @@ carried by every plan built from them: :class:`~crossfhe.ring.ntt.NTTPlan` and
 their kernels hand the work to it. Nothing inspects the hardware. Both sets compute the same exact
 functions, so a scheme gives bit-identical ciphertexts on either.
 
-* ``VECTOR``: the radix-2 NTT of :mod:`crossfhe.ring.ntt` and the two-word multiply-accumulate basis
-  conversion of :mod:`crossfhe.math.rns`. On XLA:CPU the fast choice.
+* ``VECTOR``: the radix-2 NTT of :mod:`crossfhe.ring.ntt` and the basis conversion of
+  :mod:`crossfhe.math.rns` as an exact float64 GEMM (:func:`crossfhe.math.modular.centered_gemm_rows`).
+  On XLA:CPU the fast choice (float64 is slow or absent on TPUs, which take ``MATRIX``).
 * ``MATRIX``: the 4-step NTT as two BAT int8 matrix products (:mod:`crossfhe.kernels.ntt_matrix`) and the
   basis conversion's (N, l, l') modular matmul through BAT (:mod:`crossfhe.kernels.bconv_matrix`), the
   CROSS lowering for matrix engines (tensor cores, TPU MXUs). On a CPU it is correct but slow.

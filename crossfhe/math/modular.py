@@ -3,7 +3,9 @@
 Every kernel here is a jnp function on ``uint32`` arrays and needs no 64-bit type: a 32 x 32 -> 64-bit
 product is assembled from 16-bit halves (``mul_wide``), which measured as fast as a ``uint64`` product
 under ``jax.enable_x64`` in a radix-2 NTT on XLA:CPU (1.17 vs 1.34 ns per butterfly at N = 2^16). So the
-kernels give exact results under a user's ``jax.jit`` with x64 off and change no global JAX setting.
+kernels give exact results under a user's ``jax.jit`` with x64 off and change no global JAX setting. The
+one exception, the modular matrix product of basis conversion (:func:`centered_gemm_rows`), takes and
+returns 32-bit words but runs an exact float64 GEMM inside a scoped ``jax.enable_x64(True)``.
 
 Moduli are odd, ``2 < q < 2^31``. A modulus and its constants travel together as a :class:`Modulus`
 (Python ints, computed exactly) and, for a basis of several moduli, as :class:`ModulusTable` whose
