@@ -46,7 +46,7 @@ from crossfhe.math.modular import (
 )
 
 _MAX_MODULUS = 2**31
-_MIN_TARGET_MODULUS = 2**15  # targets must exceed this (BAT's digit count and the HPS estimate assume it)
+_MIN_TARGET_MODULUS = 2**15  # the MATRIX set recombines through reduce_u64, which needs q > 2^15
 
 _static = partial(field, metadata={"static": True})
 
