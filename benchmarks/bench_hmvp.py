@@ -90,7 +90,7 @@ from crossfhe.runtime import keep_heap  # noqa: E402
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
     pin_threads(ARGS.threads)
-    HEAP_KEPT = keep_heap()  # before JAX starts its threads: crossfhe.runtime
+    HEAP_KEPT = keep_heap(reexec=True)  # restarts once with the allocator settings: crossfhe.runtime
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

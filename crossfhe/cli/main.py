@@ -27,7 +27,7 @@ def _cmd_demo(args) -> int:
     from crossfhe.cli import demo
     from crossfhe.runtime import keep_heap
 
-    keep_heap()  # before JAX starts its threads (crossfhe.runtime)
+    keep_heap(reexec=True)  # restarts once with the allocator settings (crossfhe.runtime)
     _enable_compilation_cache()
     if args.what == "ntt":
         return 0 if demo.run(log_n=args.log_n, limbs=args.limbs) else 1
