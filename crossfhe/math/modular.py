@@ -491,7 +491,7 @@ def _gemm_reduce(lo, hi, w, q):
     with jax.enable_x64(True):
         f64 = jnp.float64
         x = jnp.concatenate([lo, hi], axis=-2).astype(f64)
-        s = jnp.matmul(w.astype(f64), x, precision=jax.lax.Precision.HIGHEST)
+        s = jnp.matmul(w.astype(f64), x, precision=lax.Precision.HIGHEST)
         qf = q.astype(f64)
         r = s - jnp.round(s * (1.0 / qf)) * qf  # in (-q, q)
         r = jnp.where(r < 0, r + qf, r)
