@@ -196,3 +196,23 @@ def test_rescale_kernel_rounds_exactly(g, kernels):
     got = np.asarray(to_coeff(out, NTTPlan.create(params.n, moduli[:-g])).data)
     want = [[((x + (d - 1) // 2) // d) % m for x in xs] for m in moduli[:-g]]
     assert got.tolist() == want
+
+
+def test_staged_operations_equal_one_kernel(ctx, monkeypatch):
+    """Past the chunk threshold (0 here) multiply, rotate, conjugate, hoisted rotations and rescale run in
+    jitted stages around chunked transforms (crossfhe.ring.ntt.chunks_pay): the same words as one kernel."""
+    from crossfhe.ring import ntt as T
+
+    params, _, ek, _, _, cz, cw = ctx
+
+    def run():
+        prod = ops.mul(cz, cw, ek)
+        many = ops.rotate_many(cz, [1, 3], ek)
+        outs = [prod, ops.rescale(prod), ops.rotate(cz, -2, ek), ops.conjugate(cz, ek), many[1], many[3]]
+        return [np.asarray(p) for c in outs for p in (c.c0.data, c.c1.data)]
+
+    want = run()
+    monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
+    monkeypatch.setattr(T, "CHUNK_BYTES", 4 * params.n)
+    got = run()
+    assert all((g == w).all() for g, w in zip(got, want, strict=True))

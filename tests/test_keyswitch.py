@@ -332,3 +332,30 @@ def test_mod_down_with_coefficient_noise_is_mod_down_of_the_sum():
     summed = P.add(P.RNSPoly(c, moduli, P.Domain.EVAL), P.RNSPoly(ntt(e, plan), moduli, P.Domain.EVAL)).data
     want = jax.jit(KS.mod_down_eval)(summed, down, ntt_q, ntt_p)
     assert np.array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_staged_pipeline_equals_one_kernel(relin_keys, sk, monkeypatch):
+    """Past the chunk threshold (0 here, 2 limbs per transform call) a concrete input is switched in jitted
+    stages around chunked transforms: the same words as the one-kernel path, for EVAL and COEFF inputs,
+    a batch axis, and hoisted Galois key switches."""
+    from crossfhe.ring import ntt as T
+
+    dnum, active = 2, 5
+    ksk = relin_keys(dnum)
+    plan = KS.keyswitch_plan(ksk, active=active)
+    d = _random_d(40, active)
+    batch = P.RNSPoly(jnp.stack([d.data, d.data[::-1]]), d.basis, d.domain)
+    coeff = P.to_coeff(d, NTTPlan.create(N, d.basis))
+    elements = (5, 2 * N - 1)
+    gks = [KS.gen_galois_key(sk, PARAMS, _key(50 + i), g, dnum=dnum) for i, g in enumerate(elements)]
+    gplan = KS.keyswitch_plan(gks[0], active=active)
+    want = [KS._keyswitch(x, ksk, plan) for x in (d, batch, coeff)]
+    want += KS._keyswitch_hoisted(d, tuple(gks), gplan, elements)
+    monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
+    monkeypatch.setattr(T, "CHUNK_BYTES", 2 * 4 * N)
+    assert KS.stages_pay(d, plan)
+    got = [KS.keyswitch(x, ksk, plan=plan) for x in (d, batch, coeff)]
+    got += KS.keyswitch_hoisted(d, gks, elements, plan=gplan)
+    for (w0, w1), (u0, u1) in zip(want, got, strict=True):
+        assert (np.asarray(u0.data) == np.asarray(w0.data)).all()
+        assert (np.asarray(u1.data) == np.asarray(w1.data)).all()

@@ -118,3 +118,27 @@ def test_plan_is_cached_and_validated():
     plan = T.NTTPlan.create(1024, primes)
     with pytest.raises(BasisMismatchError, match=r"\[..., 2, 1024\]"):
         T.ntt(np.zeros((3, 1024), np.uint32), plan)
+
+
+def test_limb_chunks_match_one_call(monkeypatch):
+    """A concrete array past CHUNK_FROM_BYTES (0 here) runs as one call per few limbs (1, and 3 of 5 limbs,
+    an uneven last chunk, with batch axes): the same words as one call and the reference. Under jit and
+    vmap the transform stays one piece of the caller's program."""
+    plan = _plan(8, 30, 5)
+    x = np.concatenate([_random(plan, (2,), seed=11), _edge(plan)]).reshape(5, 1, 5, plan.n)
+    whole = np.asarray(T._ntt_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide))
+    calls = []
+    chunked = T._chunked
+    monkeypatch.setattr(T, "_chunked", lambda *a, **k: calls.append(1) or chunked(*a, **k))
+    monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
+    for limbs in (1, 3):
+        monkeypatch.setattr(T, "CHUNK_BYTES", 4 * plan.n * limbs)
+        y = np.asarray(T.ntt(x, plan))
+        assert (y == whole).all() and (y == T.ntt_reference(x, plan)).all()
+        assert (np.asarray(T.intt(y, plan)) == x).all()
+        lazy = np.asarray(T.ntt_lazy(x, plan)).astype(np.int64)
+        assert ((lazy % plan.q.astype(np.int64)) == y).all()
+    assert len(calls) == 6
+    assert (np.asarray(jax.jit(T.ntt)(x, plan)) == whole).all()
+    assert (np.asarray(jax.vmap(lambda v: T.intt(v, plan))(whole)) == x).all()
+    assert len(calls) == 6

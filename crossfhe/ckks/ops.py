@@ -42,7 +42,7 @@ from crossfhe.math.modular import (
     sub_mod,
 )
 from crossfhe.ring import poly
-from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt
+from crossfhe.ring.ntt import NTTPlan, chunks_pay, fusion_barrier, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
 
 SCALE_TOLERANCE = 2.0**-20
@@ -209,14 +209,37 @@ def _k_add_pair(d0, d1, u0, u1):
     return poly.add(d0, u0), poly.add(d1, u1)
 
 
+def _sigma(p: RNSPoly, idx) -> RNSPoly:
+    return RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)
+
+
 @jax.jit
 def _k_galois(c0, c1, gk, plan, element):
     """(sigma(c0) + u0, u1) with (u0, u1) the key switch of sigma(c1), sigma: X -> X^element on EVAL slots.
     ``element`` is a traced uint32, so one compilation serves every rotation of a level."""
     idx = ks.galois_permutation(plan, element)
-    sig = lambda p: RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)  # noqa: E731
-    u0, u1 = ks.keyswitch(sig(c1), gk, plan=plan)
-    return poly.add(sig(c0), u0), u1
+    u0, u1 = ks.keyswitch(_sigma(c1, idx), gk, plan=plan)
+    return poly.add(_sigma(c0, idx), u0), u1
+
+
+@jax.jit
+def _k_sigma(p, plan, element):
+    return _sigma(p, ks.galois_permutation(plan, element))
+
+
+@jax.jit
+def _k_sigma_add(c0, u0, plan, element):
+    return poly.add(_sigma(c0, ks.galois_permutation(plan, element)), u0)
+
+
+def _galois(c0: RNSPoly, c1: RNSPoly, gk, plan, element) -> tuple[RNSPoly, RNSPoly]:
+    """:func:`_k_galois`, the same words; in stages around the key switch's chunked transforms where
+    they pay (:func:`~crossfhe.core.keyswitch.stages_pay`)."""
+    element = np.uint32(element)
+    if not ks.stages_pay(c1, plan):
+        return _k_galois(c0, c1, gk, plan, element)
+    u0, u1 = ks.keyswitch(_k_sigma(c1, plan, element), gk, plan=plan)
+    return _k_sigma_add(c0, u0, plan, element), u1
 
 
 @lru_cache(maxsize=256)
@@ -254,7 +277,14 @@ def _k_rescale(x, plan_last, plan_rest, consts):
     (x_i - NTT_i(r - h)) D^-1, with r - h reduced mod q_i in the coefficient domain. One transform of the
     remaining limbs whatever g is: a composite level costs what a single-prime level does.
     """
-    (ql, mu_l, bitsl, hl, inv, inv_s), dst, radix, h, d_inv, d_inv_s = consts
+    # A barrier: fused into the transform's first pass, this producer would be computed twice per pair.
+    t = fusion_barrier(_rescale_shift(x, plan_last, consts), plan_rest.w)
+    return _rescale_finish(x, ntt(t, plan_rest), consts)
+
+
+def _rescale_shift(x, plan_last, consts):
+    """r - h mod each remaining prime, coefficient domain (:func:`_k_rescale`)."""
+    (ql, mu_l, bitsl, hl, inv, inv_s), dst, radix, h, _, _ = consts
     g = ql.shape[0]
     r = add_mod(intt(x[..., -g:, :], plan_last), hl, ql)
     digits = []
@@ -265,15 +295,28 @@ def _k_rescale(x, plan_last, plan_rest, consts):
             acc = shoup_mul(sub_mod(acc, v, ql[j]), inv[j, l_], inv_s[j, l_], ql[j])
         digits.append(acc)
     t = mac_reduce_rows(jnp.stack(digits, axis=-2), radix, *dst, chunk=g)
-    # A barrier: fused into the transform's first pass, this producer would be computed twice per pair.
-    t = fusion_barrier(sub_mod(t, h, dst[0]), plan_rest.w)
-    y = sub_mod(x[..., :-g, :], ntt(t, plan_rest), dst[0])
+    return sub_mod(t, h, dst[0])
+
+
+def _rescale_finish(x, t_eval, consts):
+    """(x_i - NTT_i(r - h)) D^-1 on the remaining limbs (:func:`_k_rescale`)."""
+    (ql, *_), dst, _, _, d_inv, d_inv_s = consts
+    y = sub_mod(x[..., : -ql.shape[0], :], t_eval, dst[0])
     return shoup_mul(y, d_inv, d_inv_s, dst[0])
+
+
+_k_rescale_shift = jax.jit(_rescale_shift)
+_k_rescale_finish = jax.jit(_rescale_finish)
 
 
 def _rescale_poly(p: RNSPoly, g: int, kernels=None) -> RNSPoly:
     plan_last, plan_rest, consts = _rescale_tables(p.n, p.basis, g, kernels)
-    return RNSPoly(_k_rescale(p.data, plan_last, plan_rest, consts), p.basis[:-g], Domain.EVAL)
+    if chunks_pay(p.data, plan_rest):  # in stages around the chunked transform, the same words
+        t = ntt(_k_rescale_shift(p.data, plan_last, consts), plan_rest)
+        out = _k_rescale_finish(p.data, t, consts)
+    else:
+        out = _k_rescale(p.data, plan_last, plan_rest, consts)
+    return RNSPoly(out, p.basis[:-g], Domain.EVAL)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -410,7 +453,7 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     _same_params(a.params, keys.params, "apply_galois")
     gk = keys.galois_key(element)
     plan = ks.keyswitch_plan(gk, active=a.c1.limbs, kernels=a.params.kernels)
-    c0, c1 = _k_galois(a.c0, a.c1, gk, plan, np.uint32(element))
+    c0, c1 = _galois(a.c0, a.c1, gk, plan, element)
     return Ciphertext(c0, c1, a.params, a.scale)
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan, digits_to_residues, gadget_digits_rns
-from crossfhe.math.modular import ModulusTable, add_mod, mac_reduce, neg_mod, sub_mod
+from crossfhe.math.modular import ModulusTable, add_mod, fusion_barrier, mac_reduce, neg_mod, sub_mod
 from crossfhe.math.rns import RNSBasis
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 
@@ -78,7 +78,7 @@ def _digits_eval(glwe, plan: NTTPlan, gplan: RNSGadgetPlan):
     levels = digits.shape[0]
     d = jnp.moveaxis(digits, 0, -2)  # [..., k+1, l, N]: row c l + j
     d = d.reshape(d.shape[:-3] + (k1 * levels, n))
-    return ntt(digits_to_residues(d, plan.q), plan)  # [..., R, L, N]
+    return ntt(fusion_barrier(digits_to_residues(d, plan.q), plan.w), plan)  # [..., R, L, N]
 
 
 def _mac_intt(ev, ggsw, plan: NTTPlan, mac):
@@ -89,7 +89,7 @@ def _mac_intt(ev, ggsw, plan: NTTPlan, mac):
         stop = min(start + MAC_TERMS, rows)
         part = mac_reduce(ev[..., start:stop, None, :, :], ggsw[start:stop], *mac, axis=-4)
         out = part if out is None else add_mod(out, part, mac[0])
-    return intt(out, plan)
+    return intt(fusion_barrier(out, plan.w), plan)
 
 
 def split_components(x, extension: int):

@@ -68,7 +68,7 @@ from crossfhe.math.modular import (
     sub_mod,
 )
 from crossfhe.math.rns import ModDownPlan, ModUpPlan, RNSBasis, fast_basis_conversion
-from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt, slot_exponents, slot_of_exponent
+from crossfhe.ring.ntt import NTTPlan, chunks_pay, fusion_barrier, intt, ntt, slot_exponents, slot_of_exponent
 from crossfhe.ring.poly import Domain, RNSPoly, add, automorphism, mul, sub
 
 _static = partial(field, metadata={"static": True})
@@ -489,6 +489,84 @@ def _keyswitch(d: RNSPoly, ksk: KeySwitchKey, plan: KeySwitchPlan):
     return RNSPoly(u[..., 0, :, :], q_active, Domain.EVAL), RNSPoly(u[..., 1, :, :], q_active, Domain.EVAL)
 
 
+# The same pipeline in jitted stages around the transforms, for concrete inputs whose transforms run in
+# limb chunks (crossfhe.ring.ntt.chunks_pay): each stage is one of the pieces above, so the words are those
+# of the one-kernel path. Under a caller's jit or vmap the one kernel runs.
+
+
+def stages_pay(d: RNSPoly, plan: KeySwitchPlan) -> bool:
+    """Whether :func:`keyswitch` of d runs in jitted stages around chunked transforms rather than as one
+    kernel: d concrete (not traced), and its ModUp (the largest transform) past the chunk threshold."""
+    lead = math.prod(d.data.shape[:-2])
+    return chunks_pay(d.data, plan.up.ntt, words=lead * plan.up.ntt.limbs * plan.n)
+
+
+def _both_domains_eager(d: RNSPoly, plan: KeySwitchPlan):
+    if d.domain == Domain.EVAL:
+        return d.data, intt(d.data, plan.ntt_q)
+    return ntt(d.data, plan.ntt_q), d.data
+
+
+@jax.jit
+def _stage_convert(d_coeff, plan: KeySwitchPlan):
+    return _convert_digits(d_coeff, plan.up)
+
+
+def _assemble(z, d_eval, plan: KeySwitchPlan):
+    """The ModUp digits ``[..., digits, k + K, N]`` from the new limbs' evaluations z and d's."""
+    return jnp.take(jnp.concatenate([z, d_eval], axis=-2), np.array(plan.up.assemble, dtype=np.int32), axis=-2)
+
+
+_stage_assemble = jax.jit(_assemble)
+
+
+@jax.jit
+def _stage_mac(z, d_eval, ksk: KeySwitchKey, plan: KeySwitchPlan):
+    """(c_Q, c_P): the key products summed over the digits, the digits assembled from z and d_eval."""
+    return _mac_split(_assemble(z, d_eval, plan), ksk, plan)
+
+
+@jax.jit
+def _stage_mac_galois(y, ksk: KeySwitchKey, plan: KeySwitchPlan, perm):
+    """:func:`_stage_mac` of the assembled digits y with their slots permuted by ``perm``."""
+    return _mac_split(jnp.take(y, perm, axis=-1), ksk, plan)
+
+
+def _mac_split(y, ksk: KeySwitchKey, plan: KeySwitchPlan):
+    key = jnp.stack([_key_limbs(ksk.b.data, plan), _key_limbs(ksk.a.data, plan)])
+    c = _mac_digits(y[..., None, :, :, :], key, plan)  # [..., 2, k + K, N]
+    return c[..., : plan.active, :], c[..., plan.active :, :]
+
+
+@jax.jit
+def _stage_down_convert(cp, plan: KeySwitchPlan):
+    return fast_basis_conversion(cp, plan.down.conv)
+
+
+@jax.jit
+def _stage_down_finish(cq, z, plan: KeySwitchPlan):
+    down = plan.down
+    u = shoup_mul(sub_mod(cq, z, down.q), down.p_inv, down.p_inv_shoup, down.q)
+    return u[..., 0, :, :], u[..., 1, :, :]
+
+
+def _mod_down_eager(cq, cp, plan: KeySwitchPlan) -> tuple[RNSPoly, RNSPoly]:
+    z = ntt(_stage_down_convert(intt(cp, plan.ntt_p), plan), plan.ntt_q)
+    u0, u1 = _stage_down_finish(cq, z, plan)
+    q_active = plan.q[: plan.active]
+    return RNSPoly(u0, q_active, Domain.EVAL), RNSPoly(u1, q_active, Domain.EVAL)
+
+
+def _mod_up_eager(d: RNSPoly, plan: KeySwitchPlan):
+    """(evaluations of the new limbs of every digit, d's evaluations)."""
+    d_eval, d_coeff = _both_domains_eager(d, plan)
+    return ntt(_stage_convert(d_coeff, plan), plan.up.ntt), d_eval
+
+
+def _keyswitch_eager(d: RNSPoly, ksk: KeySwitchKey, plan: KeySwitchPlan) -> tuple[RNSPoly, RNSPoly]:
+    return _mod_down_eager(*_stage_mac(*_mod_up_eager(d, plan), ksk, plan), plan)
+
+
 def keyswitch(d: RNSPoly, ksk: KeySwitchKey, *, plan: KeySwitchPlan) -> tuple[RNSPoly, RNSPoly]:
     """Hybrid key switching of d s' to s: (u0, u1) with u0 + u1 s = d s' + e_ks (mod Q_k). Jitted kernel.
 
@@ -501,6 +579,8 @@ def keyswitch(d: RNSPoly, ksk: KeySwitchKey, *, plan: KeySwitchPlan) -> tuple[RN
     Algorithm, MAC reduction and transform counts: module docstring.
     """
     _check_operands(d, ksk, plan)
+    if stages_pay(d, plan):
+        return _keyswitch_eager(d, ksk, plan)
     return _keyswitch(d, ksk, plan)
 
 
@@ -546,7 +626,13 @@ def keyswitch_hoisted(d: RNSPoly, ksks, elements, *, plan: KeySwitchPlan) -> lis
     elements = tuple(int(g) for g in elements)
     if len(ksks) != len(elements):
         raise ParameterError(f"{len(ksks)} keys for {len(elements)} Galois elements")
-    return _keyswitch_hoisted(d, tuple(ksks), plan, elements)
+    if not stages_pay(d, plan):
+        return _keyswitch_hoisted(d, tuple(ksks), plan, elements)
+    for ksk in ksks:
+        _check_operands(d, ksk, plan)
+    y = _stage_assemble(*_mod_up_eager(d, plan), plan)
+    perms = [slot_permutation(plan.n, g) for g in elements]
+    return [_mod_down_eager(*_stage_mac_galois(y, ksk, plan, perm), plan) for ksk, perm in zip(ksks, perms)]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -418,29 +418,90 @@ def ntt_lazy(x, plan: NTTPlan):
     _check(x, plan)
     if plan.kernels is not None:
         return plan.kernels.ntt(x, plan.matrix)  # [0, q), inside the lazy range
+    if chunks_pay(x, plan):
+        return _chunked(_forward_jit, x, plan, inverse=False)
     return _forward_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
 
 
 def ntt(x, plan: NTTPlan):
     """Forward negacyclic NTT (module docstring); x: uint32[..., limbs, N] in [0, q_i), coefficients.
 
-    Returns uint32[..., limbs, N] in [0, q_i): the evaluation domain in slot order. Exact.
+    Returns uint32[..., limbs, N] in [0, q_i): the evaluation domain in slot order. Exact. Called on a
+    concrete array past :data:`CHUNK_FROM_BYTES` it runs in limb chunks (:func:`chunks_pay`).
     """
     _check(x, plan)
     if plan.kernels is not None:
         return plan.kernels.ntt(x, plan.matrix)
+    if chunks_pay(x, plan):
+        return _chunked(_ntt_jit, x, plan, inverse=False)
     return _ntt_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
 
 
 def intt(x, plan: NTTPlan):
     """Inverse of :func:`ntt`: x: uint32[..., limbs, N] in [0, q_i), evaluation domain in slot order.
 
-    Returns the coefficients in [0, q_i). Exact.
+    Returns the coefficients in [0, q_i). Exact. Chunked as :func:`ntt`.
     """
     _check(x, plan)
     if plan.kernels is not None:
         return plan.kernels.intt(x, plan.matrix)
+    if chunks_pay(x, plan):
+        return _chunked(_intt_jit, x, plan, inverse=True)
     return _intt_jit(x, plan.q, plan.wi, plan.wi_shoup, plan.inv_last, plan.inv_last_shoup, wide=plan.wide)
+
+
+# --------------------------------------------------------------------------------------------------
+# Limb chunks: one call per few limbs, for concrete arrays past the cache
+# --------------------------------------------------------------------------------------------------
+
+CHUNK_BYTES = 2**19
+"""Words per call of the chunked transform: 2 limbs at N 2^16, 8 at N 2^14. XLA:CPU runs each stage of a
+transform as one pass over the whole array; past the cache each pass is memory-bound, while a call on a
+few limbs keeps them in cache for all the stages. Measured on one CPU of the dev box, N 2^16, medians,
+forward / inverse in ms, one call on the whole array against calls of 1, 2 and 4 limbs (the split and
+the join included): 126 limbs 189 / 170 against 118 / 92, 100 / 93, 104 / 90; [2, 45] limbs 173 / 123
+against 82 / 71, 74 / 76, 83 / 74."""
+
+CHUNK_FROM_BYTES = 2 * 2**20
+"""Arrays from this size up are transformed in chunks (when concrete, :func:`chunks_pay`)."""
+
+
+def chunks_pay(x, plan: NTTPlan, *, words: int | None = None) -> bool:
+    """Whether :func:`ntt`/:func:`intt` of x run in limb chunks: x is a concrete array (not traced under
+    ``jit`` or ``vmap``, where the transform is one piece of the caller's program) of at least
+    :data:`CHUNK_FROM_BYTES`, on the radix-2 kernels. Callers that run a pipeline in stages around the
+    transforms (key switching, rescaling) pass ``words``, the size of its largest transform, to choose
+    between the staged pipeline and their one jitted kernel."""
+    size = x.size if words is None else words
+    return plan.kernels is None and not isinstance(x, jax.core.Tracer) and size * 4 >= CHUNK_FROM_BYTES
+
+
+@lru_cache(maxsize=64)
+def _chunk_tables(plan: NTTPlan, limbs: int, inverse: bool) -> tuple:
+    """Per chunk of ``limbs`` limbs, the plan's tables of the forward (or inverse) kernel, on the device."""
+    names = ("q", "wi", "wi_shoup", "inv_last", "inv_last_shoup") if inverse else ("q", "w", "w_shoup")
+    full = [jnp.asarray(getattr(plan, n)) for n in names]
+    return tuple(tuple(t[i : i + limbs] for t in full) for i in range(0, plan.limbs, limbs))
+
+
+@partial(jax.jit, static_argnames=("limbs",))
+def _split(x, *, limbs: int):
+    """x ``[..., L, N]`` -> the tuple of its ``[<= limbs, N]`` pieces, batch-major then limb-major."""
+    flat = x.reshape((-1,) + x.shape[-2:])
+    return tuple(flat[b, i : i + limbs] for b in range(flat.shape[0]) for i in range(0, x.shape[-2], limbs))
+
+
+@partial(jax.jit, static_argnames=("shape",))
+def _join(parts, *, shape):
+    return jnp.concatenate(parts, axis=0).reshape(shape)
+
+
+def _chunked(kernel, x, plan: NTTPlan, *, inverse: bool):
+    limbs = max(1, min(plan.limbs, CHUNK_BYTES // (4 * plan.n)))
+    tables = _chunk_tables(plan, limbs, inverse)
+    parts = _split(x, limbs=limbs)
+    out = tuple(kernel(p, *tables[j % len(tables)], wide=plan.wide) for j, p in enumerate(parts))
+    return _join(out, shape=x.shape)
 
 
 @partial(jax.jit, static_argnames=("wide",))
