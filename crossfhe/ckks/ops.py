@@ -309,14 +309,17 @@ _k_rescale_shift = jax.jit(_rescale_shift)
 _k_rescale_finish = jax.jit(_rescale_finish)
 
 
-def _rescale_poly(p: RNSPoly, g: int, kernels=None) -> RNSPoly:
-    plan_last, plan_rest, consts = _rescale_tables(p.n, p.basis, g, kernels)
-    if chunks_pay(p.data, plan_rest):  # in stages around the chunked transform, the same words
-        t = ntt(_k_rescale_shift(p.data, plan_last, consts), plan_rest)
-        out = _k_rescale_finish(p.data, t, consts)
-    else:
-        out = _k_rescale(p.data, plan_last, plan_rest, consts)
-    return RNSPoly(out, p.basis[:-g], Domain.EVAL)
+def _rescale_pair(c0: RNSPoly, c1: RNSPoly, g: int, kernels=None) -> tuple[RNSPoly, RNSPoly]:
+    """Both polynomials of a ciphertext rescaled by the last ``g`` primes (:func:`_k_rescale`). Concrete
+    ones past the chunk threshold go through jitted stages around the chunked transform, the same words."""
+    plan_last, plan_rest, consts = _rescale_tables(c0.n, c0.basis, g, kernels)
+    out = []
+    for c in (c0, c1):
+        if chunks_pay(c.data, plan_rest):
+            out.append(_k_rescale_finish(c.data, ntt(_k_rescale_shift(c.data, plan_last, consts), plan_rest), consts))
+        else:
+            out.append(_k_rescale(c.data, plan_last, plan_rest, consts))
+    return RNSPoly(out[0], c0.basis[:-g], Domain.EVAL), RNSPoly(out[1], c0.basis[:-g], Domain.EVAL)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -434,7 +437,7 @@ def rescale(a: Ciphertext) -> Ciphertext:
     most (1 + N) / 2 to the noise."""
     primes = a.params.rescale_primes(a.level)
     kernels = a.params.kernels
-    c0, c1 = _rescale_poly(a.c0, len(primes), kernels), _rescale_poly(a.c1, len(primes), kernels)
+    c0, c1 = _rescale_pair(a.c0, a.c1, len(primes), kernels)
     return Ciphertext(c0, c1, a.params, a.scale / math.prod(primes))
 
 
