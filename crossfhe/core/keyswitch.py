@@ -593,7 +593,8 @@ def _keyswitch_eager(d: RNSPoly, ksk: KeySwitchKey, plan: KeySwitchPlan) -> tupl
 
 
 def keyswitch(d: RNSPoly, ksk: KeySwitchKey, *, plan: KeySwitchPlan) -> tuple[RNSPoly, RNSPoly]:
-    """Hybrid key switching of d s' to s: (u0, u1) with u0 + u1 s = d s' + e_ks (mod Q_k). Jitted kernel.
+    """Hybrid key switching of d s' to s: (u0, u1) with u0 + u1 s = d s' + e_ks (mod Q_k). One jitted kernel,
+    or jitted stages around chunked transforms for a large concrete d (:func:`stages_pay`), the same words.
 
     d: RNSPoly ``uint32[..., k, N]`` over Q_k = q_0..q_{k-1} (a prefix of the key's q, k = ``plan.active``)
     in [0, q_i), EVAL or COEFF domain (leading axes are batch axes; or map with ``jax.vmap``). ksk: a
