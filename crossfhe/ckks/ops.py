@@ -222,24 +222,22 @@ def _k_galois(c0, c1, gk, plan, element):
     return poly.add(_sigma(c0, idx), u0), u1
 
 
-@jax.jit
-def _k_sigma(p, plan, element):
-    return _sigma(p, ks.galois_permutation(plan, element))
+_k_sigma = jax.jit(_sigma)
 
 
 @jax.jit
-def _k_sigma_add(c0, u0, plan, element):
-    return poly.add(_sigma(c0, ks.galois_permutation(plan, element)), u0)
+def _k_sigma_add(c0, u0, idx):
+    return poly.add(_sigma(c0, idx), u0)
 
 
 def _galois(c0: RNSPoly, c1: RNSPoly, gk, plan, element) -> tuple[RNSPoly, RNSPoly]:
     """:func:`_k_galois`, the same words; in stages around the key switch's chunked transforms where
-    they pay (:func:`~crossfhe.core.keyswitch.stages_pay`)."""
-    element = np.uint32(element)
+    they pay (:func:`~crossfhe.core.keyswitch.stages_pay`), the slot permutation computed once."""
     if not ks.stages_pay(c1, plan):
-        return _k_galois(c0, c1, gk, plan, element)
-    u0, u1 = ks.keyswitch(_k_sigma(c1, plan, element), gk, plan=plan)
-    return _k_sigma_add(c0, u0, plan, element), u1
+        return _k_galois(c0, c1, gk, plan, np.uint32(element))
+    idx = ks.slot_permutation(plan.n, element)
+    u0, u1 = ks.keyswitch(_k_sigma(c1, idx), gk, plan=plan)
+    return _k_sigma_add(c0, u0, idx), u1
 
 
 @lru_cache(maxsize=256)
