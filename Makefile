@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export CROSSFHE_JAX_CACHE ?= $(CURDIR)/.jax_cache
 
-.PHONY: demo test test-slow lint bench bench-quick clean
+.PHONY: demo test test-slow lint bench bench-quick clean openfhe-peer
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,17 @@ BENCH_STAMP := $(VENV)/.installed-bench
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
 	touch $(BENCH_STAMP)
+
+# The OpenFHE peer of `crossfhe bench ckks`: its wheels are built for CPython 3.10 only, so it gets its own
+# environment (benchmarks/openfhe_peer.py runs in it). Optional: without it the OpenFHE columns are empty.
+OPENFHE_PYTHON ?= python3.10
+OPENFHE_WHEEL  ?= openfhe==1.6.1.0.22.4
+
+openfhe-peer:
+	@py=$(OPENFHE_PYTHON); $$py -c "" 2>/dev/null || py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10*/bin/python 2>/dev/null | tail -n 1); \
+	test -n "$$py" || { echo "no $(OPENFHE_PYTHON): OpenFHE's wheels need CPython 3.10 (set OPENFHE_PYTHON=...)"; exit 1; }; \
+	test -x .venv-openfhe/bin/python || $$py -m venv .venv-openfhe
+	.venv-openfhe/bin/python -m pip install --quiet "$(OPENFHE_WHEEL)"
 
 bench: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt

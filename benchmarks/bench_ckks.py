@@ -1,6 +1,7 @@
 """CKKS benchmark: crossfhe's CKKS operations vs Microsoft SEAL (seal-python), latency and precision, in one run.
 
     python benchmarks/bench_ckks.py [--quick] [--full] [--json PATH] [--threads 1] [--no-peer] [--chains]
+                                    [--openfhe-python PATH] [--openfhe-threads K]
     crossfhe bench ckks [same options]
 
 Latency: median of >= 10 timed calls (or >= 3 calls once 4 s have passed, for slow operations) after a
@@ -17,6 +18,10 @@ Peer: SEAL through seal-python, in this process, single-threaded (SEAL's evaluat
 the same number of levels and the same scale: coeff_modulus = CoeffModulus.Create(N, [60] + [log_scale] * L
 + [60]) (the last prime is SEAL's one special prime). SEAL keeps a 64-bit word per prime, so its chain has
 fewer, larger primes than ours (31-bit words, composite scaling above 2^31). ``ratio`` = ours / SEAL.
+OpenFHE (``openfhe_peer.py``) where an interpreter with its wheel is found (``make openfhe-peer``, or
+``--openfhe-python``): the same chain, ``FIXEDMANUAL`` rescaling and hybrid key switching at the preset's
+dnum, with ``--openfhe-threads`` OpenMP threads (default ``--threads``), run in its own process after ours
+and SEAL's at each preset; ``ratio_openfhe`` = ours / OpenFHE.
 
 Precision (max over slots of |decoded - exact|, values uniform in [-1, 1], log2 reported): after
 encrypt/decrypt, after one multiply + rescale, after a depth-L chain (the running product multiplied by a
@@ -33,6 +38,7 @@ import importlib.metadata
 import math
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -46,7 +52,12 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--presets", default=None, help="comma-separated preset names (overrides --quick/--full)")
     p.add_argument("--json", type=Path, default=None, help="write the JSON records here")
     p.add_argument("--threads", type=int, default=1, help="CPUs to run on (1 matches the single-thread peer)")
-    p.add_argument("--no-peer", action="store_true", help="skip SEAL")
+    p.add_argument("--no-peer", action="store_true", help="skip the peers (SEAL and OpenFHE)")
+    p.add_argument("--openfhe-python", default=None,
+                   help="interpreter with the openfhe wheel (default: CROSSFHE_OPENFHE_PYTHON, else .venv-openfhe "
+                        "from `make openfhe-peer`); without one the OpenFHE columns are empty")
+    p.add_argument("--openfhe-threads", type=int, default=None,
+                   help="OpenMP threads of the OpenFHE peer (default: --threads)")
     p.add_argument("--kernels", choices=("vector", "matrix"), default="vector",
                    help="kernel set of the evaluation operators (matrix: the CROSS int8 lowering, for GPUs/TPUs)")
     p.add_argument("--no-precision", action="store_true", help="skip the precision comparison")
@@ -66,6 +77,9 @@ from crossfhe.cli.benchutil import (  # noqa: E402
     write_json,
 )
 from crossfhe.runtime import keep_heap  # noqa: E402
+
+sys.path.insert(0, str(HERE))  # openfhe_peer.py, also when run through `crossfhe bench ckks`
+import openfhe_peer  # noqa: E402
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
@@ -390,9 +404,29 @@ def bench_preset(name: str, args, base: dict, peer: str | None, timing: dict) ->
     if seal_ctx:
         kg_rec["peer_params"] = seal_ctx.params()
     records.insert(0, kg_rec)
+    _add_openfhe(records, p, args, timing)
     for r in records:
         r["load_avg"] = [load_before, load_average()]
     return records, (p, sk, ek, seal_ctx, first_total)
+
+
+def _add_openfhe(records: list[dict], p: Params, args, timing: dict) -> None:
+    """The OpenFHE peer at p's N, levels, scale and dnum (``openfhe_peer.py``, its own interpreter), run
+    after ours and SEAL's: ``openfhe_*`` fields and ``ratio_openfhe`` = ours / OpenFHE in each record it
+    has (None where it has none or there is no interpreter)."""
+    threads = args.openfhe_threads or args.threads
+    of = None
+    if args.openfhe_python_found:
+        of = openfhe_peer.run(args.openfhe_python_found, log_n=p.n.bit_length() - 1, levels=p.levels,
+                              log_scale=p.log_scale, dnum=p.dnum, threads=threads, **timing)
+    for r in records:
+        got = None
+        if of is not None:
+            got = {"median_ms": of["keygen_s"] * 1e3, "min_ms": None} if r["name"] == "keygen" else of["ops"].get(r["name"])
+        r.update(openfhe=of["peer"] if got else None, openfhe_threads=threads if got else None,
+                 openfhe_median_ms=got["median_ms"] if got else None, openfhe_min_ms=got["min_ms"] if got else None,
+                 ratio_openfhe=r["median_ms"] / got["median_ms"] if got else None,
+                 openfhe_params=of["params"] if got else None)
 
 
 PRECISION = {
@@ -453,6 +487,7 @@ def main(args: argparse.Namespace) -> list[dict]:
     timing = ({"reps": args.reps, "min_seconds": 0.2, "max_seconds": 1.0} if args.quick else
               {"reps": args.reps, "min_seconds": 0.5, "max_seconds": 4.0})
     peer = None if args.no_peer or seal is None else seal_version()
+    args.openfhe_python_found = None if args.no_peer else openfhe_peer.find_python(args.openfhe_python)
     if seal is None and not args.no_peer:
         print("# seal-python not importable (pip install 'crossfhe[bench]'): SEAL columns skipped")
     base = _base(args)
@@ -481,12 +516,13 @@ def fmt(x, width: int, spec: str = ".3f") -> str:
 def print_table(records: list[dict]) -> None:
     timing = [r for r in records if r.get("kind") != "precision"]
     head = (f"{'preset':<15}{'op':<15}{'ours ms':>11}{'first ms':>10}{'SEAL ms':>10}{'ours/SEAL':>10}"
-            f"{'paper ms':>10}{'paper CPU':>10}")
+            f"{'OpenFHE ms':>11}{'ours/OFHE':>10}{'paper ms':>10}{'paper CPU':>10}")
     print(head)
     print("-" * len(head))
     for r in timing:
         print(f"{r['params']['preset']:<15}{r['name']:<15}{fmt(r['median_ms'], 11)}"
               f"{fmt(r['first_call_ms'], 10, '.0f')}{fmt(r['peer_median_ms'], 10)}{fmt(r['ratio'], 10, '.2f')}"
+              f"{fmt(r.get('openfhe_median_ms'), 11)}{fmt(r.get('ratio_openfhe'), 10, '.2f')}"
               f"{fmt(r['paper_ms'], 10, '.4g')}"
               f"{fmt(r.get('paper_cpu_ms'), 10, '.5g')}")
     r0 = timing[0] if timing else records[0]
@@ -500,6 +536,10 @@ def print_table(records: list[dict]) -> None:
             pp = r["peer_params"]
             print(f"  SEAL at {r['params']['preset']}: N {pp['N']}, coeff_modulus bits {pp['coeff_modulus_bits']}, "
                   f"scale {pp['scale']}, {pp['security']}")
+    ofr = next((r for r in timing if r.get("openfhe")), None)
+    if ofr:
+        print(f"  {ofr['openfhe']} in its own interpreter, {ofr['openfhe_threads']} OpenMP thread(s): chain [60] + "
+              "[log_scale] * L, FIXEDMANUAL rescaling, HYBRID key switching at the preset's dnum")
     prec = [r for r in records if r.get("kind") == "precision"]
     if prec:
         print()
