@@ -421,8 +421,10 @@ def _add_openfhe(records: list[dict], p: Params, args, timing: dict) -> None:
                               log_scale=p.log_scale, dnum=p.dnum, threads=threads, **timing)
     for r in records:
         got = None
-        if of is not None:
-            got = {"median_ms": of["keygen_s"] * 1e3, "min_ms": None} if r["name"] == "keygen" else of["ops"].get(r["name"])
+        if of is not None and r["name"] == "keygen":
+            got = {"median_ms": of["keygen_s"] * 1e3, "min_ms": None}
+        elif of is not None:
+            got = of["ops"].get(r["name"])
         r.update(openfhe=of["peer"] if got else None, openfhe_threads=threads if got else None,
                  openfhe_median_ms=got["median_ms"] if got else None, openfhe_min_ms=got["min_ms"] if got else None,
                  ratio_openfhe=r["median_ms"] / got["median_ms"] if got else None,

@@ -73,7 +73,7 @@ def run(python: str, *, log_n: int, levels: int, log_scale: int, dnum: int, thre
            "--min-seconds", str(min_seconds), "--max-seconds", str(max_seconds)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     try:
-        r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout_s)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as e:
         _say(f"worker did not finish ({e}), peer skipped")
         return None
