@@ -120,10 +120,23 @@ def test_plan_is_cached_and_validated():
         T.ntt(np.zeros((3, 1024), np.uint32), plan)
 
 
-def test_limb_chunks_match_one_call(monkeypatch):
+@pytest.mark.parametrize("two_threads", [False, True])
+def test_limb_chunks_match_one_call(monkeypatch, two_threads):
     """A concrete array past CHUNK_FROM_BYTES (0 here) runs as one call per few limbs (1, and 3 of 5 limbs,
-    an uneven last chunk, with batch axes): the same words as one call and the reference. Under jit and
-    vmap the transform stays one piece of the caller's program."""
+    an uneven last chunk, with batch axes): the same words as one call and the reference, with the calls
+    made from one thread or two (a one-worker pool, as on two CPUs). Under jit and vmap the transform stays
+    one piece of the caller's program."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    submitted = []
+
+    class Pool(ThreadPoolExecutor):
+        def submit(self, *a, **k):
+            submitted.append(1)
+            return super().submit(*a, **k)
+
+    monkeypatch.setattr(T, "PARALLEL", True)
+    monkeypatch.setattr(T, "_POOL", [Pool(max_workers=1) if two_threads else None])
     plan = _plan(8, 30, 5)
     x = np.concatenate([_random(plan, (2,), seed=11), _edge(plan)]).reshape(5, 1, 5, plan.n)
     whole = np.asarray(T._ntt_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide))
@@ -138,7 +151,7 @@ def test_limb_chunks_match_one_call(monkeypatch):
         assert (np.asarray(T.intt(y, plan)) == x).all()
         lazy = np.asarray(T.ntt_lazy(x, plan)).astype(np.int64)
         assert ((lazy % plan.q.astype(np.int64)) == y).all()
-    assert len(calls) == 6
+    assert len(calls) == 6 and len(submitted) == (6 if two_threads else 0)
     assert (np.asarray(jax.jit(T.ntt)(x, plan)) == whole).all()
     assert (np.asarray(jax.vmap(lambda v: T.intt(v, plan))(whole)) == x).all()
     assert len(calls) == 6
