@@ -13,6 +13,7 @@ q_0..q_{k-1} of the key's ciphertext primes; its phase is c0 + c1 s (+ c2 s^2) =
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import jax
@@ -23,9 +24,9 @@ from crossfhe.core.keys import SIGMA, PublicKey, SecretKey, sample_gaussian, sam
 from crossfhe.core.keyswitch import mod_down_eval
 from crossfhe.errors import BasisMismatchError, DomainMismatchError
 from crossfhe.math import random as crandom
-from crossfhe.math.modular import add_mod
-from crossfhe.math.rns import ModDownPlan, RNSBasis
-from crossfhe.ring.ntt import NTTPlan
+from crossfhe.math.modular import add_mod, shoup_mul, sub_mod
+from crossfhe.math.rns import ModDownPlan, RNSBasis, fast_basis_conversion
+from crossfhe.ring.ntt import NTTPlan, chunks_pay, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
 
 
@@ -83,7 +84,8 @@ def encrypt_pk(
 
     m: RNSPoly EVAL over a prefix Q_k of the key's ciphertext primes, uint32[..., k, N]. ``p``: the special
     primes (the last limbs of the public key). ``key``: used once. v is transformed once; e0 and e1 enter
-    ModDown in the coefficient domain (:func:`~crossfhe.core.keyswitch.mod_down_eval`), one jitted kernel.
+    ModDown in the coefficient domain (:func:`~crossfhe.core.keyswitch.mod_down_eval`), one jitted kernel, or
+    for large concrete inputs jitted stages around chunked transforms (:func:`crossfhe.ring.ntt.chunks_pay`).
     ``kernels``: the kernel set of its NTTs and ModDown (default VECTOR), the same words either way.
     """
     _check_message(m, pk.q)
@@ -101,8 +103,45 @@ def encrypt_pk(
     e0 = sample_gaussian(key_e0, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
     e1 = sample_gaussian(key_e1, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
     down, ntt_q, ntt_p = _down_tables(n, q_k, tuple(p), kernels)
-    c0, c1 = _k_encrypt_pk(b, a, v, jnp.stack([e0.data, e1.data], axis=-3), m.data, down, ntt_q, ntt_p)
+    e = jnp.stack([e0.data, e1.data], axis=-3)
+    words = 2 * math.prod(batch) * k * n  # ModDown's forward transform, the largest
+    if chunks_pay(m.data, ntt_q, words=words) and chunks_pay(v.data, ntt_q, words=words):
+        c0, c1 = _encrypt_pk_staged(b, a, v, e, m.data, down, ntt_q, ntt_p)
+    else:
+        c0, c1 = _k_encrypt_pk(b, a, v, e, m.data, down, ntt_q, ntt_p)
     return RNSPoly(c0, q_k, Domain.EVAL), RNSPoly(c1, q_k, Domain.EVAL)
+
+
+# The same words in jitted stages around the chunked transforms (crossfhe.ring.ntt.chunks_pay), for
+# concrete inputs past the chunk threshold; each stage is a piece of mod_down_eval.
+
+
+@jax.jit
+def _k_encrypt_mask(pk_b, pk_a, v, ntt_q: NTTPlan):
+    """(v b, v a) over Q_k ([..., 2, k, N]) and over P ([..., 2, K, N]), EVAL."""
+    masked = jnp.stack([mul(v, pk_b).data, mul(v, pk_a).data], axis=-3)
+    return masked[..., : ntt_q.limbs, :], masked[..., ntt_q.limbs :, :]
+
+
+@jax.jit
+def _k_encrypt_convert(cp, e, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
+    """Conv~(cp + e_P) - e_Q over Q_k, coefficients (cp: the P limbs after their inverse transform)."""
+    k = ntt_q.limbs
+    cp = add_mod(cp, e[..., k:, :], ntt_p.q)
+    return sub_mod(fast_basis_conversion(cp, down.conv), e[..., :k, :], down.q)
+
+
+@jax.jit
+def _k_encrypt_finish(cq, z, m, down: ModDownPlan, ntt_q: NTTPlan):
+    c = shoup_mul(sub_mod(cq, z, down.q), down.p_inv, down.p_inv_shoup, down.q)
+    return add_mod(c[..., 0, :, :], m, ntt_q.q), c[..., 1, :, :]
+
+
+def _encrypt_pk_staged(pk_b, pk_a, v, e, m, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
+    """:func:`_k_encrypt_pk` as stages: mask, INTT of the P limbs, conversion, NTT over Q_k, finish."""
+    cq, cp = _k_encrypt_mask(pk_b, pk_a, v, ntt_q)
+    z = ntt(_k_encrypt_convert(intt(cp, ntt_p), e, down, ntt_q, ntt_p), ntt_q)
+    return _k_encrypt_finish(cq, z, m, down, ntt_q)
 
 
 @jax.jit
