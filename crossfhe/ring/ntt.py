@@ -533,10 +533,10 @@ def _chunked(kernel, x, plan: NTTPlan, *, inverse: bool):
 
 PARALLEL = True
 """Whether :func:`_chunked` makes its calls from two threads when the process may use two CPUs or more.
-XLA:CPU runs a call in the thread that makes it, so the chunks of one transform then run two at a time.
-Measured at N 2^16 on two CPUs, the same process switching this flag every 5 calls, medians of 30 calls:
-CKKS HE-Mult with relinearization 153 against 136 ms, rotation 161 against 144 ms (N16_L21_DNUM3); the
-132-limb ModUp transform alone 40-44 against 30-34 ms."""
+Calls made one after the other from one thread barely overlap on XLA:CPU: a 132-limb transform at N 2^16
+took 40-44 ms on two CPUs against 43 on one, and 30-34 ms with its calls made from two threads. In one
+process switching this flag every 5 calls (medians of 30 calls, N16_L21_DNUM3, two CPUs): HE-Mult with
+relinearization 136 against 153 ms, rotation 144 against 161 ms."""
 
 _POOL: list = []
 
