@@ -1,6 +1,8 @@
 """ring/ntt.py: the jitted radix-2 kernels against the NumPy reference and the O(N^2) definition;
 products through the NTT against the schoolbook negacyclic convolution; inverse after forward."""
 
+import os
+
 import jax
 import numpy as np
 import pytest
@@ -120,6 +122,20 @@ def test_plan_is_cached_and_validated():
         T.ntt(np.zeros((3, 1024), np.uint32), plan)
 
 
+def test_chunk_pool_is_per_process(monkeypatch):
+    """A pool inherited through fork has no worker thread (its calls would wait forever): a process makes
+    its own, keyed by its pid, and drops the parent's."""
+    stale = object()
+    monkeypatch.setattr(T, "PARALLEL", True)
+    monkeypatch.setattr(T, "_POOL", {os.getpid() + 1: stale})
+    pool = T._pool()
+    assert pool is not stale and set(T._POOL) == {os.getpid()}
+    assert T._pool() is pool
+    if pool is not None:  # None on a one-CPU machine, where the calls stay in one thread
+        assert pool.submit(lambda: 7).result(timeout=10) == 7
+        pool.shutdown()
+
+
 @pytest.mark.parametrize("two_threads", [False, True])
 def test_limb_chunks_match_one_call(monkeypatch, two_threads):
     """A concrete array past CHUNK_FROM_BYTES (0 here) runs as one call per few limbs (1, and 3 of 5 limbs,
@@ -136,7 +152,7 @@ def test_limb_chunks_match_one_call(monkeypatch, two_threads):
             return super().submit(*a, **k)
 
     monkeypatch.setattr(T, "PARALLEL", True)
-    monkeypatch.setattr(T, "_POOL", [Pool(max_workers=1) if two_threads else None])
+    monkeypatch.setattr(T, "_POOL", {os.getpid(): Pool(max_workers=1) if two_threads else None})
     plan = _plan(8, 30, 5)
     x = np.concatenate([_random(plan, (2,), seed=11), _edge(plan)]).reshape(5, 1, 5, plan.n)
     whole = np.asarray(T._ntt_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide))

@@ -538,18 +538,20 @@ took 40-44 ms on two CPUs against 43 on one, and 30-34 ms with its calls made fr
 process switching this flag every 5 calls (medians of 30 calls, N16_L21_DNUM3, two CPUs): HE-Mult with
 relinearization 136 against 153 ms, rotation 144 against 161 ms."""
 
-_POOL: list = []
+_POOL: dict = {}
 
 
 def _pool() -> ThreadPoolExecutor | None:
-    """A one-worker thread pool (made once) when :data:`PARALLEL` and the process may run on two CPUs
-    or more; else None."""
+    """A one-worker thread pool (made once per process: a forked child, whose copy has no worker thread,
+    makes its own) when :data:`PARALLEL` and the process may run on two CPUs or more; else None."""
     if not PARALLEL:
         return None
-    if not _POOL:
+    pid = os.getpid()
+    if pid not in _POOL:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="crossfhe-ntt") if cpus >= 2 else None)
-    return _POOL[0]
+        _POOL.clear()
+        _POOL[pid] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crossfhe-ntt") if cpus >= 2 else None
+    return _POOL[pid]
 
 
 @partial(jax.jit, static_argnames=("wide",))
