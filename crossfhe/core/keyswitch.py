@@ -564,20 +564,33 @@ def _mac_split(y, ksk: KeySwitchKey, plan: KeySwitchPlan):
 
 
 @jax.jit
-def _stage_down_convert(cp, plan: KeySwitchPlan):
-    return fast_basis_conversion(cp, plan.down.conv)
+def _stage_down_convert(cp, e, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
+    """Conv~(cp) over Q_k (cp: the P limbs, coefficients), or Conv~(cp + e_P) - e_Q with e."""
+    if e is None:
+        return fast_basis_conversion(cp, down.conv)
+    k = ntt_q.limbs
+    cp = add_mod(cp, e[..., k:, :], ntt_p.q)
+    return sub_mod(fast_basis_conversion(cp, down.conv), e[..., :k, :], down.q)
 
 
 @jax.jit
-def _stage_down_finish(cq, z, plan: KeySwitchPlan):
-    down = plan.down
+def _stage_down_finish(cq, z, m, down: ModDownPlan, ntt_q: NTTPlan):
     u = shoup_mul(sub_mod(cq, z, down.q), down.p_inv, down.p_inv_shoup, down.q)
-    return u[..., 0, :, :], u[..., 1, :, :]
+    u0 = u[..., 0, :, :] if m is None else add_mod(u[..., 0, :, :], m, ntt_q.q)
+    return u0, u[..., 1, :, :]
+
+
+def mod_down_pair_staged(cq, cp, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan, e=None, m=None):
+    """:func:`mod_down_eval` of a pair ``[..., 2, k + K, N]`` given as its Q_k limbs cq and its P limbs cp, in
+    jitted stages around the (chunked, for concrete arrays) transforms: INTT of cp, conversion, NTT over Q_k,
+    finish. ``e`` as in :func:`mod_down_eval`; ``m`` (``[..., k, N]``, EVAL) is added to the first output.
+    Returns the two outputs ``[..., k, N]``, the same words as the one kernel."""
+    z = ntt(_stage_down_convert(intt(cp, ntt_p), e, down, ntt_q, ntt_p), ntt_q)
+    return _stage_down_finish(cq, z, m, down, ntt_q)
 
 
 def _mod_down_eager(cq, cp, plan: KeySwitchPlan) -> tuple[RNSPoly, RNSPoly]:
-    z = ntt(_stage_down_convert(intt(cp, plan.ntt_p), plan), plan.ntt_q)
-    u0, u1 = _stage_down_finish(cq, z, plan)
+    u0, u1 = mod_down_pair_staged(cq, cp, plan.down, plan.ntt_q, plan.ntt_p)
     q_active = plan.q[: plan.active]
     return RNSPoly(u0, q_active, Domain.EVAL), RNSPoly(u1, q_active, Domain.EVAL)
 

@@ -21,12 +21,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.core.keys import SIGMA, PublicKey, SecretKey, sample_gaussian, sample_ternary, sample_uniform
-from crossfhe.core.keyswitch import mod_down_eval
+from crossfhe.core.keyswitch import mod_down_eval, mod_down_pair_staged
 from crossfhe.errors import BasisMismatchError, DomainMismatchError
 from crossfhe.math import random as crandom
-from crossfhe.math.modular import add_mod, shoup_mul, sub_mod
-from crossfhe.math.rns import ModDownPlan, RNSBasis, fast_basis_conversion
-from crossfhe.ring.ntt import NTTPlan, chunks_pay, intt, ntt
+from crossfhe.math.modular import add_mod
+from crossfhe.math.rns import ModDownPlan, RNSBasis
+from crossfhe.ring.ntt import NTTPlan, chunks_pay
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
 
 
@@ -123,25 +123,9 @@ def _k_encrypt_mask(pk_b, pk_a, v, ntt_q: NTTPlan):
     return masked[..., : ntt_q.limbs, :], masked[..., ntt_q.limbs :, :]
 
 
-@jax.jit
-def _k_encrypt_convert(cp, e, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
-    """Conv~(cp + e_P) - e_Q over Q_k, coefficients (cp: the P limbs after their inverse transform)."""
-    k = ntt_q.limbs
-    cp = add_mod(cp, e[..., k:, :], ntt_p.q)
-    return sub_mod(fast_basis_conversion(cp, down.conv), e[..., :k, :], down.q)
-
-
-@jax.jit
-def _k_encrypt_finish(cq, z, m, down: ModDownPlan, ntt_q: NTTPlan):
-    c = shoup_mul(sub_mod(cq, z, down.q), down.p_inv, down.p_inv_shoup, down.q)
-    return add_mod(c[..., 0, :, :], m, ntt_q.q), c[..., 1, :, :]
-
-
 def _encrypt_pk_staged(pk_b, pk_a, v, e, m, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
-    """:func:`_k_encrypt_pk` as stages: mask, INTT of the P limbs, conversion, NTT over Q_k, finish."""
-    cq, cp = _k_encrypt_mask(pk_b, pk_a, v, ntt_q)
-    z = ntt(_k_encrypt_convert(intt(cp, ntt_p), e, down, ntt_q, ntt_p), ntt_q)
-    return _k_encrypt_finish(cq, z, m, down, ntt_q)
+    """:func:`_k_encrypt_pk` as stages: the mask, then ModDown's stages (:func:`mod_down_pair_staged`)."""
+    return mod_down_pair_staged(*_k_encrypt_mask(pk_b, pk_a, v, ntt_q), down, ntt_q, ntt_p, e=e, m=m)
 
 
 @jax.jit
