@@ -59,6 +59,7 @@ from crossfhe.math.modular import (
     shr_wide,
 )
 from crossfhe.math.rns import BasisConversion, ModDownPlan, RNSBasis, centered_fraction, fast_basis_conversion, mod_down
+from crossfhe.math.xla import jit
 from crossfhe.ring import poly
 from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
@@ -197,7 +198,7 @@ def _round_rm_over_t(m, r, t, mu, bits):
     return qhat
 
 
-@jax.jit
+@jit
 def _k_scaled(m, plan: NTTPlan, consts, rounding):
     """NTT(round(D m / t)) over the plan's moduli, D their product: Delta' m + round(r m / t) with
     Delta' = floor(D / t), r = D mod t; m uint32 [..., N] in [0, t) (t < every modulus)."""
@@ -207,7 +208,7 @@ def _k_scaled(m, plan: NTTPlan, consts, rounding):
     return ntt(add_mod(shoup_mul(x, w, ws, q), c, q), plan)
 
 
-@jax.jit
+@jit
 def _k_centered(m, plan: NTTPlan, consts, t):
     """NTT of the centered lift of m (m > t/2 taken as m - t) over the plan's moduli."""
     q, _, _, tq = consts
@@ -312,12 +313,12 @@ def encrypt_extended(key_material, params: Params, m, *, key: crandom.ChaChaKey 
     return c0, c1
 
 
-@jax.jit
+@jit
 def _k_pk_extended(b, a, v, e0, e1, m):
     return poly.add(poly.add(poly.mul(v, b), e0), m), poly.add(poly.mul(v, a), e1)
 
 
-@jax.jit
+@jit
 def _k_sk_extended(a, e, s, m):
     return poly.add(poly.sub(e, poly.mul(a, s)), m)
 
@@ -329,7 +330,7 @@ def _coeff_tables(n: int, moduli: tuple[int, ...], t: int):
     return NTTPlan.create(n, moduli), (q, w, shoup_precompute(w, q.astype(np.uint64)))
 
 
-@jax.jit
+@jit
 def _k_phase_coeffs(c0, c1, s, plan: NTTPlan, consts):
     """(phase, t * phase) in the coefficient domain: uint32 [..., limbs, N] each."""
     q, w, ws = consts
@@ -429,17 +430,17 @@ def _pair(a: Ciphertext, b: Ciphertext, what: str) -> Params:
     return a.params
 
 
-@jax.jit
+@jit
 def _k_add(a0, a1, b0, b1):
     return poly.add(a0, b0), poly.add(a1, b1)
 
 
-@jax.jit
+@jit
 def _k_sub(a0, a1, b0, b1):
     return poly.sub(a0, b0), poly.sub(a1, b1)
 
 
-@jax.jit
+@jit
 def _k_mul_plain(a0, a1, m):
     return poly.mul(a0, m), poly.mul(a1, m)
 
@@ -553,7 +554,7 @@ def _extend(x, plan: MulPlan):
     return jnp.concatenate([xr, x], axis=-2)
 
 
-@jax.jit
+@jit
 def _k_tensor_scale(a0, a1, b0, b1, plan: MulPlan):
     """round(t (a x b) / Q) over Q, coefficient domain: uint32 [..., 3, k, N] (d0, d1, d2)."""
     q, mu, bits = plan.rq
@@ -566,7 +567,7 @@ def _k_tensor_scale(a0, a1, b0, b1, plan: MulPlan):
     return fast_basis_conversion(mod_down(dc, plan.down), plan.back)
 
 
-@jax.jit
+@jit
 def _k_relin(d, rlk, ks_plan, ntt_q: NTTPlan):
     """(d0, d1) + keyswitch(d2) in the EVAL domain; d coefficient words [..., 3, k, N]."""
     moduli = ks_plan.q
@@ -598,7 +599,7 @@ def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
 # --------------------------------------------------------------------------------------------------
 
 
-@jax.jit
+@jit
 def _k_galois(c0, c1, gk, plan, element):
     """(sigma(c0) + u0, u1), (u0, u1) the key switch of sigma(c1), sigma: X -> X^element on EVAL slots."""
     idx = ks.galois_permutation(plan, element)

@@ -39,6 +39,7 @@ import numpy as np
 
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.rns import RNSBasis, compose_float
+from crossfhe.math.xla import jit
 
 _MANTISSA_BITS = 53
 _FLOAT_MAX_EXPONENT = 1023
@@ -191,7 +192,7 @@ def special_fft_inverse(z) -> np.ndarray:
     return np.take(v, plan.bitrev, axis=-1) / s
 
 
-@jax.jit
+@jit
 def special_fft_jax(w, plan: SpecialFFTPlan):
     """:func:`special_fft` as a jitted JAX kernel (the core of decoding, runnable on an accelerator).
 

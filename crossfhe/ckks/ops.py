@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -41,6 +40,7 @@ from crossfhe.math.modular import (
     shoup_precompute,
     sub_mod,
 )
+from crossfhe.math.xla import jit
 from crossfhe.ring import poly
 from crossfhe.ring.ntt import NTTPlan, chunks_pay, fusion_barrier, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
@@ -184,27 +184,27 @@ def _align(a: Ciphertext, b, what: str):
 # --------------------------------------------------------------------------------------------------
 
 
-@jax.jit
+@jit
 def _k_add(a0, a1, b0, b1):
     return poly.add(a0, b0), poly.add(a1, b1)
 
 
-@jax.jit
+@jit
 def _k_sub(a0, a1, b0, b1):
     return poly.sub(a0, b0), poly.sub(a1, b1)
 
 
-@jax.jit
+@jit
 def _k_tensor(a0, a1, b0, b1):
     return poly.mul(a0, b0), poly.add(poly.mul(a0, b1), poly.mul(a1, b0)), poly.mul(a1, b1)
 
 
-@jax.jit
+@jit
 def _k_mul_plain(a0, a1, m):
     return poly.mul(a0, m), poly.mul(a1, m)
 
 
-@jax.jit
+@jit
 def _k_add_pair(d0, d1, u0, u1):
     return poly.add(d0, u0), poly.add(d1, u1)
 
@@ -213,7 +213,7 @@ def _sigma(p: RNSPoly, idx) -> RNSPoly:
     return RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)
 
 
-@jax.jit
+@jit
 def _k_galois(c0, c1, gk, plan, element):
     """(sigma(c0) + u0, u1) with (u0, u1) the key switch of sigma(c1), sigma: X -> X^element on EVAL slots.
     ``element`` is a traced uint32, so one compilation serves every rotation of a level."""
@@ -222,10 +222,10 @@ def _k_galois(c0, c1, gk, plan, element):
     return poly.add(_sigma(c0, idx), u0), u1
 
 
-_k_sigma = jax.jit(_sigma)
+_k_sigma = jit(_sigma)
 
 
-@jax.jit
+@jit
 def _k_sigma_add(c0, u0, idx):
     return poly.add(_sigma(c0, idx), u0)
 
@@ -265,7 +265,7 @@ def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels):
     return NTTPlan.create(n, last, kernels), NTTPlan.create(n, rest, kernels), consts
 
 
-@jax.jit
+@jit
 def _k_rescale(x, plan_last, plan_rest, consts):
     """round(x / D) over the other primes, D = the product of the last g primes; EVAL in, EVAL out.
 
@@ -303,8 +303,8 @@ def _rescale_finish(x, t_eval, consts):
     return shoup_mul(y, d_inv, d_inv_s, dst[0])
 
 
-_k_rescale_shift = jax.jit(_rescale_shift)
-_k_rescale_finish = jax.jit(_rescale_finish)
+_k_rescale_shift = jit(_rescale_shift)
+_k_rescale_finish = jit(_rescale_finish)
 
 
 def _rescale_pair(c0: RNSPoly, c1: RNSPoly, g: int, kernels=None) -> tuple[RNSPoly, RNSPoly]:

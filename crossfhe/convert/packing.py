@@ -62,7 +62,6 @@ import math
 from collections.abc import Mapping
 from functools import lru_cache
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -80,6 +79,7 @@ from crossfhe.core.lwe import LWECiphertext, lwe_to_rlwe
 from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
 from crossfhe.math import random as crandom
 from crossfhe.math.primes import minimal_root_of_unity
+from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import slot_exponents
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, mul_scalar, sub
 
@@ -182,7 +182,7 @@ def _permute(p: RNSPoly, idx) -> RNSPoly:
     return RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)
 
 
-@jax.jit
+@jit
 def _k_pack_two(e0, e1, o0, o1, mono, element, ksk, plan):
     """(e + X^k o) + tau_g(e - X^k o), tau_g's c1 key-switched; ``mono`` = X^k (EVAL), ``element`` = g a
     traced uint32, so one compilation per batch shape serves every level and every trace step."""

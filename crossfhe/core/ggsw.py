@@ -39,6 +39,7 @@ from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan, digits_to_residues, gadget_digits_rns
 from crossfhe.math.modular import ModulusTable, add_mod, fusion_barrier, mac_reduce, neg_mod, sub_mod
 from crossfhe.math.rns import RNSBasis
+from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 
 U32 = jnp.uint32
@@ -297,6 +298,6 @@ def ggsw_times_glwe(ggsw: GGSWCiphertext, glwe: GLWECiphertext) -> GLWECiphertex
     return GLWECiphertext(_external_product_jit(ggsw.data, glwe.data, plan, gplan, mac), glwe.moduli)
 
 
-@jax.jit
+@jit
 def _external_product_jit(g, x, plan, gplan, mac):
     return external_product(g, x, plan, gplan, mac)

@@ -28,6 +28,7 @@ import numpy as np
 
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math import random as crandom
+from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, ntt
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
 
@@ -251,7 +252,7 @@ class PublicKey:
         return f"PublicKey(n={self.n}, q limbs={len(self.q)}, sigma={self.sigma})"
 
 
-@jax.jit
+@jit
 def _rlwe_b(a: RNSPoly, e: RNSPoly, s: RNSPoly) -> RNSPoly:
     """b = -a s + e (EVAL domain, same basis)."""
     return add(neg(mul(a, s)), e)

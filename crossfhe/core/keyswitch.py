@@ -76,6 +76,7 @@ from crossfhe.math.modular import (
     sub_mod,
 )
 from crossfhe.math.rns import ModDownPlan, ModUpPlan, RNSBasis, fast_basis_conversion
+from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, chunks_pay, fusion_barrier, intt, ntt, slot_exponents, slot_of_exponent
 from crossfhe.ring.poly import Domain, RNSPoly, add, automorphism, mul, sub
 
@@ -174,7 +175,7 @@ def _check_target(s_from, n: int, moduli: tuple[int, ...]) -> None:
         )
 
 
-@jax.jit
+@jit
 def _key_digit(a: RNSPoly, e: RNSPoly, s: RNSPoly, s_from: RNSPoly, factor) -> RNSPoly:
     """b_j = e_j - a_j s + f_j s' over Q_L ∪ P (EVAL), f_j = ``factor`` uint32 ``[limbs, 1]`` (P g_j's residues)."""
     t = ModulusTable.create(a.basis)
@@ -496,7 +497,7 @@ def _both_domains(d: RNSPoly, plan: KeySwitchPlan):
     return ntt(d.data, plan.ntt_q), d.data
 
 
-@jax.jit
+@jit
 def _keyswitch(d: RNSPoly, ksk: KeySwitchKey, plan: KeySwitchPlan):
     d_eval, d_coeff = _both_domains(d, plan)
     y = _mod_up_eval(d_coeff, d_eval, plan)  # [..., digits, k + K, N]
@@ -525,7 +526,7 @@ def _both_domains_eager(d: RNSPoly, plan: KeySwitchPlan):
     return ntt(d.data, plan.ntt_q), d.data
 
 
-@jax.jit
+@jit
 def _stage_convert(d_coeff, plan: KeySwitchPlan):
     return _convert_digits(d_coeff, plan.up)
 
@@ -535,16 +536,16 @@ def _assemble(z, d_eval, plan: KeySwitchPlan):
     return jnp.take(jnp.concatenate([z, d_eval], axis=-2), np.array(plan.up.assemble, dtype=np.int32), axis=-2)
 
 
-_stage_assemble = jax.jit(_assemble)
+_stage_assemble = jit(_assemble)
 
 
-@jax.jit
+@jit
 def _stage_mac(z, d_eval, ksk: KeySwitchKey, plan: KeySwitchPlan):
     """(c_Q, c_P): the key products summed over the digits, the digits assembled from z and d_eval."""
     return _mac_split(_assemble(z, d_eval, plan), ksk, plan)
 
 
-@jax.jit
+@jit
 def _stage_mac_galois(y, ksk: KeySwitchKey, plan: KeySwitchPlan, perm):
     """:func:`_stage_mac` of the assembled digits y with their slots permuted by ``perm``."""
     return _mac_split(jnp.take(y, perm, axis=-1), ksk, plan)
@@ -563,7 +564,7 @@ def _mac_split(y, ksk: KeySwitchKey, plan: KeySwitchPlan):
     return out[0], out[1]
 
 
-@jax.jit
+@jit
 def _stage_down_convert(cp, e, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
     """Conv~(cp) over Q_k (cp: the P limbs, coefficients), or Conv~(cp + e_P) - e_Q with e."""
     if e is None:
@@ -573,7 +574,7 @@ def _stage_down_convert(cp, e, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan
     return sub_mod(fast_basis_conversion(cp, down.conv), e[..., :k, :], down.q)
 
 
-@jax.jit
+@jit
 def _stage_down_finish(cq, z, m, down: ModDownPlan, ntt_q: NTTPlan):
     u = shoup_mul(sub_mod(cq, z, down.q), down.p_inv, down.p_inv_shoup, down.q)
     u0 = u[..., 0, :, :] if m is None else add_mod(u[..., 0, :, :], m, ntt_q.q)
@@ -637,7 +638,7 @@ def galois_permutation(plan: KeySwitchPlan, element):
     return fusion_barrier(slot_permutation(plan.n, element), plan.ntt_q.w)
 
 
-@partial(jax.jit, static_argnames=("elements",))
+@partial(jit, static_argnames=("elements",))
 def _keyswitch_hoisted(d: RNSPoly, ksks: tuple, plan: KeySwitchPlan, elements: tuple):
     d_eval, d_coeff = _both_domains(d, plan)
     y = _mod_up_eval(d_coeff, d_eval, plan)  # one ModUp for every element

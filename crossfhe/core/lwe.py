@@ -39,6 +39,7 @@ import numpy as np
 
 from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
 from crossfhe.math.modular import add_mod, neg_mod
+from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
 
@@ -127,7 +128,7 @@ def _indices(index, n: int):
     return jnp.asarray(idx, dtype=jnp.int32)
 
 
-@jax.jit
+@jit
 def _extract(c0, c1, idx, q):
     """b [..., (t,) k], a [..., (t,) k, N] of coefficient(s) ``idx`` of c0 + c1 s (COEFF residues)."""
     n = c1.shape[-1]
@@ -176,7 +177,7 @@ def _check_lwe(lwe) -> None:
         )
 
 
-@jax.jit
+@jit
 def _embed_a(a, q):
     """COEFF c1 of the embedding: c1_0 = a_0, c1_i = -a_{N-i} (i >= 1)."""
     n = a.shape[-1]
@@ -206,7 +207,7 @@ def lwe_to_rlwe(lwe: LWECiphertext, *, domain: Domain = Domain.COEFF) -> tuple[R
     return RNSPoly.create(c0, lwe.moduli, domain), RNSPoly.create(c1, lwe.moduli, domain)
 
 
-@jax.jit
+@jit
 def _phase(b, a, s, q):
     terms = jnp.where(s == 1, a, jnp.where(s == -1, neg_mod(a, q), jnp.zeros_like(a)))
     while terms.shape[-1] > 1:  # pairwise modular sum: exact in uint32 for any N

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -26,6 +25,7 @@ from crossfhe.errors import BasisMismatchError, DomainMismatchError
 from crossfhe.math import random as crandom
 from crossfhe.math.modular import add_mod
 from crossfhe.math.rns import ModDownPlan, RNSBasis
+from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, chunks_pay
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
 
@@ -68,7 +68,7 @@ def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...], kernels):
     return down, NTTPlan.create(n, q, kernels), NTTPlan.create(n, p, kernels)
 
 
-@jax.jit
+@jit
 def _k_encrypt_pk(pk_b, pk_a, v, e, m, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
     """ModDown(v (b, a) + (e0, e1)) + (m, 0); v, b, a EVAL over Q_k ∪ P ``[..., k + K, N]``, e = (e0, e1)
     COEFF ``[..., 2, k + K, N]`` (added inside ModDown, no transform of their own), m EVAL over Q_k."""
@@ -116,7 +116,7 @@ def encrypt_pk(
 # concrete inputs past the chunk threshold; each stage is a piece of mod_down_eval.
 
 
-@jax.jit
+@jit
 def _k_encrypt_mask(pk_b, pk_a, v, ntt_q: NTTPlan):
     """(v b, v a) over Q_k ([..., 2, k, N]) and over P ([..., 2, K, N]), EVAL."""
     masked = jnp.stack([mul(v, pk_b).data, mul(v, pk_a).data], axis=-3)
@@ -128,7 +128,7 @@ def _encrypt_pk_staged(pk_b, pk_a, v, e, m, down: ModDownPlan, ntt_q: NTTPlan, n
     return mod_down_pair_staged(*_k_encrypt_mask(pk_b, pk_a, v, ntt_q), down, ntt_q, ntt_p, e=e, m=m)
 
 
-@jax.jit
+@jit
 def _phase(parts, s):
     acc, power = parts[0], s
     for i, c in enumerate(parts[1:]):

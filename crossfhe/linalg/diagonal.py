@@ -73,6 +73,7 @@ from crossfhe.bfv.params import Params
 from crossfhe.core.keys import SecretKey
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul
+from crossfhe.math.xla import jit
 from crossfhe.ring.poly import Domain, RNSPoly
 
 _static = partial(field, metadata={"static": True})
@@ -387,7 +388,7 @@ def _sum_mod(x, q):
     return x[:, 0]
 
 
-@jax.jit
+@jit
 def _k_giant_sums(x0, x1, sources, diagonals, q, mu, bits):
     """Per giant step, sum_p baby[sources[g, p]] * diagonals[g, :, p] over Q (EVAL domain).
 

@@ -51,6 +51,7 @@ from crossfhe.errors import ParameterError
 from crossfhe.math import random as crandom
 from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul, reduce_u64, shoup_mul, shoup_precompute, sum_wide
 from crossfhe.math.rns import ModDownPlan, RNSBasis
+from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
 
@@ -169,7 +170,7 @@ def _dot_tables(params: Params) -> _DotTables:
     )
 
 
-@jax.jit
+@jit
 def _k_dot(rows, v0, v1, tables: _DotTables, t):
     """Dot products, rescale by P, extraction: rows uint32 [r, B, N] in [0, t); v0, v1 [B, L + K, N] EVAL.
 

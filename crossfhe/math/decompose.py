@@ -41,6 +41,7 @@ import numpy as np
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.modular import U32, add_wide, mul_wide, mulhi, shoup_mul
 from crossfhe.math.rns import RNSBasis
+from crossfhe.math.xla import jit
 
 I32 = jnp.int32
 _MAX_BASE_LOG = 30
@@ -155,7 +156,7 @@ def _balanced_digits(words, sign, carry, gadget: Gadget, *, signed_top: bool):
 # --------------------------------------------------------------------------------------------------
 
 
-@partial(jax.jit, static_argnames=("q", "gadget"))
+@partial(jit, static_argnames=("q", "gadget"))
 def decompose_signed(x, q: int, gadget: Gadget):
     """Signed gadget digits of residues x mod a word modulus q (see the module docstring for the math).
 
@@ -324,7 +325,7 @@ def _centered_crt_words(y, plan: RNSGadgetPlan):
     return _select_words(neg, d, s), jnp.where(neg, _ALL_ONES, np.uint32(0))
 
 
-@jax.jit
+@jit
 def gadget_digits_rns(x, plan: RNSGadgetPlan):
     """Signed gadget digits of X mod Q from its residues x (math in the module docstring). Jitted kernel.
 

@@ -53,6 +53,7 @@ from jax import lax
 
 from crossfhe.errors import ParameterError
 from crossfhe.math.modular import mul_wide, mulhi, reduce_once
+from crossfhe.math.xla import jit
 
 U32 = jnp.uint32
 I32 = jnp.int32
@@ -159,7 +160,7 @@ def _as_u32(x):
     return x.astype(U32) if isinstance(x, jax.Array) else jnp.asarray(np.asarray(x, dtype=np.uint32))
 
 
-@jax.jit
+@jit
 def _chacha20_block(key_words, counter, nonce):
     if key_words.shape != (8,) or nonce.shape != (3,):
         raise ParameterError(
@@ -244,7 +245,7 @@ def _nonce(domain: int, key: ChaChaKey):
     return jnp.concatenate([jnp.full((1,), domain, U32), key.stream])
 
 
-@partial(jax.jit, static_argnames=("num",))
+@partial(jit, static_argnames=("num",))
 def _split(key: ChaChaKey, num: int) -> ChaChaKey:
     blocks = _blocks(key.words, jnp.arange(num, dtype=U32), _nonce(_DOMAIN_SPLIT, key))
     return ChaChaKey(blocks[:, :8], jnp.zeros((num, 2), U32))
@@ -261,7 +262,7 @@ def split(key: ChaChaKey, num: int = 2) -> ChaChaKey:
     return _split(key, int(num))
 
 
-@jax.jit
+@jit
 def _fold_in(key: ChaChaKey, data) -> ChaChaKey:
     block = chacha20_block(key.words, data, _nonce(_DOMAIN_FOLD_IN, key))
     return ChaChaKey(block[:8], jnp.zeros((2,), U32))
@@ -324,7 +325,7 @@ def _as_shape(shape) -> tuple[int, ...]:
     return shape
 
 
-@partial(jax.jit, static_argnames=("shape",))
+@partial(jit, static_argnames=("shape",))
 def _random_bits(key: ChaChaKey, shape: tuple[int, ...]):
     n = math.prod(shape)
     num_blocks = -(-n // 16)
@@ -411,7 +412,7 @@ def _broadcasts_to(small: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     return all(a in (1, b) for a, b in zip(reversed(small), reversed(shape)))
 
 
-@partial(jax.jit, static_argnames=("shape",))
+@partial(jit, static_argnames=("shape",))
 def _uniform_mod(key: ChaChaKey, q, shape: tuple[int, ...]):
     w = _random_bits(key, (3,) + shape)
     m_hi, m_lo = _reciprocal(q)
@@ -438,7 +439,7 @@ def ternary(key: ChaChaKey, shape) -> jax.Array:
     return uniform_mod(key, shape, 3).astype(I32) - 1
 
 
-@jax.jit
+@jit
 def _to_residues(x, q):
     neg = x < 0
     u = lax.bitcast_convert_type(x, U32)
@@ -465,7 +466,7 @@ def to_residues(x, q) -> jax.Array:
 # --------------------------------------------------------------------------------------------------
 
 
-@partial(jax.jit, static_argnames=("shape", "h"))
+@partial(jit, static_argnames=("shape", "h"))
 def _ternary_hamming(key: ChaChaKey, shape: tuple[int, ...], h: int):
     w = _random_bits(key, (4,) + shape)
     index = lax.broadcasted_iota(U32, shape, len(shape) - 1)
@@ -545,7 +546,7 @@ def gaussian_cdt(sigma: float = 3.19, tail: float = 13.0) -> np.ndarray:
     return _gaussian_cdt(sigma, tail)
 
 
-@partial(jax.jit, static_argnames=("shape",))
+@partial(jit, static_argnames=("shape",))
 def _cdt_sample(key: ChaChaKey, table, shape: tuple[int, ...]):
     w = _random_bits(key, (4,) + shape)
     u2, u1, u0 = (x[..., None] for x in (w[0], w[1], w[2]))
@@ -573,7 +574,7 @@ def discrete_gaussian(key: ChaChaKey, shape, sigma: float = 3.19, *, tail: float
 # --------------------------------------------------------------------------------------------------
 
 
-@partial(jax.jit, static_argnames=("shape", "eta"))
+@partial(jit, static_argnames=("shape", "eta"))
 def _centered_binomial(key: ChaChaKey, shape: tuple[int, ...], eta: int):
     if 2 * eta <= 32:
         w = _random_bits(key, shape)

@@ -44,6 +44,7 @@ from crossfhe.math.modular import (
     shoup_precompute,
     sub_mod,
 )
+from crossfhe.math.xla import jit
 
 _MAX_MODULUS = 2**31
 _MIN_TARGET_MODULUS = 2**15  # the MATRIX set recombines through reduce_u64, which needs q > 2^15
@@ -194,7 +195,7 @@ def _garner_tables(moduli: tuple[int, ...]):
     return (t.q[:, 0], t.barrett_mu[:, 0], t.bits[:, 0], inv, inv_s, ql_mod, half)
 
 
-@partial(jax.jit, static_argnames=("small",))
+@partial(jit, static_argnames=("small",))
 def _balanced_digits(x, tables, *, small: bool):
     """Balanced mixed-radix digits ``int32[..., k, N]`` of the residues x (Garner), one scan step per
     digit over all rows (masked): unrolled, the chain of k dependent steps fuses into one expression
@@ -386,7 +387,7 @@ def _convert(x, conv: BasisConversion):
     return out
 
 
-@jax.jit
+@jit
 def fast_basis_conversion(x, conv: BasisConversion):
     """Approximate basis conversion Conv_{C->B} (CROSS §3.1.2, Alchemist eq. 1). Jitted kernel.
 
@@ -447,7 +448,7 @@ class ModUpPlan:
         return cls(conv=conv, digit_basis=digit_basis, target_basis=target_basis, offset=s)
 
 
-@jax.jit
+@jit
 def mod_up(x, plan: ModUpPlan):
     """ModUp (CASA Alg. 6, Alchemist eq. 2): extend x from basis D to T ⊇ D by fast basis conversion.
 
@@ -498,7 +499,7 @@ class ModDownPlan:
         )
 
 
-@jax.jit
+@jit
 def mod_down(x, plan: ModDownPlan):
     """ModDown (CASA Alg. 7, Alchemist eq. 3): from Q ∪ P to Q, dividing by P.
 
@@ -562,7 +563,7 @@ class RescalePlan:
         )
 
 
-@jax.jit
+@jit
 def rescale(x, plan: RescalePlan):
     """Divide by the last modulus with rounding (CASA Alg. 5, with the standard rounding offset).
 

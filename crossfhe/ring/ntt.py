@@ -51,6 +51,7 @@ import numpy as np
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.modular import fusion_barrier, mulhi, shoup_precompute  # noqa: F401 (fusion_barrier: re-exported)
 from crossfhe.math.primes import is_prime, minimal_root_of_unity
+from crossfhe.math.xla import jit
 
 U32 = jnp.uint32
 MIN_LOG_N = 4
@@ -498,14 +499,14 @@ def _chunk_tables(plan: NTTPlan, limbs: int, inverse: bool) -> tuple:
     return tuple(tuple(t[i : i + limbs] for t in full) for i in range(0, plan.limbs, limbs))
 
 
-@partial(jax.jit, static_argnames=("limbs",))
+@partial(jit, static_argnames=("limbs",))
 def _split(x, *, limbs: int):
     """x ``[..., L, N]`` -> the tuple of its ``[<= limbs, N]`` pieces, batch-major then limb-major."""
     flat = x.reshape((-1,) + x.shape[-2:])
     return tuple(flat[b, i : i + limbs] for b in range(flat.shape[0]) for i in range(0, x.shape[-2], limbs))
 
 
-@partial(jax.jit, static_argnames=("shape",))
+@partial(jit, static_argnames=("shape",))
 def _join(parts, *, shape):
     return jnp.concatenate(parts, axis=0).reshape(shape)
 
@@ -554,17 +555,17 @@ def _pool() -> ThreadPoolExecutor | None:
     return _POOL[pid]
 
 
-@partial(jax.jit, static_argnames=("wide",))
+@partial(jit, static_argnames=("wide",))
 def _forward_jit(x, q, w, ws, *, wide):
     return _forward(x, q, w, ws, wide=wide, full=False)
 
 
-@partial(jax.jit, static_argnames=("wide",))
+@partial(jit, static_argnames=("wide",))
 def _ntt_jit(x, q, w, ws, *, wide):
     return _forward(x, q, w, ws, wide=wide, full=True)
 
 
-@partial(jax.jit, static_argnames=("wide",))
+@partial(jit, static_argnames=("wide",))
 def _intt_jit(x, q, wi, wis, last, lasts, *, wide):
     return _inverse(x, q, wi, wis, last, lasts, wide=wide)
 

@@ -61,6 +61,7 @@ from crossfhe.math.modular import (
     sum_wide,
 )
 from crossfhe.math.rns import RNSBasis
+from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.tfhe.params import KS_MODULUS_BITS, Params
 
@@ -235,7 +236,7 @@ def _glwe_key_eval(ck: ClientKey, tables: _Tables):
     return ntt(res, tables.plan)
 
 
-@partial(jax.jit, static_argnames=("params",))
+@partial(jit, static_argnames=("params",))
 def _bsk_chunk(key, bits, s_eval, q, gvec, plan, *, params: Params):
     """GGSW encryptions (EVAL) of ``bits`` int32 [c]: [c, (k+1) l, k+1, L, N]."""
     k, n_poly, levels = params.glwe_dim, params.poly_size, params.pbs_gadget.levels
@@ -296,7 +297,7 @@ def _gen_bsk(ck: ClientKey, key, progress):
     return jnp.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
 
 
-@partial(jax.jit, static_argnames=("params",))
+@partial(jit, static_argnames=("params",))
 def _ksk_chunk(key, s_bits, lwe_key, *, params: Params):
     """KSK columns for long-key bits ``s_bits`` int32 [c]: int32 [n + 1, c l_ks]."""
     g, n = params.ks_gadget, params.lwe_dim
@@ -344,7 +345,7 @@ def _check_messages(params: Params, m) -> np.ndarray:
     return arr
 
 
-@partial(jax.jit, static_argnames=("params",))
+@partial(jit, static_argnames=("params",))
 def _encrypt(key, m, s_long, q, *, params: Params):
     """LWE under the long key: b = -<a, s> + e + m Delta; m int32 [B]."""
     limbs, dim = len(params.moduli), params.long_dim
@@ -417,7 +418,7 @@ def _check_ct(params: Params, ct) -> LWECiphertext:
     return ct
 
 
-@partial(jax.jit, static_argnames=("moduli",))
+@partial(jit, static_argnames=("moduli",))
 def _phase(b, a, s, *, moduli):
     q = np.array(moduli, dtype=np.uint32)
     return add_mod(b, _dot_binary(a, s, moduli), q)
@@ -593,7 +594,7 @@ def _test_vector(params: Params, table: np.ndarray) -> np.ndarray:
     return ((sign * vals)[..., None, :] % q * delta % q).astype(np.uint32)
 
 
-@partial(jax.jit, static_argnames=("params",))
+@partial(jit, static_argnames=("params",))
 def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
     """Long LWE over Q (b [B, L], a [B, L, kN]) -> short LWE mod 2^32 -> mod 2N' (N' = 2^nu N): (b~ [B],
     a~ [B, n]) int32."""
@@ -650,7 +651,7 @@ def _extract(acc, q, tcount: int, params: Params):
     return ob.reshape(tcount, -1, limbs), oa.reshape(tcount, -1, limbs, params.long_dim)
 
 
-@partial(jax.jit, static_argnames=("params", "unroll"))
+@partial(jit, static_argnames=("params", "unroll"))
 def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, fourier, *, params: Params, unroll: int = 1):
     """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n] in [0, 2N'); tv uint32
     [T, 1 or B, 2^nu, L, N] (one per table, shared by the batch or one per input; its 2^nu components,
@@ -703,10 +704,10 @@ def _group_exponents(shifts, grouping: int, n2: int):
 
 
 # The same computation in pieces, for progress reports: the blind rotation's steps run in chunks.
-_start_jit = jax.jit(_initial_acc, static_argnames=("params",))
-_first_jit = jax.jit(_first_step, static_argnames=("grouping",))
-_rotate_chunk_jit = jax.jit(_rotate, static_argnames=("unroll", "grouping"))
-_extract_jit = jax.jit(_extract, static_argnames=("tcount", "params"))
+_start_jit = jit(_initial_acc, static_argnames=("params",))
+_first_jit = jit(_first_step, static_argnames=("grouping",))
+_rotate_chunk_jit = jit(_rotate, static_argnames=("unroll", "grouping"))
+_extract_jit = jit(_extract, static_argnames=("tcount", "params"))
 
 PROGRESS_CHUNKS = 20
 """With a ``progress`` callback, the blind rotation runs in this many chunks of steps (CMux steps, or group

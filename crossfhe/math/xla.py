@@ -1,0 +1,70 @@
+"""``jit``: :func:`jax.jit` with XLA:CPU code-generation options for the library's kernels.
+
+The options are compile options of each jitted function (part of its compilation-cache key), never a
+process-wide setting: a user's own jitted code, and JAX's configuration, stay as they were.
+
+:data:`CPU_OPTIONS` asks XLA:CPU to prefer 512-bit vectors where the CPU has them (its default is
+256-bit, against the clock drop that wide vectors cost on some older Intel parts; where the CPU has no
+512-bit vectors the option changes nothing). Measured on the AMD EPYC (AVX-512) dev box, one CPU, the same
+words either way: a 2-limb NTT at N 2^16 0.708 -> 0.652 ms and its inverse 0.851 -> 0.785 ms; a P4 blind
+rotation with sample extraction 20.1 -> 19.3 ms at batch 1, and P6's 151 -> 139 ms.
+
+On another backend (GPU, TPU) a :func:`jit` function is a plain :func:`jax.jit` one, and so it is when
+called while a trace is in progress (under a caller's ``jax.jit``, ``vmap`` or ``grad``): JAX refuses compile
+options on a nested jit, and XLA compiles the enclosing computation with the caller's options anyway.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+
+try:  # True when no trace is in progress (compile options are refused on a jit nested in a trace)
+    from jax._src.core import trace_state_clean as _top_level
+except ImportError:  # pragma: no cover - a JAX without it: only the arguments tell
+    _top_level = None
+
+CPU_OPTIONS: dict[str, object] = {"xla_cpu_prefer_vector_width": 512}
+"""The compile options of :func:`jit` functions on the CPU backend."""
+
+ENABLED = True
+"""Whether :func:`jit` functions use :data:`CPU_OPTIONS` on the CPU backend (read at each call; for A/B
+measurements)."""
+
+
+class _Jit:
+    """Two :func:`jax.jit` wrappers of one function, with and without :data:`CPU_OPTIONS`, picked per call."""
+
+    def __init__(self, fun, kwargs: dict):
+        self._plain = jax.jit(fun, **kwargs)
+        self._cpu = jax.jit(fun, compiler_options=CPU_OPTIONS, **kwargs)
+        functools.update_wrapper(self, fun)
+
+    def _pick(self, args, kwargs):
+        if not ENABLED or jax.default_backend() != "cpu":
+            return self._plain
+        if _top_level is not None:
+            return self._cpu if _top_level() else self._plain
+        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs)))
+        return self._plain if traced else self._cpu
+
+    def __call__(self, *args, **kwargs):
+        return self._pick(args, kwargs)(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        return self._pick(args, kwargs).lower(*args, **kwargs)
+
+    def trace(self, *args, **kwargs):
+        return self._pick(args, kwargs).trace(*args, **kwargs)
+
+    def __get__(self, obj, objtype=None):  # as a method: bind like a function
+        return self if obj is None else functools.partial(self, obj)
+
+
+def jit(fun=None, /, **kwargs):
+    """:func:`jax.jit` (same keyword arguments) with :data:`CPU_OPTIONS` on the CPU backend; usable as
+    ``@jit``, ``@partial(jit, static_argnames=...)`` or ``jit(f, ...)``."""
+    if fun is None:
+        return functools.partial(jit, **kwargs)
+    return _Jit(fun, kwargs)

@@ -1,0 +1,85 @@
+"""crossfhe.math.xla.jit: the CPU compile options change the code, never the words, and stay off nested jits."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from crossfhe.math import xla
+from crossfhe.math.primes import ntt_primes
+from crossfhe.ring.ntt import NTTPlan, intt, ntt, ntt_reference
+
+N = 1 << 10
+MODULI = ntt_primes(30, N, 2)
+
+
+@pytest.fixture
+def enabled():
+    old = xla.ENABLED
+    yield
+    xla.ENABLED = old
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.integers(0, 2**62, size=(2, len(MODULI), N)) % np.array(MODULI, dtype=np.int64)[:, None]).astype(
+        np.uint32
+    )
+
+
+def test_options_give_the_same_words(enabled):
+    """An NTT round trip with and without the CPU options: the same words, and the reference's."""
+    plan = NTTPlan.create(N, MODULI)
+    x = jnp.asarray(_data())
+    outs = {}
+    for flag in (False, True):
+        xla.ENABLED = flag
+        outs[flag] = (np.asarray(ntt(x, plan)), np.asarray(intt(ntt(x, plan), plan)))
+    np.testing.assert_array_equal(outs[True][0], outs[False][0])
+    np.testing.assert_array_equal(outs[True][1], np.asarray(x))
+    np.testing.assert_array_equal(outs[True][0][0], ntt_reference(np.asarray(x)[0], plan))
+
+
+def test_options_only_at_top_level_on_cpu(enabled):
+    """Top-level calls on the CPU backend compile with CPU_OPTIONS; calls while a trace is in progress (a
+    user's jit or vmap) use the plain jit, which JAX requires (it refuses options on a nested jit)."""
+    seen = []
+    f = xla.jit(lambda a: a * 3 + 1)
+    g = f._pick
+
+    def spy(args, kwargs):
+        choice = g(args, kwargs)
+        seen.append("cpu" if choice is f._cpu else "plain")
+        return choice
+
+    f._pick = spy
+    x = jnp.arange(8, dtype=jnp.uint32)
+    xla.ENABLED = True
+    top = f(x)
+    nested = jax.jit(lambda a: f(a) + 1)(x)
+    mapped = jax.vmap(f)(x.reshape(2, 4))
+    xla.ENABLED = False
+    off = f(x)
+    expect_top = "cpu" if jax.default_backend() == "cpu" else "plain"
+    assert seen == [expect_top, "plain", "plain", "plain"]
+    np.testing.assert_array_equal(np.asarray(top), np.arange(8) * 3 + 1)
+    np.testing.assert_array_equal(np.asarray(nested), np.arange(8) * 3 + 2)
+    np.testing.assert_array_equal(np.asarray(mapped).reshape(-1), np.asarray(off))
+
+
+def test_static_arguments_and_decorator_forms():
+    """``@jit``, ``partial(jit, static_argnames=...)`` and ``jit(f, ...)`` behave as jax.jit does."""
+
+    @xla.jit
+    def plain(a):
+        return a + 1
+
+    @xla.jit(static_argnames=("k",))
+    def static(a, *, k):
+        return a * k
+
+    assert int(plain(jnp.uint32(1))) == 2
+    assert int(static(jnp.uint32(3), k=5)) == 15
+    assert static.__name__ == "static"
+    with pytest.raises(ValueError):  # a non-hashable static argument is refused, as by jax.jit
+        static(jnp.uint32(3), k=np.arange(2))
