@@ -16,7 +16,7 @@ preset     p    n     k x N x 2^nu  grouping  pbs b x l   ks b x l  p_fail    BS
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
 P2         2    781   4x512         1         23 x 1      3 x 4     2^-74.5   80 MB       26 MB
 P4         4    833   1x2048        2         23 x 1      2 x 7     2^-68.3   82 MB       48 MB
-P6         6    977   1x2048x2^2    1         16 x 2      3 x 6     2^-72.7   128 MB      48 MB
+P6         6    977   1x2048x2^2    2         16 x 2      3 x 6     2^-72.7   192 MB      48 MB
 P8         8    1110  1x2048x2^4    1         16 x 2      2 x 11    2^-67.0   145 MB      100 MB
 P10        10   1110  1x2048x2^7    1         16 x 2      2 x 11    2^-140.9  145 MB      100 MB
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
@@ -35,22 +35,27 @@ so their blobs do not cross). P8 was N = 32768 without extension (3.93 GB of key
 form costs 16x less key and measured 30% less time per CMux on the dev box (6.9 vs 9.9 ms, batch 1, one
 CPU, load ~1).
 
-**P4 takes the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): 417 steps, each one
-forward and one inverse transform of the accumulator and three key products, instead of 833 CMux steps;
-1.5x the bootstrapping key (3 GGSWs per 2 bits) and three times its key and FFT noise (p_fail 2^-68.8 ->
-2^-68.3). Measured on the dev box (one CPU, per bootstrap, the two runs back to back): 37.6 against 54.1 ms
-at batch 1, 30.9 against 59.8 at batch 8; its output noise 2.35e-9 through the FFT, 0.81 of the model's
-var_pbs (64 bootstraps; 1.31e-9 = 0.45 through the NTT). The other presets keep one bit per step: with k > 1
-or several accumulator components the three products cost much of what the saved transforms do (per blind
-rotation with random keys, batch 1, back to back: P2 26.3 against 29.8 ms, P6 206 against 249 ms and on a
-busier box 333 against 333, P8 1.36 against 1.57 s; a whole P2 bootstrap 37.8 against 42.9 ms at batch 1
-but 28.4 against 24.8 at batch 8), and P10's FFT rounding, tripled, would no longer fit the FFT's budget
-(``Params.fft_kernel``).
+**P4 and P6 take the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): P4 has 417
+steps, each one forward and one inverse transform of the accumulator and three key products, instead of 833
+CMux steps; 1.5x the bootstrapping key (3 GGSWs per 2 bits) and three times its key and FFT noise (p_fail
+2^-68.8 -> 2^-68.3). Measured on the dev box (one CPU, per bootstrap, the two runs back to back): 37.6 against
+54.1 ms at batch 1, 30.9 against 59.8 at batch 8; its output noise 2.35e-9 through the FFT, 0.81 of the
+model's var_pbs (64 bootstraps; 1.31e-9 = 0.45 through the NTT). P6 (489 steps) keeps 2^-72.7, as its failure
+probability is the modulus switch's and the key switch's; measured on the AMD box (one CPU, whole
+bootstraps, the two sets alternating in one process): 143.6 against 165.5 ms at batch 1, 125.0 against 149.4
+per bootstrap at batch 8, output noise 2.16e-13 = 0.79 of var_pbs (128 bootstraps; one bit per step:
+7.99e-14 = 0.85). Earlier, before the kernels preferred 512-bit vectors (:mod:`crossfhe.math.xla`), P6's
+grouped blind rotation had measured 206 against 249 ms on one box and 333 against 333 on a busier one. The
+other presets keep one bit per step: with k > 1 the three products cost much of what the saved transforms
+do (per blind rotation with random keys, batch 1, back to back: P2 26.3 against 29.8 ms, P8 1.36 against
+1.57 s; a whole P2 bootstrap 37.8 against 42.9 ms at batch 1 but 28.4 against 24.8 at batch 8), and P10's
+FFT rounding, tripled, would no longer fit the FFT's budget (``Params.fft_kernel``).
 
 Every preset bootstraps through the float64 FFT (``Params.fft_kernel``; its rounding is in the noise model
 and in the p_fail above). P6 was N = 8192 with 28-bit digits (l = 1, 2^-69.4, 256 + 288 MB of keys), which
 only the exact NTT can multiply (the FFT's rounding grows with the digit size): about 1.4 s per bootstrap on
-the dev box against 0.39 s for the extended set through the FFT (batch 1, one CPU), with 30% of the keys.
+the dev box against 0.39 s for the extended set through the FFT (batch 1, one CPU; then one key bit per step,
+with 30% of the keys).
 """
 
 from __future__ import annotations
@@ -98,8 +103,10 @@ P6 = make(
     max_norm2=2**6 + 1,
     name="P6",
     extension=2,
+    grouping=2,
 )
-"""6-bit messages: n 977, N 2048, extended blind rotation over N' = 2^13 (4 components per CMux)."""
+"""6-bit messages: n 977, N 2048, extended blind rotation over N' = 2^13 (4 components), the key's bits two at
+a time."""
 
 def _extended(p: int, extension: int) -> Params:
     """The extended-blind-rotation shape of P8 and P10: n 1110, N 2048 (the keys of both), p-bit messages."""
