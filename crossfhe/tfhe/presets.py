@@ -17,7 +17,7 @@ preset     p    n     k x N x 2^nu  grouping  pbs b x l   ks b x l  p_fail    BS
 P2         2    781   4x512         1         23 x 1      3 x 4     2^-74.5   80 MB       26 MB
 P4         4    833   1x2048        2         23 x 1      2 x 7     2^-68.3   82 MB       48 MB
 P6         6    977   1x2048x2^2    2         16 x 2      3 x 6     2^-72.7   192 MB      48 MB
-P8         8    1110  1x2048x2^4    1         16 x 2      2 x 11    2^-67.0   145 MB      100 MB
+P8         8    1110  1x2048x2^4    2         16 x 2      2 x 11    2^-66.7   218 MB      100 MB
 P10        10   1110  1x2048x2^7    1         16 x 2      2 x 11    2^-140.9  145 MB      100 MB
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
 
@@ -30,12 +30,12 @@ N <= 2^17: the rounding to 2N alone, (n/2 + 1) / (12 (2N)^2) at the n = 1267 tha
 P10 takes N' = 2^18 with l = 2 (2^-185.7 with exact products, 2^-140.9 with the FFT's rounding) rather
 than the model's cheapest set, N' = 2^17 with l = 3 (2^-64.0 exactly, about 2/3 of the NTT work): p_fail
 falls steeply with N' here, and 2^-64.0 would leave no
-margin for the model's approximations. The keys of P8 and P10 have the same shapes (the parameters differ,
-so their blobs do not cross). P8 was N = 32768 without extension (3.93 GB of keys, 2^-64.1): the extended
+margin for the model's approximations. P8 and P10 share n, N and the gadgets (P8's bootstrapping key has
+3 GGSWs per 2 bits, P10's one per bit). P8 was N = 32768 without extension (3.93 GB of keys, 2^-64.1): the extended
 form costs 16x less key and measured 30% less time per CMux on the dev box (6.9 vs 9.9 ms, batch 1, one
 CPU, load ~1).
 
-**P4 and P6 take the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): P4 has 417
+**P4, P6 and P8 take the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): P4 has 417
 steps, each one forward and one inverse transform of the accumulator and three key products, instead of 833
 CMux steps; 1.5x the bootstrapping key (3 GGSWs per 2 bits) and three times its key and FFT noise (p_fail
 2^-68.8 -> 2^-68.3). Measured on the dev box (one CPU, per bootstrap, the two runs back to back): 37.6 against
@@ -45,11 +45,13 @@ probability is the modulus switch's and the key switch's; measured on the AMD bo
 bootstraps, the two sets alternating in one process): 143.6 against 165.5 ms at batch 1, 125.0 against 149.4
 per bootstrap at batch 8, output noise 2.16e-13 = 0.79 of var_pbs (128 bootstraps; one bit per step:
 7.99e-14 = 0.85). Earlier, before the kernels preferred 512-bit vectors (:mod:`crossfhe.math.xla`), P6's
-grouped blind rotation had measured 206 against 249 ms on one box and 333 against 333 on a busier one. The
-other presets keep one bit per step: with k > 1 the three products cost much of what the saved transforms
-do (per blind rotation with random keys, batch 1, back to back: P2 26.3 against 29.8 ms, P8 1.36 against
-1.57 s; a whole P2 bootstrap 37.8 against 42.9 ms at batch 1 but 28.4 against 24.8 at batch 8), and P10's
-FFT rounding, tripled, would no longer fit the FFT's budget (``Params.fft_kernel``).
+grouped blind rotation had measured 206 against 249 ms on one box and 333 against 333 on a busier one. P8
+(2^-67.0 -> 2^-66.7): 703 -> 534 ms per bootstrap at batch 1 (the same conditions), output noise 0.90 of
+var_pbs (64 bootstraps). P2 keeps one bit per step: with k = 4 the three products cost much of what the
+saved transforms do (per blind rotation with random keys, batch 1, back to back: 26.3 against 29.8 ms; a
+whole bootstrap 37.8 against 42.9 ms at batch 1 but 28.4 against 24.8 at batch 8), and so does P10, whose
+FFT rounding, tripled, would no longer fit the FFT's budget (``Params.fft_kernel``). Three bits at a time
+(g = 3, 7 GGSWs per group) made P4 slower: 36.3 against 27.7 ms at batch 1.
 
 Every preset bootstraps through the float64 FFT (``Params.fft_kernel``; its rounding is in the noise model
 and in the p_fail above). P6 was N = 8192 with 28-bit digits (l = 1, 2^-69.4, 256 + 288 MB of keys), which
@@ -108,8 +110,8 @@ P6 = make(
 """6-bit messages: n 977, N 2048, extended blind rotation over N' = 2^13 (4 components), the key's bits two at
 a time."""
 
-def _extended(p: int, extension: int) -> Params:
-    """The extended-blind-rotation shape of P8 and P10: n 1110, N 2048 (the keys of both), p-bit messages."""
+def _extended(p: int, extension: int, grouping: int) -> Params:
+    """The extended-blind-rotation shape of P8 and P10: n 1110, N 2048, p-bit messages."""
     return make(
         p,
         lwe_dim=1110,
@@ -122,13 +124,15 @@ def _extended(p: int, extension: int) -> Params:
         max_norm2=2**p + 1,
         name=f"P{p}",
         extension=extension,
+        grouping=grouping,
     )
 
 
-P8 = _extended(8, 4)
-"""8-bit messages: n 1110, N 2048, extended blind rotation over N' = 2^15 (16 components per CMux)."""
+P8 = _extended(8, 4, 2)
+"""8-bit messages: n 1110, N 2048, extended blind rotation over N' = 2^15 (16 components), the key's bits two
+at a time."""
 
-P10 = _extended(10, 7)
+P10 = _extended(10, 7, 1)
 """10-bit messages: n 1110, N 2048, extended blind rotation over N' = 2^18 (128 components per CMux)."""
 
 PRESETS: dict[str, Params] = {"P2": P2, "P4": P4, "P6": P6, "P8": P8, "P10": P10}

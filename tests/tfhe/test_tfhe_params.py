@@ -22,7 +22,7 @@ PRESETS = list(presets.PRESETS.values())
 IDS = [p.name for p in PRESETS]
 
 # the table of crossfhe/tfhe/presets.py: log2 p_fail, BSK and KSK sizes in MB (10^6 bytes)
-DOCUMENTED = {"P2": (-74.5, 80, 26), "P4": (-68.3, 82, 48), "P6": (-72.7, 192, 48), "P8": (-67.0, 145, 100),
+DOCUMENTED = {"P2": (-74.5, 80, 26), "P4": (-68.3, 82, 48), "P6": (-72.7, 192, 48), "P8": (-66.7, 218, 100),
               "P10": (-140.9, 145, 100)}
 
 
