@@ -499,14 +499,16 @@ def _chunk_tables(plan: NTTPlan, limbs: int, inverse: bool) -> tuple:
     return tuple(tuple(t[i : i + limbs] for t in full) for i in range(0, plan.limbs, limbs))
 
 
-@partial(jit, static_argnames=("limbs",))
+# _split and _join only move words: plain jax.jit (a P2 key's _split has thousands of outputs, and its compile
+# ran out of LLVM memory once with the vector option, after a P4 key in the same process)
+@partial(jax.jit, static_argnames=("limbs",))
 def _split(x, *, limbs: int):
     """x ``[..., L, N]`` -> the tuple of its ``[<= limbs, N]`` pieces, batch-major then limb-major."""
     flat = x.reshape((-1,) + x.shape[-2:])
     return tuple(flat[b, i : i + limbs] for b in range(flat.shape[0]) for i in range(0, x.shape[-2], limbs))
 
 
-@partial(jit, static_argnames=("shape",))
+@partial(jax.jit, static_argnames=("shape",))
 def _join(parts, *, shape):
     return jnp.concatenate(parts, axis=0).reshape(shape)
 
