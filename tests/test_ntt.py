@@ -139,9 +139,10 @@ def test_chunk_pool_is_per_process(monkeypatch):
 @pytest.mark.parametrize("two_threads", [False, True])
 def test_limb_chunks_match_one_call(monkeypatch, two_threads):
     """A concrete array past CHUNK_FROM_BYTES (0 here) runs as one call per few limbs (1, and 3 of 5 limbs,
-    an uneven last chunk, with batch axes): the same words as one call and the reference, with the calls
-    made from one thread or two (a one-worker pool, as on two CPUs). Under jit and vmap the transform stays
-    one piece of the caller's program."""
+    an uneven last chunk, with batch axes) or, when a chunk holds whole polynomials, per few polynomials
+    (2 and 3 of 5, uneven last pieces): the same words as one call and the reference, in the number of
+    pieces the chunk size gives, with the calls made from one thread or two (a one-worker pool, as on two
+    CPUs). Under jit and vmap the transform stays one piece of the caller's program."""
     from concurrent.futures import ThreadPoolExecutor
 
     submitted = []
@@ -160,14 +161,18 @@ def test_limb_chunks_match_one_call(monkeypatch, two_threads):
     chunked = T._chunked
     monkeypatch.setattr(T, "_chunked", lambda *a, **k: calls.append(1) or chunked(*a, **k))
     monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
-    for limbs in (1, 3):
+    split = T._split
+    pieces = []
+    monkeypatch.setattr(T, "_split", lambda *a, **k: pieces.append(len(out := split(*a, **k))) or out)
+    for limbs, count in ((1, 25), (3, 10), (10, 3), (15, 2)):
         monkeypatch.setattr(T, "CHUNK_BYTES", 4 * plan.n * limbs)
         y = np.asarray(T.ntt(x, plan))
+        assert pieces[-1] == count
         assert (y == whole).all() and (y == T.ntt_reference(x, plan)).all()
         assert (np.asarray(T.intt(y, plan)) == x).all()
         lazy = np.asarray(T.ntt_lazy(x, plan)).astype(np.int64)
         assert ((lazy % plan.q.astype(np.int64)) == y).all()
-    assert len(calls) == 6 and len(submitted) == (6 if two_threads else 0)
+    assert len(calls) == 12 and len(submitted) == (6 if two_threads else 0)  # a pool for 4 pieces or more
     assert (np.asarray(jax.jit(T.ntt)(x, plan)) == whole).all()
     assert (np.asarray(jax.vmap(lambda v: T.intt(v, plan))(whole)) == x).all()
-    assert len(calls) == 6
+    assert len(calls) == 12

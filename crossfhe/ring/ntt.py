@@ -499,24 +499,31 @@ def _chunk_tables(plan: NTTPlan, limbs: int, inverse: bool) -> tuple:
     return tuple(tuple(t[i : i + limbs] for t in full) for i in range(0, plan.limbs, limbs))
 
 
-# _split and _join only move words: plain jax.jit (a P2 key's _split has thousands of outputs, and its compile
-# ran out of LLVM memory once with the vector option, after a P4 key in the same process)
-@partial(jax.jit, static_argnames=("limbs",))
-def _split(x, *, limbs: int):
-    """x ``[..., L, N]`` -> the tuple of its ``[<= limbs, N]`` pieces, batch-major then limb-major."""
+# _split and _join only move words: plain jax.jit (a P2 key's _split, when it made one piece per polynomial,
+# had thousands of outputs, and its compile ran out of LLVM memory once with the vector option)
+@partial(jax.jit, static_argnames=("limbs", "rows"))
+def _split(x, *, limbs: int, rows: int):
+    """x ``[..., L, N]`` -> the tuple of its pieces, batch-major then limb-major: ``[rows, L, N]`` pieces of
+    whole polynomials when ``limbs`` is all L, else ``[<= limbs, N]`` pieces of one polynomial."""
     flat = x.reshape((-1,) + x.shape[-2:])
+    if limbs >= x.shape[-2]:
+        return tuple(flat[b : b + rows] for b in range(0, flat.shape[0], rows))
     return tuple(flat[b, i : i + limbs] for b in range(flat.shape[0]) for i in range(0, x.shape[-2], limbs))
 
 
 @partial(jax.jit, static_argnames=("shape",))
 def _join(parts, *, shape):
-    return jnp.concatenate(parts, axis=0).reshape(shape)
+    return jnp.concatenate([p.reshape((-1, shape[-1])) for p in parts], axis=0).reshape(shape)
 
 
 def _chunked(kernel, x, plan: NTTPlan, *, inverse: bool):
+    # About CHUNK_BYTES per call: a few limbs of one polynomial, or (small N) several whole polynomials, so
+    # the number of calls follows the array's size, not its number of polynomials.
+    poly = 4 * plan.n * plan.limbs
     limbs = max(1, min(plan.limbs, CHUNK_BYTES // (4 * plan.n)))
+    rows = max(1, CHUNK_BYTES // poly) if limbs == plan.limbs else 1
     tables = _chunk_tables(plan, limbs, inverse)
-    parts = _split(x, limbs=limbs)
+    parts = _split(x, limbs=limbs, rows=rows)
 
     def run(lo: int, hi: int) -> list:
         return [kernel(parts[j], *tables[j % len(tables)], wide=plan.wide) for j in range(lo, hi)]
