@@ -545,3 +545,32 @@ def test_split_batch_equals_one_piece(keys_p4, monkeypatch):
         np.testing.assert_array_equal(np.asarray(x.b), np.asarray(y.b))
         np.testing.assert_array_equal(np.asarray(x.a), np.asarray(y.a))
     np.testing.assert_array_equal(ops.decrypt(ck, split[1]), (np.arange(7) * m) % 16)
+
+
+def test_keyswitch_through_key_bytes(keys_p4, monkeypatch):
+    """From KS_BYTES_FROM inputs on (a CPU) the key switch multiplies the key's signed bytes, four int8
+    products: the bytes sum back to the key mod 2^32, and the short ciphertexts are the words of the int32
+    product, for every input of a batch. A gadget whose byte products could overflow int32 (or whose digits
+    do not fit int8) keeps the int32 key."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    ck, sk = keys_p4
+    planes = np.asarray(ops._ksk_bytes(sk)).astype(np.int64).reshape(4, sk.ksk.shape[0], -1)
+    assert planes.min() >= -128 and planes.max() <= 127
+    total = sum(planes[b] << (8 * b) for b in range(4)) % 2**32
+    np.testing.assert_array_equal(total, np.asarray(sk.ksk).view(np.uint32))
+    assert ops._ksk_bytes(sk) is ops._ksk_bytes(sk)  # made once per key object
+    ct = ops.encrypt(ck, np.arange(6) % 16, _seed(120))
+    used, kernel = [], ops._keyswitch
+    spy = lambda b, a, ksk, *r, **k: used.append(ksk.dtype) or kernel(b, a, ksk, *r, **k)  # noqa: E731
+    monkeypatch.setattr(ops, "_keyswitch", spy)
+    bt, at = ops.keyswitch(sk, ct)  # 6 >= KS_BYTES_FROM: the bytes
+    monkeypatch.setattr(ops, "KS_BYTES_FROM", 10**9)
+    bt32, at32 = ops.keyswitch(sk, ct)  # the int32 product
+    assert used == [np.int8, np.int32]
+    np.testing.assert_array_equal(np.asarray(bt), np.asarray(bt32))
+    np.testing.assert_array_equal(np.asarray(at), np.asarray(at32))
+    wide = dataclasses.replace(sk.params, ks_gadget=dataclasses.replace(sk.params.ks_gadget, base_log=8, levels=2))
+    fake = SimpleNamespace(params=wide, ksk=sk.ksk)
+    assert ops._ksk_bytes(fake) is sk.ksk
