@@ -120,8 +120,9 @@ class ServerKey:
     the last row: the key switch is a matrix-vector product with this matrix, which XLA:CPU runs 3x faster
     than with its transpose, 5.8 ms against 16.8 for P4's at batch 1, one CPU, and as fast from batch 4).
     The FFT kernel also keeps the bootstrapping key's Fourier form (complex128, as many bytes again), made
-    by :func:`keygen` or on the first bootstrap
-    after a load; ``nbytes`` counts the key itself (what is saved and sent)."""
+    by :func:`keygen` or on the first bootstrap after a load, and a batch of two inputs or more on a CPU the
+    key-switching key's signed bytes (:func:`_ksk_bytes`, as many bytes again, made on first use);
+    ``nbytes`` counts the key itself (what is saved and sent)."""
 
     bsk: jax.Array
     ksk: jax.Array
