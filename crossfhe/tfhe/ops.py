@@ -788,8 +788,8 @@ def keyswitch(sk: ServerKey, ct: LWECiphertext):
     flat_b = ct.b.reshape((-1, len(params.moduli)))
     flat_a = ct.a.reshape((-1, len(params.moduli), params.long_dim))
     ksk = sk.ksk
-    if flat_b.shape[0] >= KS_BYTES_FROM and jax.default_backend() == "cpu":
-        ksk = _ksk_bytes(sk)
+    if flat_b.shape[0] >= KS_BYTES_FROM and jax.default_backend() == "cpu" and not isinstance(ksk, jax.core.Tracer):
+        ksk = _ksk_bytes(sk)  # (a key traced under a caller's jit keeps the int32 product)
     bt, at = _keyswitch(flat_b, flat_a, ksk, _Tables(params).ms_plan, params=params)
     return bt.reshape(shape), at.reshape(shape + (params.lwe_dim,))
 

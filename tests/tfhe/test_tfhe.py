@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import jax
 import numpy as np
 import pytest
 
@@ -569,6 +570,11 @@ def test_keyswitch_through_key_bytes(keys_p4, monkeypatch):
     monkeypatch.setattr(ops, "KS_BYTES_FROM", 10**9)
     bt32, at32 = ops.keyswitch(sk, ct)  # the int32 product
     assert used == [np.int8, np.int32]
+    monkeypatch.setattr(ops, "KS_BYTES_FROM", 2)
+    bt_jit, at_jit = jax.jit(ops.keyswitch)(sk, ct)  # a traced key: the int32 product, the same words
+    assert used[-1] == np.int32
+    np.testing.assert_array_equal(np.asarray(bt_jit), np.asarray(bt))
+    np.testing.assert_array_equal(np.asarray(at_jit), np.asarray(at))
     np.testing.assert_array_equal(np.asarray(bt), np.asarray(bt32))
     np.testing.assert_array_equal(np.asarray(at), np.asarray(at32))
     wide = dataclasses.replace(sk.params, ks_gadget=dataclasses.replace(sk.params.ks_gadget, base_log=8, levels=2))
