@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -220,15 +221,16 @@ def _fourier_bsk(sk: ServerKey, progress=None):
     plan, n = _Tables(params).plan, params.ggsw_count
     chunk = max(1, min(n, KEYGEN_CHUNK_BYTES // (params.bsk_bytes // n)))
     parts = []
-    for start in range(first, n, chunk):
-        coeff = np.asarray(intt(sk.bsk[start : start + chunk], plan))
-        parts.append(ggsw_to_fourier(coeff, params.moduli))
-        if progress is not None:
-            progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
-    shape = (0, (params.glwe_dim + 1) * params.pbs_gadget.levels, params.glwe_dim + 1, params.poly_size // 2)
-    with jax.enable_x64(True):
-        rest = jnp.asarray(np.concatenate(parts) if parts else np.zeros(shape, np.complex128))
-    cached = (sk.bsk[:first], rest)
+    with jax.ensure_compile_time_eval():  # concrete arrays even when first needed inside a caller's jit
+        for start in range(first, n, chunk):
+            coeff = np.asarray(intt(sk.bsk[start : start + chunk], plan))
+            parts.append(ggsw_to_fourier(coeff, params.moduli))
+            if progress is not None:
+                progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
+        shape = (0, (params.glwe_dim + 1) * params.pbs_gadget.levels, params.glwe_dim + 1, params.poly_size // 2)
+        with jax.enable_x64(True):
+            rest = jnp.asarray(np.concatenate(parts) if parts else np.zeros(shape, np.complex128))
+        cached = (sk.bsk[:first], rest)
     object.__setattr__(sk, "_bsk_fourier", cached)  # a cache, not a pytree field: ServerKey stays frozen
     return cached
 
@@ -774,7 +776,8 @@ def _ksk_bytes(sk: ServerKey) -> jax.Array:
         low = k & 255
         planes.append(np.where(low >= 128, low - 256, low).astype(np.int8))
         k = (k >> 8) + (low >= 128)  # the borrow of a negative byte
-    cached = jnp.asarray(np.concatenate(planes, axis=0))
+    with jax.ensure_compile_time_eval():  # a concrete array even when first needed inside a caller's jit
+        cached = jnp.asarray(np.concatenate(planes, axis=0))
     object.__setattr__(sk, "_ksk_int8", cached)  # a cache, not a pytree field (as the Fourier BSK)
     return cached
 
@@ -804,7 +807,9 @@ def pbs(
     batch shares each pass over the bootstrapping key (on a CPU, each chunk of :data:`CPU_BATCH_WORDS`).
     ``progress(stage, fraction)``, if given, is called as the blind rotation advances (:data:`PROGRESS_CHUNKS`
     times; a P10 bootstrap takes 15 to 20 s on one CPU); the result is the same either way. ``kernel``:
-    ``"auto"``, ``"fft"`` or ``"ntt"`` (:data:`KERNELS`).
+    ``"auto"``, ``"fft"`` or ``"ntt"`` (:data:`KERNELS`). A server key passed to ``jax.jit`` as an argument
+    (traced) has no Fourier form there: ``"auto"`` then runs the NTT kernel, with a warning, and ``"fft"``
+    raises ParameterError; a key the jitted function closes over keeps the FFT.
     """
     return pbs_many(sk, ct, [table], unroll=unroll, progress=progress, kernel=kernel)[0]
 
@@ -842,6 +847,19 @@ def pbs_many(
     tv = np.moveaxis(tv.reshape(tv.shape[:-1] + (params.poly_size, 1 << nu)), -1, -3)
     if progress is not None and not callable(progress):
         raise ParameterError(f"progress must be a callable (stage, fraction) or None, got {type(progress).__name__}")
+    traced_key = isinstance(sk.bsk, jax.core.Tracer)
+    if traced_key and kernel == "fft":
+        raise ParameterError(
+            "the FFT kernel needs the bootstrapping key's Fourier form, made on the host once per key: pass the "
+            "server key to jax.jit as a closed-over constant, not as an argument, or use kernel='ntt'"
+        )
+    if traced_key and kernel == "auto" and params.fft_kernel:
+        warnings.warn(
+            "server key traced under jit: the blind rotation runs through the exact NTT kernel, several times "
+            "slower than the FFT one; close over the key (a constant of the jitted function) to get the FFT",
+            stacklevel=3,
+        )
+        kernel = "ntt"
     t = _Tables(params)
     bt, at = keyswitch(sk, ct)
     if kernel == "fft" or (kernel == "auto" and params.fft_kernel):

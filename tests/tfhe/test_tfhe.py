@@ -580,3 +580,25 @@ def test_keyswitch_through_key_bytes(keys_p4, monkeypatch):
     wide = dataclasses.replace(sk.params, ks_gadget=dataclasses.replace(sk.params.ks_gadget, base_log=8, levels=2))
     fake = SimpleNamespace(params=wide, ksk=sk.ksk)
     assert ops._ksk_bytes(fake) is sk.ksk
+
+
+def test_pbs_with_a_key_traced_under_jit(keys_p4):
+    """A server key passed to jax.jit as an argument has no Fourier form (made on the host): "auto" runs the
+    exact NTT kernel, with a warning, and decrypts correctly; "fft" is refused with a message naming the way
+    out. Closed over, the key keeps the FFT kernel (the words of the eager call)."""
+    ck, sk = keys_p4
+    m = np.array([0, 5, 11])
+    ct = ops.encrypt(ck, m, _seed(130))
+    table = (np.arange(16) * 3 + 1) % 16
+    with pytest.warns(UserWarning, match="traced under jit"):
+        out = jax.jit(lambda s, c: ops.pbs(s, c, table))(sk, ct)
+    np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
+    with pytest.raises(ParameterError, match="Fourier form"):
+        jax.jit(lambda s, c: ops.pbs(s, c, table, kernel="fft"))(sk, ct)
+    closed = jax.jit(lambda c: ops.pbs(sk, c, table))(ct)
+    _assert_same_words(closed, ops.pbs(sk, ct, table))
+    fresh = ops.ServerKey(sk.bsk, sk.ksk, sk.params)  # as after a load: no Fourier form, no key bytes yet
+    batch = ops.encrypt(ck, np.arange(4), _seed(131))
+    out = jax.jit(lambda c: ops.pbs(fresh, c, table))(batch)  # both made (concrete) inside the trace
+    np.testing.assert_array_equal(ops.decrypt(ck, out), table[np.arange(4)])
+    _assert_same_words(ops.pbs(fresh, batch, table), ops.pbs(sk, batch, table))  # and usable eagerly after
