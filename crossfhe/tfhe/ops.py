@@ -752,10 +752,10 @@ def _bootstrap_with_progress(b_t, a_t, tv, bsk, fourier, t: _Tables, params: Par
 
 KS_BYTES_FROM = 2
 """On a CPU, batches of at least this many inputs key-switch through the key's signed bytes (:func:`_ksk_bytes`):
-four int8 x int8 -> int32 products in place of one int32 product, which XLA:CPU runs as a plain loop nest
-(one CPU, P4's [834, 14336] key, the product alone, ms: batch 2 12.4 against 4.4, 8 15.8 against 8.3,
-32 30.3 against 25.5, 64 49.5 against 44.4). One input stays with the int32 matrix-vector product, which is
-memory-bound (2.1 ms; the int8 one took 93)."""
+four int8 x int8 -> int32 products in place of one int32 product, which XLA:CPU runs six times slower at
+batch 2 than at batch 1 (one CPU, P4's [834, 14336] key, the product alone, ms, int32 against int8: batch 2
+12.4 against 4.4, 8 15.8 against 8.3, 32 30.3 against 25.5, 64 49.5 against 44.4). One input stays with the
+int32 matrix-vector product, at about the speed of reading the key (2.1 ms; the int8 one took 93)."""
 
 
 def _ksk_bytes(sk: ServerKey) -> jax.Array:
