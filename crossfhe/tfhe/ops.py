@@ -208,20 +208,30 @@ def _fourier_plan(params: Params) -> FourierPlan:
     return FourierPlan.create(params.poly_size, params.moduli, params.pbs_gadget, params.glwe_dim)
 
 
+def _derived(sk: ServerKey, name: str, make: Callable[[], object]):
+    """A form of the key derived on the host (``make()``), made once per key object and kept on it: a cache,
+    not a pytree field, so ServerKey stays frozen and ``nbytes`` counts what is saved and sent. Made under
+    ``jax.ensure_compile_time_eval``: concrete arrays even when first needed inside a caller's jit."""
+    hit = sk.__dict__.get(name)
+    if hit is None:
+        with jax.ensure_compile_time_eval():
+            hit = make()
+        object.__setattr__(sk, name, hit)
+    return hit
+
+
 def _fourier_bsk(sk: ServerKey, progress=None):
     """The bootstrapping key as the FFT kernel takes it: the first step's GGSWs as they are (that step runs
     through the exact NTT, :func:`_first_step`), and the others as complex128 ``[ggsw_count - 2^g + 1,
-    (k+1) l, k+1, N/2]`` (:func:`crossfhe.core.fourier.ggsw_to_fourier`); made once per key object and
-    kept on it."""
-    cached = sk.__dict__.get("_bsk_fourier")
-    if cached is not None:
-        return cached
-    params = sk.params
-    first = (1 << params.grouping) - 1
-    plan, n = _Tables(params).plan, params.ggsw_count
-    chunk = max(1, min(n, KEYGEN_CHUNK_BYTES // (params.bsk_bytes // n)))
-    parts = []
-    with jax.ensure_compile_time_eval():  # concrete arrays even when first needed inside a caller's jit
+    (k+1) l, k+1, N/2]`` (:func:`crossfhe.core.fourier.ggsw_to_fourier`); made once per key object
+    (:func:`_derived`)."""
+
+    def make():
+        params = sk.params
+        first = (1 << params.grouping) - 1
+        plan, n = _Tables(params).plan, params.ggsw_count
+        chunk = max(1, min(n, KEYGEN_CHUNK_BYTES // (params.bsk_bytes // n)))
+        parts = []
         for start in range(first, n, chunk):
             coeff = np.asarray(intt(sk.bsk[start : start + chunk], plan))
             parts.append(ggsw_to_fourier(coeff, params.moduli))
@@ -230,9 +240,9 @@ def _fourier_bsk(sk: ServerKey, progress=None):
         shape = (0, (params.glwe_dim + 1) * params.pbs_gadget.levels, params.glwe_dim + 1, params.poly_size // 2)
         with jax.enable_x64(True):
             rest = jnp.asarray(np.concatenate(parts) if parts else np.zeros(shape, np.complex128))
-        cached = (sk.bsk[:first], rest)
-    object.__setattr__(sk, "_bsk_fourier", cached)  # a cache, not a pytree field: ServerKey stays frozen
-    return cached
+        return sk.bsk[:first], rest
+
+    return _derived(sk, "_bsk_fourier", make)
 
 
 def _glwe_key_eval(ck: ClientKey, tables: _Tables):
@@ -762,24 +772,23 @@ def _ksk_bytes(sk: ServerKey) -> jax.Array:
     """The key-switching key as signed bytes, int8 ``[4 (n + 1), k N l_ks]``: row ``b (n + 1) + c`` holds byte
     b of row c, with k = sum_b 2^(8 b) s_b mod 2^32 and s_b in [-128, 128). Each product of a byte row
     and the digits sums k N l_ks terms of at most 128 B_ks / 2 (checked below), so it fits int32, and their
-    shifted sum is the key's product mod 2^32. Made once per key object and kept on it (as many bytes as the
-    key itself)."""
-    cached = sk.__dict__.get("_ksk_int8")
-    if cached is not None:
-        return cached
-    g, rows = sk.params.ks_gadget, sk.ksk.shape[1]
-    if rows * 128 * (1 << (g.base_log - 1)) >= 2**31 or g.base_log > 7:
-        return sk.ksk  # the byte products could overflow int32 (or the digits int8): the int32 product
-    k = np.asarray(sk.ksk).view(np.uint32).astype(np.int64)
-    planes = []
-    for _ in range(4):
-        low = k & 255
-        planes.append(np.where(low >= 128, low - 256, low).astype(np.int8))
-        k = (k >> 8) + (low >= 128)  # the borrow of a negative byte
-    with jax.ensure_compile_time_eval():  # a concrete array even when first needed inside a caller's jit
-        cached = jnp.asarray(np.concatenate(planes, axis=0))
-    object.__setattr__(sk, "_ksk_int8", cached)  # a cache, not a pytree field (as the Fourier BSK)
-    return cached
+    shifted sum is the key's product mod 2^32. Made once per key object (:func:`_derived`; as many bytes as
+    the key itself). A gadget whose byte products could overflow int32, or whose digits do not fit int8,
+    gets the int32 key itself."""
+
+    def make():
+        g, rows = sk.params.ks_gadget, sk.ksk.shape[1]
+        if rows * 128 * (1 << (g.base_log - 1)) >= 2**31 or g.base_log > 7:
+            return sk.ksk
+        k = np.asarray(sk.ksk).view(np.uint32).astype(np.int64)
+        planes = []
+        for _ in range(4):
+            low = k & 255
+            planes.append(np.where(low >= 128, low - 256, low).astype(np.int8))
+            k = (k >> 8) + (low >= 128)  # the borrow of a negative byte
+        return jnp.asarray(np.concatenate(planes, axis=0))
+
+    return _derived(sk, "_ksk_int8", make)
 
 
 def keyswitch(sk: ServerKey, ct: LWECiphertext):
