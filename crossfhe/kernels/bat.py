@@ -162,6 +162,30 @@ def _reduce(c, op: BATOperand):
     )
 
 
+DOT_ALIGN = 4
+"""The int8 products' contraction is padded with zero digits to a multiple of this (exact: a zero digit
+adds nothing)."""
+
+
+def _pad_to(x, axis: int, multiple: int):
+    extra = -x.shape[axis] % multiple
+    if not extra:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, extra)
+    return jnp.pad(x, widths)
+
+
+def _product(a, w, side: str):
+    """int32 digit products of one run: right ``a [..., L, H, X] @ w [L, X, Y]``, left ``w [L, Y, X] @ a
+    [..., L, X, W]``, the contraction X padded to :data:`DOT_ALIGN`."""
+    if side == "right":
+        a, w = _pad_to(a, -1, DOT_ALIGN), _pad_to(w, -2, DOT_ALIGN)
+        return jnp.einsum("...lhx,lxy->...lhy", a, w, preferred_element_type=jnp.int32)
+    a, w = _pad_to(a, -2, DOT_ALIGN), _pad_to(w, -1, DOT_ALIGN)
+    return jnp.einsum("lyx,...lxw->...lyw", w, a, preferred_element_type=jnp.int32)
+
+
 def matmul_chunks(a_digits, op: BATOperand):
     """The BAT product of data already in digits; returns uint32 ``[..., L, H, W]`` mod q.
 
@@ -173,12 +197,12 @@ def matmul_chunks(a_digits, op: BATOperand):
         if op.side == "right":
             a = a_digits[..., s0:s1, :]
             a = a.reshape(a.shape[:-2] + ((s1 - s0) * k,))
-            c = jnp.einsum("...lhx,lxy->...lhy", a, op.w[:, s0 * k : s1 * k, :], preferred_element_type=jnp.int32)
+            c = _product(a, op.w[:, s0 * k : s1 * k, :], "right")
             c = c.reshape(c.shape[:-1] + (c.shape[-1] // k, k))
         else:
             a = a_digits[..., s0:s1, :, :]
             a = a.reshape(a.shape[:-3] + ((s1 - s0) * k, a.shape[-1]))
-            c = jnp.einsum("lyx,...lxw->...lyw", op.w[:, :, s0 * k : s1 * k], a, preferred_element_type=jnp.int32)
+            c = _product(a, op.w[:, :, s0 * k : s1 * k], "left")
             c = c.reshape(c.shape[:-2] + (c.shape[-2] // k, k, c.shape[-1]))
             c = jnp.moveaxis(c, -2, -1)
         part = _reduce(c, op)
