@@ -800,7 +800,7 @@ def keyswitch(sk: ServerKey, ct: LWECiphertext):
     flat_b = ct.b.reshape((-1, len(params.moduli)))
     flat_a = ct.a.reshape((-1, len(params.moduli), params.long_dim))
     ksk = sk.ksk
-    if flat_b.shape[0] >= KS_BYTES_FROM and jax.default_backend() == "cpu" and not isinstance(ksk, jax.core.Tracer):
+    if flat_b.shape[0] >= KS_BYTES_FROM and _cpu_layout() and not isinstance(ksk, jax.core.Tracer):
         ksk = _ksk_bytes(sk)  # (a key traced under a caller's jit keeps the int32 product)
     bt, at = _keyswitch(flat_b, flat_a, ksk, _Tables(params).ms_plan, params=params)
     return bt.reshape(shape), at.reshape(shape + (params.lwe_dim,))
@@ -907,10 +907,17 @@ CPU, per bootstrap): P4 batch 8 (2^15 words) 44.6 ms against 62.7 at batch 32 (2
 what costs, the batch is not split."""
 
 
+def _cpu_layout() -> bool:
+    """Whether the CPU-tuned layouts apply (the batch split of :data:`CPU_BATCH_WORDS`, the key switch
+    through the key's bytes from :data:`KS_BYTES_FROM` inputs): the default backend is a CPU. Both give the
+    same words as the plain layout; tests take them on any device by replacing this function."""
+    return jax.default_backend() == "cpu"
+
+
 def _batch_chunks(params: Params, tables: int, batch: int):
     """(start, stop, padded size) of the batch chunks (:data:`CPU_BATCH_WORDS`): equal sizes, the last one
     padded so that every chunk has the same compiled shape."""
-    if jax.default_backend() != "cpu":
+    if not _cpu_layout():
         return [(0, batch, batch)]
     per_item = tables * (params.glwe_dim + 1) * params.acc_size
     most = max(1, CPU_BATCH_WORDS // per_item)

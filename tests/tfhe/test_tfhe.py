@@ -520,9 +520,12 @@ def test_phase_exact_beyond_2_16_terms():
     assert int(ops.phase(ck, ct)) == (2**18 * 65535) % params.big_q
 
 
-def test_batch_chunks_cover_the_batch():
+def test_batch_chunks_cover_the_batch(monkeypatch):
     """The CPU batch split: equal chunk sizes, the batch covered in order, each chunk at most CPU_BATCH_WORDS
-    accumulator words (or one item)."""
+    accumulator words (or one item); elsewhere one piece."""
+    monkeypatch.setattr(ops, "_cpu_layout", lambda: False)
+    assert ops._batch_chunks(P4, 1, 100) == [(0, 100, 100)]
+    monkeypatch.setattr(ops, "_cpu_layout", lambda: True)  # the CPU split, on whatever device runs the tests
     for params, tables, batch in ((P4, 1, 1), (P4, 1, 100), (P4, 3, 37), (testing.INSECURE_TFHE_P6_EXT, 2, 9)):
         chunks = ops._batch_chunks(params, tables, batch)
         assert [lo for lo, _, _ in chunks] == list(range(0, batch, chunks[0][2]))
@@ -538,6 +541,8 @@ def test_split_batch_equals_one_piece(keys_p4, monkeypatch):
     m = np.arange(7) % 2**P4.message_bits
     ct = ops.encrypt(ck, m, b"split".ljust(32, b"\0"))
     tables = [lambda v: (v * v) % 16, np.outer(np.arange(7), np.arange(16)) % 16]
+    monkeypatch.setattr(ops, "_cpu_layout", lambda: True)  # the CPU split, on whatever device runs the tests
+    assert len(ops._batch_chunks(P4, 2, 7)) == 1
     whole = ops.pbs_many(sk, ct, tables)
     monkeypatch.setattr(ops, "CPU_BATCH_WORDS", 3 * 2 * (P4.glwe_dim + 1) * P4.acc_size)
     assert len(ops._batch_chunks(P4, 2, 7)) == 3
@@ -563,6 +568,7 @@ def test_keyswitch_through_key_bytes(keys_p4, monkeypatch):
     np.testing.assert_array_equal(total, np.asarray(sk.ksk).view(np.uint32))
     assert ops._ksk_bytes(sk) is ops._ksk_bytes(sk)  # made once per key object
     ct = ops.encrypt(ck, np.arange(6) % 16, _seed(120))
+    monkeypatch.setattr(ops, "_cpu_layout", lambda: True)  # the bytes path, on whatever device runs the tests
     used, kernel = [], ops._keyswitch
     spy = lambda b, a, ksk, *r, **k: used.append(ksk.dtype) or kernel(b, a, ksk, *r, **k)  # noqa: E731
     monkeypatch.setattr(ops, "_keyswitch", spy)
