@@ -15,10 +15,10 @@ model allows it) that meets 2^-64 at these points.
 preset     p    n     k x N x 2^nu  grouping  pbs b x l   ks b x l  p_fail    BSK         KSK
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
 P2         2    781   4x512         1         23 x 1      3 x 4     2^-74.5   80 MB       26 MB
-P4         4    833   1x2048        2         23 x 1      2 x 7     2^-68.3   82 MB       48 MB
+P4         4    833   1x2048        2         23 x 1      2 x 7     2^-68.2   82 MB       48 MB
 P6         6    977   1x2048x2^2    2         16 x 2      3 x 6     2^-72.7   192 MB      48 MB
-P8         8    1110  1x2048x2^4    2         16 x 2      2 x 11    2^-66.7   218 MB      100 MB
-P10        10   1110  1x2048x2^7    1         16 x 2      2 x 11    2^-140.9  145 MB      100 MB
+P8         8    1110  1x2048x2^4    2         16 x 2      2 x 11    2^-66.6   218 MB      100 MB
+P10        10   1110  1x2048x2^7    1         16 x 2      2 x 11    2^-133.0  145 MB      100 MB
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
 
 **P6, P8 and P10 use the extended blind rotation** (``extension`` nu, :mod:`crossfhe.tfhe.params`): their
@@ -27,7 +27,7 @@ for P10), so the rounding to 2N' leaves room for 6, 8 and 10 bits. Without it, 1
 N <= 2^17: the rounding to 2N alone, (n/2 + 1) / (12 (2N)^2) at the n = 1267 that a key switch from a
 2^17-dimensional key needs, is above the budget (the best plain set reaches 2^-58.8 with 21 GB of keys).
 
-P10 takes N' = 2^18 with l = 2 (2^-185.7 with exact products, 2^-140.9 with the FFT's rounding) rather
+P10 takes N' = 2^18 with l = 2 (2^-185.7 with exact products, 2^-133.0 with the FFT's rounding) rather
 than the model's cheapest set, N' = 2^17 with l = 3 (2^-64.0 exactly, about 2/3 of the NTT work): p_fail
 falls steeply with N' here, and 2^-64.0 would leave no
 margin for the model's approximations. P8 and P10 share n, N and the gadgets (P8's bootstrapping key has
@@ -38,7 +38,7 @@ CPU, load ~1).
 **P4, P6 and P8 take the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): P4 has 417
 steps, each one forward and one inverse transform of the accumulator and three key products, instead of 833
 CMux steps; 1.5x the bootstrapping key (3 GGSWs per 2 bits) and three times its key and FFT noise (p_fail
-2^-68.8 -> 2^-68.3). Measured on the dev box (one CPU, per bootstrap, the two runs back to back): 37.6 against
+2^-68.8 -> 2^-68.2). Measured on the dev box (one CPU, per bootstrap, the two runs back to back): 37.6 against
 54.1 ms at batch 1, 30.9 against 59.8 at batch 8; its output noise 2.35e-9 through the FFT, 0.81 of the
 model's var_pbs (64 bootstraps; 1.31e-9 = 0.45 through the NTT). P6 (489 steps) keeps 2^-72.7, as its failure
 probability is the modulus switch's and the key switch's; measured on the AMD box (one CPU, whole
@@ -46,7 +46,7 @@ bootstraps, the two sets alternating in one process): 143.6 against 165.5 ms at 
 per bootstrap at batch 8, output noise 2.16e-13 = 0.79 of var_pbs (128 bootstraps; one bit per step:
 7.99e-14 = 0.85). Earlier, before the kernels preferred 512-bit vectors (:mod:`crossfhe.math.xla`), P6's
 grouped blind rotation had measured 206 against 249 ms on one box and 333 against 333 on a busier one. P8
-(2^-67.0 -> 2^-66.7): 703 -> 534 ms per bootstrap at batch 1 (the same conditions), output noise 0.90 of
+(2^-66.9 -> 2^-66.6): 703 -> 534 ms per bootstrap at batch 1 (the same conditions), output noise 0.90 of
 var_pbs (64 bootstraps). P2 keeps one bit per step: with k = 4 the three products cost much of what the
 saved transforms do (per blind rotation with random keys, batch 1, back to back: 26.3 against 29.8 ms; a
 whole bootstrap 37.8 against 42.9 ms at batch 1 but 28.4 against 24.8 at batch 8), and so does P10, whose

@@ -142,8 +142,8 @@ def test_fft_group_step_error_within_model(nu):
     """The FFT group step minus the NTT group step on the same accumulator and keys (uniform mod Q, as key
     rows are) is the FFT's rounding: its variance (relative to Q) is at most 2 (2^g - 1) var_fft, the
     ``var_step`` term of the model (each of the 2^g - 1 products rounds, and X^e - 1 doubles a variance),
-    and above a quarter of it. Measured 0.33 to 0.40 of the bound (g = 2, N 1024, 23-bit digits; 4 x
-    2^nu x 2 x 1024 coefficients)."""
+    and above a fifth of it. Measured 0.26 to 0.32 of the bound on XLA:CPU and 0.91 to 0.92 on an H100
+    (g = 2, N 1024, 23-bit digits; 4 x 2^nu x 2 x 1024 coefficients; c = 2.5 in var_fft)."""
     n, g, gadget = 1024, 2, Gadget(23, 1)
     rng = np.random.default_rng(30 + nu)
     moduli, acc, exps, plan, gplan, mac = _step_setup(n, nu, g, gadget, 4, rng)
@@ -165,7 +165,7 @@ def test_fft_group_step_error_within_model(nu):
                   pbs=(23, 1), ks=(4, 5), insecure=True, grouping=g)
     bound = 2 * ((1 << g) - 1) * params.var_fft
     measured = float(np.mean(err**2))
-    assert bound / 4 <= measured <= bound, (measured / bound, measured, bound)
+    assert bound / 5 <= measured <= bound, (measured / bound, measured, bound)
 
 
 # --------------------------------------------------------------------------------------------------
