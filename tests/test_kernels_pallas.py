@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jax.sharding import AbstractDevice, AbstractMesh, use_abstract_mesh
 
 from crossfhe.kernels import bat
 from crossfhe.kernels.pallas import bat_matmul_pallas
@@ -117,8 +118,13 @@ def test_lowers_to_triton_ir():
     """The kernel passes Pallas's Triton lowering rules (int8 dots, strided loads, uint32 epilogue) for a
     CUDA target; compiling that IR to PTX needs a GPU and is not checked here."""
     a, b, qs = _case(31, 64, 64, 64)
-    traced = bat_matmul_pallas.trace(a, bat.bat_right(b, qs), block_h=32, block_w=32, block_v=32)
-    assert "xla.gpu.triton" in traced.lower(lowering_platforms=("cuda",)).as_text()
+    op = bat.bat_right(b, qs)
+    # From jax 0.11 Pallas's Triton lowering reads the target GPU from the device, or, with none, from an
+    # abstract mesh's device (an ahead-of-time target): an H100 here.
+    target = AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=132, platform="cuda")
+    with use_abstract_mesh(AbstractMesh((1,), ("x",), abstract_device=target)):
+        traced = bat_matmul_pallas.trace(a, op, block_h=32, block_w=32, block_v=32)
+        assert "xla.gpu.triton" in traced.lower(lowering_platforms=("cuda",)).as_text()
 
 
 @settings(max_examples=4, deadline=None)
