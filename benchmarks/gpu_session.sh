@@ -1,24 +1,61 @@
 #!/usr/bin/env bash
-# Every GPU measurement of the CROSS lowering in one device call (device/METHOD.md: fit the lease).
-#   run (device tool):  bash benchmarks/gpu_session.sh        (results under $OUT, a table at the end)
-# Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH.
-# Order: environment, correctness on the device, then timings, so a failure stops before any figure is taken.
-set -euo pipefail
-OUT=${OUT:-benchmarks/results/gpu}
+# The GPU checks and measurements, in two device calls that each fit one command's limit
+# (device/METHOD.md: fit the lease):
+#   bash benchmarks/gpu_session.sh tests   the default test suite on the GPU, the kernels' exactness and timings
+#   bash benchmarks/gpu_session.sh bench   CKKS (both kernel sets), TFHE and HMVP benchmarks, no peers
+# Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
+# under $OUT (tests.txt, failures.txt, *.json, *.txt) and a short table is printed last. Each step has its own
+# time limit, so one slow step leaves the others' figures.
+set -uo pipefail
+STAGE=${1:-tests}
+export OUT=${OUT:-benchmarks/results/gpu}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false  # several test workers share the card
+export CROSSFHE_JAX_CACHE=${CROSSFHE_JAX_CACHE:-/tmp/crossfhe-jax-cache}
+export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
 {
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
-  $PY -c "import jax, jaxlib; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, jax.devices())"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv || true
+  $PY -c "import jax, jaxlib, numpy; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'numpy', numpy.__version__, jax.devices())"
+  nproc
 } 2>&1 | tee "$OUT/env.txt"
-# Bit-exactness of the kernels and of the two kernel sets, on this device.
-$PY -m pytest -q -p no:cacheprovider tests/test_kernels_bat.py tests/test_kernels_ntt.py tests/test_kernel_sets.py \
-  tests/test_kernels_pallas.py 2>&1 | tail -5 | tee "$OUT/tests.txt"
-$PY benchmarks/pallas_check.py 2>&1 | tee "$OUT/pallas.txt"
-$PY benchmarks/bench_kernels.py --json "$OUT/kernels.json" 2>&1 | tee "$OUT/kernels.txt"
-for k in vector matrix; do
-  $PY benchmarks/bench_ckks.py --presets N16_L21_DNUM3 --no-peer --no-precision --kernels "$k" \
-    --json "$OUT/ckks_$k.json" 2>&1 | tee "$OUT/ckks_$k.txt"
-done
-grep -hE "he_mult_relin|he_add|rotate|rescale" "$OUT"/ckks_*.txt || true
+
+step() {  # step SECONDS NAME COMMAND...: run with a limit, output to $OUT/NAME.txt, status to the summary
+  local limit=$1 name=$2; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$OUT/$name.txt" 2>&1
+  echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
+}
+
+if [ "$STAGE" = tests ]; then
+  # Failures are written as they happen, so a suite stopped by its limit still says what failed and why.
+  mkdir -p /tmp/gpu_plugin
+  cat > /tmp/gpu_plugin/instafail.py <<'EOF'
+import os
+def pytest_runtest_logreport(report):
+    if report.failed:
+        with open(os.path.join(os.environ["OUT"], "failures.txt"), "a") as f:
+            f.write(f"==== {report.nodeid} ({report.when})\n{report.longreprtext[-4000:]}\n")
+EOF
+  export PYTHONPATH="/tmp/gpu_plugin:$PYTHONPATH"
+  step 390 tests \
+    $PY -m pytest -q -rf -n 8 -m "not slow" -p no:cacheprovider -p instafail tests
+  step 60 pallas $PY benchmarks/pallas_check.py
+  step 100 kernels $PY benchmarks/bench_kernels.py --quick --threads 4 --json "$OUT/kernels.json"
+  tail -3 "$OUT/tests.txt"
+  grep "^====" "$OUT/failures.txt" 2>/dev/null | sort -u | wc -l || echo "no failures recorded"
+  grep "^====" "$OUT/failures.txt" 2>/dev/null | sort -u | head -40
+  tail -12 "$OUT/pallas.txt"
+  tail -25 "$OUT/kernels.txt"
+else
+  for k in vector matrix; do
+    step 150 "ckks_$k" $PY benchmarks/bench_ckks.py --presets N14_L7,N16_L21_DNUM3 --no-peer --no-precision \
+      --threads 4 --kernels "$k" --json "$OUT/ckks_$k.json"
+  done
+  step 200 tfhe $PY benchmarks/bench_tfhe.py --presets P4,P6,P8 --batches 1,8,64 --no-peer --threads 4 \
+    --json "$OUT/tfhe.json"
+  step 80 hmvp $PY benchmarks/bench_hmvp.py --quick --no-peer --threads 4 --json "$OUT/hmvp.json"
+  for f in ckks_vector ckks_matrix tfhe hmvp; do echo "--- $f"; tail -22 "$OUT/$f.txt"; done
+fi
+cat "$OUT/steps.txt"
