@@ -166,8 +166,8 @@ DOT_ALIGN = 4
 """The int8 products' contraction is padded with zero digits to a multiple of this (exact: a zero digit
 adds nothing). On an H100 (jax 0.11.2) left-operand products whose contraction was not a multiple of 4 (3
 digits per residue: 18 x 210 by 210 x 11, and the 6 x 6 step of a 64-point matrix NTT) failed to compile
-("No candidates could be compiled") or returned wrong words; padded they were exact. On a CPU only moduli
-below 2^24 (3 digits) pad, by at most 3 zero digits."""
+("No candidates could be compiled") or returned wrong words; padded they were exact. Only moduli
+below 2^24 (fewer than 4 digits) pad, by at most 3 zero digits, on every backend."""
 
 
 def _pad_to(x, axis: int, multiple: int):
