@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -89,6 +90,37 @@ def test_recombine_both_reductions():
 # ---------------------------------------------------------------------------------------------------
 # BAT products
 # ---------------------------------------------------------------------------------------------------
+
+
+def _dot_contractions(jaxpr) -> list[int]:
+    """Contraction lengths of every dot_general in a jaxpr, nested calls included."""
+    out = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            (lhs_c, _), _ = eqn.params["dimension_numbers"]
+            out += [eqn.invars[0].aval.shape[d] for d in lhs_c]
+        for v in eqn.params.values():
+            inner = getattr(v, "jaxpr", None)
+            if inner is not None:
+                out += _dot_contractions(getattr(inner, "jaxpr", inner))
+    return out
+
+
+def test_int8_contraction_padded_to_dot_align():
+    """With 3 digits per residue (20-bit moduli) the int8 products' contraction is padded to a multiple of
+    DOT_ALIGN for right and left operands: unpadded, an H100 (jax 0.11.2) refused the left product below
+    (210 digits) and gave wrong words for a 64-point matrix NTT's 6-digit one. Exactness is checked by
+    test_bat_matmul_right_and_left."""
+    rng = np.random.default_rng(7)
+    b = _residues(rng, (1, 70, 9), P20)
+    left = _residues(rng, (1, 6, 70), P20)
+    data_r = _residues(rng, (2, 1, 5, 70), P20)
+    data_l = _residues(rng, (2, 1, 70, 11), P20)
+    for data, op in ((data_r, bat.bat_right(b, P20)), (data_l, bat.bat_left(left, P20))):
+        assert op.k == 3
+        sizes = _dot_contractions(jax.make_jaxpr(bat.matmul)(data, op).jaxpr)
+        assert sizes and all(n % bat.DOT_ALIGN == 0 for n in sizes), sizes
+        assert max(sizes) == 212  # 70 x 3 = 210 digits and 2 zero digits
 
 
 @pytest.mark.parametrize("moduli", [P31, P28, P20, (P31[0], P28[0])])
