@@ -4,6 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export CROSSFHE_JAX_CACHE ?= $(CURDIR)/.jax_cache
+export CROSSFHE_NATIVE_CACHE ?= $(CURDIR)/.native_cache
 
 .PHONY: demo test test-slow lint bench bench-quick clean openfhe-peer
 
@@ -58,4 +59,4 @@ bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench kernels --quick
 
 clean:
-	rm -rf $(VENV) .jax_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target
+	rm -rf $(VENV) .jax_cache .native_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target

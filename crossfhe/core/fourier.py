@@ -46,6 +46,7 @@ import numpy as np
 
 from crossfhe.core.ggsw import component_move, rotate_mod
 from crossfhe.errors import ParameterError
+from crossfhe.kernels import cpu_native
 from crossfhe.math.decompose import Gadget
 from crossfhe.math.modular import add_mod, neg_mod, sub_mod
 from crossfhe.ring.ntt import fusion_barrier
@@ -346,3 +347,57 @@ def ggsw_to_fourier(ggsw_coeff: np.ndarray, moduli: tuple[int, ...]) -> np.ndarr
     j = np.arange(h)
     c = (x[..., :h] + 1j * x[..., h:]) * np.exp(1j * np.pi * j / n)
     return np.fft.fft(c, axis=-1)
+
+
+# --------------------------------------------------------------------------------------------------
+# The native CPU kernel (crossfhe.kernels.cpu_native): the same grouped blind rotation, host arrays
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class NativeTables:
+    """Host constants of :func:`blind_rotate_grouped_native` for one :class:`FourierPlan`: ``order`` int
+    ``[N/2]`` (the kernel's FFT slot order, :func:`crossfhe.kernels.cpu_native.slot_order`), ``tw`` float64
+    ``[2, N/2]`` (its FFT twiddles), ``twist`` float64 ``[2, N/2]`` (the plan's), ``roots`` float64 ``[2, 2N]``
+    (cos, sin planes of the plan's roots), ``slot_exp`` int32 ``[N/2]`` (the plan's, in the kernel's order)."""
+
+    order: np.ndarray
+    tw: np.ndarray
+    twist: np.ndarray
+    roots: np.ndarray
+    slot_exp: np.ndarray
+
+    @classmethod
+    def create(cls, plan: FourierPlan) -> NativeTables:
+        h = plan.n // 2
+        order = cpu_native.slot_order(h)
+        return cls(
+            order=order,
+            tw=cpu_native.fft_twiddles(h),
+            twist=np.ascontiguousarray(plan.twist, dtype=np.float64),
+            roots=np.ascontiguousarray(np.stack([plan.roots.real, plan.roots.imag])),
+            slot_exp=np.ascontiguousarray(plan.slot_exp[order], dtype=np.int32),
+        )
+
+
+def native_key(keys_f: np.ndarray, tables: NativeTables) -> np.ndarray:
+    """The grouped Fourier key complex128 ``[G, T, (k+1) l, k+1, N/2]`` (:func:`ggsw_to_fourier`, natural slot
+    order) as the native kernel reads it: float64 ``[G, N/2 / 8, T, (k+1) l, k+1, 2, 8]``, real and imaginary
+    planes in the kernel's slot order, blocked by 8 slots so that a step reads its keys in one stream."""
+    k = np.asarray(keys_f)[..., tables.order]
+    planes = np.stack([k.real, k.imag], axis=-2)  # [G, T, R, k+1, 2, N/2]
+    block = cpu_native.BLOCK
+    planes = planes.reshape(planes.shape[:-1] + (planes.shape[-1] // block, block))
+    return np.ascontiguousarray(np.moveaxis(planes, -2, 1))
+
+
+def blind_rotate_grouped_native(words: np.ndarray, exps: np.ndarray, key: np.ndarray, plan: FourierPlan,
+                                tables: NativeTables) -> None:
+    """:func:`blind_rotate_grouped` (one component) on host arrays, in place: words uint64 ``[B, k+1, N]`` in
+    [0, Q) (the composed accumulator, :func:`compose`), exps int32 ``[B, G, T]``, key from :func:`native_key`.
+    The words differ from the XLA kernel's by the two FFTs' rounding (both within the noise model's
+    ``var_fft``); on keys whose products are exact in float64 they are the same."""
+    cpu_native.blind_rotate_grouped(
+        words, exps, key, levels=plan.levels, base_log=plan.base_log, scale=plan.scale, q=int(plan.big_q),
+        inv_q=1.0 / plan.big_qf, tw=tables.tw, twist=tables.twist, roots=tables.roots, slot_exp=tables.slot_exp,
+    )

@@ -1,0 +1,486 @@
+/* The TFHE grouped blind rotation through a float64 FFT, as one native CPU kernel (crossfhe.kernels.cpu_native).
+
+   The same computation as crossfhe.core.fourier.blind_rotate_grouped (one component, 2^nu = 1), step for step:
+   the gadget digits from the float64 value of each centered coefficient, the negacyclic twist and a complex
+   FFT of N/2 points, the key products and the monomials X^e - 1 slot-wise, one inverse FFT per output
+   polynomial, the exact reduction of its integer values mod Q, added to the accumulator (one uint64 word in
+   [0, Q) per coefficient, Q < 2^63). Only the order of the FFT's slots differs: the key (its planes) and the
+   slot exponents are laid out in the order cf_fft_forward produces, which the Python side reads off it.
+
+   Why native: XLA:CPU compiles complex products to scalar code and runs each FFT as a library call; here the
+   products, the digits and the reduction are vector loops (GCC, -O3 -march=native). The FFT is radix-2
+   decimation in frequency (its inverse in time) on split real / imaginary planes: the long-distance stages two
+   to a pass over memory, and on AVX-512 the last six (first six of the inverse) on 64-slot tiles held in
+   registers, three across vectors and, after an 8 x 8 transpose, three across lanes; the tile is stored
+   transposed, hence the slot order. Its twiddles come from the Python side, each rounded once from long double.
+   Built on first use by crossfhe.kernels.cpu_native with the system C compiler; nothing here is needed for
+   correctness (the XLA kernel computes the same function). */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VB 8 /* slots per key block: one 512-bit vector of float64 */
+#define PAD 24 /* scratch rows are h + PAD (or n + PAD) doubles apart: rows 2^k doubles apart share L1 sets, and
+                  the product loop's 14 streams evicted each other (P4, keys in cache: 33.8 -> 22.9 us per step) */
+
+/* Radix-2 stages on split planes (re, im) of length h; tw[m + j] = exp(-2 pi i j / (2m)) for m = 1, 2, 4, ...
+   (dif_*: decimation in frequency; dit_*: the inverse, conjugate twiddles). One DIF stage of half-size m:
+   butterflies j, j + m in blocks of 2m. */
+static void dif_stage(double *restrict re, double *restrict im, const double *restrict twr, const double *restrict twi,
+                      int64_t h, int64_t m) {
+    for (int64_t b = 0; b < h; b += 2 * m) {
+        double *restrict ar = re + b, *restrict ai = im + b;
+        double *restrict br = re + b + m, *restrict bi = im + b + m;
+        const double *restrict wr = twr + m, *restrict wi = twi + m;
+        for (int64_t j = 0; j < m; j++) {
+            double ur = ar[j], ui = ai[j], vr = br[j], vi = bi[j];
+            double dr = ur - vr, di = ui - vi;
+            ar[j] = ur + vr;
+            ai[j] = ui + vi;
+            br[j] = dr * wr[j] - di * wi[j];
+            bi[j] = dr * wi[j] + di * wr[j];
+        }
+    }
+}
+
+/* The DIF stages of half-sizes 2q and q on one block of 4q slots (quarters 0-3), in one pass over memory: the
+   operations of two dif_stage calls, so the same words. GCC honours restrict on parameters only (on block-scope
+   pointers it could not vectorize this loop), hence a function of its own. */
+__attribute__((noinline)) static void dif_block2(double *restrict r0, double *restrict r1, double *restrict r2,
+                                                 double *restrict r3, double *restrict i0, double *restrict i1,
+                                                 double *restrict i2, double *restrict i3, const double *restrict w1r,
+                                                 const double *restrict w1i, const double *restrict w3r,
+                                                 const double *restrict w3i, const double *restrict w2r,
+                                                 const double *restrict w2i, int64_t q) {
+    for (int64_t j = 0; j < q; j++) {
+        double d0r = r0[j] - r2[j], d0i = i0[j] - i2[j], d1r = r1[j] - r3[j], d1i = i1[j] - i3[j];
+        double b0r = r0[j] + r2[j], b0i = i0[j] + i2[j], b1r = r1[j] + r3[j], b1i = i1[j] + i3[j];
+        double b2r = d0r * w1r[j] - d0i * w1i[j], b2i = d0r * w1i[j] + d0i * w1r[j];
+        double b3r = d1r * w3r[j] - d1i * w3i[j], b3i = d1r * w3i[j] + d1i * w3r[j];
+        double e0r = b0r - b1r, e0i = b0i - b1i, e1r = b2r - b3r, e1i = b2i - b3i;
+        r0[j] = b0r + b1r;
+        i0[j] = b0i + b1i;
+        r1[j] = e0r * w2r[j] - e0i * w2i[j];
+        i1[j] = e0r * w2i[j] + e0i * w2r[j];
+        r2[j] = b2r + b3r;
+        i2[j] = b2i + b3i;
+        r3[j] = e1r * w2r[j] - e1i * w2i[j];
+        i3[j] = e1r * w2i[j] + e1i * w2r[j];
+    }
+}
+
+static void dif_stage2(double *re, double *im, const double *twr, const double *twi, int64_t h, int64_t m) {
+    const int64_t q = m / 2;
+    for (int64_t b = 0; b < h; b += 2 * m)
+        dif_block2(re + b, re + b + q, re + b + m, re + b + m + q, im + b, im + b + q, im + b + m, im + b + m + q,
+                   twr + m, twi + m, twr + m + q, twi + m + q, twr + q, twi + q, q);
+}
+
+/* DIF stages of half-sizes h/2 down to m_last, two per pass where two remain. */
+static void dif_stages(double *restrict re, double *restrict im, const double *restrict twr,
+                       const double *restrict twi, int64_t h, int64_t m_last) {
+    int64_t m = h >> 1;
+    for (; m / 2 >= m_last && m >= 2; m >>= 2) dif_stage2(re, im, twr, twi, h, m);
+    if (m >= m_last && m >= 1) dif_stage(re, im, twr, twi, h, m);
+}
+
+/* One inverse (DIT) stage of half-size m: (a, b) <- (a + b conj(w), a - b conj(w)). */
+static void dit_stage(double *restrict re, double *restrict im, const double *restrict twr, const double *restrict twi,
+                      int64_t h, int64_t m) {
+    for (int64_t b = 0; b < h; b += 2 * m) {
+        double *restrict ar = re + b, *restrict ai = im + b;
+        double *restrict br = re + b + m, *restrict bi = im + b + m;
+        const double *restrict wr = twr + m, *restrict wi = twi + m;
+        for (int64_t j = 0; j < m; j++) {
+            double xr = br[j], xi = bi[j];
+            double vr = xr * wr[j] + xi * wi[j];
+            double vi = xi * wr[j] - xr * wi[j];
+            double ur = ar[j], ui = ai[j];
+            ar[j] = ur + vr;
+            ai[j] = ui + vi;
+            br[j] = ur - vr;
+            bi[j] = ui - vi;
+        }
+    }
+}
+
+/* The DIT stages of half-sizes q and 2q on one block of 4q slots in one pass (the operations of two dit_stage
+   calls). */
+__attribute__((noinline)) static void dit_block2(double *restrict r0, double *restrict r1, double *restrict r2,
+                                                 double *restrict r3, double *restrict i0, double *restrict i1,
+                                                 double *restrict i2, double *restrict i3, const double *restrict w1r,
+                                                 const double *restrict w1i, const double *restrict w2r,
+                                                 const double *restrict w2i, const double *restrict w3r,
+                                                 const double *restrict w3i, int64_t q) {
+    for (int64_t j = 0; j < q; j++) {
+        double v1r = r1[j] * w1r[j] + i1[j] * w1i[j], v1i = i1[j] * w1r[j] - r1[j] * w1i[j];
+        double v3r = r3[j] * w1r[j] + i3[j] * w1i[j], v3i = i3[j] * w1r[j] - r3[j] * w1i[j];
+        double a0r = r0[j] + v1r, a0i = i0[j] + v1i, a1r = r0[j] - v1r, a1i = i0[j] - v1i;
+        double a2r = r2[j] + v3r, a2i = i2[j] + v3i, a3r = r2[j] - v3r, a3i = i2[j] - v3i;
+        double u2r = a2r * w2r[j] + a2i * w2i[j], u2i = a2i * w2r[j] - a2r * w2i[j];
+        double u3r = a3r * w3r[j] + a3i * w3i[j], u3i = a3i * w3r[j] - a3r * w3i[j];
+        r0[j] = a0r + u2r;
+        i0[j] = a0i + u2i;
+        r2[j] = a0r - u2r;
+        i2[j] = a0i - u2i;
+        r1[j] = a1r + u3r;
+        i1[j] = a1i + u3i;
+        r3[j] = a1r - u3r;
+        i3[j] = a1i - u3i;
+    }
+}
+
+static void dit_stage2(double *re, double *im, const double *twr, const double *twi, int64_t h, int64_t q) {
+    const int64_t m = 2 * q;
+    for (int64_t b = 0; b < h; b += 2 * m)
+        dit_block2(re + b, re + b + q, re + b + m, re + b + m + q, im + b, im + b + q, im + b + m, im + b + m + q,
+                   twr + q, twi + q, twr + m, twi + m, twr + m + q, twi + m + q, q);
+}
+
+/* DIT stages of half-sizes m_first up to h/2, two per pass where two remain. */
+static void dit_stages(double *restrict re, double *restrict im, const double *restrict twr,
+                       const double *restrict twi, int64_t h, int64_t m_first) {
+    int64_t m = m_first;
+    for (; 2 * m < h; m <<= 2) dit_stage2(re, im, twr, twi, h, m);
+    if (m < h) dit_stage(re, im, twr, twi, h, m);
+}
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#define TAIL 64 /* the last six DIF stages (first six DIT ones) run on 64-slot tiles in registers */
+
+static inline void transpose8(__m512d r[8]) {
+    __m512d t0 = _mm512_unpacklo_pd(r[0], r[1]), t1 = _mm512_unpackhi_pd(r[0], r[1]);
+    __m512d t2 = _mm512_unpacklo_pd(r[2], r[3]), t3 = _mm512_unpackhi_pd(r[2], r[3]);
+    __m512d t4 = _mm512_unpacklo_pd(r[4], r[5]), t5 = _mm512_unpackhi_pd(r[4], r[5]);
+    __m512d t6 = _mm512_unpacklo_pd(r[6], r[7]), t7 = _mm512_unpackhi_pd(r[6], r[7]);
+    __m512d u0 = _mm512_shuffle_f64x2(t0, t2, 0x88), u2 = _mm512_shuffle_f64x2(t0, t2, 0xdd);
+    __m512d u1 = _mm512_shuffle_f64x2(t1, t3, 0x88), u3 = _mm512_shuffle_f64x2(t1, t3, 0xdd);
+    __m512d u4 = _mm512_shuffle_f64x2(t4, t6, 0x88), u6 = _mm512_shuffle_f64x2(t4, t6, 0xdd);
+    __m512d u5 = _mm512_shuffle_f64x2(t5, t7, 0x88), u7 = _mm512_shuffle_f64x2(t5, t7, 0xdd);
+    r[0] = _mm512_shuffle_f64x2(u0, u4, 0x88);
+    r[4] = _mm512_shuffle_f64x2(u0, u4, 0xdd);
+    r[1] = _mm512_shuffle_f64x2(u1, u5, 0x88);
+    r[5] = _mm512_shuffle_f64x2(u1, u5, 0xdd);
+    r[2] = _mm512_shuffle_f64x2(u2, u6, 0x88);
+    r[6] = _mm512_shuffle_f64x2(u2, u6, 0xdd);
+    r[3] = _mm512_shuffle_f64x2(u3, u7, 0x88);
+    r[7] = _mm512_shuffle_f64x2(u3, u7, 0xdd);
+}
+
+/* (a, b) <- (a + b, (a - b) w), w = (wr, wi) a scalar twiddle */
+static inline void dif_bfly(__m512d *ar, __m512d *ai, __m512d *br, __m512d *bi, double wr, double wi) {
+    __m512d dr = _mm512_sub_pd(*ar, *br), di = _mm512_sub_pd(*ai, *bi);
+    *ar = _mm512_add_pd(*ar, *br);
+    *ai = _mm512_add_pd(*ai, *bi);
+    __m512d vwr = _mm512_set1_pd(wr), vwi = _mm512_set1_pd(wi);
+    *br = _mm512_sub_pd(_mm512_mul_pd(dr, vwr), _mm512_mul_pd(di, vwi));
+    *bi = _mm512_add_pd(_mm512_mul_pd(dr, vwi), _mm512_mul_pd(di, vwr));
+}
+
+/* (a, b) <- (a + b conj(w), a - b conj(w)) */
+static inline void dit_bfly(__m512d *ar, __m512d *ai, __m512d *br, __m512d *bi, double wr, double wi) {
+    __m512d vwr = _mm512_set1_pd(wr), vwi = _mm512_set1_pd(wi);
+    __m512d vr = _mm512_add_pd(_mm512_mul_pd(*br, vwr), _mm512_mul_pd(*bi, vwi));
+    __m512d vi = _mm512_sub_pd(_mm512_mul_pd(*bi, vwr), _mm512_mul_pd(*br, vwi));
+    *br = _mm512_sub_pd(*ar, vr);
+    *bi = _mm512_sub_pd(*ai, vi);
+    *ar = _mm512_add_pd(*ar, vr);
+    *ai = _mm512_add_pd(*ai, vi);
+}
+
+/* the same with a vector of twiddles (one per lane) */
+static inline void dif_bfly_v(__m512d *ar, __m512d *ai, __m512d *br, __m512d *bi, const double *wr, const double *wi) {
+    __m512d dr = _mm512_sub_pd(*ar, *br), di = _mm512_sub_pd(*ai, *bi);
+    *ar = _mm512_add_pd(*ar, *br);
+    *ai = _mm512_add_pd(*ai, *bi);
+    __m512d vwr = _mm512_loadu_pd(wr), vwi = _mm512_loadu_pd(wi);
+    *br = _mm512_sub_pd(_mm512_mul_pd(dr, vwr), _mm512_mul_pd(di, vwi));
+    *bi = _mm512_add_pd(_mm512_mul_pd(dr, vwi), _mm512_mul_pd(di, vwr));
+}
+
+static inline void dit_bfly_v(__m512d *ar, __m512d *ai, __m512d *br, __m512d *bi, const double *wr, const double *wi) {
+    __m512d vwr = _mm512_loadu_pd(wr), vwi = _mm512_loadu_pd(wi);
+    __m512d vr = _mm512_add_pd(_mm512_mul_pd(*br, vwr), _mm512_mul_pd(*bi, vwi));
+    __m512d vi = _mm512_sub_pd(_mm512_mul_pd(*bi, vwr), _mm512_mul_pd(*br, vwi));
+    *br = _mm512_sub_pd(*ar, vr);
+    *bi = _mm512_sub_pd(*ai, vi);
+    *ar = _mm512_add_pd(*ar, vr);
+    *ai = _mm512_add_pd(*ai, vi);
+}
+
+static void dif_tail(double *restrict re, double *restrict im, const double *restrict twr, const double *restrict twi,
+                     int64_t h) {
+    for (int64_t g = 0; g < h; g += TAIL) {
+        __m512d r[8], i_[8];
+        for (int k = 0; k < 8; k++) {
+            r[k] = _mm512_loadu_pd(re + g + 8 * k);
+            i_[k] = _mm512_loadu_pd(im + g + 8 * k);
+        }
+        for (int k = 0; k < 4; k++)
+            dif_bfly_v(&r[k], &i_[k], &r[k + 4], &i_[k + 4], twr + 32 + 8 * k, twi + 32 + 8 * k);
+        for (int k = 0; k < 8; k += 4)
+            for (int j = 0; j < 2; j++)
+                dif_bfly_v(&r[k + j], &i_[k + j], &r[k + j + 2], &i_[k + j + 2], twr + 16 + 8 * j, twi + 16 + 8 * j);
+        for (int k = 0; k < 8; k += 2) dif_bfly_v(&r[k], &i_[k], &r[k + 1], &i_[k + 1], twr + 8, twi + 8);
+        transpose8(r);
+        transpose8(i_);
+        for (int k = 0; k < 4; k++) dif_bfly(&r[k], &i_[k], &r[k + 4], &i_[k + 4], twr[4 + k], twi[4 + k]);
+        for (int k = 0; k < 8; k += 4)
+            for (int j = 0; j < 2; j++)
+                dif_bfly(&r[k + j], &i_[k + j], &r[k + j + 2], &i_[k + j + 2], twr[2 + j], twi[2 + j]);
+        for (int k = 0; k < 8; k += 2) dif_bfly(&r[k], &i_[k], &r[k + 1], &i_[k + 1], twr[1], twi[1]);
+        for (int k = 0; k < 8; k++) {
+            _mm512_storeu_pd(re + g + 8 * k, r[k]);
+            _mm512_storeu_pd(im + g + 8 * k, i_[k]);
+        }
+    }
+}
+
+static void dit_head(double *restrict re, double *restrict im, const double *restrict twr, const double *restrict twi,
+                     int64_t h) {
+    for (int64_t g = 0; g < h; g += TAIL) {
+        __m512d r[8], i_[8];
+        for (int k = 0; k < 8; k++) {
+            r[k] = _mm512_loadu_pd(re + g + 8 * k);
+            i_[k] = _mm512_loadu_pd(im + g + 8 * k);
+        }
+        for (int k = 0; k < 8; k += 2) dit_bfly(&r[k], &i_[k], &r[k + 1], &i_[k + 1], twr[1], twi[1]);
+        for (int k = 0; k < 8; k += 4)
+            for (int j = 0; j < 2; j++)
+                dit_bfly(&r[k + j], &i_[k + j], &r[k + j + 2], &i_[k + j + 2], twr[2 + j], twi[2 + j]);
+        for (int k = 0; k < 4; k++) dit_bfly(&r[k], &i_[k], &r[k + 4], &i_[k + 4], twr[4 + k], twi[4 + k]);
+        transpose8(r);
+        transpose8(i_);
+        for (int k = 0; k < 8; k += 2) dit_bfly_v(&r[k], &i_[k], &r[k + 1], &i_[k + 1], twr + 8, twi + 8);
+        for (int k = 0; k < 8; k += 4)
+            for (int j = 0; j < 2; j++)
+                dit_bfly_v(&r[k + j], &i_[k + j], &r[k + j + 2], &i_[k + j + 2], twr + 16 + 8 * j, twi + 16 + 8 * j);
+        for (int k = 0; k < 4; k++)
+            dit_bfly_v(&r[k], &i_[k], &r[k + 4], &i_[k + 4], twr + 32 + 8 * k, twi + 32 + 8 * k);
+        for (int k = 0; k < 8; k++) {
+            _mm512_storeu_pd(re + g + 8 * k, r[k]);
+            _mm512_storeu_pd(im + g + 8 * k, i_[k]);
+        }
+    }
+}
+#endif
+
+/* Forward FFT of length h on split planes: X[k] = sum_j x[j] exp(-2 pi i j k / h), in a fixed slot order (DIF:
+   bit-reversed, with 8 x 8 tiles transposed where the AVX-512 tail runs); cf_fft_forward exposes it. */
+static void fft_dif(double *restrict re, double *restrict im, const double *restrict twr, const double *restrict twi,
+                    int64_t h) {
+#ifdef __AVX512F__
+    if (h >= TAIL) {
+        dif_stages(re, im, twr, twi, h, TAIL);
+        dif_tail(re, im, twr, twi, h);
+        return;
+    }
+#endif
+    dif_stages(re, im, twr, twi, h, 1);
+}
+
+/* The inverse (unscaled, times h), from the slot order of fft_dif to natural order. */
+static void fft_dit_inv(double *restrict re, double *restrict im, const double *restrict twr,
+                        const double *restrict twi, int64_t h) {
+#ifdef __AVX512F__
+    if (h >= TAIL) {
+        dit_head(re, im, twr, twi, h);
+        dit_stages(re, im, twr, twi, h, TAIL);
+        return;
+    }
+#endif
+    dit_stages(re, im, twr, twi, h, 1);
+}
+
+void cf_fft_forward(double *re, double *im, const double *tw, int64_t h) { fft_dif(re, im, tw, tw + h, h); }
+void cf_fft_inverse(double *re, double *im, const double *tw, int64_t h) { fft_dit_inv(re, im, tw, tw + h, h); }
+
+static inline double rnd(double x) { return floor(x + 0.5); }
+
+/* digits of one polynomial (levels == 1): row out */
+static void digits1(const uint64_t *restrict x, double *restrict out, int64_t n, uint64_t q, double scale,
+                    double base, double inv_base, int approx) {
+    const uint64_t half_q = q >> 1;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t xc = (int64_t)x[j] - (x[j] > half_q ? (int64_t)q : 0);
+        double v = rnd((double)xc * scale);
+        if (approx) v = v - rnd(v * inv_base) * base;
+        out[j] = v;
+    }
+}
+
+/* digits of one polynomial, levels rows ds doubles apart, most significant first */
+static void digits_any(const uint64_t *restrict x, double *restrict dig, int64_t n, int64_t ds, int64_t levels,
+                       uint64_t q, double scale, double base, double inv_base, int approx) {
+    const uint64_t half_q = q >> 1;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t xc = (int64_t)x[j] - (x[j] > half_q ? (int64_t)q : 0);
+        double v = rnd((double)xc * scale);
+        for (int64_t lv = levels - 1; lv > 0; lv--) {
+            double hi = rnd(v * inv_base);
+            dig[lv * ds + j] = v - hi * base;
+            v = hi;
+        }
+        if (approx) v = v - rnd(v * inv_base) * base;
+        dig[j] = v;
+    }
+}
+
+/* out[c] = sum_t mono_t * sum_r ev_r * key[t][r][c], all slot-wise; key blocked by VB slots. */
+#define PRODUCTS(NAME, K1, R, T)                                                                          \
+    static void NAME(const double *restrict ev, const double *restrict mono, const double *restrict kg,      \
+                     double *restrict out, int64_t h, int64_t ps) {                                        \
+        for (int64_t pb = 0; pb < h; pb += VB) {                                                            \
+            const double *restrict kb = kg + pb * (T) * (R) * (K1) * 2;                                     \
+            for (int64_t u = 0; u < VB; u++) {                                                              \
+                const int64_t p = pb + u;                                                                   \
+                double er[R], ei[R], orr[K1], oi[K1];                                                       \
+                for (int r = 0; r < (R); r++) {                                                             \
+                    er[r] = ev[2 * r * ps + p];                                                              \
+                    ei[r] = ev[(2 * r + 1) * ps + p];                                                        \
+                }                                                                                           \
+                for (int c = 0; c < (K1); c++) orr[c] = oi[c] = 0.0;                                        \
+                for (int t = 0; t < (T); t++) {                                                             \
+                    const double mr = mono[2 * t * ps + p], mi = mono[(2 * t + 1) * ps + p];                  \
+                    for (int c = 0; c < (K1); c++) {                                                        \
+                        double pr = 0.0, pi = 0.0;                                                          \
+                        for (int r = 0; r < (R); r++) {                                                     \
+                            const double *restrict k = kb + (((t * (R) + r) * (K1) + c) * 2) * VB + u;      \
+                            pr += er[r] * k[0] - ei[r] * k[VB];                                             \
+                            pi += er[r] * k[VB] + ei[r] * k[0];                                             \
+                        }                                                                                   \
+                        orr[c] += mr * pr - mi * pi;                                                        \
+                        oi[c] += mr * pi + mi * pr;                                                         \
+                    }                                                                                       \
+                }                                                                                           \
+                for (int c = 0; c < (K1); c++) {                                                            \
+                    out[2 * c * ps + p] = orr[c];                                                            \
+                    out[(2 * c + 1) * ps + p] = oi[c];                                                       \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+
+PRODUCTS(products_2_2_3, 2, 2, 3)
+PRODUCTS(products_2_4_3, 2, 4, 3)
+
+static void products_any(const double *restrict ev, const double *restrict mono, const double *restrict kg,
+                         double *restrict out, int64_t h, int64_t ps, int64_t k1, int64_t r_count,
+                         int64_t t_count) {
+    for (int64_t i = 0; i < 2 * k1 * ps; i++) out[i] = 0.0;
+    for (int64_t pb = 0; pb < h; pb += VB) {
+        const double *restrict kb = kg + pb * t_count * r_count * k1 * 2;
+        for (int64_t t = 0; t < t_count; t++)
+            for (int64_t c = 0; c < k1; c++)
+                for (int64_t u = 0; u < VB; u++) {
+                    const int64_t p = pb + u;
+                    double pr = 0.0, pi = 0.0;
+                    for (int64_t r = 0; r < r_count; r++) {
+                        const double *k = kb + (((t * r_count + r) * k1 + c) * 2) * VB + u;
+                        double er = ev[2 * r * ps + p], ei = ev[(2 * r + 1) * ps + p];
+                        pr += er * k[0] - ei * k[VB];
+                        pi += er * k[VB] + ei * k[0];
+                    }
+                    double mr = mono[2 * t * ps + p], mi = mono[(2 * t + 1) * ps + p];
+                    out[2 * c * ps + p] += mr * pr - mi * pi;
+                    out[(2 * c + 1) * ps + p] += mr * pi + mi * pr;
+                }
+    }
+}
+
+static inline uint64_t reduce_add(double yy, uint64_t x, uint64_t q, double inv_q) {
+    /* floor(yy / Q), through a truncation (GCC does not vectorize (int64_t)floor(x)) */
+    const double v = yy * inv_q;
+    int64_t m = (int64_t)v;
+    m -= (double)m > v ? 1 : 0;
+    const double rest = yy - rnd(yy * 0x1p-64) * 0x1p64;
+    const double a1 = rnd(rest * 0x1p-32);
+    const double a0 = rest - a1 * 0x1p32;
+    const uint64_t low = ((uint64_t)(int64_t)a1 << 32) + (uint64_t)(int64_t)a0;
+    const int64_t qs = (int64_t)q;
+    int64_t tt = (int64_t)(low - (uint64_t)m * q);
+    tt = tt < 0 ? tt + qs : tt;
+    tt = tt >= qs ? tt - qs : tt;
+    const int64_t s = (int64_t)x + tt;
+    return (uint64_t)(s >= qs ? s - qs : s);
+}
+
+static void untwist_reduce_add(const double *restrict re, const double *restrict im, const double *restrict cs,
+                               const double *restrict sn, uint64_t *restrict x, int64_t h, double inv_h, uint64_t q,
+                               double inv_q) {
+    for (int64_t j = 0; j < h; j++) {
+        const double a = re[j] * inv_h, b = im[j] * inv_h;
+        x[j] = reduce_add(rnd(a * cs[j] + b * sn[j]), x[j], q, inv_q);
+    }
+    for (int64_t j = 0; j < h; j++) {
+        const double a = re[j] * inv_h, b = im[j] * inv_h;
+        x[j + h] = reduce_add(rnd(b * cs[j] - a * sn[j]), x[j + h], q, inv_q);
+    }
+}
+
+int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *exps, const double *key, int64_t batch, int64_t groups,
+                            int64_t t_count, int64_t k1, int64_t levels, int64_t n, int64_t base_log, double scale,
+                            uint64_t q, double inv_q, const double *tw, const double *twist, const double *roots,
+                            const int32_t *slot_exp) {
+    const int64_t h = n / 2, r_count = k1 * levels;
+    if (h % VB) return -2;
+    const double base = (double)((int64_t)1 << base_log), inv_base = 1.0 / base, inv_h = 1.0 / (double)h;
+    const double *twr = tw, *twi = tw + h, *cs = twist, *sn = twist + h;
+    const double *rre = roots, *rim = roots + 2 * n;
+    const int32_t mask = (int32_t)(2 * n - 1);
+    const int approx = scale != 1.0;
+    const int64_t ps = h + PAD, ds = n + PAD; /* scratch row pitches */
+    size_t words = (size_t)(r_count * ds + 2 * r_count * ps + 2 * t_count * ps + 2 * k1 * ps);
+    words = (words + 7) & ~(size_t)7;
+    double *work = aligned_alloc(64, sizeof(double) * words);
+    if (!work) return -1;
+    double *dig = work, *ev = dig + r_count * ds, *mono = ev + 2 * r_count * ps, *out = mono + 2 * t_count * ps;
+    const int64_t key_step = t_count * r_count * k1 * 2 * h;
+    for (int64_t g = 0; g < groups; g++) {
+        const double *kg = key + g * key_step;
+        for (int64_t bi = 0; bi < batch; bi++) {
+            uint64_t *a = acc + bi * k1 * n;
+            for (int64_t c = 0; c < k1; c++) {
+                if (levels == 1)
+                    digits1(a + c * n, dig + c * ds, n, q, scale, base, inv_base, approx);
+                else
+                    digits_any(a + c * n, dig + c * levels * ds, n, ds, levels, q, scale, base, inv_base, approx);
+            }
+            for (int64_t r = 0; r < r_count; r++) {
+                const double *restrict lo = dig + r * ds, *restrict hi = lo + h;
+                double *restrict er = ev + 2 * r * ps, *restrict ei = er + ps;
+                for (int64_t j = 0; j < h; j++) {
+                    er[j] = lo[j] * cs[j] - hi[j] * sn[j];
+                    ei[j] = lo[j] * sn[j] + hi[j] * cs[j];
+                }
+                fft_dif(er, ei, twr, twi, h);
+            }
+            const int32_t *e = exps + (bi * groups + g) * t_count;
+            for (int64_t t = 0; t < t_count; t++) {
+                double *restrict mr = mono + 2 * t * ps, *restrict mi = mr + ps;
+                const int32_t et = e[t];
+                for (int64_t p = 0; p < h; p++) {
+                    const int32_t idx = (et * slot_exp[p]) & mask;
+                    mr[p] = rre[idx] - 1.0;
+                    mi[p] = rim[idx];
+                }
+            }
+            if (k1 == 2 && r_count == 2 && t_count == 3) products_2_2_3(ev, mono, kg, out, h, ps);
+            else if (k1 == 2 && r_count == 4 && t_count == 3) products_2_4_3(ev, mono, kg, out, h, ps);
+            else products_any(ev, mono, kg, out, h, ps, k1, r_count, t_count);
+            for (int64_t c = 0; c < k1; c++) {
+                double *orr = out + 2 * c * ps, *oi = orr + ps;
+                fft_dit_inv(orr, oi, twr, twi, h);
+                untwist_reduce_add(orr, oi, cs, sn, a + c * n, h, inv_h, q, inv_q);
+            }
+        }
+    }
+    free(work);
+    return 0;
+}
+
+/* ABI version, checked by the loader: bump when a signature or a layout changes. */
+int cf_abi_version(void) { return 1; }
