@@ -49,6 +49,7 @@ from crossfhe.core import ggsw as G
 from crossfhe.core.fourier import FourierPlan, ggsw_to_fourier
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.kernels import cpu_native
 from crossfhe.math import random as crandom
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan, gadget_digits_rns
 from crossfhe.math.modular import (
@@ -79,13 +80,16 @@ models the error by its standard deviation, as TFHE-rs's TUniform parameter sets
 KEYGEN_CHUNK_BYTES = 64 << 20
 """Keys are generated in chunks of about this many bytes (bounded peak memory for the N 2^15 keys)."""
 
-KERNELS = ("auto", "fft", "ntt")
+KERNELS = ("auto", "fft", "ntt", "native")
 """How the blind rotation computes its external products (``kernel=`` of :func:`pbs`): ``"fft"`` through a
 float64 FFT (:mod:`crossfhe.core.fourier`; 4-5x faster than the NTT at P4 and P8 on a CPU; adds the
 rounding variance ``params.var_fft_phase`` per product; the first step, on the test vector, still goes through
-the exact NTT: :func:`_first_step`), ``"ntt"`` exactly through the NTT of ``params.kernels``, ``"auto"``
-(default) the FFT where ``params.fft_kernel`` (its rounding small against the decision noise, or p_fail still
-below 2^-128; the noise model then counts it: every preset), the NTT elsewhere."""
+the exact NTT: :func:`_first_step`), ``"native"`` the same FFT blind rotation in the native CPU kernel
+(:mod:`crossfhe.kernels.cpu_native`; grouped parameters without extension, such as P4, on a CPU, where a C
+compiler is present: :func:`native_applies`), ``"ntt"`` exactly through the NTT of ``params.kernels``,
+``"auto"`` (default) the FFT where ``params.fft_kernel`` (its rounding small against the decision noise, or
+p_fail still below 2^-128; the noise model then counts it: every preset), natively where
+:func:`native_applies`, the NTT elsewhere."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -199,7 +203,7 @@ def keygen(params: Params, seed=None, *, progress: Callable[[str, float], None] 
     ksk = _gen_ksk(ck, k_ksk, progress)
     sk = ServerKey(bsk, ksk, params)
     if params.fft_kernel:
-        _fourier_bsk(sk, progress)
+        (_native_bsk if native_applies(params) else _fourier_bsk)(sk, progress)
     return ck, sk
 
 
@@ -243,6 +247,46 @@ def _fourier_bsk(sk: ServerKey, progress=None):
         return sk.bsk[:first], rest
 
     return _derived(sk, "_bsk_fourier", make)
+
+
+def native_applies(params: Params) -> bool:
+    """Whether ``kernel="auto"`` bootstraps these parameters through the native CPU kernel: the FFT kernel
+    (``params.fft_kernel``), grouped key bits (g > 1) without an extension (one accumulator component: P4 among
+    the presets), the default backend a CPU, and the kernel built (:func:`crossfhe.kernels.cpu_native.status`
+    says why not where it is not)."""
+    return params.fft_kernel and _native_shape(params) and _cpu_layout() and cpu_native.available()
+
+
+def _native_shape(params: Params) -> bool:
+    return params.grouping > 1 and params.extension == 0 and (params.poly_size // 2) % cpu_native.BLOCK == 0
+
+
+@cache
+def _native_tables(params: Params) -> F.NativeTables:
+    return F.NativeTables.create(_fourier_plan(params))
+
+
+def _native_bsk(sk: ServerKey, progress=None):
+    """The bootstrapping key as the native kernel takes it: the first step's GGSWs as they are (NTT domain,
+    :func:`_first_step`), and the others in the Fourier domain as :func:`crossfhe.core.fourier.native_key`
+    lays them out, float64 ``[groups - 1, N/4, 2^g - 1, (k+1) l, k+1, 2, 8]`` on the host; made once per key
+    object (:func:`_derived`), in chunks of whole groups."""
+
+    def make():
+        params = sk.params
+        per = (1 << params.grouping) - 1
+        plan, n, tables = _Tables(params).plan, params.ggsw_count, _native_tables(params)
+        chunk = per * max(1, min(n // per, KEYGEN_CHUNK_BYTES // (params.bsk_bytes // n) // per))
+        parts = []
+        for start in range(per, n, chunk):
+            coeff = np.asarray(intt(sk.bsk[start : start + chunk], plan))
+            keys_f = ggsw_to_fourier(coeff, params.moduli)
+            parts.append(F.native_key(keys_f.reshape((-1, per) + keys_f.shape[1:]), tables))
+            if progress is not None:
+                progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
+        return sk.bsk[:per], np.concatenate(parts)
+
+    return _derived(sk, "_bsk_native", make)
 
 
 def _glwe_key_eval(ck: ClientKey, tables: _Tables):
@@ -857,11 +901,13 @@ def pbs_many(
     if progress is not None and not callable(progress):
         raise ParameterError(f"progress must be a callable (stage, fraction) or None, got {type(progress).__name__}")
     traced_key = isinstance(sk.bsk, jax.core.Tracer)
-    if traced_key and kernel == "fft":
+    if traced_key and kernel in ("fft", "native"):
         raise ParameterError(
-            "the FFT kernel needs the bootstrapping key's Fourier form, made on the host once per key: pass the "
-            "server key to jax.jit as a closed-over constant, not as an argument, or use kernel='ntt'"
+            f"the {kernel} kernel needs the bootstrapping key's Fourier form, made on the host once per key: pass "
+            "the server key to jax.jit as a closed-over constant, not as an argument, or use kernel='ntt'"
         )
+    if kernel == "native":
+        _check_native(params, ct)
     if traced_key and kernel == "auto" and params.fft_kernel:
         warnings.warn(
             "server key traced under jit: the blind rotation runs through the exact NTT kernel, several times "
@@ -870,6 +916,12 @@ def pbs_many(
         )
         kernel = "ntt"
     t = _Tables(params)
+    native = kernel == "native" or (
+        kernel == "auto" and not traced_key and not isinstance(ct.b, jax.core.Tracer) and native_applies(params)
+    )
+    if native:
+        with jax.enable_x64(True):
+            return _bootstrap_native(sk, ct, tv, t, progress)
     bt, at = keyswitch(sk, ct)
     if kernel == "fft" or (kernel == "auto" and params.fft_kernel):
         # the FFT kernel's float64 and 64-bit integer arrays exist only under x64 (scoped, not global)
@@ -896,6 +948,73 @@ def pbs_many(
         LWECiphertext(ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)), params.moduli)
         for i in range(len(tables))
     ]
+
+
+def _check_native(params: Params, ct: LWECiphertext) -> None:
+    """Why ``kernel="native"`` cannot run here, as a ParameterError (or nothing)."""
+    if isinstance(ct.b, jax.core.Tracer):
+        raise ParameterError("the native kernel runs on concrete arrays: under jax.jit or vmap use kernel='fft'")
+    if not F.supports(params.moduli, params.poly_size, params.pbs_gadget, params.glwe_dim):
+        raise ParameterError(f"the native kernel is an FFT kernel, and {params!r} does not suit the FFT (Q >= 2^63 "
+                             "or digits too wide): use kernel='ntt'")
+    if not _native_shape(params):
+        raise ParameterError(f"the native kernel takes grouped key bits (grouping > 1) without an extension; "
+                             f"{params!r} has grouping {params.grouping}, extension {params.extension}: use "
+                             "kernel='fft'")
+    if not cpu_native.available():
+        raise ParameterError(f"the native kernel is not available ({cpu_native.status()}): use kernel='fft'")
+
+
+@partial(jit, static_argnames=("params",))
+def _native_start(b, a, ksk, ms_plan, tv, first, plan, gplan, mac, fourier, *, params: Params):
+    """Everything before the native kernel's steps, in one program (traced under x64): the key switch of the
+    ciphertexts b ``[..., L]``, a ``[..., L, kN]``, the test vectors rotated, the first step through the NTT
+    (:func:`_first_step`), the accumulator composed to uint64 words ``[T B, k+1, N]``, and the other steps'
+    exponents int32 ``[T B, groups - 1, 2^g - 1]``."""
+    limbs = len(params.moduli)
+    b_t, a_t = _keyswitch(b.reshape((-1, limbs)), a.reshape((-1, limbs, params.long_dim)), ksk, ms_plan, params=params)
+    q, tcount, g = mac[0], tv.shape[0], params.grouping
+    acc = _initial_acc(b_t, tv, q, params)
+    shifts = _rotation_shifts(a_t, tcount, params)
+    acc = _first_step(acc, shifts[:, :g], first, plan, gplan, mac, grouping=g)
+    exps = _group_exponents(shifts[:, g:], g, 2 * acc.shape[-1])
+    return F.compose(acc, fourier)[:, 0], exps
+
+
+@partial(jit, static_argnames=("tcount", "shape", "params"))
+def _native_finish(words, fourier, q, *, tcount: int, shape: tuple, params: Params):
+    """The words back to residues and the samples extracted: per table, (b ``shape + [L]``, a ``shape + [L,
+    kN]``)."""
+    ob, oa = _extract(F.decompose(words, fourier)[:, None], q, tcount, params)
+    limbs = len(params.moduli)
+    return tuple((ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)))
+                 for i in range(tcount))
+
+
+def _bootstrap_native(sk: ServerKey, ct: LWECiphertext, tv: np.ndarray, t: _Tables, progress) -> list[LWECiphertext]:
+    """:func:`pbs_many` with the blind rotation after its first step in the native kernel: one program before
+    (key switch to first step), the kernel on host arrays (the whole batch in one call: it reads each step's
+    keys once for all of it; with ``progress``, in :data:`PROGRESS_CHUNKS` calls), one program after. Fewer
+    programs and no eager reshapes: at P4, batch 1, the calls around the kernel are a tenth of the bootstrap.
+    Traced under x64."""
+    params = sk.params
+    first, key = _native_bsk(sk)
+    fourier, tables = _fourier_plan(params), _native_tables(params)
+    ksk = _ksk_bytes(sk) if math.prod(ct.batch_shape) >= KS_BYTES_FROM else sk.ksk  # as keyswitch() on a CPU
+    words, exps = _native_start(ct.b, ct.a, ksk, t.ms_plan, tv, first, t.plan, t.gplan, t.mac, fourier, params=params)
+    words, exps = np.array(words), np.ascontiguousarray(exps, dtype=np.int32)  # the kernel writes words in place
+    steps = exps.shape[1]
+    size = steps if progress is None else -(-steps // min(PROGRESS_CHUNKS, max(steps, 1)))
+    if progress is not None:
+        progress("blind rotation", 1 / params.groups)
+    for lo in range(0, steps, max(size, 1)):
+        hi = min(steps, lo + size)
+        chunk = exps if (lo, hi) == (0, steps) else np.ascontiguousarray(exps[:, lo:hi])
+        F.blind_rotate_grouped_native(words, chunk, key[lo:hi], fourier, tables)
+        if progress is not None:
+            progress("blind rotation", (hi + 1) / params.groups)
+    outs = _native_finish(words, fourier, t.mac[0], tcount=tv.shape[0], shape=ct.batch_shape, params=params)
+    return [LWECiphertext(b, a, params.moduli) for b, a in outs]
 
 
 CPU_BATCH_WORDS = 2**16

@@ -65,7 +65,9 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   float64 unit roundoff squared and log2(N) (the depth of the transforms). c = 2.5: measured 1.44 to 1.56
   against the exact NTT product on XLA:CPU for N 2^8 to 2^13, B 2^12 to 2^28, l 1 to 3, k 1 and 4, and 1.70
   to 1.99 on an H100 (N 2^8 to 2^11; tests/tfhe/test_fourier.py checks it); the grouped step's FFT term
-  below measured 0.26 to 0.32 of the model on XLA:CPU and 0.91 to 0.92 on the H100. That is the error of
+  below measured 0.77 of the model on XLA:CPU (jax 0.10.2; an earlier 0.26 to 0.32 did not reproduce), 0.70
+  to 0.73 through the native CPU kernel (:mod:`crossfhe.kernels.cpu_native`) and 0.91 to 0.92 on the H100.
+  That is the error of
   each word of the product; in the phase b + <a, s> the k N mask errors meet the key, weight k N / 2 on
   average, so the phase carries
   ``var_fft_phase`` = (k N / 2 + 1) var_fft (as the decomposition term does; measured 0.5 of it per CMux and

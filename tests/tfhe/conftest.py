@@ -29,3 +29,9 @@ def keys_p4_ext():
 @pytest.fixture(scope="session")
 def keys_p6_ext():
     return ops.keygen(testing.INSECURE_TFHE_P6_EXT, b"tfhe-test-p6-ext".ljust(32, b"\0"))
+
+
+@pytest.fixture(scope="session")
+def keys_g2():
+    """INSECURE_TFHE_P4 with the key's bits two at a time (test_grouping, test_native)."""
+    return ops.keygen(testing.INSECURE_TFHE_P4_G2, b"tfhe-test-p4".ljust(32, b"\0"))

@@ -1,0 +1,321 @@
+"""The native CPU kernel of the grouped FFT blind rotation (crossfhe.kernels.cpu_native, tfhe_fft.c): its FFT
+against NumPy's, its words against the XLA kernel's where both are exact, its rounding against the noise model,
+bootstraps through it, the choice of kernel, and the build (cache, refusal, fallback)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from crossfhe import testing
+from crossfhe.core import fourier as F
+from crossfhe.core import ggsw as G
+from crossfhe.core.lwe import LWECiphertext
+from crossfhe.errors import ParameterError
+from crossfhe.kernels import cpu_native
+from crossfhe.math import primes
+from crossfhe.math.decompose import Gadget, RNSGadgetPlan
+from crossfhe.math.modular import ModulusTable
+from crossfhe.math.rns import RNSBasis
+from crossfhe.ring.ntt import NTTPlan, ntt
+from crossfhe.tfhe import ops
+from crossfhe.tfhe.params import make
+
+PG = testing.INSECURE_TFHE_P4_G2
+
+# The kernel is built with the machine's C compiler; CI and the dev box have one (gcc). Where none is
+# installed, the library runs the XLA kernel instead (test_fallback_without_compiler checks that path
+# everywhere), and the tests that need the built kernel cannot run.
+needs_kernel = pytest.mark.skipif(not cpu_native.available(), reason=f"no native kernel: {cpu_native.status()}")
+
+
+def _seed(i: int) -> bytes:
+    return bytes([i]) * 32
+
+
+@pytest.fixture
+def fresh_native(monkeypatch):
+    """The loader's state forgotten before and after (a test that changes the environment of the build)."""
+    cpu_native.reset()
+    yield monkeypatch
+    monkeypatch.undo()
+    cpu_native.reset()
+
+
+# --------------------------------------------------------------------------------------------------
+# the transform
+# --------------------------------------------------------------------------------------------------
+
+
+@needs_kernel
+@pytest.mark.parametrize("h", [8, 64, 256, 1024, 2048])
+def test_fft_is_the_dft_in_its_slot_order(h):
+    """fft_forward is NumPy's DFT up to a fixed permutation of the slots (slot_order), to float64 rounding
+    (measured 2e-16 to 7e-16 of the largest value; bound 1e-14), and fft_inverse undoes it (times h)."""
+    rng = np.random.default_rng(h)
+    order = cpu_native.slot_order(h)
+    assert np.array_equal(np.sort(order), np.arange(h))
+    for _ in range(3):
+        x = rng.standard_normal(h) + 1j * rng.standard_normal(h)
+        want = np.fft.fft(x)
+        got = cpu_native.fft_forward(x)
+        assert np.abs(got - want[order]).max() <= 1e-14 * np.abs(want).max()
+        assert np.abs(cpu_native.fft_inverse(got) / h - x).max() <= 1e-14 * np.abs(x).max()
+
+
+# --------------------------------------------------------------------------------------------------
+# the blind rotation against the XLA kernel
+# --------------------------------------------------------------------------------------------------
+
+
+def _rotation_inputs(n, glwe_dim, gadget, g, groups, batch, rng, key_bits):
+    """Residue accumulator [B, 1, k+1, L, N], exponents [B, G, T], and Fourier keys [G, T, R, k+1, N/2] of
+    centered integers below 2^key_bits (small keys: every product exact in float64)."""
+    moduli = tuple(primes.ntt_primes(31, n, 2))
+    q_big = math.prod(moduli)
+    k1, t_count = glwe_dim + 1, (1 << g) - 1
+    words = rng.integers(0, q_big, size=(batch, k1, n), dtype=np.uint64)
+    acc = np.stack([(words % q).astype(np.uint32) for q in moduli], axis=-2)[:, None]
+    exps = rng.integers(0, 2 * n, size=(batch, groups, t_count)).astype(np.int32)
+    coeff = rng.integers(-(2**key_bits), 2**key_bits, size=(groups, t_count, k1 * gadget.levels, k1, n))
+    res = np.stack([(coeff % q).astype(np.uint32) for q in moduli], axis=-2)
+    return moduli, acc, exps, F.ggsw_to_fourier(res, moduli)
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    "n, glwe_dim, gadget, g",
+    [(2048, 1, Gadget(23, 1), 2), (1024, 1, Gadget(16, 2), 2), (512, 2, Gadget(23, 1), 2), (256, 1, Gadget(15, 4), 3)],
+)
+def test_rotation_equals_xla_kernel_on_exact_products(n, glwe_dim, gadget, g):
+    """On keys small enough that every product is exact in float64, both kernels round the same exact integers:
+    the native rotation's words equal F.blind_rotate_grouped's, over 3 steps and a batch of 2 (P4's shape,
+    two digit levels, k = 2 (the generic product loop), an exact 4 x 15-bit gadget with g = 3)."""
+    rng = np.random.default_rng(n + g)
+    moduli, acc, exps, keys_f = _rotation_inputs(n, glwe_dim, gadget, g, 3, 2, rng, key_bits=8)
+    with jax.enable_x64(True):
+        plan = F.FourierPlan.create(n, moduli, gadget, glwe_dim)
+        rotate = jax.jit(F.blind_rotate_grouped)
+        want = np.asarray(rotate(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys_f), plan))
+        words = np.array(F.compose(jnp.asarray(acc), plan))[:, 0]
+    tables = F.NativeTables.create(plan)
+    F.blind_rotate_grouped_native(words, exps, F.native_key(keys_f, tables), plan, tables)
+    with jax.enable_x64(True):
+        got = np.asarray(F.decompose(jnp.asarray(words), plan))[:, None]
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_kernel
+def test_group_step_error_within_model():
+    """The native group step minus the exact NTT group step, on keys uniform mod Q (as key rows are): the
+    rounding's variance (relative to Q) is at most the model's 2 (2^g - 1) var_fft and above a fifth of it, as
+    for the XLA kernel (test_grouping.test_fft_group_step_error_within_model, same setup). Measured 0.70-0.73 of
+    the bound (seeds 30-33; g = 2, N 1024, 23-bit digits, 4 x 2 x 1024 coefficients); the XLA kernel 0.77 with
+    this seed. With twiddles from np.cos of float64 angles (an ulp off) it was 0.90-0.92."""
+    n, g, gadget = 1024, 2, Gadget(23, 1)
+    rng = np.random.default_rng(30)
+    moduli = tuple(primes.ntt_primes(31, n, 2))
+    acc = np.stack([rng.integers(0, q, size=(4, 1, 2, n)) for q in moduli], axis=-2).astype(np.uint32)
+    exps = rng.integers(0, 2 * n, size=(4, 3)).astype(np.int32)
+    table = ModulusTable.create(moduli)
+    mac = (table.q, table.barrett_mu, table.bits, table.mont_qinv, table.mont_r2)
+    plan, gplan = NTTPlan.create(n, moduli, None), RNSGadgetPlan.create(RNSBasis(moduli), gadget)
+    big = rng.integers(0, 2**62, size=(3, 2, 2, n), dtype=np.int64)
+    keys = np.stack([(big % q).astype(np.uint32) for q in moduli], axis=-2)  # [T, R, k+1, L, N]
+    exact = jax.jit(G.group_step)(jnp.asarray(acc), jnp.asarray(exps), ntt(jnp.asarray(keys), plan), plan, gplan, mac)
+    with jax.enable_x64(True):
+        fplan = F.FourierPlan.create(n, moduli, gadget, 1)
+        words = np.array(F.compose(jnp.asarray(acc), fplan))[:, 0]
+    tables = F.NativeTables.create(fplan)
+    key = F.native_key(F.ggsw_to_fourier(keys, moduli)[None], tables)
+    F.blind_rotate_grouped_native(words, np.ascontiguousarray(exps[:, None]), key, fplan, tables)
+    with jax.enable_x64(True):
+        out = np.asarray(F.decompose(jnp.asarray(words), fplan))[:, None]
+    qcol = np.array(moduli, dtype=np.int64)[:, None]
+    diff = (out.astype(np.int64) - np.asarray(exact).astype(np.int64)) % qcol
+    err = F.centered_float(diff.astype(np.uint32), moduli) / math.prod(moduli)
+    params = make(3, lwe_dim=16, glwe_dim=1, poly_size=n, glwe_log2_rate=-40.0, lwe_log2_rate=-20.0,
+                  pbs=(23, 1), ks=(4, 5), insecure=True, grouping=g)
+    bound = 2 * ((1 << g) - 1) * params.var_fft
+    measured = float(np.mean(err**2))
+    assert bound / 5 <= measured <= bound, (measured / bound, measured, bound)
+
+
+@needs_kernel
+def test_bad_arrays_refused():
+    """The ctypes entry point checks dtypes, shapes and layout before handing pointers to C."""
+    n = 64
+    moduli = tuple(primes.ntt_primes(31, n, 2))
+    with jax.enable_x64(True):
+        plan = F.FourierPlan.create(n, moduli, Gadget(23, 1), 1)
+    tables = F.NativeTables.create(plan)
+    key = np.zeros((2, n // 2 // cpu_native.BLOCK, 3, 2, 2, 2, cpu_native.BLOCK))
+    words, exps = np.zeros((1, 2, n), np.uint64), np.zeros((1, 2, 3), np.int32)
+    F.blind_rotate_grouped_native(words, exps, key, plan, tables)  # zero keys: words unchanged
+    assert not words.any()
+    for bad_words, bad_exps, bad_key, match in [
+        (words.astype(np.int64), exps, key, "acc int64"),
+        (words, exps.astype(np.int64), key, "exps int64"),
+        (words, exps, key[:1], "want"),
+        (words, np.zeros((2, 2, 3), np.int32), key, "exps"),
+        (np.zeros((1, 2, 2 * n), np.uint64)[:, :, ::2], exps, key, "C-contiguous"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            F.blind_rotate_grouped_native(bad_words, bad_exps, bad_key, plan, tables)
+
+
+# --------------------------------------------------------------------------------------------------
+# bootstraps
+# --------------------------------------------------------------------------------------------------
+
+
+@needs_kernel
+def test_pbs_every_input_and_batch_equals_items(keys_g2):
+    """Every (m, f(m)) through the native kernel; a batch gives the words of its items bootstrapped one at a
+    time (each item's arithmetic is the same in C); KS-dedup and per-input tables; progress gives the words of
+    one call, fractions rising to 1; "auto" takes the native kernel here."""
+    ck, sk = keys_g2
+    assert ops.native_applies(PG)
+    m = np.arange(16)
+    table = np.random.default_rng(41).integers(0, 16, 16)
+    ct = ops.encrypt(ck, m, _seed(41))
+    out = ops.pbs(sk, ct, table, kernel="native")
+    np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
+    auto = ops.pbs(sk, ct, table)
+    np.testing.assert_array_equal(np.asarray(auto.a), np.asarray(out.a))
+    for i in (0, 7, 15):
+        one = ops.pbs(sk, LWECiphertext(ct.b[i], ct.a[i], ct.moduli), table, kernel="native")
+        np.testing.assert_array_equal(np.asarray(one.a), np.asarray(out.a[i]))
+        np.testing.assert_array_equal(np.asarray(one.b), np.asarray(out.b[i]))
+    f2 = (table + 3) % 16
+    out1, out2 = ops.pbs_many(sk, ct, [table, f2], kernel="native")
+    np.testing.assert_array_equal(np.asarray(out1.a), np.asarray(out.a))
+    np.testing.assert_array_equal(ops.decrypt(ck, out2), f2[m])
+    own = np.stack([np.roll(table, i) for i in range(16)])
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ct, own, kernel="native")), own[m, m])
+    seen = []
+    prog = ops.pbs(sk, ct, table, kernel="native", progress=lambda stage, frac: seen.append((stage, frac)))
+    np.testing.assert_array_equal(np.asarray(prog.a), np.asarray(out.a))
+    fracs = [f for s, f in seen if s == "blind rotation"]
+    assert fracs == sorted(fracs) and fracs[-1] == 1.0 and len(fracs) > 2
+
+
+@needs_kernel
+def test_pbs_output_noise_within_model(keys_g2):
+    """256 native bootstrap outputs at INSECURE_TFHE_P4_G2: mean square error at most var_pbs and within the
+    bounds test_grouping puts on the XLA kernels (0.65-1.35 of the key term, which dominates here). Measured
+    with this seed: 1.00 of the key term, 0.60 of var_pbs."""
+    ck, sk = keys_g2
+    rng = np.random.default_rng(100)
+    m, table = rng.integers(0, 16, 256), rng.integers(0, 16, 16)
+    ct = ops.encrypt(ck, m, _seed(100))
+    gd, g = PG.pbs_gadget, PG.grouping
+    bits = np.pad(np.asarray(ck.lwe_key), (0, PG.groups * g - PG.lwe_dim)).reshape(PG.groups, g)
+    nonzero = int((bits.sum(axis=1) > 0).sum())
+    dropped = (int(np.sum(ck.glwe_key)) + 1) * 4.0 ** -(gd.base_log * gd.levels) / 12
+    digits = (PG.glwe_dim + 1) * gd.levels * PG.poly_size * (gd.base**2 + 2) / 12 * PG.var_fresh
+    for_key = PG.groups * 2 * ((1 << g) - 1) * digits + nonzero * 2 * dropped
+    out = ops.pbs(sk, ct, table, kernel="native")
+    np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
+    e = ops.noise(ck, out, table[m])
+    measured = float(np.mean(e**2))
+    assert 0.65 * for_key <= measured <= 1.35 * for_key, (measured / for_key, PG.var_pbs)
+    assert measured <= PG.var_pbs
+
+
+def test_native_refused_where_it_does_not_apply(keys_p4):
+    """kernel="native" names what is wrong: ungrouped parameters, a traced ciphertext; "auto" never takes it
+    there (the ungrouped P4 runs the XLA FFT)."""
+    ck, sk = keys_p4
+    assert not ops.native_applies(testing.INSECURE_TFHE_P4)
+    ct = ops.encrypt(ck, np.arange(4), _seed(42))
+    with pytest.raises(ParameterError, match="grouping > 1"):
+        ops.pbs(sk, ct, lambda x: x, kernel="native")
+    with pytest.raises(ParameterError, match="kernel must be one of"):
+        ops.pbs(sk, ct, lambda x: x, kernel="c")
+
+
+@needs_kernel
+def test_native_refused_under_jit(keys_g2):
+    ck, sk = keys_g2
+    ct = ops.encrypt(ck, np.arange(4), _seed(43))
+    with pytest.raises(ParameterError, match="concrete arrays"):
+        jax.jit(lambda c: ops.pbs(sk, c, lambda x: x, kernel="native").b)(ct)
+    # "auto" under jit takes the XLA FFT kernel (the key closed over), with the words of kernel="fft"
+    got = jax.jit(lambda c: ops.pbs(sk, c, lambda x: x).b)(ct)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(ops.pbs(sk, ct, lambda x: x, kernel="fft").b))
+
+
+# --------------------------------------------------------------------------------------------------
+# building and falling back
+# --------------------------------------------------------------------------------------------------
+
+
+def test_fallback_without_compiler(fresh_native, keys_g2):
+    """No compiler (CC names none) or CROSSFHE_NATIVE=0: no kernel, a status saying why, "auto" runs the XLA
+    FFT (the words of kernel="fft"), and kernel="native" raises a ParameterError that says why."""
+    ck, sk = keys_g2
+    ct = ops.encrypt(ck, np.arange(4), _seed(44))
+    want = np.asarray(ops.pbs(sk, ct, lambda x: x, kernel="fft").a)
+    for env, reason in ((("CC", "/nonexistent/cc"), "no C compiler"), (("CROSSFHE_NATIVE", "0"), "CROSSFHE_NATIVE=0")):
+        fresh_native.setenv(*env)
+        cpu_native.reset()
+        assert not cpu_native.available() and reason in cpu_native.status()
+        assert not ops.native_applies(PG)
+        np.testing.assert_array_equal(np.asarray(ops.pbs(sk, ct, lambda x: x).a), want)
+        with pytest.raises(ParameterError, match=reason):
+            ops.pbs(sk, ct, lambda x: x, kernel="native")
+        fresh_native.delenv(env[0])
+
+
+@needs_kernel
+def test_build_cached_and_failed_build_leaves_nothing(fresh_native, tmp_path):
+    """A build goes to $CROSSFHE_NATIVE_CACHE under a hashed name and is reused (not rebuilt) by the next
+    process state; a compiler that fails leaves no file behind and says so."""
+    fresh_native.setenv("CROSSFHE_NATIVE_CACHE", str(tmp_path / "a"))
+    assert cpu_native.available()
+    built = list((tmp_path / "a").iterdir())
+    assert len(built) == 1 and built[0].suffix == ".so"
+    stamp = built[0].stat().st_mtime_ns
+    cpu_native.reset()
+    assert cpu_native.available() and built[0].stat().st_mtime_ns == stamp
+    assert list((tmp_path / "a").iterdir()) == built
+    failing = tmp_path / "cc"
+    failing.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo fake 1.0; exit 0; fi\necho boom >&2; exit 3\n")
+    failing.chmod(0o755)
+    fresh_native.setenv("CC", str(failing))
+    fresh_native.setenv("CROSSFHE_NATIVE_CACHE", str(tmp_path / "b"))
+    cpu_native.reset()
+    assert not cpu_native.available() and "boom" in cpu_native.status()
+    assert list((tmp_path / "b").iterdir()) == []
+
+
+@needs_kernel
+def test_cached_library_is_for_this_source(fresh_native, tmp_path):
+    """The cache name hashes the source: a changed source (here, the ABI check's copy) builds anew."""
+    fresh_native.setenv("CROSSFHE_NATIVE_CACHE", str(tmp_path))
+    assert cpu_native.available()
+    src = tmp_path / "tfhe_fft.c"
+    src.write_text(cpu_native.SOURCE.read_text().replace("return 1; }", "return 2; }"))
+    fresh_native.setattr(cpu_native, "SOURCE", src)
+    cpu_native.reset()
+    assert not cpu_native.available() and "ABI 2" in cpu_native.status()
+    assert len([p for p in tmp_path.iterdir() if p.suffix == ".so"]) == 2
+
+
+def test_compiler_flags_keep_ieee_results():
+    """The build flags never include -ffast-math or -Ofast (they would reassociate the exact rounding steps:
+    the digits' floor(x + 0.5), the split of y into 32-bit parts)."""
+    assert not any(f in cpu_native.FLAGS for f in ("-ffast-math", "-Ofast", "-funsafe-math-optimizations"))
+    assert os.path.exists(cpu_native.SOURCE)
+    if cpu_native.available():  # the source compiles without warnings under -Wall -Wextra
+        cc = os.environ.get("CC", "cc")
+        proc = subprocess.run([cc, *cpu_native.FLAGS, "-Wall", "-Wextra", "-Werror", "-o", os.devnull,
+                               str(cpu_native.SOURCE), "-lm"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
