@@ -91,6 +91,9 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=None,
                    help="minimum timed calls (default 10, --quick 5; calls over the window: >= 3)")
     p.add_argument("--seed", type=int, default=2024, help="seed of the keys, messages and encryptions")
+    p.add_argument("--kernel", default="auto", choices=ops.KERNELS,
+                   help="the blind rotation's kernel (default auto: native CPU kernel where it applies, else the "
+                        "FFT where the parameters take it, else the NTT)")
     return p.parse_args()
 
 
@@ -143,11 +146,18 @@ def _stats(ts_: list[float]) -> dict:
             "reps": len(ts_)}
 
 
-def _params_dict(prm: Params, **extra) -> dict:
+def kernel_used(prm: Params, kernel: str) -> str:
+    """The kernel ``ops.pbs(..., kernel=kernel)`` runs for these parameters."""
+    if kernel != "auto":
+        return kernel
+    return "native" if ops.native_applies(prm) else ("fft" if prm.fft_kernel else "ntt")
+
+
+def _params_dict(prm: Params, kernel: str = "auto", **extra) -> dict:
     return {"preset": prm.name, "p": prm.message_bits, "n": prm.lwe_dim, "k": prm.glwe_dim, "N": prm.poly_size,
             "extension": prm.extension, "grouping": prm.grouping, "limbs": len(prm.moduli),
             "log_q": round(prm.log_q, 1),
-            "kernel": "fft" if prm.fft_kernel else "ntt",
+            "kernel": kernel_used(prm, kernel),
             "pbs_gadget": [prm.pbs_gadget.base_log, prm.pbs_gadget.levels],
             "ks_gadget": [prm.ks_gadget.base_log, prm.ks_gadget.levels], **extra}
 
@@ -311,13 +321,13 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
         rng = np.random.default_rng([args.seed, p, b])
         msgs = rng.integers(0, 2**p, b, dtype=np.int64)
         ct = jax.block_until_ready(ops.encrypt(ck, msgs, _seed(args, name, f"ct{b}")))
-        out, first = first_call(lambda ct=ct: ops.pbs(sk, ct, table_f))
+        out, first = first_call(lambda ct=ct: ops.pbs(sk, ct, table_f, kernel=args.kernel))
         correct = _check(ck, out, msgs, f, f"{name} pbs batch {b}", errors)
         del out
-        t = timeit(lambda ct=ct: ops.pbs(sk, ct, table_f), **timing)
+        t = timeit(lambda ct=ct: ops.pbs(sk, ct, table_f, kernel=args.kernel), **timing)
         st = _stats(t)
         per = st["median_ms"] / b
-        rec = dict(base, name="pbs", params=_params_dict(prm, batch=b), **st, first_call_ms=first * 1e3,
+        rec = dict(base, name="pbs", params=_params_dict(prm, args.kernel, batch=b), **st, first_call_ms=first * 1e3,
                    ms_per_pbs=per, pbs_per_s=b / (st["median_ms"] / 1e3), correct=correct, log2_p_fail=log2_pf,
                    transforms_per_pbs=nf + ni, floor_ms=floor_per_pbs_ms * b, floor_ms_per_pbs=floor_per_pbs_ms,
                    **pf, paper_ms=None,
@@ -343,14 +353,15 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
     load0 = load_average()
     msgs = np.random.default_rng([args.seed, p, 0]).integers(0, 2**p, 1, dtype=np.int64)
     ct = ops.encrypt(ck, msgs, _seed(args, name, "many"))
-    outs, first = first_call(lambda: ops.pbs_many(sk, ct, [table_f, table_g]))
+    outs, first = first_call(lambda: ops.pbs_many(sk, ct, [table_f, table_g], kernel=args.kernel))
     ok = _check(ck, outs[0], msgs, f, f"{name} pbs_many f", errors)
     ok &= _check(ck, outs[1], msgs, g, f"{name} pbs_many g", errors)
     del outs
-    t_many = timeit(lambda: ops.pbs_many(sk, ct, [table_f, table_g]), **timing)
-    t_sep = timeit(lambda: (ops.pbs(sk, ct, table_f), ops.pbs(sk, ct, table_g)), **timing)
+    t_many = timeit(lambda: ops.pbs_many(sk, ct, [table_f, table_g], kernel=args.kernel), **timing)
+    t_sep = timeit(lambda: (ops.pbs(sk, ct, table_f, kernel=args.kernel), ops.pbs(sk, ct, table_g, kernel=args.kernel)),
+                   **timing)
     st, ss = _stats(t_many), _stats(t_sep)
-    records.append(dict(base, name="pbs_many", params=_params_dict(prm, batch=1, tables=2), **st,
+    records.append(dict(base, name="pbs_many", params=_params_dict(prm, args.kernel, batch=1, tables=2), **st,
                         first_call_ms=first * 1e3, separate_median_ms=ss["median_ms"], separate_min_ms=ss["min_ms"],
                         separate_max_ms=ss["max_ms"], separate_reps=ss["reps"],
                         vs_separate=st["median_ms"] / ss["median_ms"], correct=ok, peer=None, peer_median_ms=None,
@@ -449,15 +460,16 @@ def print_table(records: list[dict]) -> None:
               f"{fmt(r['peer_median_ms'] / 1e3 if r.get('peer_median_ms') else None, 7)}"
               f"{fmt(peer_mb, 8, '.0f')}{fmt(key_ratio, 10, '.2f')}")
     print()
-    head = (f"{'preset':<7}{'B':>4}{'first s':>9}{'batch ms':>11}{'ms/PBS':>9}{'PBS/s':>8}{'floor ms/PBS':>13}"
-            f"{'floor %':>8}{'peer ms':>9}{'ratio':>7}{'paper ms':>9}{'vs paper':>9}{'load':>6}")
+    head = (f"{'preset':<7}{'kernel':>7}{'B':>4}{'first s':>9}{'batch ms':>11}{'ms/PBS':>9}{'PBS/s':>8}"
+            f"{'floor ms/PBS':>13}{'floor %':>8}{'peer ms':>9}{'ratio':>7}{'paper ms':>9}{'vs paper':>9}{'load':>6}")
     print(head)
     print("-" * len(head))
     for r in records:
         if r["name"] != "pbs":
             continue
         q = r["params"]
-        print(f"{q['preset']:<7}{q['batch']:>4}{r['first_call_ms'] / 1e3:>9.1f}{r['median_ms']:>11.1f}"
+        print(f"{q['preset']:<7}{q['kernel']:>7}{q['batch']:>4}{r['first_call_ms'] / 1e3:>9.1f}"
+              f"{r['median_ms']:>11.1f}"
               f"{r['ms_per_pbs']:>9.1f}{r['pbs_per_s']:>8.2f}{r['floor_ms_per_pbs']:>13.1f}"
               f"{100 * r['floor_ms_per_pbs'] / r['ms_per_pbs']:>8.1f}{fmt(r.get('peer_median_ms'), 9)}"
               f"{fmt(r.get('ratio'), 7, '.2f')}{fmt(r.get('paper_ms'), 9, '.0f')}{fmt(r.get('vs_paper'), 9, '.2f')}"
@@ -471,7 +483,8 @@ def print_table(records: list[dict]) -> None:
         peers = {r["peer"] for r in records if r.get("peer")}
         print(f"jax {r0['jax']}, {r0['device']}, threads {r0['threads']}; peer: {', '.join(peers) or 'none'}")
     print("first s = first call (compile or cache load + one run); batch ms = median latency of the pbs call on B "
-          "ciphertexts; floor = transforms (FFTs, or limb NTTs) x measured time; ratio = ours per PBS / TFHE-rs "
+          "ciphertexts; floor = transforms (FFTs, or limb NTTs) x measured time (XLA's FFT, also for the native "
+          "kernel); ratio = ours per PBS / TFHE-rs "
           "per lookup; key ratio = our BSK + KSK / TFHE-rs server key; log2 pf = log2 p-fail per bootstrap (ours "
           "from the noise model); 4_4* = the issue's TFHE-rs figure (2^-128), not run")
     print(f"load average after: {load_average()}")
