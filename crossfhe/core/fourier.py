@@ -391,13 +391,15 @@ def native_key(keys_f: np.ndarray, tables: NativeTables) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(planes, -2, 1))
 
 
-def blind_rotate_grouped_native(words: np.ndarray, exps: np.ndarray, key: np.ndarray, plan: FourierPlan,
-                                tables: NativeTables) -> None:
-    """:func:`blind_rotate_grouped` (one component) on host arrays, in place: words uint64 ``[B, k+1, N]`` in
-    [0, Q) (the composed accumulator, :func:`compose`), exps int32 ``[B, G, T]``, key from :func:`native_key`.
-    The words differ from the XLA kernel's by the two FFTs' rounding (both within the noise model's
-    ``var_fft``); on keys whose products are exact in float64 they are the same."""
+def blind_rotate_grouped_native(words: np.ndarray, src: np.ndarray, power: np.ndarray, key: np.ndarray,
+                                plan: FourierPlan, tables: NativeTables) -> None:
+    """:func:`blind_rotate_grouped` on host arrays, in place: words uint64 ``[B, 2^nu, k+1, N]`` in [0, Q) (the
+    composed accumulator, :func:`compose`), src and power int32 ``[B, G, 2^nu, T]`` (each step's exponents
+    through :func:`crossfhe.core.ggsw.component_move`: the component each output component takes its products
+    from, and its monomial's power), key from :func:`native_key`. The words differ from the XLA kernel's by the
+    two FFTs' rounding (both within the noise model's ``var_fft``); on keys whose products are exact in float64
+    they are the same."""
     cpu_native.blind_rotate_grouped(
-        words, exps, key, levels=plan.levels, base_log=plan.base_log, scale=plan.scale, q=int(plan.big_q),
+        words, src, power, key, levels=plan.levels, base_log=plan.base_log, scale=plan.scale, q=int(plan.big_q),
         inv_q=1.0 / plan.big_qf, tw=tables.tw, twist=tables.twist, roots=tables.roots, slot_exp=tables.slot_exp,
     )

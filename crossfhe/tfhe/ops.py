@@ -85,8 +85,8 @@ KERNELS = ("auto", "fft", "ntt", "native")
 float64 FFT (:mod:`crossfhe.core.fourier`; 4-5x faster than the NTT at P4 and P8 on a CPU; adds the
 rounding variance ``params.var_fft_phase`` per product; the first step, on the test vector, still goes through
 the exact NTT: :func:`_first_step`), ``"native"`` the same FFT blind rotation in the native CPU kernel
-(:mod:`crossfhe.kernels.cpu_native`; grouped parameters without extension, such as P4, on a CPU, where a C
-compiler is present: :func:`native_applies`), ``"ntt"`` exactly through the NTT of ``params.kernels``,
+(:mod:`crossfhe.kernels.cpu_native`; grouped parameters, such as P4, P6 and P8, on a CPU, where a C compiler
+is present: :func:`native_applies`), ``"ntt"`` exactly through the NTT of ``params.kernels``,
 ``"auto"`` (default) the FFT where ``params.fft_kernel`` (its rounding small against the decision noise, or
 p_fail still below 2^-128; the noise model then counts it: every preset), natively where
 :func:`native_applies`, the NTT elsewhere."""
@@ -251,14 +251,14 @@ def _fourier_bsk(sk: ServerKey, progress=None):
 
 def native_applies(params: Params) -> bool:
     """Whether ``kernel="auto"`` bootstraps these parameters through the native CPU kernel: the FFT kernel
-    (``params.fft_kernel``), grouped key bits (g > 1) without an extension (one accumulator component: P4 among
-    the presets), the default backend a CPU, and the kernel built (:func:`crossfhe.kernels.cpu_native.status`
+    (``params.fft_kernel``), grouped key bits (g > 1: P4, P6 and P8 among the presets, with or without an
+    extension), the default backend a CPU, and the kernel built (:func:`crossfhe.kernels.cpu_native.status`
     says why not where it is not)."""
     return params.fft_kernel and _native_shape(params) and _cpu_layout() and cpu_native.available()
 
 
 def _native_shape(params: Params) -> bool:
-    return params.grouping > 1 and params.extension == 0 and (params.poly_size // 2) % cpu_native.BLOCK == 0
+    return params.grouping > 1 and (params.poly_size // 2) % cpu_native.BLOCK == 0
 
 
 @cache
@@ -269,7 +269,7 @@ def _native_tables(params: Params) -> F.NativeTables:
 def _native_bsk(sk: ServerKey, progress=None):
     """The bootstrapping key as the native kernel takes it: the first step's GGSWs as they are (NTT domain,
     :func:`_first_step`), and the others in the Fourier domain as :func:`crossfhe.core.fourier.native_key`
-    lays them out, float64 ``[groups - 1, N/4, 2^g - 1, (k+1) l, k+1, 2, 8]`` on the host; made once per key
+    lays them out, float64 ``[groups - 1, N/16, 2^g - 1, (k+1) l, k+1, 2, 8]`` on the host; made once per key
     object (:func:`_derived`), in chunks of whole groups."""
 
     def make():
@@ -958,9 +958,8 @@ def _check_native(params: Params, ct: LWECiphertext) -> None:
         raise ParameterError(f"the native kernel is an FFT kernel, and {params!r} does not suit the FFT (Q >= 2^63 "
                              "or digits too wide): use kernel='ntt'")
     if not _native_shape(params):
-        raise ParameterError(f"the native kernel takes grouped key bits (grouping > 1) without an extension; "
-                             f"{params!r} has grouping {params.grouping}, extension {params.extension}: use "
-                             "kernel='fft'")
+        raise ParameterError(f"the native kernel takes grouped key bits (grouping > 1); {params!r} has grouping "
+                             f"{params.grouping}: use kernel='fft'")
     if not cpu_native.available():
         raise ParameterError(f"the native kernel is not available ({cpu_native.status()}): use kernel='fft'")
 
@@ -969,23 +968,24 @@ def _check_native(params: Params, ct: LWECiphertext) -> None:
 def _native_start(b, a, ksk, ms_plan, tv, first, plan, gplan, mac, fourier, *, params: Params):
     """Everything before the native kernel's steps, in one program (traced under x64): the key switch of the
     ciphertexts b ``[..., L]``, a ``[..., L, kN]``, the test vectors rotated, the first step through the NTT
-    (:func:`_first_step`), the accumulator composed to uint64 words ``[T B, k+1, N]``, and the other steps'
-    exponents int32 ``[T B, groups - 1, 2^g - 1]``."""
+    (:func:`_first_step`), the accumulator composed to uint64 words ``[T B, 2^nu, k+1, N]``, and the other
+    steps' exponents through the component move, src and power int32 ``[T B, groups - 1, 2^nu, 2^g - 1]``."""
     limbs = len(params.moduli)
     b_t, a_t = _keyswitch(b.reshape((-1, limbs)), a.reshape((-1, limbs, params.long_dim)), ksk, ms_plan, params=params)
     q, tcount, g = mac[0], tv.shape[0], params.grouping
     acc = _initial_acc(b_t, tv, q, params)
     shifts = _rotation_shifts(a_t, tcount, params)
     acc = _first_step(acc, shifts[:, :g], first, plan, gplan, mac, grouping=g)
-    exps = _group_exponents(shifts[:, g:], g, 2 * acc.shape[-1])
-    return F.compose(acc, fourier)[:, 0], exps
+    exps = _group_exponents(shifts[:, g:], g, 2 * acc.shape[-1] * acc.shape[1])
+    src, power = (jnp.swapaxes(v, -1, -2) for v in G.component_move(exps, acc.shape[1]))  # [T B, G, 2^nu, T]
+    return F.compose(acc, fourier), src, power
 
 
 @partial(jit, static_argnames=("tcount", "shape", "params"))
 def _native_finish(words, fourier, q, *, tcount: int, shape: tuple, params: Params):
     """The words back to residues and the samples extracted: per table, (b ``shape + [L]``, a ``shape + [L,
     kN]``)."""
-    ob, oa = _extract(F.decompose(words, fourier)[:, None], q, tcount, params)
+    ob, oa = _extract(F.decompose(words, fourier), q, tcount, params)
     limbs = len(params.moduli)
     return tuple((ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)))
                  for i in range(tcount))
@@ -1001,16 +1001,18 @@ def _bootstrap_native(sk: ServerKey, ct: LWECiphertext, tv: np.ndarray, t: _Tabl
     first, key = _native_bsk(sk)
     fourier, tables = _fourier_plan(params), _native_tables(params)
     ksk = _ksk_bytes(sk) if math.prod(ct.batch_shape) >= KS_BYTES_FROM else sk.ksk  # as keyswitch() on a CPU
-    words, exps = _native_start(ct.b, ct.a, ksk, t.ms_plan, tv, first, t.plan, t.gplan, t.mac, fourier, params=params)
-    words, exps = np.array(words), np.ascontiguousarray(exps, dtype=np.int32)  # the kernel writes words in place
-    steps = exps.shape[1]
+    words, src, power = _native_start(ct.b, ct.a, ksk, t.ms_plan, tv, first, t.plan, t.gplan, t.mac, fourier,
+                                      params=params)
+    words = np.array(words)  # the kernel writes the words in place
+    src, power = np.ascontiguousarray(src, dtype=np.int32), np.ascontiguousarray(power, dtype=np.int32)
+    steps = power.shape[1]
     size = steps if progress is None else -(-steps // min(PROGRESS_CHUNKS, max(steps, 1)))
     if progress is not None:
         progress("blind rotation", 1 / params.groups)
     for lo in range(0, steps, max(size, 1)):
         hi = min(steps, lo + size)
-        chunk = exps if (lo, hi) == (0, steps) else np.ascontiguousarray(exps[:, lo:hi])
-        F.blind_rotate_grouped_native(words, chunk, key[lo:hi], fourier, tables)
+        part = (src, power) if (lo, hi) == (0, steps) else (np.ascontiguousarray(v[:, lo:hi]) for v in (src, power))
+        F.blind_rotate_grouped_native(words, *part, key[lo:hi], fourier, tables)
         if progress is not None:
             progress("blind rotation", (hi + 1) / params.groups)
     outs = _native_finish(words, fourier, t.mac[0], tcount=tv.shape[0], shape=ct.batch_shape, params=params)

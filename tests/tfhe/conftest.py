@@ -35,3 +35,9 @@ def keys_p6_ext():
 def keys_g2():
     """INSECURE_TFHE_P4 with the key's bits two at a time (test_grouping, test_native)."""
     return ops.keygen(testing.INSECURE_TFHE_P4_G2, b"tfhe-test-p4".ljust(32, b"\0"))
+
+
+@pytest.fixture(scope="session")
+def keys_ext_g3():
+    """INSECURE_TFHE_P4_EXT with the key's bits three at a time (test_grouping, test_native)."""
+    return ops.keygen(testing.INSECURE_TFHE_P4_EXT_G3, b"tfhe-test-p4-ext".ljust(32, b"\0"))

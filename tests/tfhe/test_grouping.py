@@ -42,11 +42,6 @@ def _seed(i: int) -> bytes:
     return bytes([i]) * 32
 
 
-@pytest.fixture(scope="module")
-def keys_ext_g3():
-    return ops.keygen(PXG, b"tfhe-test-p4-ext".ljust(32, b"\0"))
-
-
 # --------------------------------------------------------------------------------------------------
 # key side
 # --------------------------------------------------------------------------------------------------
@@ -269,9 +264,9 @@ def test_fft_rounding_noise_within_model_n2048(grouping):
     at a smaller n): 256 bootstraps through the FFT, mean square error at most var_pbs, whose FFT term is
     the phase variance (kN/2 + 1) var_fft per product; and above the NTT's for the same inputs (the
     rounding adds to it). Measured: g = 1 0.61-0.62 of var_pbs (NTT 0.42-0.46), g = 2 0.74-0.79 (NTT
-    0.46-0.51); on the dev box now, g = 2: XLA FFT 0.70, native kernel 0.66, NTT 0.40. Before the first step went through the NTT, g = 2 measured 1.23 var_pbs: the test vector's
-    FFT error, 20-30x a later step's (crossfhe.tfhe.params). Bounds: relative std of 256 samples ~9%; the
-    model is an upper bound."""
+    0.46-0.51); later, g = 2: XLA FFT 0.70, the native kernel 0.66, NTT 0.40. Before the first step went
+    through the NTT, g = 2 measured 1.23 var_pbs: the test vector's FFT error, 20-30x a later step's
+    (crossfhe.tfhe.params). Bounds: relative std of 256 samples ~9%; the model is an upper bound."""
     params = make(4, lwe_dim=128, glwe_dim=1, poly_size=2048, glwe_log2_rate=-48.32, lwe_log2_rate=-22.0,
                   pbs=(23, 1), ks=(4, 5), insecure=True, grouping=grouping, name="fft-noise")
     ck, sk = ops.keygen(params, _seed(80))

@@ -4,9 +4,11 @@ bootstraps through it, the choice of kernel, and the build (cache, refusal, fall
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import subprocess
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -74,40 +76,48 @@ def test_fft_is_the_dft_in_its_slot_order(h):
 # --------------------------------------------------------------------------------------------------
 
 
-def _rotation_inputs(n, glwe_dim, gadget, g, groups, batch, rng, key_bits):
-    """Residue accumulator [B, 1, k+1, L, N], exponents [B, G, T], and Fourier keys [G, T, R, k+1, N/2] of
-    centered integers below 2^key_bits (small keys: every product exact in float64)."""
+def _rotation_inputs(n, glwe_dim, gadget, g, nu, groups, batch, rng, key_bits):
+    """Residue accumulator [B, 2^nu, k+1, L, N], exponents [B, G, T] in [0, 2^(nu+1) N), and Fourier keys
+    [G, T, R, k+1, N/2] of centered integers below 2^key_bits (small keys: every product exact in float64)."""
     moduli = tuple(primes.ntt_primes(31, n, 2))
     q_big = math.prod(moduli)
     k1, t_count = glwe_dim + 1, (1 << g) - 1
-    words = rng.integers(0, q_big, size=(batch, k1, n), dtype=np.uint64)
-    acc = np.stack([(words % q).astype(np.uint32) for q in moduli], axis=-2)[:, None]
-    exps = rng.integers(0, 2 * n, size=(batch, groups, t_count)).astype(np.int32)
+    words = rng.integers(0, q_big, size=(batch, 1 << nu, k1, n), dtype=np.uint64)
+    acc = np.stack([(words % q).astype(np.uint32) for q in moduli], axis=-2)
+    exps = rng.integers(0, 2 * (n << nu), size=(batch, groups, t_count)).astype(np.int32)
     coeff = rng.integers(-(2**key_bits), 2**key_bits, size=(groups, t_count, k1 * gadget.levels, k1, n))
     res = np.stack([(coeff % q).astype(np.uint32) for q in moduli], axis=-2)
     return moduli, acc, exps, F.ggsw_to_fourier(res, moduli)
 
 
+def _moves(exps, comps):
+    """(src, power) int32 [B, G, 2^nu, T] of exponents [B, G, T] (crossfhe.core.ggsw.component_move)."""
+    src, power = (np.ascontiguousarray(np.swapaxes(np.asarray(v), -1, -2)) for v in G.component_move(exps, comps))
+    return src.astype(np.int32), power.astype(np.int32)
+
+
 @needs_kernel
 @pytest.mark.parametrize(
-    "n, glwe_dim, gadget, g",
-    [(2048, 1, Gadget(23, 1), 2), (1024, 1, Gadget(16, 2), 2), (512, 2, Gadget(23, 1), 2), (256, 1, Gadget(15, 4), 3)],
+    "n, glwe_dim, gadget, g, nu",
+    [(2048, 1, Gadget(23, 1), 2, 0), (1024, 1, Gadget(16, 2), 2, 0), (512, 2, Gadget(23, 1), 2, 0),
+     (256, 1, Gadget(15, 4), 3, 0), (256, 1, Gadget(16, 2), 2, 2), (64, 1, Gadget(23, 1), 3, 4)],
 )
-def test_rotation_equals_xla_kernel_on_exact_products(n, glwe_dim, gadget, g):
+def test_rotation_equals_xla_kernel_on_exact_products(n, glwe_dim, gadget, g, nu):
     """On keys small enough that every product is exact in float64, both kernels round the same exact integers:
     the native rotation's words equal F.blind_rotate_grouped's, over 3 steps and a batch of 2 (P4's shape,
-    two digit levels, k = 2 (the generic product loop), an exact 4 x 15-bit gadget with g = 3)."""
-    rng = np.random.default_rng(n + g)
-    moduli, acc, exps, keys_f = _rotation_inputs(n, glwe_dim, gadget, g, 3, 2, rng, key_bits=8)
+    two digit levels, k = 2 (the generic product loop), an exact 4 x 15-bit gadget with g = 3, and accumulators
+    of 4 and 16 components, the extended rotation of P6 and P8)."""
+    rng = np.random.default_rng(n + g + nu)
+    moduli, acc, exps, keys_f = _rotation_inputs(n, glwe_dim, gadget, g, nu, 3, 2, rng, key_bits=8)
     with jax.enable_x64(True):
         plan = F.FourierPlan.create(n, moduli, gadget, glwe_dim)
         rotate = jax.jit(F.blind_rotate_grouped)
         want = np.asarray(rotate(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys_f), plan))
-        words = np.array(F.compose(jnp.asarray(acc), plan))[:, 0]
+        words = np.array(F.compose(jnp.asarray(acc), plan))
     tables = F.NativeTables.create(plan)
-    F.blind_rotate_grouped_native(words, exps, F.native_key(keys_f, tables), plan, tables)
+    F.blind_rotate_grouped_native(words, *_moves(exps, 1 << nu), F.native_key(keys_f, tables), plan, tables)
     with jax.enable_x64(True):
-        got = np.asarray(F.decompose(jnp.asarray(words), plan))[:, None]
+        got = np.asarray(F.decompose(jnp.asarray(words), plan))
     np.testing.assert_array_equal(got, want)
 
 
@@ -131,12 +141,12 @@ def test_group_step_error_within_model():
     exact = jax.jit(G.group_step)(jnp.asarray(acc), jnp.asarray(exps), ntt(jnp.asarray(keys), plan), plan, gplan, mac)
     with jax.enable_x64(True):
         fplan = F.FourierPlan.create(n, moduli, gadget, 1)
-        words = np.array(F.compose(jnp.asarray(acc), fplan))[:, 0]
+        words = np.array(F.compose(jnp.asarray(acc), fplan))
     tables = F.NativeTables.create(fplan)
     key = F.native_key(F.ggsw_to_fourier(keys, moduli)[None], tables)
-    F.blind_rotate_grouped_native(words, np.ascontiguousarray(exps[:, None]), key, fplan, tables)
+    F.blind_rotate_grouped_native(words, *_moves(exps[:, None], 1), key, fplan, tables)
     with jax.enable_x64(True):
-        out = np.asarray(F.decompose(jnp.asarray(words), fplan))[:, None]
+        out = np.asarray(F.decompose(jnp.asarray(words), fplan))
     qcol = np.array(moduli, dtype=np.int64)[:, None]
     diff = (out.astype(np.int64) - np.asarray(exact).astype(np.int64)) % qcol
     err = F.centered_float(diff.astype(np.uint32), moduli) / math.prod(moduli)
@@ -156,18 +166,20 @@ def test_bad_arrays_refused():
         plan = F.FourierPlan.create(n, moduli, Gadget(23, 1), 1)
     tables = F.NativeTables.create(plan)
     key = np.zeros((2, n // 2 // cpu_native.BLOCK, 3, 2, 2, 2, cpu_native.BLOCK))
-    words, exps = np.zeros((1, 2, n), np.uint64), np.zeros((1, 2, 3), np.int32)
-    F.blind_rotate_grouped_native(words, exps, key, plan, tables)  # zero keys: words unchanged
+    words, moves = np.zeros((1, 1, 2, n), np.uint64), np.zeros((1, 2, 1, 3), np.int32)
+    F.blind_rotate_grouped_native(words, moves, moves, key, plan, tables)  # zero keys: words unchanged
     assert not words.any()
-    for bad_words, bad_exps, bad_key, match in [
-        (words.astype(np.int64), exps, key, "acc int64"),
-        (words, exps.astype(np.int64), key, "exps int64"),
-        (words, exps, key[:1], "want"),
-        (words, np.zeros((2, 2, 3), np.int32), key, "exps"),
-        (np.zeros((1, 2, 2 * n), np.uint64)[:, :, ::2], exps, key, "C-contiguous"),
+    four = np.zeros((1, 4, 2, n), np.uint64)
+    for bad in [
+        (words.astype(np.int64), moves, moves, key, "acc int64"),
+        (words, moves, moves.astype(np.int64), key, "power int64"),
+        (words, moves, moves, key[:1], "want"),
+        (words, np.zeros((2, 2, 1, 3), np.int32), np.zeros((2, 2, 1, 3), np.int32), key, "src"),
+        (np.zeros((1, 1, 2, 2 * n), np.uint64)[..., ::2], moves, moves, key, "C-contiguous"),
+        (four, np.full((1, 2, 4, 3), 4, np.int32), np.zeros((1, 2, 4, 3), np.int32), key, "index the 4 components"),
     ]:
-        with pytest.raises(ValueError, match=match):
-            F.blind_rotate_grouped_native(bad_words, bad_exps, bad_key, plan, tables)
+        with pytest.raises(ValueError, match=bad[-1]):
+            F.blind_rotate_grouped_native(*bad[:-1], plan, tables)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,6 +216,23 @@ def test_pbs_every_input_and_batch_equals_items(keys_g2):
     np.testing.assert_array_equal(np.asarray(prog.a), np.asarray(out.a))
     fracs = [f for s, f in seen if s == "blind rotation"]
     assert fracs == sorted(fracs) and fracs[-1] == 1.0 and len(fracs) > 2
+
+
+@needs_kernel
+def test_pbs_extended_accumulator(keys_ext_g3):
+    """g = 3 over an accumulator of 16 components (the extended rotation of P6 and P8) through the native
+    kernel: every input's table value, KS-dedup, and a batch equal to its items one at a time, word for word."""
+    ck, sk = keys_ext_g3
+    params = testing.INSECURE_TFHE_P4_EXT_G3
+    assert ops.native_applies(params) and params.extension == 4
+    m = np.arange(16)
+    f, h = np.random.default_rng(45).integers(0, 16, (2, 16))
+    ct = ops.encrypt(ck, m, _seed(45))
+    out_f, out_h = ops.pbs_many(sk, ct, [f, h], kernel="native")
+    np.testing.assert_array_equal(ops.decrypt(ck, out_f), f[m])
+    np.testing.assert_array_equal(ops.decrypt(ck, out_h), h[m])
+    one = ops.pbs(sk, LWECiphertext(ct.b[3], ct.a[3], ct.moduli), f, kernel="native")
+    np.testing.assert_array_equal(np.asarray(one.a), np.asarray(out_f.a[3]))
 
 
 @needs_kernel
@@ -302,11 +331,24 @@ def test_cached_library_is_for_this_source(fresh_native, tmp_path):
     fresh_native.setenv("CROSSFHE_NATIVE_CACHE", str(tmp_path))
     assert cpu_native.available()
     src = tmp_path / "tfhe_fft.c"
-    src.write_text(cpu_native.SOURCE.read_text().replace("return 1; }", "return 2; }"))
+    abi = cpu_native.ABI_VERSION
+    text = cpu_native.SOURCE.read_text()
+    assert text.count(f"return {abi}; }}") == 1
+    src.write_text(text.replace(f"return {abi}; }}", f"return {abi + 1}; }}"))
     fresh_native.setattr(cpu_native, "SOURCE", src)
     cpu_native.reset()
-    assert not cpu_native.available() and "ABI 2" in cpu_native.status()
+    assert not cpu_native.available() and f"ABI {abi + 1}" in cpu_native.status()
     assert len([p for p in tmp_path.iterdir() if p.suffix == ".so"]) == 2
+
+
+def test_bench_offers_every_kernel():
+    """benchmarks/bench_tfhe.py's --kernel lists its choices before JAX loads: they are ops.KERNELS."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tfhe.py"
+    spec = importlib.util.spec_from_file_location("bench_tfhe", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    (action,) = [a for a in bench.parser()._actions if a.dest == "kernel"]
+    assert tuple(action.choices) == ops.KERNELS and action.default == "auto"
 
 
 def test_compiler_flags_keep_ieee_results():
