@@ -147,6 +147,15 @@ static void dit_stages(double *restrict re, double *restrict im, const double *r
     if (m < h) dit_stage(re, im, twr, twi, h, m);
 }
 
+/* The next step's keys, brought towards the cache a few lines per FFT tile (spread over the step's compute, so
+   that the key products find them in L2: P4, one item, keys streamed from memory): cursor, end, lines per tile. */
+static __thread const char *pf_cur, *pf_end;
+static __thread int64_t pf_lines;
+
+static inline void prefetch_some(void) {
+    for (int64_t i = 0; i < pf_lines && pf_cur < pf_end; i++, pf_cur += 64) __builtin_prefetch(pf_cur, 0, 2);
+}
+
 #ifdef __AVX512F__
 #include <immintrin.h>
 #define TAIL 64 /* the last six DIF stages (first six DIT ones) run on 64-slot tiles in registers */
@@ -214,6 +223,7 @@ static inline void dit_bfly_v(__m512d *ar, __m512d *ai, __m512d *br, __m512d *bi
 static void dif_tail(double *restrict re, double *restrict im, const double *restrict twr, const double *restrict twi,
                      int64_t h) {
     for (int64_t g = 0; g < h; g += TAIL) {
+        prefetch_some();
         __m512d r[8], i_[8];
         for (int k = 0; k < 8; k++) {
             r[k] = _mm512_loadu_pd(re + g + 8 * k);
@@ -242,6 +252,7 @@ static void dif_tail(double *restrict re, double *restrict im, const double *res
 static void dit_head(double *restrict re, double *restrict im, const double *restrict twr, const double *restrict twi,
                      int64_t h) {
     for (int64_t g = 0; g < h; g += TAIL) {
+        prefetch_some();
         __m512d r[8], i_[8];
         for (int k = 0; k < 8; k++) {
             r[k] = _mm512_loadu_pd(re + g + 8 * k);
@@ -502,6 +513,12 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
     const int64_t key_step = t_count * r_count * k1 * 2 * h;
     for (int64_t g = 0; g < groups; g++) {
         const double *kg = key + g * key_step;
+        if (g + 1 < groups) { /* the next step's keys, during this step's transforms (first item) */
+            const int64_t tiles = (r_count + k1) * comps * (h >= 64 ? h / 64 : 1);
+            pf_cur = (const char *)(kg + key_step);
+            pf_end = pf_cur + key_step * (int64_t)sizeof(double);
+            pf_lines = (key_step * (int64_t)sizeof(double) / 64 + tiles - 1) / tiles;
+        }
         for (int64_t bi = 0; bi < batch; bi++) {
             uint64_t *a = acc + bi * comps * k1 * n;
             const int64_t at = (bi * groups + g) * comps * t_count; /* this item's and step's src / power */
@@ -562,6 +579,7 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
             }
         }
     }
+    pf_cur = pf_end = NULL;
     free(work);
     return 0;
 }
