@@ -356,27 +356,28 @@ def ggsw_to_fourier(ggsw_coeff: np.ndarray, moduli: tuple[int, ...]) -> np.ndarr
 
 @dataclass(frozen=True, eq=False)
 class NativeTables:
-    """Host constants of :func:`blind_rotate_grouped_native` for one :class:`FourierPlan`: ``order`` int
-    ``[N/2]`` (the kernel's FFT slot order, :func:`crossfhe.kernels.cpu_native.slot_order`), ``tw`` float64
-    ``[2, N/2]`` (its FFT twiddles), ``twist`` float64 ``[2, N/2]`` (the plan's), ``roots`` float64 ``[2, 2N]``
-    (cos, sin planes of the plan's roots), ``slot_exp`` int32 ``[N/2]`` (the plan's, in the kernel's order)."""
+    """Host constants of :func:`blind_rotate_grouped_native` for one :class:`FourierPlan`: ``order`` int32
+    ``[N/2]`` (the kernel's FFT slot order, :func:`crossfhe.kernels.cpu_native.slot_order`: position p holds
+    the point x_k = w^(1 - 4k), k = order[p]), ``tw`` float64 ``[2, N/2]`` (its FFT twiddles), ``twist`` float64
+    ``[2, N/2]`` (the plan's), ``roots`` float64 ``[2, 2N]`` (cos, sin planes of the plan's roots, the powers
+    of w), ``zeta`` float64 ``[2, N/2]`` (the powers of w^-4: X^e at x_k is w^e (w^-4)^(e k))."""
 
     order: np.ndarray
     tw: np.ndarray
     twist: np.ndarray
     roots: np.ndarray
-    slot_exp: np.ndarray
+    zeta: np.ndarray
 
     @classmethod
     def create(cls, plan: FourierPlan) -> NativeTables:
         h = plan.n // 2
         order = cpu_native.slot_order(h)
         return cls(
-            order=order,
+            order=np.ascontiguousarray(order, dtype=np.int32),
             tw=cpu_native.fft_twiddles(h),
             twist=np.ascontiguousarray(plan.twist, dtype=np.float64),
             roots=np.ascontiguousarray(np.stack([plan.roots.real, plan.roots.imag])),
-            slot_exp=np.ascontiguousarray(plan.slot_exp[order], dtype=np.int32),
+            zeta=cpu_native.powers_of_unity(h),
         )
 
 
@@ -401,5 +402,6 @@ def blind_rotate_grouped_native(words: np.ndarray, src: np.ndarray, power: np.nd
     they are the same."""
     cpu_native.blind_rotate_grouped(
         words, src, power, key, levels=plan.levels, base_log=plan.base_log, scale=plan.scale, q=int(plan.big_q),
-        inv_q=1.0 / plan.big_qf, tw=tables.tw, twist=tables.twist, roots=tables.roots, slot_exp=tables.slot_exp,
+        inv_q=1.0 / plan.big_qf, tw=tables.tw, twist=tables.twist, roots=tables.roots, zeta=tables.zeta,
+        slot_k=tables.order,
     )

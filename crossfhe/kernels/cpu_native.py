@@ -6,7 +6,7 @@ each FFT as a library call. ``tfhe_fft.c`` (next to this module) is the same com
 vector loops, with the FFT's short stages on register tiles where AVX-512 is present; :mod:`crossfhe.tfhe.ops`
 uses it for concrete inputs on a CPU when it is available (:func:`crossfhe.tfhe.ops.native_applies`).
 Measured on the dev box (AMD EPYC with AVX-512, one CPU, the two kernels in one process, XLA against native):
-a P4 blind rotation of 416 group steps, 45.0 against 29.2 us per step at batch 1 and 33.8 against 21.7 per
+a P4 blind rotation of 416 group steps, 44.4 against 27.9 us per step at batch 1 and 40.6 against 19.6 per
 item at batch 8; a whole P4 bootstrap, 22.1 against 15.7 ms at batch 1 and 15.8 against 10.5 ms per bootstrap
 at batch 8; P6 (4 accumulator components), 124.8 against 93.3 ms at batch 1 and 126.2 against 82.3 at batch 8.
 
@@ -36,7 +36,7 @@ SOURCE = Path(__file__).with_name("tfhe_fft.c")
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 """-fno-math-errno and -fno-trapping-math let GCC vectorize floor() and the float/integer conversions; neither
 changes a result (no code here reads errno or traps)."""
-ABI_VERSION = 2
+ABI_VERSION = 3
 BLOCK = 8
 """Slots per block of the key layout (``VB`` in ``tfhe_fft.c``)."""
 
@@ -100,7 +100,7 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
     lib.cf_fft_forward.argtypes = [p, p, p, i64]
     lib.cf_fft_inverse.argtypes = [p, p, p, i64]
     lib.cf_blind_rotate_grouped.argtypes = [p, p, p, p, i64, i64, i64, i64, i64, i64, i64, i64, ctypes.c_double,
-                                            ctypes.c_uint64, ctypes.c_double, p, p, p, p]
+                                            ctypes.c_uint64, ctypes.c_double, p, p, p, p, p]
     lib.cf_blind_rotate_grouped.restype = ctypes.c_int
     return lib, f"built with {cc} at {target}"
 
@@ -140,6 +140,14 @@ def _require() -> ctypes.CDLL:
 def fft_twiddles(h: int) -> np.ndarray:
     """float64 ``[2, h]``: tw[m + j] = exp(-2 pi i j / (2m)) for m = 1, 2, 4, ..., h / 2 (cos, sin rows)."""
     return np.stack(_unit_roots(h))
+
+
+def powers_of_unity(h: int) -> np.ndarray:
+    """float64 ``[2, h]``: cos and sin of -2 pi j / h (the powers of exp(-2 pi i / h)), each rounded once from long
+    double (as :func:`fft_twiddles`)."""
+    pi = np.longdouble("3.14159265358979323846264338327950288")
+    ang = -2 * pi * np.arange(h).astype(np.longdouble) / h
+    return np.stack([np.cos(ang).astype(np.float64), np.sin(ang).astype(np.float64)])
 
 
 def _unit_roots(h: int) -> tuple[np.ndarray, np.ndarray]:
@@ -190,7 +198,7 @@ def slot_order(h: int) -> np.ndarray:
 
 def blind_rotate_grouped(acc: np.ndarray, src: np.ndarray, power: np.ndarray, key: np.ndarray, *, levels: int,
                          base_log: int, scale: float, q: int, inv_q: float, tw: np.ndarray, twist: np.ndarray,
-                         roots: np.ndarray, slot_exp: np.ndarray) -> None:
+                         roots: np.ndarray, zeta: np.ndarray, slot_k: np.ndarray) -> None:
     """Run the kernel on acc uint64 ``[B, 2^nu, k+1, N]`` (C-contiguous; updated in place), src and power int32
     ``[B, G, 2^nu, T]`` (:func:`crossfhe.core.ggsw.component_move` of each step's exponents), key float64
     ``[G, N/2 / BLOCK, T, (k+1) l, k+1, 2, BLOCK]`` and the tables (see ``tfhe_fft.c``)."""
@@ -202,13 +210,13 @@ def blind_rotate_grouped(acc: np.ndarray, src: np.ndarray, power: np.ndarray, ke
             or power.shape[:3] != (batch, groups, comps) or key.shape != want):
         raise ValueError(f"native blind rotation: acc {acc.dtype}{acc.shape}, src {src.dtype}{src.shape}, power "
                          f"{power.dtype}{power.shape}, key {key.shape} (want {want})")
-    arrays = (acc, src, power, key, tw, twist, roots, slot_exp)
+    arrays = (acc, src, power, key, tw, twist, roots, zeta, slot_k)
     if not all(a.flags.c_contiguous for a in arrays):
         raise ValueError("native blind rotation: every array must be C-contiguous")
     if comps > 1 and (int(src.min(initial=0)) < 0 or int(src.max(initial=0)) >= comps):
         raise ValueError(f"native blind rotation: src must index the {comps} components")
     rc = lib.cf_blind_rotate_grouped(acc.ctypes.data, src.ctypes.data, power.ctypes.data, key.ctypes.data, batch,
                                      groups, comps, t_count, k1, levels, n, base_log, scale, q, inv_q, tw.ctypes.data,
-                                     twist.ctypes.data, roots.ctypes.data, slot_exp.ctypes.data)
+                                     twist.ctypes.data, roots.ctypes.data, zeta.ctypes.data, slot_k.ctypes.data)
     if rc != 0:
         raise MemoryError(f"native blind rotation failed ({rc}): no scratch memory" if rc == -1 else f"code {rc}")

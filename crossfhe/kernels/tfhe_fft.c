@@ -487,19 +487,20 @@ __attribute__((noinline)) static void combine(double *restrict orr, double *rest
    products of component src and X^power in the ring of degree n (crossfhe.core.ggsw.component_move; with one
    component, src is 0 and power the pattern's exponent). key: float64 [groups][h / VB][t_count][k1 levels][k1]
    [2][VB] (re, im planes of the key's FFT values in the slot order of cf_fft_forward, blocked by VB slots).
-   tw: [2][h] (fft twiddles); twist: [2][h] (cos, sin of pi j / n); roots: [2][2n] (cos, sin of pi j / n);
-   slot_exp: int32 [h], the exponent of slot p's point (x = w^slot_exp[p], w = exp(i pi / n)). scale: B^levels /
+   tw: [2][h] (fft twiddles); twist: [2][h] (cos, sin of pi j / n); roots: [2][2n] (cos, sin of pi j / n, the
+   powers of w); zeta: [2][h] (cos, sin of -2 pi j / h, the powers of w^-4); slot_k: int32 [h], the index k of
+   the point w^(1 - 4k) that slot p holds (the kernel's FFT order). scale: B^levels /
    q, or 1.0 for an exact gadget. inv_q: 1.0 / q as the Python side computes it. Returns 0, -1 if scratch
    memory could not be had, -2 for a bad shape. */
 int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *power, const double *key,
                             int64_t batch, int64_t groups, int64_t comps, int64_t t_count, int64_t k1, int64_t levels,
                             int64_t n, int64_t base_log, double scale, uint64_t q, double inv_q, const double *tw,
-                            const double *twist, const double *roots, const int32_t *slot_exp) {
+                            const double *twist, const double *roots, const double *zeta, const int32_t *slot_k) {
     const int64_t h = n / 2, r_count = k1 * levels;
     if (h % VB || comps < 1) return -2;
     const double base = (double)((int64_t)1 << base_log), inv_base = 1.0 / base, inv_h = 1.0 / (double)h;
     const double *twr = tw, *twi = tw + h, *cs = twist, *sn = twist + h;
-    const double *rre = roots, *rim = roots + 2 * n;
+    const double *rre = roots, *rim = roots + 2 * n, *zre = zeta, *zim = zeta + h;
     const int32_t mask = (int32_t)(2 * n - 1);
     const int approx = scale != 1.0;
     const int64_t ps = h + PAD, ds = n + PAD; /* scratch row pitches */
@@ -545,13 +546,17 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
             for (int64_t comp = 0; comp < comps; comp++) {
                 const int32_t *e = power + at + comp * t_count, *from = src + at + comp * t_count;
                 for (int64_t t = 0; t < t_count; t++) {
+                    /* X^e at slot k's point w^(1 - 4k) is w^e zeta^(e k mod h), zeta = w^-4: one gather from an
+                       h-entry table (L1) per slot instead of one from the 2n-entry roots (P4: 27.1 -> 25.8 us
+                       per step) */
                     double *restrict mr = mono + 2 * t * ps, *restrict mi = mr + ps;
-                    const int32_t et = e[t];
+                    const int32_t et = e[t], hm = (int32_t)(h - 1);
                     const double one = comps == 1 ? 1.0 : 0.0; /* one component: X^e - 1 here, fused below */
+                    const double wr = rre[et & mask], wi = rim[et & mask];
                     for (int64_t p = 0; p < h; p++) {
-                        const int32_t idx = (et * slot_exp[p]) & mask;
-                        mr[p] = rre[idx] - one;
-                        mi[p] = rim[idx];
+                        const int32_t j = (et * slot_k[p]) & hm;
+                        mr[p] = wr * zre[j] - wi * zim[j] - one;
+                        mi[p] = wr * zim[j] + wi * zre[j];
                     }
                 }
                 if (comps == 1) {
@@ -585,4 +590,4 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
 }
 
 /* ABI version, checked by the loader: bump when a signature or a layout changes. */
-int cf_abi_version(void) { return 2; }
+int cf_abi_version(void) { return 3; }

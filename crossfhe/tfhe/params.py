@@ -60,26 +60,24 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   bootstrapping key's bit as 1). The output of a bootstrap has this variance times n: ``var_pbs``. With
   nu > 0 each component of the accumulator goes through the same n external products, so this is unchanged;
 * the FFT kernel of the external product (:mod:`crossfhe.core.fourier`, float64) adds its rounding error,
-  ``var_fft`` = c log2(N) (k + 1) l N (B^2 + 2) / 12 * (1/12) * 2^-106 per external product: the variance of
-  a sum of (k + 1) l N products of a digit and a uniform key coefficient (mean square Q^2 / 12), times the
+  ``var_fft`` = c log2(N) (k + 1) l N (B^2 + 2) / 12 * (1/12) * 2^-106 per external product: the variance of a
+  sum of (k + 1) l N products of a digit and a uniform key coefficient (mean square Q^2 / 12), times the
   float64 unit roundoff squared and log2(N) (the depth of the transforms). c = 2.5: measured 1.44 to 1.56
-  against the exact NTT product on XLA:CPU for N 2^8 to 2^13, B 2^12 to 2^28, l 1 to 3, k 1 and 4, and 1.70
-  to 1.99 on an H100 (N 2^8 to 2^11; tests/tfhe/test_fourier.py checks it); the grouped step's FFT term
-  below measured 0.77 of the model on XLA:CPU (jax 0.10.2; an earlier 0.26 to 0.32 did not reproduce), 0.70
-  to 0.73 through the native CPU kernel (:mod:`crossfhe.kernels.cpu_native`) and 0.91 to 0.92 on the H100.
-  That is the error of
-  each word of the product; in the phase b + <a, s> the k N mask errors meet the key, weight k N / 2 on
-  average, so the phase carries
-  ``var_fft_phase`` = (k N / 2 + 1) var_fft (as the decomposition term does; measured 0.5 of it per CMux and
-  0.6 to 1.0 per grouped step at N 2048 with 23-bit digits, real keys). The first step of a bootstrap is
-  different: its accumulator is the test vector, whose long constant runs give digits of concentrated
-  spectrum and an FFT error of concentrated spectrum that meets the key's mean coherently (measured 20 to
-  30 times a later step's); so the first step runs through the exact NTT whatever the kernel
-  (:func:`crossfhe.tfhe.ops.pbs`). The bootstrap uses the FFT (``fft_kernel``) only where its rounding,
-  over the whole blind rotation and weighted by nu^2, is at most 1/64 of the decision variance the exact
-  product would give, or where p_fail with it stays below 2^-128 (P10: 2^-185.7 exact, 2^-133.0 with the
-  FFT), and ``var_cmux`` then includes it: every preset (not, for example, a set of N 8192 with 28-bit
-  digits, where the rounding would dominate; it bootstraps through the NTT);
+  against the exact NTT product on XLA:CPU for N 2^8 to 2^13, B 2^12 to 2^28, l 1 to 3, k 1 and 4, and 1.70 to
+  1.99 on an H100 (N 2^8 to 2^11; tests/tfhe/test_fourier.py checks it); the grouped step's FFT term below
+  measured 0.77 of the model on XLA:CPU (jax 0.10.2; an earlier 0.26 to 0.32 did not reproduce), 0.66 to 0.76
+  through the native CPU kernel (:mod:`crossfhe.kernels.cpu_native`) and 0.91 to 0.92 on the H100. That is the
+  error of each word of the product; in the phase b + <a, s> the k N mask errors meet the key, weight k N / 2
+  on average, so the phase carries ``var_fft_phase`` = (k N / 2 + 1) var_fft (as the decomposition term does;
+  measured 0.5 of it per CMux and 0.6 to 1.0 per grouped step at N 2048 with 23-bit digits, real keys). The
+  first step of a bootstrap is different: its accumulator is the test vector, whose long constant runs give
+  digits of concentrated spectrum and an FFT error of concentrated spectrum that meets the key's mean
+  coherently (measured 20 to 30 times a later step's); so the first step runs through the exact NTT whatever
+  the kernel (:func:`crossfhe.tfhe.ops.pbs`). The bootstrap uses the FFT (``fft_kernel``) only where its
+  rounding, over the whole blind rotation and weighted by nu^2, is at most 1/64 of the decision variance the
+  exact product would give, or where p_fail with it stays below 2^-128 (P10: 2^-185.7 exact, 2^-133.0 with the
+  FFT), and ``var_cmux`` then includes it: every preset (not, for example, a set of N 8192 with 28-bit digits,
+  where the rounding would dominate; it bootstraps through the NTT);
 * with grouping g > 1, a step of the blind rotation (one group) adds 2 (2^g - 1) times the digit and FFT
   phase terms (each of the 2^g - 1 products carries its own key noise, and X^e - 1 doubles a variance) plus
   twice the decomposition term (it meets the one indicator that is 1, times X^e - 1): ``var_step``. The
