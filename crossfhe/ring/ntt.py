@@ -551,6 +551,12 @@ relinearization 136 against 153 ms, rotation 144 against 161 ms."""
 _POOL: dict = {}
 
 
+def worker_pool() -> ThreadPoolExecutor | None:
+    """The one-worker thread pool of :func:`_chunked` (None on one CPU or without :data:`PARALLEL`), for other
+    host-side work that splits in two (the native TFHE kernel's batches, :mod:`crossfhe.tfhe.ops`)."""
+    return _pool()
+
+
 def _pool() -> ThreadPoolExecutor | None:
     """A one-worker thread pool (made once per process: a forked child, whose copy has no worker thread,
     makes its own) when :data:`PARALLEL` and the process may run on two CPUs or more; else None."""

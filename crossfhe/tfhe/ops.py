@@ -65,7 +65,7 @@ from crossfhe.math.modular import (
 )
 from crossfhe.math.rns import RNSBasis
 from crossfhe.math.xla import jit
-from crossfhe.ring.ntt import NTTPlan, intt, ntt
+from crossfhe.ring.ntt import NTTPlan, intt, ntt, worker_pool
 from crossfhe.tfhe.params import KS_MODULUS_BITS, Params
 
 U32 = jnp.uint32
@@ -991,6 +991,20 @@ def _native_finish(words, fourier, q, *, tcount: int, shape: tuple, params: Para
                  for i in range(tcount))
 
 
+def _native_rotate(words, src, power, key, fourier, tables) -> None:
+    """The native kernel on the whole batch; where the process may use two CPUs (the NTT's worker thread,
+    :func:`crossfhe.ring.ntt.worker_pool`), a batch of two or more runs as two halves at once (each item's
+    words are the same either way: the kernel computes items independently)."""
+    pool, batch = worker_pool(), words.shape[0]
+    if pool is None or batch < 2:
+        F.blind_rotate_grouped_native(words, src, power, key, fourier, tables)
+        return
+    half = (batch + 1) // 2  # axis-0 slices of C-contiguous arrays: contiguous views, written in place
+    second = pool.submit(F.blind_rotate_grouped_native, words[half:], src[half:], power[half:], key, fourier, tables)
+    F.blind_rotate_grouped_native(words[:half], src[:half], power[:half], key, fourier, tables)
+    second.result()
+
+
 def _bootstrap_native(sk: ServerKey, ct: LWECiphertext, tv: np.ndarray, t: _Tables, progress) -> list[LWECiphertext]:
     """:func:`pbs_many` with the blind rotation after its first step in the native kernel: one program before
     (key switch to first step), the kernel on host arrays (the whole batch in one call: it reads each step's
@@ -1012,7 +1026,7 @@ def _bootstrap_native(sk: ServerKey, ct: LWECiphertext, tv: np.ndarray, t: _Tabl
     for lo in range(0, steps, max(size, 1)):
         hi = min(steps, lo + size)
         part = (src, power) if (lo, hi) == (0, steps) else (np.ascontiguousarray(v[:, lo:hi]) for v in (src, power))
-        F.blind_rotate_grouped_native(words, *part, key[lo:hi], fourier, tables)
+        _native_rotate(words, *part, key[lo:hi], fourier, tables)
         if progress is not None:
             progress("blind rotation", (hi + 1) / params.groups)
     outs = _native_finish(words, fourier, t.mac[0], tcount=tv.shape[0], shape=ct.batch_shape, params=params)

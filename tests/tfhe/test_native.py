@@ -8,6 +8,7 @@ import importlib.util
 import math
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -217,6 +218,22 @@ def test_pbs_every_input_and_batch_equals_items(keys_g2):
     np.testing.assert_array_equal(np.asarray(prog.a), np.asarray(out.a))
     fracs = [f for s, f in seen if s == "blind rotation"]
     assert fracs == sorted(fracs) and fracs[-1] == 1.0 and len(fracs) > 2
+
+
+@needs_kernel
+def test_batch_split_over_two_threads_same_words(keys_g2, monkeypatch):
+    """With a worker thread (two CPUs) a batch runs as two halves at once, without one as a whole: the same words
+    (checked with a worker forced and with none, whatever this machine's CPUs)."""
+    ck, sk = keys_g2
+    ct = ops.encrypt(ck, np.arange(5), _seed(46))
+    got = {}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for name, worker in (("split", pool), ("whole", None)):
+            monkeypatch.setattr(ops, "worker_pool", lambda worker=worker: worker)
+            got[name] = ops.pbs(sk, ct, lambda x: 3 * x % 16, kernel="native")
+    np.testing.assert_array_equal(np.asarray(got["split"].a), np.asarray(got["whole"].a))
+    np.testing.assert_array_equal(np.asarray(got["split"].b), np.asarray(got["whole"].b))
+    np.testing.assert_array_equal(ops.decrypt(ck, got["split"]), 3 * np.arange(5) % 16)
 
 
 @needs_kernel
