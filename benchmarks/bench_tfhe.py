@@ -78,7 +78,7 @@ def _csv(s: str) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()]
 
 
-def _parse() -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="P2 and P4, batches 1 and 8, short timing windows")
     p.add_argument("--presets", default=None, help=f"comma-separated presets (default {','.join(PRESET_NAMES)})")
@@ -91,10 +91,11 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=None,
                    help="minimum timed calls (default 10, --quick 5; calls over the window: >= 3)")
     p.add_argument("--seed", type=int, default=2024, help="seed of the keys, messages and encryptions")
-    p.add_argument("--kernel", default="auto", choices=ops.KERNELS,
+    # the choices of crossfhe.tfhe.ops.KERNELS (not imported here: JAX loads only after the CPUs are pinned)
+    p.add_argument("--kernel", default="auto", choices=("auto", "fft", "ntt", "native"),
                    help="the blind rotation's kernel (default auto: native CPU kernel where it applies, else the "
                         "FFT where the parameters take it, else the NTT)")
-    return p.parse_args()
+    return p
 
 
 from crossfhe.cli.benchutil import (  # noqa: E402
@@ -108,7 +109,7 @@ from crossfhe.cli.benchutil import (  # noqa: E402
 )
 from crossfhe.runtime import keep_heap  # noqa: E402
 
-ARGS = _parse() if __name__ == "__main__" else None
+ARGS = parser().parse_args() if __name__ == "__main__" else None
 if ARGS is not None:
     pin_threads(ARGS.threads)
     HEAP_KEPT = keep_heap(reexec=True)  # restarts once with the allocator settings: crossfhe.runtime
