@@ -1008,8 +1008,8 @@ def _native_rotate(words, src, power, key, fourier, tables) -> None:
 def _bootstrap_native(sk: ServerKey, ct: LWECiphertext, tv: np.ndarray, t: _Tables, progress) -> list[LWECiphertext]:
     """:func:`pbs_many` with the blind rotation after its first step in the native kernel: one program before
     (key switch to first step), the kernel on host arrays (the whole batch in one call: it reads each step's
-    keys once for all of it; with ``progress``, in :data:`PROGRESS_CHUNKS` calls), one program after. Fewer
-    programs and no eager reshapes: at P4, batch 1, the calls around the kernel are a tenth of the bootstrap.
+    keys once for all of it; with ``progress``, in :data:`PROGRESS_CHUNKS` calls), one program after, no eager
+    reshapes between (P4, batch 1, one CPU: the two programs took 4.1 of 18.0 ms, the key switch 3.1 of them).
     Traced under x64."""
     params = sk.params
     first, key = _native_bsk(sk)
