@@ -33,6 +33,7 @@ its own test vector, and the batch still shares every pass over the bootstrappin
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import warnings
@@ -261,8 +262,13 @@ def _native_shape(params: Params) -> bool:
     return params.grouping > 1 and (params.poly_size // 2) % cpu_native.BLOCK == 0
 
 
-@cache
 def _native_tables(params: Params) -> F.NativeTables:
+    """The kernel's tables for these parameters, made once per loaded kernel (its slot order is read off it)."""
+    return _native_tables_of(params, cpu_native.library())
+
+
+@cache
+def _native_tables_of(params: Params, library) -> F.NativeTables:
     return F.NativeTables.create(_fourier_plan(params))
 
 
@@ -286,7 +292,9 @@ def _native_bsk(sk: ServerKey, progress=None):
                 progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
         return sk.bsk[:per], np.concatenate(parts)
 
-    return _derived(sk, "_bsk_native", make)
+    # the layout follows the kernel's slot order: a kernel built otherwise (other flags, another CPU) gets its own
+    order = hashlib.sha256(_native_tables(sk.params).order.tobytes()).hexdigest()[:16]
+    return _derived(sk, f"_bsk_native_{order}", make)
 
 
 def _glwe_key_eval(ck: ClientKey, tables: _Tables):

@@ -359,6 +359,31 @@ def test_cached_library_is_for_this_source(fresh_native, tmp_path):
     assert len([p for p in tmp_path.iterdir() if p.suffix == ".so"]) == 2
 
 
+@needs_kernel
+def test_portable_build_same_function(fresh_native, tmp_path, keys_g2):
+    """Built without AVX-512 (as on CPUs that lack it): plain radix-2 stages, whose slot order is the bit
+    reversal, and the same function: the DFT in that order, the XLA kernel's words on exact products (4
+    components), and bootstraps with a key laid out again for that order (the default build's layout stays
+    cached for it)."""
+    fresh_native.setenv("CROSSFHE_NATIVE_CACHE", str(tmp_path))
+    fresh_native.setattr(cpu_native, "FLAGS", cpu_native.FLAGS + ("-mno-avx512f",))
+    cpu_native.reset()
+    assert cpu_native.available()
+    h = 1024
+    order = cpu_native.slot_order(h)
+    brv = np.array([int(format(i, "010b")[::-1], 2) for i in range(h)])
+    np.testing.assert_array_equal(order, brv)
+    x = np.random.default_rng(47).standard_normal(h) + 1j * np.random.default_rng(48).standard_normal(h)
+    want = np.fft.fft(x)
+    assert np.abs(cpu_native.fft_forward(x) - want[order]).max() <= 1e-14 * np.abs(want).max()
+    test_rotation_equals_xla_kernel_on_exact_products(256, 1, Gadget(16, 2), 2, 2)
+    ck, sk = keys_g2
+    m = np.arange(16)
+    table = (5 * m + 2) % 16
+    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(47)), table, kernel="native")
+    np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
+
+
 def test_bench_offers_every_kernel():
     """benchmarks/bench_tfhe.py's --kernel lists its choices before JAX loads: they are ops.KERNELS."""
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tfhe.py"
