@@ -550,11 +550,11 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
                        h-entry table (L1) per slot instead of one from the 2n-entry roots (P4: 27.1 -> 25.8 us
                        per step) */
                     double *restrict mr = mono + 2 * t * ps, *restrict mi = mr + ps;
-                    const int32_t et = e[t], hm = (int32_t)(h - 1);
+                    const uint32_t et = (uint32_t)e[t], hm = (uint32_t)(h - 1); /* products wrap mod 2^32 */
                     const double one = comps == 1 ? 1.0 : 0.0; /* one component: X^e - 1 here, fused below */
-                    const double wr = rre[et & mask], wi = rim[et & mask];
+                    const double wr = rre[et & (uint32_t)mask], wi = rim[et & (uint32_t)mask];
                     for (int64_t p = 0; p < h; p++) {
-                        const int32_t j = (et * slot_k[p]) & hm;
+                        const uint32_t j = (et * (uint32_t)slot_k[p]) & hm;
                         mr[p] = wr * zre[j] - wi * zim[j] - one;
                         mi[p] = wr * zim[j] + wi * zre[j];
                     }
