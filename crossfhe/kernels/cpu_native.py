@@ -164,24 +164,23 @@ def _unit_roots(h: int) -> tuple[np.ndarray, np.ndarray]:
     return cos, sin
 
 
-def fft_forward(x: np.ndarray) -> np.ndarray:
-    """complex ``[h]`` -> its DFT (numpy's sign convention) in the kernel's slot order (:func:`slot_order`)."""
+def _transform(x: np.ndarray, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.complex128)
     h = x.shape[-1]
     re, im = np.ascontiguousarray(x.real), np.ascontiguousarray(x.imag)
     tw = fft_twiddles(h)
-    _require().cf_fft_forward(re.ctypes.data, im.ctypes.data, tw.ctypes.data, h)
+    getattr(_require(), name)(re.ctypes.data, im.ctypes.data, tw.ctypes.data, h)
     return re + 1j * im
+
+
+def fft_forward(x: np.ndarray) -> np.ndarray:
+    """complex ``[h]`` -> its DFT (numpy's sign convention) in the kernel's slot order (:func:`slot_order`)."""
+    return _transform(x, "cf_fft_forward")
 
 
 def fft_inverse(y: np.ndarray) -> np.ndarray:
     """The inverse of :func:`fft_forward` times h: slot order in, natural order out."""
-    y = np.asarray(y, dtype=np.complex128)
-    h = y.shape[-1]
-    re, im = np.ascontiguousarray(y.real), np.ascontiguousarray(y.imag)
-    tw = fft_twiddles(h)
-    _require().cf_fft_inverse(re.ctypes.data, im.ctypes.data, tw.ctypes.data, h)
-    return re + 1j * im
+    return _transform(y, "cf_fft_inverse")
 
 
 def slot_order(h: int) -> np.ndarray:

@@ -220,15 +220,27 @@ static inline void dit_bfly_v(__m512d *ar, __m512d *ai, __m512d *br, __m512d *bi
     *ai = _mm512_add_pd(*ai, vi);
 }
 
+/* A 64-slot tile: 8 vectors of each plane */
+static inline void tile_load(const double *re, const double *im, __m512d r[8], __m512d i_[8]) {
+    for (int k = 0; k < 8; k++) {
+        r[k] = _mm512_loadu_pd(re + 8 * k);
+        i_[k] = _mm512_loadu_pd(im + 8 * k);
+    }
+}
+
+static inline void tile_store(double *re, double *im, const __m512d r[8], const __m512d i_[8]) {
+    for (int k = 0; k < 8; k++) {
+        _mm512_storeu_pd(re + 8 * k, r[k]);
+        _mm512_storeu_pd(im + 8 * k, i_[k]);
+    }
+}
+
 static void dif_tail(double *restrict re, double *restrict im, const double *restrict twr, const double *restrict twi,
                      int64_t h) {
     for (int64_t g = 0; g < h; g += TAIL) {
         prefetch_some();
         __m512d r[8], i_[8];
-        for (int k = 0; k < 8; k++) {
-            r[k] = _mm512_loadu_pd(re + g + 8 * k);
-            i_[k] = _mm512_loadu_pd(im + g + 8 * k);
-        }
+        tile_load(re + g, im + g, r, i_);
         for (int k = 0; k < 4; k++)
             dif_bfly_v(&r[k], &i_[k], &r[k + 4], &i_[k + 4], twr + 32 + 8 * k, twi + 32 + 8 * k);
         for (int k = 0; k < 8; k += 4)
@@ -242,10 +254,7 @@ static void dif_tail(double *restrict re, double *restrict im, const double *res
             for (int j = 0; j < 2; j++)
                 dif_bfly(&r[k + j], &i_[k + j], &r[k + j + 2], &i_[k + j + 2], twr[2 + j], twi[2 + j]);
         for (int k = 0; k < 8; k += 2) dif_bfly(&r[k], &i_[k], &r[k + 1], &i_[k + 1], twr[1], twi[1]);
-        for (int k = 0; k < 8; k++) {
-            _mm512_storeu_pd(re + g + 8 * k, r[k]);
-            _mm512_storeu_pd(im + g + 8 * k, i_[k]);
-        }
+        tile_store(re + g, im + g, r, i_);
     }
 }
 
@@ -254,10 +263,7 @@ static void dit_head(double *restrict re, double *restrict im, const double *res
     for (int64_t g = 0; g < h; g += TAIL) {
         prefetch_some();
         __m512d r[8], i_[8];
-        for (int k = 0; k < 8; k++) {
-            r[k] = _mm512_loadu_pd(re + g + 8 * k);
-            i_[k] = _mm512_loadu_pd(im + g + 8 * k);
-        }
+        tile_load(re + g, im + g, r, i_);
         for (int k = 0; k < 8; k += 2) dit_bfly(&r[k], &i_[k], &r[k + 1], &i_[k + 1], twr[1], twi[1]);
         for (int k = 0; k < 8; k += 4)
             for (int j = 0; j < 2; j++)
@@ -271,10 +277,7 @@ static void dit_head(double *restrict re, double *restrict im, const double *res
                 dit_bfly_v(&r[k + j], &i_[k + j], &r[k + j + 2], &i_[k + j + 2], twr + 16 + 8 * j, twi + 16 + 8 * j);
         for (int k = 0; k < 4; k++)
             dit_bfly_v(&r[k], &i_[k], &r[k + 4], &i_[k + 4], twr + 32 + 8 * k, twi + 32 + 8 * k);
-        for (int k = 0; k < 8; k++) {
-            _mm512_storeu_pd(re + g + 8 * k, r[k]);
-            _mm512_storeu_pd(im + g + 8 * k, i_[k]);
-        }
+        tile_store(re + g, im + g, r, i_);
     }
 }
 #endif
