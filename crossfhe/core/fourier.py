@@ -35,6 +35,7 @@ so a monomial X^e takes the value w^(e (1 - 4k) mod 2N) at slot k: the grouped b
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -360,13 +361,15 @@ class NativeTables:
     ``[N/2]`` (the kernel's FFT slot order, :func:`crossfhe.kernels.cpu_native.slot_order`: position p holds
     the point x_k = w^(1 - 4k), k = order[p]), ``tw`` float64 ``[2, N/2]`` (its FFT twiddles), ``twist`` float64
     ``[2, N/2]`` (the plan's), ``roots`` float64 ``[2, 2N]`` (cos, sin planes of the plan's roots, the powers
-    of w), ``zeta`` float64 ``[2, N/2]`` (the powers of w^-4: X^e at x_k is w^e (w^-4)^(e k))."""
+    of w), ``zeta`` float64 ``[2, N/2]`` (the powers of w^-4: X^e at x_k is w^e (w^-4)^(e k)), ``layout``: a
+    digest of ``order`` (keys laid out by :func:`native_key` for one order serve only kernels of that order)."""
 
     order: np.ndarray
     tw: np.ndarray
     twist: np.ndarray
     roots: np.ndarray
     zeta: np.ndarray
+    layout: str
 
     @classmethod
     def create(cls, plan: FourierPlan) -> NativeTables:
@@ -378,6 +381,7 @@ class NativeTables:
             twist=np.ascontiguousarray(plan.twist, dtype=np.float64),
             roots=np.ascontiguousarray(np.stack([plan.roots.real, plan.roots.imag])),
             zeta=cpu_native.powers_of_unity(h),
+            layout=hashlib.sha256(np.asarray(order, dtype=np.int32).tobytes()).hexdigest()[:16],
         )
 
 

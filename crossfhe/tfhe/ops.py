@@ -33,7 +33,6 @@ its own test vector, and the batch still shares every pass over the bootstrappin
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
 import warnings
@@ -293,8 +292,7 @@ def _native_bsk(sk: ServerKey, progress=None):
         return sk.bsk[:per], np.concatenate(parts)
 
     # the layout follows the kernel's slot order: a kernel built otherwise (other flags, another CPU) gets its own
-    order = hashlib.sha256(_native_tables(sk.params).order.tobytes()).hexdigest()[:16]
-    return _derived(sk, f"_bsk_native_{order}", make)
+    return _derived(sk, f"_bsk_native_{_native_tables(sk.params).layout}", make)
 
 
 def _glwe_key_eval(ck: ClientKey, tables: _Tables):
