@@ -334,11 +334,20 @@ def test_mod_down_with_coefficient_noise_is_mod_down_of_the_sum():
     assert np.array_equal(np.asarray(got), np.asarray(want))
 
 
-def test_staged_pipeline_equals_one_kernel(relin_keys, sk, monkeypatch):
+@pytest.mark.parametrize("native", [False, True], ids=["xla-chunks", "native-ntt"])
+def test_staged_pipeline_equals_one_kernel(relin_keys, sk, monkeypatch, native):
     """Past the chunk threshold (0 here, 2 limbs per transform call) a concrete input is switched in jitted
-    stages around chunked transforms: the same words as the one-kernel path, for EVAL and COEFF inputs,
-    a batch axis, and hoisted Galois key switches."""
+    stages around chunked XLA transforms, or the native kernel's (where it is built): the same words as the
+    one-kernel path, for EVAL and COEFF inputs, a batch axis, and hoisted Galois key switches."""
     from crossfhe.ring import ntt as T
+
+    if native and not T.NATIVE.available():
+        pytest.skip(f"no native NTT kernel: {T.NATIVE.status()}")  # the XLA case runs everywhere
+    calls = []
+    run = T._native
+    monkeypatch.setattr(T, "_native", lambda *a, **k: calls.append(1) or run(*a, **k))
+    if not native:
+        monkeypatch.setattr(T, "native_pays", lambda x, plan: False)
 
     dnum, active = 2, 5
     ksk = relin_keys(dnum)
@@ -359,3 +368,4 @@ def test_staged_pipeline_equals_one_kernel(relin_keys, sk, monkeypatch):
     for (w0, w1), (u0, u1) in zip(want, got, strict=True):
         assert (np.asarray(u0.data) == np.asarray(w0.data)).all()
         assert (np.asarray(u1.data) == np.asarray(w1.data)).all()
+    assert bool(calls) == native

@@ -10,124 +10,61 @@ a P4 blind rotation of 416 group steps, 44.4 against 27.9 us per step at batch 1
 item at batch 8; a whole P4 bootstrap, 22.1 against 15.7 ms at batch 1 and 15.8 against 10.5 ms per bootstrap
 at batch 8; P6 (4 accumulator components), 124.8 against 93.3 ms at batch 1 and 126.2 against 82.3 at batch 8.
 
-Building: the first :func:`library` call compiles ``tfhe_fft.c`` with ``$CC`` (default ``cc``) and
-``-O3 -march=native`` into ``$CROSSFHE_NATIVE_CACHE`` (default ``~/.cache/crossfhe/native``), under a name
-that hashes the source, the flags, the compiler's version and this CPU's model and flags (so a cache shared
-between machines never hands one a binary built for another's instructions). The compiler writes a temporary
-file that is renamed into place, so a concurrent or interrupted build leaves nothing half-written. Without a
-compiler, or with ``CROSSFHE_NATIVE=0``, :func:`library` returns None and :func:`status` says why; callers
-then take the XLA kernel.
+Building and loading: :mod:`crossfhe.math.native` (compiled with ``$CC`` and :data:`FLAGS` on the first
+:func:`library` call, cached under a hashed name in ``$CROSSFHE_NATIVE_CACHE``). Without a compiler, or with
+``CROSSFHE_NATIVE=0``, :func:`library` returns None and :func:`status` says why; callers then take the XLA kernel.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import subprocess
-import tempfile
-import threading
 from pathlib import Path
 
 import numpy as np
 
+from crossfhe.math import native
+
 SOURCE = Path(__file__).with_name("tfhe_fft.c")
-FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
-"""-fno-math-errno and -fno-trapping-math let GCC vectorize floor() and the float/integer conversions; neither
-changes a result (no code here reads errno or traps)."""
+FLAGS = native.FLAGS
 ABI_VERSION = 3
 BLOCK = 8
 """Slots per block of the key layout (``VB`` in ``tfhe_fft.c``)."""
 
-_LOCK = threading.Lock()
-_STATE: dict = {}
-
-
-def _cpu_fingerprint() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    keep = [line for line in text.splitlines() if line.startswith(("model name", "flags"))]
-    return "\n".join(sorted(set(keep)))
-
-
-def _compiler() -> str:
-    return os.environ.get("CC", "cc")
-
-
-def _cache_dir() -> Path:
-    default = Path.home() / ".cache" / "crossfhe" / "native"
-    return Path(os.environ.get("CROSSFHE_NATIVE_CACHE", str(default)))
-
-
-def _build(target: Path, cc: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-    os.close(fd)
-    try:
-        proc = subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            raise OSError(f"{cc} failed ({proc.returncode}): {proc.stderr.strip()[:500]}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
 
 def _load() -> tuple[ctypes.CDLL | None, str]:
-    if os.environ.get("CROSSFHE_NATIVE", "1") == "0":
-        return None, "disabled by CROSSFHE_NATIVE=0"
-    cc = _compiler()
-    try:
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError) as e:
-        return None, f"no C compiler ({cc}: {e})"
-    digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), version.encode(), _cpu_fingerprint().encode()):
-        digest.update(part)
-    target = _cache_dir() / f"tfhe_fft-{digest.hexdigest()[:20]}.so"
-    try:
-        if not target.exists():
-            _build(target, cc)
-        lib = ctypes.CDLL(str(target))
-    except (OSError, subprocess.SubprocessError) as e:
-        return None, f"build failed: {e}"
-    if lib.cf_abi_version() != ABI_VERSION:
-        return None, f"{target} has ABI {lib.cf_abi_version()}, expected {ABI_VERSION}"
+    lib, why = native.build_and_load(SOURCE, FLAGS, "cf_abi_version", ABI_VERSION)
+    if lib is None:
+        return None, why
     p, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.cf_fft_forward.argtypes = [p, p, p, i64]
     lib.cf_fft_inverse.argtypes = [p, p, p, i64]
     lib.cf_blind_rotate_grouped.argtypes = [p, p, p, p, i64, i64, i64, i64, i64, i64, i64, i64, ctypes.c_double,
                                             ctypes.c_uint64, ctypes.c_double, p, p, p, p, p]
     lib.cf_blind_rotate_grouped.restype = ctypes.c_int
-    return lib, f"built with {cc} at {target}"
+    return lib, why
+
+
+_NATIVE = native.Native(_load)
 
 
 def library() -> ctypes.CDLL | None:
     """The compiled kernel (built and cached on first use), or None when it cannot be had (:func:`status`)."""
-    pid = os.getpid()
-    with _LOCK:
-        if _STATE.get("pid") != pid:
-            _STATE.update(pid=pid, result=_load())
-        return _STATE["result"][0]
+    return _NATIVE.library()
 
 
 def available() -> bool:
-    return library() is not None
+    return _NATIVE.available()
 
 
 def status() -> str:
     """Why :func:`library` returned what it did: where the kernel was built, or why there is none."""
-    library()
-    return _STATE["result"][1]
+    return _NATIVE.status()
 
 
 def reset() -> None:
-    """Forget the loaded library (tests: the next :func:`library` call looks again, with the environment of then)."""
-    with _LOCK:
-        _STATE.clear()
+    """Forget the loaded libraries, this one and every other native kernel's (tests: the next :func:`library` call
+    looks again, with the environment of then)."""
+    native.reset_all()
 
 
 def _require() -> ctypes.CDLL:

@@ -1,0 +1,311 @@
+/* The negacyclic NTT over an RNS basis (crossfhe.ring.ntt) as a native CPU kernel (crossfhe.kernels.cpu_native).
+
+   The same transform as the radix-2 XLA kernels of crossfhe.ring.ntt, on the same tables (the plan's w, w_shoup,
+   wi, wi_shoup, inv_last, inv_last_shoup, arranged in kernel order) and in the same output order: the
+   Cooley-Tukey stages with pair distance >= N2 = 32 on rows of length N2 (row-major), a transpose, and the last
+   five stages on the transposed [N2, N1] layout, whose result is the slot order. The inverse mirrors it. Outputs
+   are in [0, q) (the forward's in [0, 2q) when not `full`): exact, so the words equal the XLA kernels' words.
+
+   Lazy ranges as the XLA kernels (Harvey 2014): moduli below 2^30 keep forward values in [0, 4q) and inverse ones
+   in [0, 2q); "wide" moduli in [2^30, 2^31) keep [0, 2q) and [0, q).
+
+   Why native: XLA:CPU runs each stage (or pair of stages) as a pass over its whole array, so the Python side calls
+   it on a few limbs at a time (crossfhe.ring.ntt's chunks), and it widens the 32 x 32 -> 64-bit products to
+   64-bit lanes. Here a polynomial's long stages are passes over 256 KiB (N 2^16, in L2); then each block of
+   BLOCK words goes through its remaining head stages, its transpose and the five tail stages in L1, and on
+   AVX-512 the high halves of the products come from two vpmuludq per 16 lanes. Rows are independent: the Python
+   side hands each thread a range of rows. */
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+#define N2 32
+#define BLOCK 4096 /* words per block of the L1 phase (16 KiB): 128 rows of N2, one tile of the transposed layout */
+
+static inline uint32_t shoup(uint32_t x, uint32_t w, uint32_t ws, uint32_t q) {
+    return x * w - (uint32_t)(((uint64_t)x * ws) >> 32) * q; /* x w mod q, in [0, 2q), for x < 2^32 */
+}
+
+static inline uint32_t csub(uint32_t x, uint32_t c) {
+    uint32_t y = x - c;
+    return y < x ? y : x; /* x >= c ? x - c : x (for 0 < c: y wraps above x exactly when x < c) */
+}
+
+#ifdef __AVX512F__
+typedef __m512i V;
+#define VL 16
+static inline V vld(const uint32_t *p) { return _mm512_loadu_si512((const void *)p); }
+static inline void vst(uint32_t *p, V v) { _mm512_storeu_si512((void *)p, v); }
+static inline V vset(uint32_t x) { return _mm512_set1_epi32((int)x); }
+static inline V vcsub(V x, V c) { return _mm512_min_epu32(x, _mm512_sub_epi32(x, c)); }
+/* x w mod q in [0, 2q): ws's low word in each 64-bit lane is used by both products (ws_odd: ws >> 32 per lane) */
+static inline V vshoup(V x, V w, V ws, V ws_odd, V q) {
+    V e = _mm512_srli_epi64(_mm512_mul_epu32(x, ws), 32);
+    V o = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), ws_odd);
+    V hi = _mm512_mask_mov_epi32(e, 0xAAAA, o);
+    return _mm512_sub_epi32(_mm512_mullo_epi32(x, w), _mm512_mullo_epi32(hi, q));
+}
+#endif
+
+/* Cooley-Tukey butterflies (a + w b, a - w b) on a[j], b[j], j < t; the twiddle is (w, ws)[j * step] (step 0:
+   one twiddle for all). Inputs may alias outputs (oa = a, ob = b) or not (the first stage reads the input). */
+static void ct(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, int64_t t, const uint32_t *w,
+               const uint32_t *ws, int step, uint32_t q, int wide) {
+    uint32_t bound = wide ? q : q + q;
+    int64_t j = 0;
+#ifdef __AVX512F__
+    V vq = vset(q), vb = vset(bound);
+    if (step == 0) {
+        V vw = vset(w[0]), vws = vset(ws[0]);
+        for (; j + VL <= t; j += VL) {
+            V hi = vcsub(vld(a + j), vb), v = vshoup(vld(b + j), vw, vws, vws, vq);
+            if (wide) v = vcsub(v, vq);
+            vst(oa + j, _mm512_add_epi32(hi, v));
+            vst(ob + j, _mm512_add_epi32(_mm512_sub_epi32(hi, v), vb));
+        }
+    } else {
+        for (; j + VL <= t; j += VL) {
+            V vws = vld(ws + j);
+            V hi = vcsub(vld(a + j), vb), v = vshoup(vld(b + j), vld(w + j), vws, _mm512_srli_epi64(vws, 32), vq);
+            if (wide) v = vcsub(v, vq);
+            vst(oa + j, _mm512_add_epi32(hi, v));
+            vst(ob + j, _mm512_add_epi32(_mm512_sub_epi32(hi, v), vb));
+        }
+    }
+#endif
+    for (; j < t; j++) {
+        uint32_t hi = csub(a[j], bound), v = shoup(b[j], w[j * step], ws[j * step], q);
+        if (wide) v = csub(v, q);
+        oa[j] = hi + v;
+        ob[j] = hi - v + bound;
+    }
+}
+
+/* Gentleman-Sande butterflies (a + b, w (a - b)), twiddles as ct. */
+static void gs(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, int64_t t, const uint32_t *w,
+               const uint32_t *ws, int step, uint32_t q, int wide) {
+    uint32_t bound = wide ? q : q + q;
+    int64_t j = 0;
+#ifdef __AVX512F__
+    V vq = vset(q), vb = vset(bound);
+    if (step == 0) {
+        V vw = vset(w[0]), vws = vset(ws[0]);
+        for (; j + VL <= t; j += VL) {
+            V x = vld(a + j), y = vld(b + j);
+            V v = vshoup(_mm512_add_epi32(_mm512_sub_epi32(x, y), vb), vw, vws, vws, vq);
+            vst(oa + j, vcsub(_mm512_add_epi32(x, y), vb));
+            vst(ob + j, wide ? vcsub(v, vq) : v);
+        }
+    } else {
+        for (; j + VL <= t; j += VL) {
+            V x = vld(a + j), y = vld(b + j), vws = vld(ws + j);
+            V v = vshoup(_mm512_add_epi32(_mm512_sub_epi32(x, y), vb), vld(w + j), vws, _mm512_srli_epi64(vws, 32), vq);
+            vst(oa + j, vcsub(_mm512_add_epi32(x, y), vb));
+            vst(ob + j, wide ? vcsub(v, vq) : v);
+        }
+    }
+#endif
+    for (; j < t; j++) {
+        uint32_t x = a[j], y = b[j], v = shoup(x - y + bound, w[j * step], ws[j * step], q);
+        oa[j] = csub(x + y, bound);
+        ob[j] = wide ? csub(v, q) : v;
+    }
+}
+
+/* The last inverse stage (one block): (N^-1 (a + b), psi^-1 N^-1 (a - b)) in [0, q). */
+static void gs_last(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, int64_t t,
+                    const uint32_t *last, const uint32_t *lasts, uint32_t q, int wide) {
+    uint32_t bound = wide ? q : q + q;
+    int64_t j = 0;
+#ifdef __AVX512F__
+    V vq = vset(q), vb = vset(bound), l0 = vset(last[0]), l0s = vset(lasts[0]), l1 = vset(last[1]),
+      l1s = vset(lasts[1]);
+    for (; j + VL <= t; j += VL) {
+        V x = vld(a + j), y = vld(b + j);
+        vst(oa + j, vcsub(vshoup(_mm512_add_epi32(x, y), l0, l0s, l0s, vq), vq));
+        vst(ob + j, vcsub(vshoup(_mm512_add_epi32(_mm512_sub_epi32(x, y), vb), l1, l1s, l1s, vq), vq));
+    }
+#endif
+    for (; j < t; j++) {
+        uint32_t x = a[j], y = b[j];
+        oa[j] = csub(shoup(x + y, last[0], lasts[0], q), q);
+        ob[j] = csub(shoup(x - y + bound, last[1], lasts[1], q), q);
+    }
+}
+
+/* The forward's last reduction, [0, 4q) (or [0, 2q) if wide) -> [0, q) if full, else [0, 2q); out of place. */
+static void reduce(const uint32_t *x, uint32_t *out, int64_t len, uint32_t q, int wide, int full) {
+    uint32_t two_q = q + q;
+    int64_t j = 0;
+#ifdef __AVX512F__
+    V vq = vset(q), v2q = vset(two_q);
+    for (; j + VL <= len; j += VL) {
+        V v = vld(x + j);
+        if (!wide) v = vcsub(v, v2q);
+        vst(out + j, full ? vcsub(v, vq) : v);
+    }
+#endif
+    for (; j < len; j++) {
+        uint32_t v = x[j];
+        if (!wide) v = csub(v, two_q);
+        out[j] = full ? csub(v, q) : v;
+    }
+}
+
+/* src [rows, cols] -> dst [cols, rows] */
+static void transpose(const uint32_t *restrict src, uint32_t *restrict dst, int64_t rows, int64_t cols) {
+    int64_t r0 = 0;
+#ifdef __AVX512F__
+    if (rows % 16 == 0 && cols % 16 == 0) {
+        /* lanes j of lo / hi: (j & 1) 16 + (j >> 1) and that + 8 (set_epi32 lists lane 15 first) */
+        const V lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        const V hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+        for (; r0 < rows; r0 += 16)
+            for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+                V v[16], u[16];
+                for (int i = 0; i < 16; i++) v[i] = vld(src + (r0 + i) * cols + c0);
+                /* each round rotates the 8 bits (row, lane) of every word's place left by one; four transpose */
+                for (int round = 0; round < 4; round++) {
+                    for (int i = 0; i < 8; i++) {
+                        u[2 * i] = _mm512_permutex2var_epi32(v[i], lo, v[i + 8]);
+                        u[2 * i + 1] = _mm512_permutex2var_epi32(v[i], hi, v[i + 8]);
+                    }
+                    for (int i = 0; i < 16; i++) v[i] = u[i];
+                }
+                for (int i = 0; i < 16; i++) vst(dst + (c0 + i) * rows + r0, v[i]);
+            }
+        return;
+    }
+#endif
+    for (; r0 < rows; r0++)
+        for (int64_t c = 0; c < cols; c++) dst[c * rows + r0] = src[r0 * cols + c];
+}
+
+static void forward_one(const uint32_t *restrict in, uint32_t *restrict out, uint32_t *restrict x,
+                        uint32_t *restrict tile, int64_t n, uint32_t q, const uint32_t *restrict w,
+                        const uint32_t *restrict ws, int wide, int full) {
+    int64_t n1 = n / N2, size = n < BLOCK ? n : BLOCK, rows = size / N2;
+    /* Long head stages: whole-row passes (the first reads the input). */
+    const uint32_t *src = in;
+    int64_t m = 1;
+    while (m < n1 && n / m > size) {
+        int64_t t = n / (2 * m);
+        for (int64_t i = 0; i < m; i++)
+            ct(src + 2 * i * t, src + 2 * i * t + t, x + 2 * i * t, x + 2 * i * t + t, t, w + m + i, ws + m + i, 0, q,
+               wide);
+        src = x;
+        m *= 2;
+    }
+    /* Block by block: the other head stages, the transpose to [N2, rows], the tail stages, the output rows. */
+    for (int64_t blk = 0; blk < n / size; blk++) {
+        const uint32_t *sb = src + blk * size;
+        uint32_t *xb = x + blk * size;
+        for (int64_t mm = m; mm < n1; mm *= 2) {
+            int64_t t = n / (2 * mm), sub = size / (2 * t);
+            for (int64_t i = 0; i < sub; i++) {
+                int64_t idx = mm + blk * sub + i;
+                ct(sb + 2 * i * t, sb + 2 * i * t + t, xb + 2 * i * t, xb + 2 * i * t + t, t, w + idx, ws + idx, 0, q,
+                   wide);
+            }
+            sb = xb;
+        }
+        /* the block phase has a stage (size > N2), so sb is xb here: the head's words are in x */
+        transpose(xb, tile, rows, N2);
+        int64_t r0 = blk * rows;
+        for (int64_t s = 0, mm = n1; mm < n; s++, mm *= 2) {
+            int64_t t = N2 >> (s + 1);
+            for (int64_t b = 0; b < ((int64_t)1 << s); b++) {
+                const uint32_t *wb = w + mm + b * n1 + r0, *wsb = ws + mm + b * n1 + r0;
+                for (int64_t h = 0; h < t; h++) {
+                    uint32_t *a = tile + (b * 2 * t + h) * rows;
+                    ct(a, a + t * rows, a, a + t * rows, rows, wb, wsb, 1, q, wide);
+                }
+            }
+        }
+        for (int64_t c = 0; c < N2; c++) reduce(tile + c * rows, out + c * n1 + r0, rows, q, wide, full);
+    }
+}
+
+static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uint32_t *restrict x,
+                        uint32_t *restrict tile, int64_t n, uint32_t q, const uint32_t *restrict wi,
+                        const uint32_t *restrict wis, const uint32_t *restrict last, const uint32_t *restrict lasts,
+                        int wide) {
+    int64_t n1 = n / N2, size = n < BLOCK ? n : BLOCK, rows = size / N2;
+    uint32_t *dst = n > size ? x : out; /* where the block phase leaves its words */
+    for (int64_t blk = 0; blk < n / size; blk++) {
+        int64_t r0 = blk * rows;
+        /* Tail stages s = 4 .. 0 (m = N1 2^s) on the tile [N2, rows]; the first reads its rows from the input. */
+        for (int64_t s = 4, mm = n1 << 4; s >= 0; s--, mm /= 2) {
+            int64_t t = N2 >> (s + 1);
+            const uint32_t *src = s == 4 ? in + r0 : tile;
+            int64_t stride = s == 4 ? n1 : rows;
+            for (int64_t b = 0; b < ((int64_t)1 << s); b++)
+                for (int64_t h = 0; h < t; h++) {
+                    int64_t c = b * 2 * t + h;
+                    const uint32_t *a = src + c * stride;
+                    uint32_t *o = tile + c * rows;
+                    if (mm == 1)
+                        gs_last(a, a + t * stride, o, o + t * rows, rows, last, lasts, q, wide);
+                    else
+                        gs(a, a + t * stride, o, o + t * rows, rows, wi + mm + b * n1 + r0, wis + mm + b * n1 + r0, 1,
+                           q, wide);
+                }
+        }
+        uint32_t *xb = dst + blk * size;
+        transpose(tile, xb, N2, rows);
+        /* Head stages with pair distance N2 .. size / 2, inside the block. */
+        for (int64_t t = N2; t < size; t *= 2) {
+            int64_t mm = n / (2 * t), sub = size / (2 * t);
+            for (int64_t i = 0; i < sub; i++) {
+                uint32_t *a = xb + 2 * i * t;
+                if (mm == 1)
+                    gs_last(a, a + t, a, a + t, t, last, lasts, q, wide);
+                else
+                    gs(a, a + t, a, a + t, t, wi + mm + blk * sub + i, wis + mm + blk * sub + i, 0, q, wide);
+            }
+        }
+    }
+    /* Long stages: whole-row passes, the last (one block, N^-1 folded in) writing the output. */
+    for (int64_t t = size; t < n; t *= 2) {
+        int64_t mm = n / (2 * t);
+        uint32_t *o = mm == 1 ? out : x;
+        for (int64_t i = 0; i < mm; i++) {
+            const uint32_t *a = x + 2 * i * t;
+            if (mm == 1)
+                gs_last(a, a + t, o, o + t, t, last, lasts, q, wide);
+            else
+                gs(a, a + t, o + 2 * i * t, o + 2 * i * t + t, t, wi + mm + i, wis + mm + i, 0, q, wide);
+        }
+    }
+}
+
+int cf_ntt_abi_version(void) { return 1; }
+
+/* count rows of in / out uint32 [., n] (distinct buffers): row rows[i] with the tables of index tab[i], that is
+   q[t], [., n] tables (w, ws: forward; wi, wis: inverse) and [., 2] ones (last, lasts: inverse) at row t.
+   inverse = 0: the forward transform (full = 1: output in [0, q), else [0, 2q)). Rows sharing a table are best
+   listed together (its 512 KiB at N 2^16 stay in cache). Returns 0, -1 (no memory) or -2 (bad n). */
+int cf_ntt(const uint32_t *in, uint32_t *out, const int64_t *rows, const int32_t *tab, int64_t count, int64_t n,
+           const uint32_t *q, const uint32_t *w, const uint32_t *ws, const uint32_t *last, const uint32_t *lasts,
+           int inverse, int full) {
+    if (n < 2 * N2 || (n & (n - 1))) return -2;
+    int64_t size = n < BLOCK ? n : BLOCK;
+    uint32_t *x = aligned_alloc(64, (size_t)(n + size) * sizeof(uint32_t));
+    if (!x) return -1;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t r = rows[i], t = tab[i];
+        uint32_t qt = q[t];
+        int wide = qt >= (1u << 30);
+        if (inverse)
+            inverse_one(in + r * n, out + r * n, x, x + n, n, qt, w + t * n, ws + t * n, last + 2 * t, lasts + 2 * t,
+                        wide);
+        else
+            forward_one(in + r * n, out + r * n, x, x + n, n, qt, w + t * n, ws + t * n, wide, full);
+    }
+    free(x);
+    return 0;
+}
