@@ -105,9 +105,10 @@ def test_repeated_moduli_and_row_order():
 @needs_kernel
 @pytest.mark.parametrize("two_threads", [False, True])
 def test_dispatch_threads_and_traces(monkeypatch, two_threads):
-    """ntt/intt of a concrete array past CHUNK_FROM_BYTES (0 here) run in the native kernel, from one thread or
-    split over two (a one-worker pool, as on two CPUs), and give a JAX array with the XLA words; a NumPy input
-    too. Under jit and vmap the transform stays one piece of the caller's program (no native call)."""
+    """ntt/intt of a concrete array on the CPU past CHUNK_FROM_BYTES (0 here) run in the native kernel, from one
+    thread or split over two (a one-worker pool, as on two CPUs), and give a JAX array on that device with the XLA
+    words; a NumPy input too where JAX's default backend is the CPU. Under jit and vmap the transform stays one piece
+    of the caller's program, and an array on another device (a GPU) stays with XLA: no native call."""
     submitted, calls = [], []
 
     class Pool(ThreadPoolExecutor):
@@ -124,17 +125,22 @@ def test_dispatch_threads_and_traces(monkeypatch, two_threads):
     plan = T.NTTPlan.create(n, _moduli(n, "nwnw"))
     x = _random(plan, (3,), seed=9)
     want = _xla(x, plan)
-    y = T.ntt(jnp.asarray(x), plan)
-    assert isinstance(y, jax.Array) and y.dtype == jnp.uint32 and y.shape == x.shape
+    cpu = jax.devices("cpu")[0]
+    y = T.ntt(jax.device_put(x, cpu), plan)
+    assert isinstance(y, jax.Array) and y.dtype == jnp.uint32 and y.shape == x.shape and y.devices() == {cpu}
     np.testing.assert_array_equal(np.asarray(y), want)
     np.testing.assert_array_equal(np.asarray(T.intt(y, plan)), x)
     from_numpy = T.ntt(x, plan)
     assert isinstance(from_numpy, jax.Array)
     np.testing.assert_array_equal(np.asarray(from_numpy), want)
-    assert calls == [False, True, False] and len(submitted) == (3 if two_threads else 0)
+    on_cpu = jax.default_backend() == "cpu"
+    assert calls == [False, True] + [False] * on_cpu and len(submitted) == (2 + on_cpu) * two_threads
     np.testing.assert_array_equal(np.asarray(jax.jit(T.ntt)(x, plan)), want)
     np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: T.intt(v, plan))(want)), x)
-    assert len(calls) == 3
+    for device in jax.devices():  # a GPU's arrays (none on a CPU-only machine)
+        if device.platform != "cpu":
+            np.testing.assert_array_equal(np.asarray(T.ntt(jax.device_put(x, device), plan)), want)
+    assert len(calls) == 2 + on_cpu
 
 
 @needs_kernel
