@@ -92,6 +92,7 @@ import numpy as np  # noqa: E402
 from crossfhe.ckks import ops, presets  # noqa: E402
 from crossfhe.ckks.params import Params, ParamsLiteral  # noqa: E402
 from crossfhe.core import keyswitch as ks  # noqa: E402
+from crossfhe.ring import ntt as ring_ntt  # noqa: E402
 
 try:
     import seal
@@ -354,7 +355,7 @@ PEER_NOTE = {
 def _base(args) -> dict:
     return {"suite": "ckks", "device": jax.devices()[0].platform, "backend": args.kernels.upper(),
             "jax": jax.__version__, "threads": args.threads, "cpu": platform.processor() or platform.machine(),
-            "heap_kept": HEAP_KEPT}
+            "heap_kept": HEAP_KEPT, "native_ntt": ring_ntt.NATIVE.status()}
 
 
 def bench_preset(name: str, args, base: dict, peer: str | None, timing: dict) -> tuple[list[dict], tuple]:
@@ -531,6 +532,7 @@ def print_table(records: list[dict]) -> None:
     print(f"jax {r0['jax']}, {r0['device']}, threads {r0['threads']}; peer: {r0['peer'] or 'none'}; "
           "first ms = compile (or persistent-cache load) + one run, a kernel counted where first used "
           "(keyswitch before he_mult_relin and rotate); paper figures: see 'note' in the JSON")
+    print(f"  native NTT (large concrete transforms on the CPU, crossfhe.ring.ntt): {r0.get('native_ntt')}")
     seen = set()
     for r in timing:
         if r["peer"] and r["params"]["preset"] not in seen:

@@ -89,13 +89,14 @@ def test_words_equal_xla_kernels_and_reference(log_n, pattern):
 
 @needs_kernel
 def test_repeated_moduli_and_row_order():
-    """A concatenated plan repeats moduli (ModUp's digits): one table per distinct modulus, rows grouped by it;
-    the words are each row's own transform, with batch axes."""
+    """A concatenated plan repeats moduli (ModUp's digits): one table per distinct modulus, shared with the other
+    plans, rows grouped by it; the words are each row's own transform, with batch axes."""
     n = 1 << 12
     a, b = T.NTTPlan.create(n, _moduli(n, "nwn")), T.NTTPlan.create(n, _moduli(n, "nwn")[1:])
     plan = T.NTTPlan.concat([a, b, a])
-    (q, *_), index = T._native_tables(plan)
+    q, *_, tables, index = T._native_tables(plan)
     assert len(q) == 3 and [int(q[i]) for i in index] == list(plan.moduli)
+    assert T._native_tables(b)[4][0] is tables[1]  # one copy of a modulus's tables for every plan
     x = _random(plan, (2, 3), seed=5)
     y = _native(x, plan)
     np.testing.assert_array_equal(y, _xla(x, plan))

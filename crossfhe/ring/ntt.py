@@ -563,10 +563,11 @@ def _chunked(kernel, x, plan: NTTPlan, *, inverse: bool):
 
 
 PARALLEL = True
-"""Whether :func:`_chunked` makes its calls from two threads when the process may use two CPUs or more.
-Calls made one after the other from one thread barely overlap on XLA:CPU: a 132-limb transform at N 2^16
-took 40-44 ms on two CPUs against 43 on one, and 30-34 ms with its calls made from two threads. In one
-process switching this flag every 5 calls (medians of 30 calls, N16_L21_DNUM3, two CPUs): HE-Mult with
+"""Whether :func:`_chunked` makes its calls from two threads when the process may use two CPUs or more (and the
+native kernel runs half its rows on the worker thread). Calls made one after the other from one thread barely
+overlap on XLA:CPU: a 132-limb transform at N 2^16 took 40-44 ms on two CPUs against 43 on one, and 30-34 ms with
+its calls made from two threads. In one process switching this flag every 5 calls (medians of 30 calls,
+N16_L21_DNUM3, two CPUs, before the native kernel): HE-Mult with
 relinearization 136 against 153 ms, rotation 144 against 161 ms."""
 
 _POOL: dict = {}
@@ -599,7 +600,7 @@ def _pool() -> ThreadPoolExecutor | None:
 
 NATIVE_SOURCE = Path(__file__).with_name("rns_ntt.c")
 NATIVE_FLAGS = native.FLAGS
-NATIVE_ABI = 1
+NATIVE_ABI = 2
 
 
 def _load_native() -> tuple[ctypes.CDLL | None, str]:
@@ -630,15 +631,24 @@ def native_pays(x, plan: NTTPlan) -> bool:
     return NATIVE.available()
 
 
+@lru_cache(maxsize=256)
+def _modulus_tables(n: int, q: int) -> tuple[np.ndarray, ...]:
+    """One modulus's kernel-order tables (:func:`_limb_tables`) as C-contiguous arrays, shared by every plan."""
+    return tuple(np.ascontiguousarray(t) for t in _limb_tables(n, q))
+
+
 @lru_cache(maxsize=64)
 def _native_tables(plan: NTTPlan) -> tuple:
-    """The plan's tables once per distinct modulus (a concatenated plan repeats moduli), NumPy, and the table index
-    of each limb."""
+    """The plan's distinct moduli (a concatenated plan repeats them) as uint32, the addresses of their forward and
+    inverse twiddle tables (uint64 [4, distinct]: w, w_shoup, wi, wi_shoup), their last-stage constants ([distinct,
+    2] twice), the tables themselves (kept alive with the addresses), and the table index of each limb."""
     unique = tuple(dict.fromkeys(plan.moduli))
     index = np.array([unique.index(q) for q in plan.moduli], dtype=np.int32)
-    tables = [_limb_tables(plan.n, q) for q in unique]
-    stacked = tuple(np.ascontiguousarray(np.stack([t[i] for t in tables])) for i in range(6))
-    return (np.array(unique, dtype=np.uint32), *stacked), index
+    tables = [_modulus_tables(plan.n, q) for q in unique]
+    address = np.array([[t[i].ctypes.data for t in tables] for i in range(4)], dtype=np.uint64)
+    last = np.ascontiguousarray(np.stack([t[4] for t in tables]))
+    lasts = np.ascontiguousarray(np.stack([t[5] for t in tables]))
+    return np.array(unique, dtype=np.uint32), address, last, lasts, tables, index
 
 
 def _aligned_empty(shape) -> np.ndarray:
@@ -652,7 +662,7 @@ def _aligned_empty(shape) -> np.ndarray:
 
 def _native(x, plan: NTTPlan, *, inverse: bool, full: bool):
     lib = NATIVE.library()
-    (q, w, ws, wi, wis, last, lasts), index = _native_tables(plan)
+    q, address, last, lasts, _, index = _native_tables(plan)
     a = np.ascontiguousarray(np.asarray(x))
     out = _aligned_empty(a.shape)
     rows = a.size // plan.n
@@ -660,7 +670,7 @@ def _native(x, plan: NTTPlan, *, inverse: bool, full: bool):
     tab = np.resize(index, rows)
     order = np.argsort(tab, kind="stable").astype(np.int64)
     tab = np.ascontiguousarray(tab[order])
-    tw = (wi, wis) if inverse else (w, ws)
+    tw = address[2:] if inverse else address[:2]
 
     def run(lo: int, hi: int) -> int:
         return lib.cf_ntt(a.ctypes.data, out.ctypes.data, order[lo:].ctypes.data, tab[lo:].ctypes.data, hi - lo,

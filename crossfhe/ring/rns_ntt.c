@@ -283,15 +283,15 @@ static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uin
     }
 }
 
-int cf_ntt_abi_version(void) { return 1; }
+int cf_ntt_abi_version(void) { return 2; }
 
 /* count rows of in / out uint32 [., n] (distinct buffers): row rows[i] with the tables of index tab[i], that is
-   q[t], [., n] tables (w, ws: forward; wi, wis: inverse) and [., 2] ones (last, lasts: inverse) at row t.
-   inverse = 0: the forward transform (full = 1: output in [0, q), else [0, 2q)). Rows sharing a table are best
-   listed together (its 512 KiB at N 2^16 stay in cache). Returns 0, -1 (no memory) or -2 (bad n). */
+   q[t], the [n] twiddle tables w[t], ws[t] (forward: w, w_shoup; inverse: wi, wi_shoup) and last + 2t, lasts + 2t
+   (inverse). inverse = 0: the forward transform (full = 1: output in [0, q), else [0, 2q)). Rows sharing a table
+   are best listed together (its 512 KiB at N 2^16 stay in cache). Returns 0, -1 (no memory) or -2 (bad n). */
 int cf_ntt(const uint32_t *in, uint32_t *out, const int64_t *rows, const int32_t *tab, int64_t count, int64_t n,
-           const uint32_t *q, const uint32_t *w, const uint32_t *ws, const uint32_t *last, const uint32_t *lasts,
-           int inverse, int full) {
+           const uint32_t *q, const uint32_t *const *w, const uint32_t *const *ws, const uint32_t *last,
+           const uint32_t *lasts, int inverse, int full) {
     if (n < 2 * N2 || (n & (n - 1))) return -2;
     int64_t size = n < BLOCK ? n : BLOCK;
     uint32_t *x = aligned_alloc(64, (size_t)(n + size) * sizeof(uint32_t));
@@ -301,10 +301,9 @@ int cf_ntt(const uint32_t *in, uint32_t *out, const int64_t *rows, const int32_t
         uint32_t qt = q[t];
         int wide = qt >= (1u << 30);
         if (inverse)
-            inverse_one(in + r * n, out + r * n, x, x + n, n, qt, w + t * n, ws + t * n, last + 2 * t, lasts + 2 * t,
-                        wide);
+            inverse_one(in + r * n, out + r * n, x, x + n, n, qt, w[t], ws[t], last + 2 * t, lasts + 2 * t, wide);
         else
-            forward_one(in + r * n, out + r * n, x, x + n, n, qt, w + t * n, ws + t * n, wide, full);
+            forward_one(in + r * n, out + r * n, x, x + n, n, qt, w[t], ws[t], wide, full);
     }
     free(x);
     return 0;
