@@ -1,4 +1,5 @@
-/* The negacyclic NTT over an RNS basis (crossfhe.ring.ntt) as a native CPU kernel (crossfhe.kernels.cpu_native).
+/* The negacyclic NTT over an RNS basis (crossfhe.ring.ntt) as a native CPU kernel, built on first use by
+   crossfhe.math.native.
 
    The same transform as the radix-2 XLA kernels of crossfhe.ring.ntt, on the same tables (the plan's w, w_shoup,
    wi, wi_shoup, inv_last, inv_last_shoup, arranged in kernel order) and in the same output order: the
@@ -7,7 +8,8 @@
    are in [0, q) (the forward's in [0, 2q) when not `full`): exact, so the words equal the XLA kernels' words.
 
    Lazy ranges as the XLA kernels (Harvey 2014): moduli below 2^30 keep forward values in [0, 4q) and inverse ones
-   in [0, 2q); "wide" moduli in [2^30, 2^31) keep [0, 2q) and [0, q).
+   in [0, 2q); "wide" moduli in [2^30, 2^31) keep [0, 2q) and [0, q). Each modulus takes its own range here (XLA's
+   kernels take the plan's), so the lazy forward's words may differ from XLA's by q; the full outputs cannot.
 
    Why native: XLA:CPU runs each stage (or pair of stages) as a pass over its whole array, so the Python side calls
    it on a few limbs at a time (crossfhe.ring.ntt's chunks), and it widens the 32 x 32 -> 64-bit products to
