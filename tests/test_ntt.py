@@ -137,24 +137,17 @@ def test_chunk_pool_is_per_process(monkeypatch):
 
 
 @pytest.mark.parametrize("two_threads", [False, True])
-def test_limb_chunks_match_one_call(monkeypatch, two_threads):
+def test_limb_chunks_match_one_call(monkeypatch, two_threads, counting_pool):
     """A concrete array past CHUNK_FROM_BYTES (0 here) runs as one call per few limbs (1, and 3 of 5 limbs,
     an uneven last chunk, with batch axes) or, when a chunk holds whole polynomials, per few polynomials
     (2 and 3 of 5, uneven last pieces): the same words as one call and the reference, in the number of
     pieces the chunk size gives, with the calls made from one thread or two (a one-worker pool, as on two
     CPUs). Under jit and vmap the transform stays one piece of the caller's program. (The native kernel, which
     takes such arrays on a CPU where it is built, is off here: tests/test_ntt_native.py.)"""
-    from concurrent.futures import ThreadPoolExecutor
-
-    submitted = []
-
-    class Pool(ThreadPoolExecutor):
-        def submit(self, *a, **k):
-            submitted.append(1)
-            return super().submit(*a, **k)
+    pool, submitted = counting_pool
 
     monkeypatch.setattr(T, "PARALLEL", True)
-    monkeypatch.setattr(T, "_POOL", {os.getpid(): Pool(max_workers=1) if two_threads else None})
+    monkeypatch.setattr(T, "_POOL", {os.getpid(): pool if two_threads else None})
     monkeypatch.setattr(T, "native_pays", lambda x, plan: False)
     plan = _plan(8, 30, 5)
     x = np.concatenate([_random(plan, (2,), seed=11), _edge(plan)]).reshape(5, 1, 5, plan.n)

@@ -105,20 +105,16 @@ def test_repeated_moduli_and_row_order():
 
 @needs_kernel
 @pytest.mark.parametrize("two_threads", [False, True])
-def test_dispatch_threads_and_traces(monkeypatch, two_threads):
+def test_dispatch_threads_and_traces(monkeypatch, two_threads, counting_pool):
     """ntt/intt of a concrete array on the CPU past CHUNK_FROM_BYTES (0 here) run in the native kernel, from one
     thread or split over two (a one-worker pool, as on two CPUs), and give a JAX array on that device with the XLA
     words; a NumPy input too where JAX's default backend is the CPU. Under jit and vmap the transform stays one piece
     of the caller's program, and an array on another device (a GPU) stays with XLA: no native call."""
-    submitted, calls = [], []
-
-    class Pool(ThreadPoolExecutor):
-        def submit(self, *a, **k):
-            submitted.append(1)
-            return super().submit(*a, **k)
+    pool, submitted = counting_pool
+    calls = []
 
     monkeypatch.setattr(T, "PARALLEL", True)
-    monkeypatch.setattr(T, "_POOL", {os.getpid(): Pool(max_workers=1) if two_threads else None})
+    monkeypatch.setattr(T, "_POOL", {os.getpid(): pool if two_threads else None})
     monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
     run = T._native
     monkeypatch.setattr(T, "_native", lambda *a, **k: calls.append(k["inverse"]) or run(*a, **k))

@@ -53,69 +53,68 @@ static inline V vshoup(V x, V w, V ws, V ws_odd, V q) {
 }
 #endif
 
-/* Cooley-Tukey butterflies (a + w b, a - w b) on a[j], b[j], j < t; the twiddle is (w, ws)[j * step] (step 0:
-   one twiddle for all). Inputs may alias outputs (oa = a, ob = b) or not (the first stage reads the input). */
-static void ct(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, int64_t t, const uint32_t *w,
-               const uint32_t *ws, int step, uint32_t q, int wide) {
+#ifdef __AVX512F__
+/* 16 lanes of ct / gs below, twiddles (w, ws, ws >> 32 per 64-bit lane) given as vectors */
+static inline void ct16(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, V w, V ws, V wso, V q,
+                        V bound, int wide) {
+    V hi = vcsub(vld(a), bound), v = vshoup(vld(b), w, ws, wso, q);
+    if (wide) v = vcsub(v, q);
+    vst(oa, _mm512_add_epi32(hi, v));
+    vst(ob, _mm512_add_epi32(_mm512_sub_epi32(hi, v), bound));
+}
+
+static inline void gs16(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, V w, V ws, V wso, V q,
+                        V bound, int wide) {
+    V x = vld(a), y = vld(b), v = vshoup(_mm512_add_epi32(_mm512_sub_epi32(x, y), bound), w, ws, wso, q);
+    vst(oa, vcsub(_mm512_add_epi32(x, y), bound));
+    vst(ob, wide ? vcsub(v, q) : v);
+}
+#endif
+
+/* Cooley-Tukey (ct: (a + w b, a - w b)) or Gentleman-Sande (gs: (a + b, w (a - b))) butterflies on a[j], b[j],
+   j < t; the twiddle is (w, ws)[j * step] (step 0: one twiddle for all). Inputs may alias outputs (oa = a, ob = b)
+   or not (the first stage reads the input). */
+static inline void butterflies(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, int64_t t,
+                               const uint32_t *w, const uint32_t *ws, int step, uint32_t q, int wide, int gs) {
     uint32_t bound = wide ? q : q + q;
     int64_t j = 0;
 #ifdef __AVX512F__
     V vq = vset(q), vb = vset(bound);
+    void (*f)(const uint32_t *, const uint32_t *, uint32_t *, uint32_t *, V, V, V, V, V, int) = gs ? gs16 : ct16;
     if (step == 0) {
         V vw = vset(w[0]), vws = vset(ws[0]);
-        for (; j + VL <= t; j += VL) {
-            V hi = vcsub(vld(a + j), vb), v = vshoup(vld(b + j), vw, vws, vws, vq);
-            if (wide) v = vcsub(v, vq);
-            vst(oa + j, _mm512_add_epi32(hi, v));
-            vst(ob + j, _mm512_add_epi32(_mm512_sub_epi32(hi, v), vb));
-        }
+        for (; j + VL <= t; j += VL) f(a + j, b + j, oa + j, ob + j, vw, vws, vws, vq, vb, wide);
     } else {
         for (; j + VL <= t; j += VL) {
             V vws = vld(ws + j);
-            V hi = vcsub(vld(a + j), vb), v = vshoup(vld(b + j), vld(w + j), vws, _mm512_srli_epi64(vws, 32), vq);
-            if (wide) v = vcsub(v, vq);
-            vst(oa + j, _mm512_add_epi32(hi, v));
-            vst(ob + j, _mm512_add_epi32(_mm512_sub_epi32(hi, v), vb));
+            f(a + j, b + j, oa + j, ob + j, vld(w + j), vws, _mm512_srli_epi64(vws, 32), vq, vb, wide);
         }
     }
 #endif
     for (; j < t; j++) {
-        uint32_t hi = csub(a[j], bound), v = shoup(b[j], w[j * step], ws[j * step], q);
-        if (wide) v = csub(v, q);
-        oa[j] = hi + v;
-        ob[j] = hi - v + bound;
+        uint32_t x = a[j], y = b[j], v;
+        if (gs) {
+            v = shoup(x - y + bound, w[j * step], ws[j * step], q);
+            oa[j] = csub(x + y, bound);
+            ob[j] = wide ? csub(v, q) : v;
+        } else {
+            uint32_t hi = csub(x, bound);
+            v = shoup(y, w[j * step], ws[j * step], q);
+            if (wide) v = csub(v, q);
+            oa[j] = hi + v;
+            ob[j] = hi - v + bound;
+        }
     }
 }
 
-/* Gentleman-Sande butterflies (a + b, w (a - b)), twiddles as ct. */
+static void ct(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, int64_t t, const uint32_t *w,
+               const uint32_t *ws, int step, uint32_t q, int wide) {
+    butterflies(a, b, oa, ob, t, w, ws, step, q, wide, 0);
+}
+
 static void gs(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, int64_t t, const uint32_t *w,
                const uint32_t *ws, int step, uint32_t q, int wide) {
-    uint32_t bound = wide ? q : q + q;
-    int64_t j = 0;
-#ifdef __AVX512F__
-    V vq = vset(q), vb = vset(bound);
-    if (step == 0) {
-        V vw = vset(w[0]), vws = vset(ws[0]);
-        for (; j + VL <= t; j += VL) {
-            V x = vld(a + j), y = vld(b + j);
-            V v = vshoup(_mm512_add_epi32(_mm512_sub_epi32(x, y), vb), vw, vws, vws, vq);
-            vst(oa + j, vcsub(_mm512_add_epi32(x, y), vb));
-            vst(ob + j, wide ? vcsub(v, vq) : v);
-        }
-    } else {
-        for (; j + VL <= t; j += VL) {
-            V x = vld(a + j), y = vld(b + j), vws = vld(ws + j);
-            V v = vshoup(_mm512_add_epi32(_mm512_sub_epi32(x, y), vb), vld(w + j), vws, _mm512_srli_epi64(vws, 32), vq);
-            vst(oa + j, vcsub(_mm512_add_epi32(x, y), vb));
-            vst(ob + j, wide ? vcsub(v, vq) : v);
-        }
-    }
-#endif
-    for (; j < t; j++) {
-        uint32_t x = a[j], y = b[j], v = shoup(x - y + bound, w[j * step], ws[j * step], q);
-        oa[j] = csub(x + y, bound);
-        ob[j] = wide ? csub(v, q) : v;
-    }
+    butterflies(a, b, oa, ob, t, w, ws, step, q, wide, 1);
 }
 
 /* The last inverse stage (one block): (N^-1 (a + b), psi^-1 N^-1 (a - b)) in [0, q). */
