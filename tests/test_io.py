@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from crossfhe import io
 from crossfhe.ckks import ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
-from crossfhe.ckks.params import Params
+from crossfhe.ckks.params import Params, ParamsLiteral
 from crossfhe.core.keys import PublicKey, sample_uniform
 from crossfhe.core.keyswitch import KeySwitchKey, expand_keyswitch_a
 from crossfhe.errors import SerializationError
@@ -125,13 +125,18 @@ def params_blob():
 # --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("params", [INSECURE_CKKS_N10, INSECURE_CKKS_N11_COMPOSITE], ids=["N10", "N11-composite"])
+SPARSE_N10 = Params.from_literal(ParamsLiteral(log_n=10, levels=2, log_scale=30, hamming_weight=64, insecure=True))
+
+
+@pytest.mark.parametrize("params", [INSECURE_CKKS_N10, INSECURE_CKKS_N11_COMPOSITE, SPARSE_N10],
+                         ids=["N10", "N11-composite", "N10-sparse"])
 def test_params_round_trip(params):
     blob = io.dumps(params)
     back = io.loads(blob, expected=Params)
     assert back == params and back.digest() == params.digest() and back.ring.q == params.ring.q
     assert io.loads(blob, params=params) is params
     assert io.params_from_description(io.describe_params(params)) == params
+    assert back.hamming_weight == params.hamming_weight
 
 
 def test_ciphertext_round_trip_bit_exact_and_decrypts(ctx, ct_blob):

@@ -11,6 +11,7 @@ import pytest
 
 from crossfhe.core.params import (
     MAX_LIMBS,
+    SPARSE_ESTIMATES,
     RingParams,
     RingParamsLiteral,
     SecretDistribution,
@@ -89,6 +90,36 @@ def test_check_security_outside_table_and_binary():
     with pytest.raises(InsecureParametersError, match="ternary"):
         check_security(4096, 30, secret=SecretDistribution.BINARY)
     check_security(4096, 30, secret=SecretDistribution.BINARY, insecure=True)
+
+
+def test_sparse_estimates():
+    """Sparse secrets: accepted only under a cited estimate, at its weight or above, at its N and level."""
+    for e in SPARSE_ESTIMATES:
+        assert "ePrint 2022/024" in e.source and e.max_log_pq < max_log_pq(e.n, e.level)
+    assert max_log_pq(2**16, hamming_weight=192) == 1553 and max_log_pq(2**16, hamming_weight=30000) == 1553
+    assert max_log_pq(2**15, hamming_weight=192) == 768
+    check_security(2**16, 1553, hamming_weight=192)
+    with pytest.raises(InsecureParametersError, match="log2\\(PQ\\) <= 1553 \\(published estimate, sparse secret"):
+        check_security(2**16, 1553.5, hamming_weight=192)
+    for n, h, level in ((2**16, 191, B128), (2**14, 192, B128), (2**16, 192, B192)):
+        with pytest.raises(ParameterError, match=f"Hamming weight {h} at N = {n} has no published {int(level)}-bit"):
+            max_log_pq(n, level, hamming_weight=h)
+    check_security(2**14, 400, hamming_weight=1, insecure=True)
+    for bad in (0, 2**16 + 1, True, 1.5):
+        with pytest.raises(ParameterError, match="hamming_weight"):
+            max_log_pq(2**16, hamming_weight=bad)
+
+
+def test_hamming_weight_is_part_of_the_ring():
+    dense = RingParams(n=16, q=(97,), insecure=True)
+    sparse = RingParams(n=16, q=(97,), insecure=True, hamming_weight=3)
+    assert sparse != dense and sparse.digest() != dense.digest() and sparse.hamming_weight == 3
+    assert b'"hamming_weight":3' in sparse.canonical_encoding()
+    assert b"hamming_weight" not in dense.canonical_encoding()  # uniform-ternary digests are unchanged
+    lit = RingParamsLiteral(log_n=10, q_bits=(25,), hamming_weight=64, insecure=True)
+    assert RingParams.from_literal(lit).hamming_weight == 64
+    with pytest.raises(ParameterError, match="hamming_weight = 17"):
+        RingParams(n=16, q=(97,), insecure=True, hamming_weight=17)
 
 
 def test_cross_set6_is_insecure():

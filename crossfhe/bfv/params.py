@@ -60,7 +60,8 @@ class ParamsLiteral:
 class Params:
     """Checked BFV parameters (frozen, hashable: usable as a ``jax.jit`` static argument).
 
-    ``ring``: N, the ciphertext primes q, the special primes p, security. ``t``: the plaintext modulus.
+    ``ring``: N, the ciphertext primes q, the special primes p, security, the secret's Hamming weight
+    (``ring.hamming_weight``, None for a uniform ternary secret). ``t``: the plaintext modulus.
     ``dnum``: key-switching digits. Build with :meth:`from_literal` or directly.
     Invariants: 2 <= t < min(q) and t < 2^31; log2(Q / t) >= ``MIN_NOISE_ROOM_BITS``; at least one
     special prime, and P covers the largest key-switching digit (within a factor 2).
@@ -69,10 +70,9 @@ class Params:
     ring: RingParams
     t: int
     dnum: int
-    hamming_weight: int | None = None
 
     def __post_init__(self):
-        q, p, n = self.ring.q, self.ring.p, self.ring.n
+        q, p = self.ring.q, self.ring.p
         t = self.t
         if isinstance(t, bool) or not isinstance(t, int):
             raise ParameterError(f"plain_modulus t = {t!r} must be an int")
@@ -96,8 +96,6 @@ class Params:
                 f"the special primes (log2 P = {self.ring.log_p:.1f}) must cover the largest key-switching digit "
                 f"(log2 = {log_digit:.1f}, {digit} primes with dnum = {self.dnum}); add special primes or raise dnum"
             )
-        if self.hamming_weight is not None and not 1 <= self.hamming_weight <= n:
-            raise ParameterError(f"hamming_weight must be in [1, N = {n}], got {self.hamming_weight}")
 
     @classmethod
     def from_literal(cls, lit: ParamsLiteral) -> Params:
@@ -113,6 +111,7 @@ class Params:
                 p=lit.p,
                 security=lit.security,
                 insecure=lit.insecure,
+                hamming_weight=lit.hamming_weight,
             )
         )
         if lit.plain_modulus is not None:
@@ -124,7 +123,12 @@ class Params:
                 why = f"no {lit.plain_bits}-bit batching prime t = 1 (mod 2N) for N = {ring.n}: {e}"
                 raise ParameterError(why) from e
         dnum = len(ring.q) if lit.dnum is None else lit.dnum
-        return cls(ring=ring, t=t, dnum=dnum, hamming_weight=lit.hamming_weight)
+        return cls(ring=ring, t=t, dnum=dnum)
+
+    @property
+    def hamming_weight(self) -> int | None:
+        """The secret's fixed Hamming weight, or None for a uniform ternary secret."""
+        return self.ring.hamming_weight
 
     @property
     def n(self) -> int:

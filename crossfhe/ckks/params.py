@@ -40,7 +40,8 @@ class ParamsLiteral:
     else 2). base_bits: bit sizes of the base primes (default: enough 31-bit primes to exceed
     log_scale + 10 bits). special_bits: bit sizes of the special primes P (default: enough 31-bit primes
     to exceed the largest key-switching digit). dnum: number of key-switching digits.
-    hamming_weight: None for a uniform ternary secret, else a fixed Hamming weight.
+    hamming_weight: None for a uniform ternary secret, else a fixed Hamming weight (a sparse secret: accepted
+    as secure only where a published estimate covers it, :data:`crossfhe.core.params.SPARSE_ESTIMATES`).
     """
 
     log_n: int
@@ -60,7 +61,8 @@ class Params:
     """Checked CKKS parameters (frozen, hashable: usable as a ``jax.jit`` static argument).
 
     ``ring`` holds N, the ciphertext primes q (base first, then the scale primes of levels 1..L) and the
-    special primes p, and carries the security check. Build with :meth:`from_literal`.
+    special primes p, the secret's distribution (``ring.hamming_weight``), and carries the security check.
+    Build with :meth:`from_literal`.
     """
 
     ring: RingParams
@@ -69,7 +71,6 @@ class Params:
     primes_per_level: int
     base_count: int
     dnum: int
-    hamming_weight: int | None = None
 
     def __post_init__(self):
         q = self.ring.q
@@ -101,8 +102,6 @@ class Params:
                 f"{MESSAGE_HEADROOM_BITS} bits for messages up to 2^{MESSAGE_HEADROOM_BITS}) so that results "
                 f"decrypt at level 0"
             )
-        if self.hamming_weight is not None and not 0 < self.hamming_weight <= self.ring.n:
-            raise ParameterError(f"hamming_weight must be in [1, N = {self.ring.n}], got {self.hamming_weight}")
 
     @classmethod
     def from_literal(cls, lit: ParamsLiteral) -> Params:
@@ -127,12 +126,18 @@ class Params:
         special_bits = lit.special_bits or (31,) * max(1, math.ceil((log_digit - 1) / 31))
         p = _take_primes(special_bits, n, used)
         secret = SecretDistribution.TERNARY
-        ring = RingParams(n=n, q=q, p=p, security=lit.security, secret=secret, insecure=lit.insecure)
-        return cls(ring, lit.levels, lit.log_scale, ppl, len(base), dnum, lit.hamming_weight)
+        ring = RingParams(n=n, q=q, p=p, security=lit.security, secret=secret, insecure=lit.insecure,
+                          hamming_weight=lit.hamming_weight)
+        return cls(ring, lit.levels, lit.log_scale, ppl, len(base), dnum)
 
     @property
     def n(self) -> int:
         return self.ring.n
+
+    @property
+    def hamming_weight(self) -> int | None:
+        """The secret's fixed Hamming weight, or None for a uniform ternary secret."""
+        return self.ring.hamming_weight
 
     @property
     def kernels(self):

@@ -12,6 +12,11 @@ HomomorphicEncryption.org security standard (Albrecht et al., "Homomorphic Encry
 Standard", 2018, Table 1, N = 2^10 ... 2^15) and, for N = 2^16 and 2^17, the lattice-estimator values
 that OpenFHE added in openfheorg/openfhe-development PR #807 (2024-06, commit f387eaf0,
 src/core/lib/lattice/stdlatticeparms.cpp). A set above the bound is refused unless ``insecure=True``.
+
+A sparse secret (a fixed Hamming weight h, far below the 2N/3 nonzero coefficients of a uniform ternary
+secret) is easier to find: the table above does not hold for it (at h = 1 the secret is one of the 2N
+monomials +-X^i and falls out of the public key at once). A sparse set is accepted only where a published
+estimate covers its N, log2(PQ) and weight (:data:`SPARSE_ESTIMATES`), otherwise it needs ``insecure=True``.
 """
 
 from __future__ import annotations
@@ -66,6 +71,33 @@ _MAX_LOG_PQ_TERNARY: dict[SecurityLevel, dict[int, int]] = {
 }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class SparseEstimate:
+    """A published security estimate for a sparse ternary secret: ring degree ``n``, Hamming weight
+    ``hamming_weight``, the largest log2(PQ) it covers at ``level``, and where it was published."""
+
+    n: int
+    hamming_weight: int
+    max_log_pq: int
+    level: SecurityLevel
+    source: str
+
+
+_BTH22 = (
+    "Bossuat, Troncoso-Pastoriza, Hubaux, 'Bootstrapping for approximate homomorphic encryption with negligible "
+    "failure-probability by using sparse-secret encapsulation', ACNS 2022 (ePrint 2022/024), parameter set {}, "
+    "estimated at 128 bits with the lattice estimator; Lattigo v5 ships it as a default bootstrapping set"
+)
+SPARSE_ESTIMATES: tuple[SparseEstimate, ...] = (
+    SparseEstimate(2**15, 192, 768, SecurityLevel.BITS_128, _BTH22.format("N15QP768H192H32")),
+    SparseEstimate(2**16, 192, 1553, SecurityLevel.BITS_128, _BTH22.format("N16QP1553H192H32")),
+)
+"""The sparse-secret estimates the parameter check accepts. An estimate at weight h_e also covers any weight
+h >= h_e (every attack the estimator runs gets no cheaper as nonzero coefficients are added: the secret's
+norm and its number of candidates both grow up to the 2N/3 of a uniform ternary secret), never a smaller
+one. Sets beyond these need ``insecure=True``."""
+
+
 def _security_level(level) -> SecurityLevel:
     try:
         return SecurityLevel(level)
@@ -73,15 +105,26 @@ def _security_level(level) -> SecurityLevel:
         raise ParameterError(f"security = {level!r}: must be 128, 192 or 256 (a SecurityLevel)") from None
 
 
+def _check_weight(hamming_weight, n: int) -> int | None:
+    if hamming_weight is None:
+        return None
+    h = _as_int(hamming_weight, "hamming_weight")
+    if not 1 <= h <= n:
+        raise ParameterError(f"hamming_weight = {h}: must be in [1, N = {n}] (or None for a uniform ternary secret)")
+    return h
+
+
 def max_log_pq(
     n: int,
     level: SecurityLevel = SecurityLevel.BITS_128,
     secret: SecretDistribution = SecretDistribution.TERNARY,
+    hamming_weight: int | None = None,
 ) -> int:
     """The largest log2(PQ) for ring degree n at the given classical security level.
 
-    n: 2^10 ... 2^17. Only the ternary secret has a table; other secrets and other n raise
-    ParameterError.
+    n: 2^10 ... 2^17. ``hamming_weight`` None: a uniform ternary secret (the HomomorphicEncryption.org
+    table). A fixed weight h: the largest bound of the :data:`SPARSE_ESTIMATES` for this n and level with
+    weight <= h. Other secrets, other n, and weights no estimate covers raise ParameterError.
     """
     level = _security_level(level)
     if secret is not SecretDistribution.TERNARY:
@@ -96,7 +139,20 @@ def max_log_pq(
             f"N = {n} has no security table entry (the table covers N = 2^10 ... 2^17; {why}); "
             "pass insecure=True only for experiments"
         )
-    return table[n]
+    h = _check_weight(hamming_weight, n)
+    if h is None:
+        return table[n]
+    bounds = [e.max_log_pq for e in SPARSE_ESTIMATES if e.n == n and e.level == level and e.hamming_weight <= h]
+    if not bounds:
+        known = ", ".join(f"h >= {e.hamming_weight} at N = 2^{e.n.bit_length() - 1} (log2(PQ) <= {e.max_log_pq})"
+                          for e in SPARSE_ESTIMATES if e.level == level) or "none"
+        raise ParameterError(
+            f"a sparse secret of Hamming weight {h} at N = {n} has no published {int(level)}-bit estimate: the "
+            f"uniform-ternary table does not hold for sparse secrets (they are easier to find; at weight 1 the "
+            f"secret is one of 2N monomials). Estimates known here: {known}. Use a uniform ternary secret "
+            "(hamming_weight=None), or pass insecure=True only for experiments"
+        )
+    return max(bounds)
 
 
 def check_security(
@@ -105,27 +161,33 @@ def check_security(
     level: SecurityLevel = SecurityLevel.BITS_128,
     *,
     secret: SecretDistribution = SecretDistribution.TERNARY,
+    hamming_weight: int | None = None,
     insecure: bool = False,
 ) -> None:
-    """Raise InsecureParametersError unless ``log_pq <= max_log_pq(n, level, secret)`` or ``insecure``.
+    """Raise InsecureParametersError unless ``log_pq <= max_log_pq(n, level, secret, hamming_weight)`` or
+    ``insecure``.
 
-    With ``insecure=True`` nothing is checked (for tests and experiments only). Otherwise an N or a
-    secret distribution without a table entry is refused too.
+    With ``insecure=True`` nothing is checked (for tests and experiments only). Otherwise an N, a secret
+    distribution or a Hamming weight without an estimate is refused too.
     """
     if insecure:
         return
     level = _security_level(level)
     try:
-        bound = max_log_pq(n, level, secret)
+        bound = max_log_pq(n, level, secret, hamming_weight)
     except ParameterError as e:
         raise InsecureParametersError(
             f"cannot certify N = {n}, log2(PQ) = {log_pq:.2f} at {int(level)}-bit security: {e}"
         ) from None
     if log_pq > bound:
+        if hamming_weight is None:
+            source = f"HomomorphicEncryption.org, {secret.value} secret"
+        else:
+            source = f"published estimate, sparse secret of Hamming weight {hamming_weight}"
         raise InsecureParametersError(
             f"N = {n}, log2(PQ) = {log_pq:.2f} exceeds the {int(level)}-bit security bound "
-            f"log2(PQ) <= {bound} (HomomorphicEncryption.org, {secret.value} secret); use fewer or "
-            "smaller primes or a larger N, or pass insecure=True only for experiments"
+            f"log2(PQ) <= {bound} ({source}); use fewer or smaller primes or a larger N, or pass insecure=True "
+            "only for experiments"
         )
 
 
@@ -160,6 +222,8 @@ class RingParamsLiteral:
     q_bits: bit size of each ciphertext prime (Q = q_0 q_1 ...), each <= 31.
     p_bits: bit size of each special (key-switching) prime (P = p_0 p_1 ...), each <= 31.
     q, p: explicit primes instead of q_bits / p_bits (give one of the two for each).
+    hamming_weight: None for a uniform ternary secret, else the fixed number h of nonzero secret
+    coefficients (a sparse secret: checked against :data:`SPARSE_ESTIMATES`).
     Generated primes are :func:`crossfhe.math.primes.ntt_primes`, assigned in order of appearance over
     q then p: the k-th use of a size b gets the k-th largest b-bit prime = 1 (mod 2N) not given
     explicitly.
@@ -174,6 +238,7 @@ class RingParamsLiteral:
     insecure: bool = False
     q: tuple[int, ...] | None = None
     p: tuple[int, ...] | None = None
+    hamming_weight: int | None = None
 
     def __post_init__(self):
         for name in ("q_bits", "p_bits", "q", "p"):
@@ -204,8 +269,9 @@ class RingParams:
 
     Invariants (checked on construction): N is a power of two in [2^4, 2^17]; every prime is below 2^31
     and = 1 (mod 2N); all primes are distinct; 1 <= len(q) and len(q) + len(p) <= 64; log2(PQ) is within
-    the security bound for (N, security, secret) unless ``insecure``. Equal sets compare and hash equal,
-    so a RingParams can be a ``jax.jit`` static argument.
+    the security bound for (N, security, secret, hamming_weight) unless ``insecure``. Equal sets compare
+    and hash equal, so a RingParams can be a ``jax.jit`` static argument. ``hamming_weight``: None for a
+    uniform ternary secret, else the fixed number of nonzero secret coefficients (1 <= h <= N).
     """
 
     n: int
@@ -215,6 +281,7 @@ class RingParams:
     secret: SecretDistribution = SecretDistribution.TERNARY
     insecure: bool = False
     kernels: KernelSet = VECTOR
+    hamming_weight: int | None = None
     _log_pq: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -238,12 +305,14 @@ class RingParams:
             for i, m in enumerate(moduli):
                 _check_prime(m, n, f"{name}[{i}]")
         _check_distinct(q, p)
+        h = _check_weight(self.hamming_weight, n)
         log_pq = math.log2(math.prod(q + p))
-        check_security(n, log_pq, security, secret=self.secret, insecure=self.insecure)
+        check_security(n, log_pq, security, secret=self.secret, hamming_weight=h, insecure=self.insecure)
         object.__setattr__(self, "n", n)
         object.__setattr__(self, "q", q)
         object.__setattr__(self, "p", p)
         object.__setattr__(self, "security", security)
+        object.__setattr__(self, "hamming_weight", h)
         object.__setattr__(self, "_log_pq", log_pq)
 
     @classmethod
@@ -254,7 +323,8 @@ class RingParams:
             raise ParameterError(f"log_n = {log_n}: must be in [{MIN_LOG_N}, {MAX_LOG_N}] (N = 2^log_n)")
         n = 1 << log_n
         q, p = _moduli_from_literal(lit, n)
-        return cls(n=n, q=q, p=p, security=lit.security, secret=lit.secret, insecure=lit.insecure)
+        return cls(n=n, q=q, p=p, security=lit.security, secret=lit.secret, insecure=lit.insecure,
+                   hamming_weight=lit.hamming_weight)
 
     @property
     def log_n(self) -> int:
@@ -286,7 +356,8 @@ class RingParams:
         return self._log_pq
 
     def canonical_encoding(self) -> bytes:
-        """A canonical byte encoding (sorted-key compact JSON, versioned) of every field."""
+        """A canonical byte encoding (sorted-key compact JSON, versioned) of every field but the kernel set.
+        ``hamming_weight`` appears only when set, so uniform-ternary sets keep their digests."""
         obj = {
             "type": "crossfhe.RingParams",
             "version": 1,
@@ -297,6 +368,8 @@ class RingParams:
             "secret": self.secret.value,
             "insecure": self.insecure,
         }
+        if self.hamming_weight is not None:
+            obj["hamming_weight"] = self.hamming_weight
         return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode("ascii")
 
     def digest(self) -> str:

@@ -87,9 +87,9 @@ class Scheme:
 
 def describe_ring(ring: RingParams) -> dict:
     """The ring's part of a parameter description: ``n``, the primes ``q`` and ``p``, ``security``,
-    ``secret``, ``insecure``."""
+    ``secret``, ``insecure``, ``hamming_weight`` (null for a uniform ternary secret)."""
     return {"n": ring.n, "q": list(ring.q), "p": list(ring.p), "security": int(ring.security),
-            "secret": ring.secret.value, "insecure": ring.insecure}
+            "secret": ring.secret.value, "insecure": ring.insecure, "hamming_weight": ring.hamming_weight}
 
 
 def json_int(value, what: str) -> int:
@@ -106,7 +106,7 @@ def _int_list(value, what: str) -> tuple[int, ...]:
 
 def params_from_description(desc, int_keys: tuple[str, ...], build: Callable):
     """Rebuild the parameters of a description holding the ring's keys (:func:`describe_ring`),
-    ``hamming_weight`` (an int or null) and the integers ``int_keys``: ``build(ring, ints, h)``, where
+    ``hamming_weight`` (an int or null) and the integers ``int_keys``: ``build(ring, ints)``, where
     ``ints`` maps "n", "security" and ``int_keys`` to their values. SerializationError if invalid."""
     keys = {"n", "q", "p", "security", "secret", "insecure", "hamming_weight", *int_keys}
     if not isinstance(desc, dict) or set(desc) != keys:
@@ -121,8 +121,8 @@ def params_from_description(desc, int_keys: tuple[str, ...], build: Callable):
     try:
         ring = RingParams(n=ints["n"], q=_int_list(desc["q"], "params.q"), p=_int_list(desc["p"], "params.p"),
                           security=SecurityLevel(ints["security"]), secret=SecretDistribution(desc["secret"]),
-                          insecure=desc["insecure"])
-        return build(ring, ints, h)
+                          insecure=desc["insecure"], hamming_weight=h)
+        return build(ring, ints)
     except (CrossFHEError, ValueError, TypeError) as e:
         raise SerializationError(f"the parameters in the header are invalid: {e}") from None
 

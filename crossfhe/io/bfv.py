@@ -66,12 +66,11 @@ KIND_SECRET_KEY = "bfv.secret_key"
 
 def describe_params(params: Params) -> dict:
     """The canonical JSON description of BFV ``params`` (every field needed to rebuild it exactly)."""
-    return {**com.describe_ring(params.ring), "t": params.t, "dnum": params.dnum,
-            "hamming_weight": params.hamming_weight}
+    return {**com.describe_ring(params.ring), "t": params.t, "dnum": params.dnum}
 
 
-def _build(ring, ints: dict, h) -> Params:
-    return Params(ring=ring, t=ints["t"], dnum=ints["dnum"], hamming_weight=h)
+def _build(ring, ints: dict) -> Params:
+    return Params(ring=ring, t=ints["t"], dnum=ints["dnum"])
 
 
 def params_from_description(desc) -> Params:

@@ -75,13 +75,12 @@ def describe_params(params: Params) -> dict:
     return {
         **com.describe_ring(params.ring), "levels": params.levels, "log_scale": params.log_scale,
         "primes_per_level": params.primes_per_level, "base_count": params.base_count, "dnum": params.dnum,
-        "hamming_weight": params.hamming_weight,
     }  # fmt: skip
 
 
-def _build(ring, ints: dict, h) -> Params:
+def _build(ring, ints: dict) -> Params:
     return Params(ring, ints["levels"], ints["log_scale"], ints["primes_per_level"], ints["base_count"],
-                  ints["dnum"], h)
+                  ints["dnum"])
 
 
 def params_from_description(desc) -> Params:
