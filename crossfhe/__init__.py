@@ -1,10 +1,13 @@
 """crossfhe: fully homomorphic encryption on one RNS/NTT substrate in JAX.
 
-Public names of the substrate; the submodules (``crossfhe.math``, ``crossfhe.ring``, ``crossfhe.core``)
-hold the rest.
+Public names: the CKKS contexts and encrypted vectors (:mod:`crossfhe.api`), the errors, and the
+substrate's parameters and rings; the submodules (``crossfhe.ckks``, ``crossfhe.bfv``, ``crossfhe.tfhe``,
+``crossfhe.io``, ``crossfhe.math``, ``crossfhe.ring``, ``crossfhe.core``) hold the rest.
 """
 
+from crossfhe.api import CKKSContext, CKKSPublicContext, EncryptedVector
 from crossfhe.core.params import (
+    SPARSE_ESTIMATES,
     RingParams,
     RingParamsLiteral,
     SecretDistribution,
@@ -17,7 +20,9 @@ from crossfhe.errors import (
     CrossFHEError,
     DomainMismatchError,
     InsecureParametersError,
+    KeyMismatchError,
     ParameterError,
+    SecretMaterialError,
     SerializationError,
 )
 from crossfhe.math.random import ChaChaKey, Rng, seed_key
@@ -27,12 +32,17 @@ from crossfhe.ring.poly import Domain, RNSPoly
 __version__ = "0.1.0"
 
 __all__ = [
+    "SPARSE_ESTIMATES",
     "BasisMismatchError",
+    "CKKSContext",
+    "CKKSPublicContext",
     "ChaChaKey",
     "CrossFHEError",
     "Domain",
     "DomainMismatchError",
+    "EncryptedVector",
     "InsecureParametersError",
+    "KeyMismatchError",
     "NTTPlan",
     "ParameterError",
     "RNSPoly",
@@ -40,6 +50,7 @@ __all__ = [
     "RingParams",
     "RingParamsLiteral",
     "SecretDistribution",
+    "SecretMaterialError",
     "SecurityLevel",
     "SerializationError",
     "check_security",

@@ -23,3 +23,12 @@ class BasisMismatchError(CrossFHEError, ValueError):
 
 class SerializationError(CrossFHEError, ValueError):
     """Serialized data is truncated, tampered with, of an unknown version or for other parameters."""
+
+
+class KeyMismatchError(CrossFHEError, ValueError):
+    """Ciphertexts, keys or contexts made under different key pairs were combined (their key ids differ)."""
+
+
+class SecretMaterialError(CrossFHEError, TypeError):
+    """An object holding secret key material was pickled; secret keys are written only by the explicit
+    ``crossfhe.io`` secret-key functions."""

@@ -8,6 +8,7 @@ coefficient encoding) for the coefficient products, N1024_CHAM for the fresh bud
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -18,7 +19,7 @@ import pytest
 from crossfhe.bfv import Ciphertext, Encoding, Params, ParamsLiteral, Plaintext, ops, presets
 from crossfhe.core.keys import SIGMA, gaussian_bound
 from crossfhe.core.params import max_log_pq
-from crossfhe.errors import BasisMismatchError, InsecureParametersError, ParameterError
+from crossfhe.errors import BasisMismatchError, InsecureParametersError, KeyMismatchError, ParameterError
 from crossfhe.math import primes
 from crossfhe.math.random import seed_key
 from crossfhe.ring.ntt import negacyclic_convolution
@@ -497,11 +498,15 @@ def test_random_c0_has_budget_zero_and_decrypt_checked_refuses(batch_keys, opera
         ops.decrypt_checked(sk, bad)
 
 
-def test_wrong_secret_key_has_budget_zero(batch_keys, operands):
-    """Another secret key of the same parameters cannot be detected by type, but its phase is uniform."""
+def test_wrong_secret_key_refused_by_key_id(batch_keys, operands):
+    """Another secret key of the same parameters is refused by the ciphertext's key id; a ciphertext without
+    one (made by hand) still decrypts to a uniform phase under it: budget zero."""
     other_sk, _ = ops.keygen(BATCH, relin=False, seed=b"\x01" * 32)
     _, _, ca, _ = operands
-    assert ops.noise_budget(other_sk, ca) == 0
+    for f in (ops.noise_budget, ops.decrypt):
+        with pytest.raises(KeyMismatchError, match="different key pairs"):
+            f(other_sk, ca)
+    assert ops.noise_budget(other_sk, dataclasses.replace(ca, key_id=None)) == 0
 
 
 # --------------------------------------------------------------------------------------------------

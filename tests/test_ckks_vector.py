@@ -5,7 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from crossfhe.ckks import CKKSContext
+from crossfhe import CKKSContext, CKKSPublicContext, EncryptedVector
+from crossfhe.ckks import ops
+from crossfhe.errors import KeyMismatchError
 from crossfhe.testing import INSECURE_CKKS_N10 as P
 
 # Per-slot error of one fresh encryption (7 standard deviations, see test_ckks_ops.fresh_bound).
@@ -38,6 +40,80 @@ def test_complex_and_errors(ctx):
     assert np.iscomplexobj(got) and np.max(np.abs(got - z * (1 - 1j))) <= 4 * FRESH
     with pytest.raises(ValueError, match="do not fit"):
         ctx.encrypt(np.zeros(P.slots + 1))
-    evaluator = CKKSContext(P, ctx.keys)
+    evaluator = CKKSPublicContext(P, ctx.keys)
     with pytest.raises(ValueError, match="no secret key"):
         evaluator.decrypt(ez)
+
+
+# --------------------------------------------------------------------------------------------------
+# Misuse: every case names the problem (the soundness issue's repros)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def other():
+    return CKKSContext.create(P, seed=bytes(range(2, 34)))
+
+
+def test_lengths_must_match_or_broadcast(ctx):
+    x8, x3, x1 = ctx.encrypt(np.arange(8) / 8), ctx.encrypt([1.0, 2.0, 3.0]), ctx.encrypt([0.5])
+    for op in (lambda: x8 + x3, lambda: x3 - x8, lambda: x8 * x3, lambda: x8 @ x3, lambda: x8 + [1.0, 2.0, 3.0],
+               lambda: x8 * np.ones(3)):
+        with pytest.raises(ValueError, match="lengths (8 and 3|3 and 8)"):
+            op()
+    got = ctx.decrypt(x8 + x1)  # a single value broadcasts, as in NumPy
+    assert got.shape == (8,) and np.max(np.abs(got - (np.arange(8) / 8 + 0.5))) <= 2 * FRESH
+    got = ctx.decrypt(x1 * np.arange(4.0))
+    assert got.shape == (4,) and np.max(np.abs(got - 0.5 * np.arange(4.0))) <= 8 * FRESH
+
+
+def test_other_context_refused(ctx, other):
+    x, y = ctx.encrypt(np.ones(4)), other.encrypt(np.ones(4))
+    for op in (lambda: x + y, lambda: x - y, lambda: x * y, lambda: ctx.decrypt(y),
+               lambda: EncryptedVector.load(ctx, y.serialize())):
+        with pytest.raises(KeyMismatchError, match="different contexts"):
+            op()
+    # The pure functions check the ciphertexts' key ids as well.
+    for op in (lambda: ops.add(x.ct, y.ct), lambda: ops.decrypt(ctx.secret_key, y.ct),
+               lambda: ops.mul(x.ct, x.ct, other.keys), lambda: ops.rotate(x.ct, 1, other.keys)):
+        with pytest.raises(KeyMismatchError, match="different key pairs"):
+            op()
+
+
+def test_bad_operands_raise_type_and_value_errors(ctx):
+    x = ctx.encrypt(np.ones(4))
+    with pytest.raises(ValueError, match=r"got the scalar 3.0: wrap it in a list, \[3.0\]"):
+        ctx.encrypt(3.0)
+    with pytest.raises(ValueError, match="at least one value"):
+        ctx.encrypt([])
+    with pytest.raises(TypeError, match="dtype <U1"):
+        ctx.encrypt(["a"])
+    for op in (lambda: x + "a", lambda: "a" + x, lambda: x * "a", lambda: x - object(), lambda: x @ "ab"):
+        with pytest.raises(TypeError, match="EncryptedVector"):
+            op()
+    with pytest.raises(TypeError, match="integer offset"):
+        x.rotate(1.5)
+
+
+def test_negative_rotations(ctx):
+    rng = np.random.default_rng(11)
+    v = rng.uniform(-1, 1, 64)  # a full period: rotation is np.roll
+    x = ctx.encrypt(v)
+    for k in (-1, -5, 63, -64, 1 - 2**20):
+        got = ctx.decrypt(x.rotate(k))
+        assert np.max(np.abs(got - np.roll(v, -k))) <= 8 * 6 * FRESH, k
+    # Shorter vectors rotate over their padded period, zeros included.
+    y = ctx.encrypt([1.0, 2.0, 3.0])
+    assert np.max(np.abs(ctx.decrypt(y.rotate(-1)) - [0.0, 1.0, 2.0])) <= 8 * 2 * FRESH
+
+
+def test_key_ids_survive_serialization(ctx):
+    from crossfhe import io
+
+    x = ctx.encrypt(np.ones(4))
+    assert x.ct.key_id == ctx.key_id == ctx.secret_key.key_id
+    assert io.loads(io.dumps(x.ct)).key_id == ctx.key_id
+    assert io.loads(io.dumps(ctx.keys)).key_id == ctx.key_id
+    assert io.loads_secret_key(io.dumps_secret_key(ctx.secret_key, params=P), params=P).key_id == ctx.key_id
+    with pytest.raises(ValueError, match="encrypted vector: load it with crossfhe.EncryptedVector.load"):
+        io.loads(x.serialize())

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from crossfhe.bfv import ops
-from crossfhe.errors import ParameterError
+from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.linalg import hmvp as H
 from crossfhe.math.random import seed_key
 from crossfhe.testing import INSECURE_BFV_N256, INSECURE_BFV_N256_COEFF
@@ -88,6 +88,9 @@ def test_hmvp_errors(keys):
     _, ek_other = ops.keygen(INSECURE_BFV_N256, seed=bytes(32))
     with pytest.raises(ParameterError, match="different parameter sets"):
         H.hmvp(H.encode_matrix(P, np.ones((3, 10), dtype=np.int64)), vec, ek_other)
+    _, ek_stranger = ops.keygen(P, galois_elements=H.required_galois_elements(P), relin=False, seed=b"\x05" * 32)
+    with pytest.raises(KeyMismatchError, match="different key pairs"):
+        H.hmvp(H.encode_matrix(P, np.ones((3, 10), dtype=np.int64)), vec, ek_stranger)
 
 
 def test_exhausted_noise_budget_is_refused(keys):

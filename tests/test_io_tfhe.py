@@ -102,7 +102,7 @@ def test_ciphertext_round_trip_keeps_batch_and_decrypts(keys, ct_blob):
     assert same_ct(back, ct) and back.batch_shape == (2, 3)
     assert np.array_equal(ops.decrypt(ck, back), m)
     header = split_blob(ct_blob)[1]
-    assert header["kind"] == "tfhe.ciphertext" and header["meta"] == {}
+    assert header["kind"] == "tfhe.ciphertext" and header["meta"] == {"key_id": ck.key_id}
     assert table_entry(ct_blob, "a")["shape"] == [2, 3, L, KN] and table_entry(ct_blob, "b")["shape"] == [2, 3, L]
 
 
@@ -166,17 +166,19 @@ def test_files_round_trip(keys, tmp_path):
 # --------------------------------------------------------------------------------------------------
 
 
-def packed(kind: str, params: Params, arrays: dict) -> bytes:
+def packed(kind: str, params: Params, arrays: dict, meta: dict | None = None) -> bytes:
     """The same object through crossfhe.io.format.pack (the reference layout)."""
-    fields = {"params_digest": params.digest(), "params": tio.describe_params(params), "meta": {}}
+    fields = {"params_digest": params.digest(), "params": tio.describe_params(params), "meta": meta or {}}
     return fmt.pack(kind, fields, {name: np.asarray(a) for name, a in arrays.items()})
 
 
 def test_blobs_equal_format_pack(keys, ct_blob, sk_blob):
     ck, sk, _, ct = keys
-    assert ct_blob == packed("tfhe.ciphertext", P, {"b": ct.b, "a": ct.a})
+    kid = {"key_id": ck.key_id}
+    assert ct_blob == packed("tfhe.ciphertext", P, {"b": ct.b, "a": ct.a}, kid)
     assert sk_blob == packed("tfhe.server_key", P, {"bsk": sk.bsk, "ksk": sk.ksk})
-    assert tio.dumps_secret_key(ck) == packed("tfhe.client_key", P, {"lwe_key": ck.lwe_key, "glwe_key": ck.glwe_key})
+    assert tio.dumps_secret_key(ck) == packed("tfhe.client_key", P, {"lwe_key": ck.lwe_key, "glwe_key": ck.glwe_key},
+                                              kid)
     assert tio.dumps(P) == packed("tfhe.params", P, {})
 
 
@@ -384,6 +386,8 @@ def test_wrong_shapes_and_dtypes_refused(keys, ct_blob, sk_blob):
         tio.loads(edited(sk_blob, reshape("bsk", [2 * n, 2, 2, L, N])))
     with pytest.raises(SerializationError, match="meta must have the keys"):
         tio.loads(edited(ct_blob, lambda h: h["meta"].update(level=1)))
+    with pytest.raises(SerializationError, match="meta.key_id must be 32 lowercase hex digits"):
+        tio.loads(edited(ct_blob, lambda h: h["meta"].update(key_id="not-a-key-id")))
     with pytest.raises(SerializationError, match="expected"):
         tio.dumps(ServerKey(keys[1].bsk[:-1], keys[1].ksk, P))
     with pytest.raises(SerializationError, match="ksk is uint32"):

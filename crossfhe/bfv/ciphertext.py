@@ -41,11 +41,13 @@ class Plaintext:
 @dataclass(frozen=True, eq=False)
 class Ciphertext:
     """(c0, c1): RNSPoly EVAL over Q, uint32[..., L, N] (leading axes batch), c0 + c1 s = Delta m + e (mod Q).
-    Static: ``params``."""
+    Static: ``params`` and ``key_id``, the :func:`~crossfhe.core.keys.key_id` of the key pair it was
+    encrypted under (None: unknown); operations on two ciphertexts, or with keys, refuse different key ids."""
 
     c0: RNSPoly
     c1: RNSPoly
     params: Params = _static()
+    key_id: str | None = _static(default=None)
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
@@ -66,6 +68,11 @@ class EvaluationKeys:
     relin: KeySwitchKey | None
     galois: dict
     params: Params = _static()
+
+    @property
+    def key_id(self) -> str | None:
+        """The key pair's identifier (:func:`~crossfhe.core.keys.key_id` of the public key)."""
+        return self.public.key_id
 
     def galois_key(self, element: int) -> KeySwitchKey:
         try:

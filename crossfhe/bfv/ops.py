@@ -40,8 +40,8 @@ from crossfhe.core.keys import (
     SIGMA,
     PublicKey,
     SecretKey,
-    gen_public_key,
-    gen_secret_key,
+    check_key_ids,
+    gen_key_pair,
     sample_gaussian,
     sample_ternary,
     sample_uniform,
@@ -101,8 +101,7 @@ def keygen(
     reproducible keys (tests); default os.urandom."""
     _check_params(params)
     rng = crandom.Rng(seed)
-    sk = gen_secret_key(params, rng.next_key(), hamming_weight=params.hamming_weight)
-    pk = gen_public_key(sk, params, rng.next_key())
+    sk, pk = gen_key_pair(params, rng, hamming_weight=params.hamming_weight)
     rlk = ks.gen_relin_key(sk, params, rng.next_key(), dnum=params.dnum) if relin else None
     elements = {rotation_element(params, r) for r in rotations if int(r) % (params.n // 2)}
     if row_swap:
@@ -277,7 +276,7 @@ def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None
         c0, c1 = rlwe.encrypt_sk(key_material, m, key, kernels=params.kernels)
     else:
         raise TypeError(f"encrypt takes a PublicKey, EvaluationKeys or SecretKey, got {type(key_material).__name__}")
-    return Ciphertext(c0, c1, params)
+    return Ciphertext(c0, c1, params, key_material.key_id)
 
 
 def encrypt_extended(key_material, params: Params, m, *, key: crandom.ChaChaKey | None = None):
@@ -377,6 +376,7 @@ def decrypt(sk: SecretKey, ct: Ciphertext, *, encoding: Encoding | str | None = 
     positive (see :func:`decrypt_checked`)."""
     _check_ct(ct)
     _check_sk(sk, ct.params)
+    check_key_ids("decrypt", sk.key_id, ct.key_id)
     encoding = _decoding(ct.params, encoding)
     t = ct.params.t
     frac, _ = _phase_fractions(sk, ct.c0, ct.c1, t)
@@ -390,6 +390,7 @@ def noise_budget(sk: SecretKey, ct: Ciphertext) -> int:
     be wrong."""
     _check_ct(ct)
     _check_sk(sk, ct.params)
+    check_key_ids("noise_budget", sk.key_id, ct.key_id)
     _, tfrac = _phase_fractions(sk, ct.c0, ct.c1, ct.params.t)
     return _budget_bits(float(np.max(np.abs(tfrac))), ct.params.big_q)
 
@@ -427,7 +428,13 @@ def _pair(a: Ciphertext, b: Ciphertext, what: str) -> Params:
     _check_ct(a)
     _check_ct(b)
     _same_params(a.params, b.params, what)
+    check_key_ids(what, a.key_id, b.key_id)
     return a.params
+
+
+def _like(a: Ciphertext, c0: RNSPoly, c1: RNSPoly) -> Ciphertext:
+    """A ciphertext with a's parameters and key id."""
+    return Ciphertext(c0, c1, a.params, a.key_id)
 
 
 @jit
@@ -446,38 +453,38 @@ def _k_mul_plain(a0, a1, m):
 
 
 def add(a: Ciphertext, b: Ciphertext) -> Ciphertext:
-    params = _pair(a, b, "add")
-    return Ciphertext(*_k_add(a.c0, a.c1, b.c0, b.c1), params)
+    _pair(a, b, "add")
+    return _like(a, *_k_add(a.c0, a.c1, b.c0, b.c1))
 
 
 def sub(a: Ciphertext, b: Ciphertext) -> Ciphertext:
-    params = _pair(a, b, "sub")
-    return Ciphertext(*_k_sub(a.c0, a.c1, b.c0, b.c1), params)
+    _pair(a, b, "sub")
+    return _like(a, *_k_sub(a.c0, a.c1, b.c0, b.c1))
 
 
 def negate(a: Ciphertext) -> Ciphertext:
     _check_ct(a)
-    return Ciphertext(poly.neg(a.c0), poly.neg(a.c1), a.params)
+    return _like(a, poly.neg(a.c0), poly.neg(a.c1))
 
 
 def add_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     """a + m: Delta m added to c0."""
     _check_ct(a)
     _check_pt(pt, a.params, "add_plain")
-    return Ciphertext(poly.add(a.c0, scaled_message(a.params, pt.coeffs)), a.c1, a.params)
+    return _like(a, poly.add(a.c0, scaled_message(a.params, pt.coeffs)), a.c1)
 
 
 def sub_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     _check_ct(a)
     _check_pt(pt, a.params, "sub_plain")
-    return Ciphertext(poly.sub(a.c0, scaled_message(a.params, pt.coeffs)), a.c1, a.params)
+    return _like(a, poly.sub(a.c0, scaled_message(a.params, pt.coeffs)), a.c1)
 
 
 def mul_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     """a * m (the ring product with the centered lift of m: noise times at most N t / 2)."""
     _check_ct(a)
     _check_pt(pt, a.params, "mul_plain")
-    return Ciphertext(*_k_mul_plain(a.c0, a.c1, lifted_plaintext(a.params, pt.coeffs)), a.params)
+    return _like(a, *_k_mul_plain(a.c0, a.c1, lifted_plaintext(a.params, pt.coeffs)))
 
 
 def mul_scalar(a: Ciphertext, c: int) -> Ciphertext:
@@ -488,7 +495,7 @@ def mul_scalar(a: Ciphertext, c: int) -> Ciphertext:
     t = a.params.t
     c = int(c) % t
     c = c - t if c > t // 2 else c
-    return Ciphertext(poly.mul_scalar(a.c0, c), poly.mul_scalar(a.c1, c), a.params)
+    return _like(a, poly.mul_scalar(a.c0, c), poly.mul_scalar(a.c1, c))
 
 
 def add_scalar(a: Ciphertext, c: int) -> Ciphertext:
@@ -583,11 +590,11 @@ def multiply(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     key of ``keys``). Noise: about N t (v_a + v_b) plus small terms."""
     params = _pair(a, b, "multiply")
     _same_params(keys.params, params, "multiply")
+    check_key_ids("multiply", a.key_id, keys.key_id)
     rlk = keys.relin_key()
     plan = mul_plan(params)
     d = _k_tensor_scale(a.c0.data, a.c1.data, b.c0.data, b.c1.data, plan)
-    c0, c1 = _k_relin(d, rlk, ks.keyswitch_plan(rlk, kernels=params.kernels), plan.ntt_q)
-    return Ciphertext(c0, c1, params)
+    return _like(a, *_k_relin(d, rlk, ks.keyswitch_plan(rlk, kernels=params.kernels), plan.ntt_q))
 
 
 def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
@@ -612,10 +619,10 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     """The automorphism X -> X^element (odd), switched back to s with the Galois key for it."""
     _check_ct(a)
     _same_params(a.params, keys.params, "apply_galois")
+    check_key_ids("apply_galois", a.key_id, keys.key_id)
     element = int(element) % (2 * a.params.n)
     gk = keys.galois_key(element)
-    c0, c1 = _k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, kernels=a.params.kernels), np.uint32(element))
-    return Ciphertext(c0, c1, a.params)
+    return _like(a, *_k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, kernels=a.params.kernels), np.uint32(element)))
 
 
 def rotate_rows(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:

@@ -1,13 +1,11 @@
 """CKKS: approximate arithmetic on encrypted complex vectors.
 
-``ckks.ops`` holds the pure functions, ``ckks.presets`` the named parameter sets, and
-``CKKSContext`` / ``EncryptedVector`` a NumPy-like facade over them.
+``ckks.ops`` holds the pure functions and ``ckks.presets`` the named parameter sets; the NumPy-like
+facade (``CKKSContext``, ``EncryptedVector``) is :mod:`crossfhe.api.ckks`, also importable from ``crossfhe``.
 """
 
 from crossfhe.ckks import ops, presets
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
 from crossfhe.ckks.params import Params, ParamsLiteral
-from crossfhe.ckks.vector import CKKSContext, EncryptedVector
 
-__all__ = ["CKKSContext", "Ciphertext", "EncryptedVector", "EvaluationKeys", "Params", "ParamsLiteral",
-           "Plaintext", "ops", "presets"]
+__all__ = ["Ciphertext", "EvaluationKeys", "Params", "ParamsLiteral", "Plaintext", "ops", "presets"]

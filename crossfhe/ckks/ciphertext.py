@@ -39,12 +39,15 @@ class Plaintext:
 @dataclass(frozen=True, eq=False)
 class Ciphertext:
     """(c0, c1): RNSPoly EVAL over ``params.moduli_at(level)``, uint32[..., limbs, N] (leading axes batch),
-    with c0 + c1 s = Delta m + e. Static: ``params``, ``scale`` (Delta, tracked exactly)."""
+    with c0 + c1 s = Delta m + e. Static: ``params``, ``scale`` (Delta, tracked exactly) and ``key_id``, the
+    :func:`~crossfhe.core.keys.key_id` of the key pair it was encrypted under (None: unknown); operations
+    on two ciphertexts, or with keys, refuse different key ids."""
 
     c0: RNSPoly
     c1: RNSPoly
     params: Params = _static()
     scale: float = _static()
+    key_id: str | None = _static(default=None)
 
     @property
     def level(self) -> int:
@@ -68,6 +71,11 @@ class EvaluationKeys:
     relin: KeySwitchKey
     galois: dict
     params: Params = _static()
+
+    @property
+    def key_id(self) -> str | None:
+        """The key pair's identifier (:func:`~crossfhe.core.keys.key_id` of the public key)."""
+        return self.public.key_id
 
     def galois_key(self, element: int) -> KeySwitchKey:
         try:

@@ -298,23 +298,29 @@ def _integral_floats_to_residues(x: np.ndarray, moduli: tuple[int, ...]) -> np.n
     return r.astype(np.uint32)
 
 
-def _round_scaled(m: np.ndarray, scale: float, basis: RNSBasis, what: str) -> np.ndarray:
-    """rint(scale * m) in float64 (ties to even), checked to lie in the centered range |x| <= (Q-1)/2."""
+def _round_scaled(m: np.ndarray, scale: float, basis: RNSBasis, what: str, margin: int = 0) -> np.ndarray:
+    """rint(scale * m) in float64 (ties to even), checked to leave ``margin`` of the centered range:
+    max |x| + margin <= (Q-1)/2 (``margin``: the noise the plaintext must still hold, e.g. a fresh
+    encryption's, so that the phase cannot wrap either)."""
     with np.errstate(over="ignore"):
         x = np.rint(m * scale)
     if not np.isfinite(x).all():
         raise ParameterError(f"{what}: scale {scale!r} times the coefficients is not finite (overflow)")
     peak = int(np.max(np.abs(x))) if x.size else 0
-    if peak > basis.product // 2:
+    half = (basis.product - 1) // 2
+    if peak + int(margin) > half:
+        noise = f" plus the fresh-encryption noise bound 2^{math.log2(margin):.2f}" if margin else ""
+        room = max(half - int(margin), 0)
         raise ParameterError(
             f"{what}: the encoding would wrap modulo Q: scale 2^{math.log2(scale):.2f} gives max |coefficient| "
-            f"2^{math.log2(peak):.2f} > Q/2 with log2(Q) = {math.log2(basis.product):.2f} "
-            f"({len(basis)} moduli); lower the scale or the values, or encode at a higher level"
+            f"2^{math.log2(peak):.2f}{noise} > Q/2 with log2(Q) = {math.log2(basis.product):.2f} "
+            f"({len(basis)} moduli); scale the values down by at least {peak / max(room, 1):.3g}x, lower the "
+            "scale, or encode at a higher level"
         )
     return x
 
 
-def encode(values, *, n: int, moduli, scale) -> np.ndarray:
+def encode(values, *, n: int, moduli, scale, margin: int = 0) -> np.ndarray:
     """CKKS encoding: residues of round(scale * embed_inverse(values, N)) modulo each q_i.
 
     values: complex or real [..., s], s a power of two dividing N/2 (s < N/2: replicated, see
@@ -326,42 +332,46 @@ def encode(values, *, n: int, moduli, scale) -> np.ndarray:
     relative float64 error of 2^-53 above.
     Precision: decode(encode(z)) - z has each slot within s / scale (rounding: at most 1/2 on each of the
     2s non-zero coefficients) plus the float64 error of the two FFTs (about 2^-50 log2(s) max|z|).
-    Raises ParameterError if max |coefficient| > (Q - 1)/2 (the plaintext would wrap), for a bad slot
-    count, non-finite values or scale <= 0.
+    margin: an integer the coefficients must leave free below (Q - 1)/2, the noise the plaintext will carry
+    (a fresh encryption's bound, :func:`crossfhe.core.rlwe.fresh_noise_bound`): then the phase m + e of its
+    encryption cannot wrap either, and decryption keeps every sign.
+    Raises ParameterError if max |coefficient| + margin > (Q - 1)/2 (the plaintext or its encryption would
+    wrap), for a bad slot count, non-finite values or scale <= 0.
     """
     n = _check_ring_degree(n)
     scale = _check_scale(scale)
     basis = _basis(moduli)
     m = embed_inverse(values, n)
-    x = _round_scaled(m, scale, basis, "encode")
+    x = _round_scaled(m, scale, basis, "encode", margin)
     return _integral_floats_to_residues(x, basis.moduli)
 
 
-def encode_scalar_constant(c, *, moduli, scale) -> np.ndarray:
+def encode_scalar_constant(c, *, moduli, scale, margin: int = 0, what: str = "encode_scalar_constant") -> np.ndarray:
     """The constant polynomial round(c * scale): every slot holds c. For multiplying by a scalar.
 
     c: a real number (a complex c with a non-zero imaginary part is refused: a + ib is the polynomial
     round(a scale) + round(b scale) X^(N/2), not a constant, since X^(N/2) takes the value i in every
     slot; encode it with :func:`encode`). Rounding as in :func:`encode` (float64 product, nearest integer).
-    Returns uint32[limbs]: [round(c scale)]_{q_i}. Raises ParameterError on wrap (> (Q-1)/2), non-finite
-    c or scale <= 0.
+    Returns uint32[limbs]: [round(c scale)]_{q_i}. Raises ParameterError on wrap (|round(c scale)| +
+    ``margin`` > (Q-1)/2, ``margin`` as in :func:`encode`), non-finite c or scale <= 0; its messages start
+    with ``what``.
     """
     scale = _check_scale(scale)
     basis = _basis(moduli)
     if isinstance(c, (complex, np.complexfloating)):
         if c.imag != 0:
             raise ParameterError(
-                f"encode_scalar_constant: only real constants are supported, got {c!r} "
+                f"{what}: only real constants are supported, got {c!r} "
                 "(a complex constant a + ib is round(a scale) + round(b scale) X^(N/2); use encode)"
             )
         c = c.real
     try:
         value = float(c)
     except (TypeError, ValueError, OverflowError) as err:
-        raise ParameterError(f"encode_scalar_constant: c must be a real number, got {c!r}") from err
+        raise ParameterError(f"{what}: c must be a real number, got {c!r}") from err
     if not math.isfinite(value):
-        raise ParameterError(f"encode_scalar_constant: c must be finite, got {c!r}")
-    x = _round_scaled(np.array([value]), scale, basis, "encode_scalar_constant")
+        raise ParameterError(f"{what}: c must be finite, got {c!r}")
+    x = _round_scaled(np.array([value]), scale, basis, what, margin)
     return _integral_floats_to_residues(x, basis.moduli)[:, 0]
 
 

@@ -17,9 +17,12 @@ key switching adds :func:`~crossfhe.core.keyswitch.keyswitch_noise_bound`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import numbers
 from functools import lru_cache
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -28,7 +31,7 @@ from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
 from crossfhe.ckks.params import Params
 from crossfhe.core import keyswitch as ks
 from crossfhe.core import rlwe
-from crossfhe.core.keys import PublicKey, SecretKey, gen_public_key, gen_secret_key
+from crossfhe.core.keys import PublicKey, SecretKey, check_key_ids, gen_key_pair
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math import random as crandom
 from crossfhe.math.modular import (
@@ -70,8 +73,7 @@ def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: byt
     if not isinstance(params, Params):
         raise TypeError(f"keygen takes ckks.Params, got {type(params).__name__}")
     rng = crandom.Rng(seed)
-    sk = gen_secret_key(params, rng.next_key(), hamming_weight=params.hamming_weight)
-    pk = gen_public_key(sk, params, rng.next_key())
+    sk, pk = gen_key_pair(params, rng, hamming_weight=params.hamming_weight)
     rlk = ks.gen_relin_key(sk, params, rng.next_key(), dnum=params.dnum)
     elements = {galois_element(params, r) for r in rotations}
     if conjugation:
@@ -87,11 +89,13 @@ def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: byt
 
 def encode(params: Params, values, *, level: int | None = None, scale: float | None = None) -> Plaintext:
     """Encode complex (or real) values into a plaintext at ``level`` (default: top) and ``scale``
-    (default Delta). ``values``: up to N/2 numbers (fewer: a power of two, replicated)."""
+    (default Delta). ``values``: up to N/2 numbers (fewer: a power of two, replicated). Refuses values
+    whose largest coefficient plus the fresh-encryption noise bound (:func:`~crossfhe.core.rlwe.fresh_noise_bound`)
+    exceeds Q/2 at that level: they, or their encryption, would decrypt with the wrong sign."""
     level = params.levels if level is None else int(level)
     scale = params.scale if scale is None else float(scale)
     moduli = params.moduli_at(level)
-    coeffs = encoder.encode(values, n=params.n, moduli=moduli, scale=scale)
+    coeffs = encoder.encode(values, n=params.n, moduli=moduli, scale=scale, margin=rlwe.fresh_noise_bound(params.n))
     p = poly.to_eval(RNSPoly.create(jnp.asarray(coeffs), moduli), NTTPlan.create(params.n, moduli, params.kernels))
     return Plaintext(p, params, scale)
 
@@ -107,6 +111,8 @@ def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None
     """Encrypt a plaintext with a PublicKey (or EvaluationKeys), or a SecretKey (symmetric, smaller noise).
     ``key``: a ChaChaKey used once (default: fresh from os.urandom)."""
     key = crandom.seed_key() if key is None else key
+    if not isinstance(pt, Plaintext):
+        raise TypeError(f"encrypt takes a ckks.Plaintext, got {type(pt).__name__} (encode the values first)")
     if isinstance(key_material, EvaluationKeys):
         _same_params(key_material.params, pt.params, "encrypt")
         key_material = key_material.public
@@ -116,11 +122,15 @@ def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None
         c0, c1 = rlwe.encrypt_sk(key_material, pt.poly, key, kernels=pt.params.kernels)
     else:
         raise TypeError(f"encrypt takes a PublicKey, EvaluationKeys or SecretKey, got {type(key_material).__name__}")
-    return Ciphertext(c0, c1, pt.params, pt.scale)
+    return Ciphertext(c0, c1, pt.params, pt.scale, key_material.key_id)
 
 
 def decrypt(sk: SecretKey, ct: Ciphertext) -> Plaintext:
-    """The plaintext c0 + c1 s, at the ciphertext's level and scale."""
+    """The plaintext c0 + c1 s, at the ciphertext's level and scale. Raises KeyMismatchError if the
+    ciphertext was encrypted under another key pair."""
+    if not isinstance(sk, SecretKey):
+        raise TypeError(f"decrypt takes a SecretKey, got {type(sk).__name__}")
+    check_key_ids("decrypt", sk.key_id, ct.key_id)
     return Plaintext(rlwe.decrypt(sk, (ct.c0, ct.c1)), ct.params, ct.scale)
 
 
@@ -144,7 +154,12 @@ def drop_level(x, level: int):
     k = len(x.params.moduli_at(level))
     if isinstance(x, Plaintext):
         return Plaintext(poly.drop_limbs(x.poly, x.poly.limbs - k), x.params, x.scale)
-    return Ciphertext(poly.drop_limbs(x.c0, x.c0.limbs - k), poly.drop_limbs(x.c1, x.c1.limbs - k), x.params, x.scale)
+    return _like(x, poly.drop_limbs(x.c0, x.c0.limbs - k), poly.drop_limbs(x.c1, x.c1.limbs - k))
+
+
+def _like(a: Ciphertext, c0: RNSPoly, c1: RNSPoly, scale: float | None = None) -> Ciphertext:
+    """A ciphertext with a's parameters and key id: (c0, c1) at ``scale`` (default a's)."""
+    return dataclasses.replace(a, c0=c0, c1=c1, scale=a.scale if scale is None else scale)
 
 
 def _close(a: float, b: float) -> bool:
@@ -160,6 +175,8 @@ def _align(a: Ciphertext, b, what: str):
     a relative 1 / (2c) of Delta_y (about 2^-31), at the cost of that level.
     """
     _same_params(a.params, b.params, what)
+    if isinstance(b, Ciphertext):
+        check_key_ids(what, a.key_id, b.key_id)
     if _close(a.scale, b.scale):
         level = min(a.level, b.level)
         return drop_level(a, level), drop_level(b, level)
@@ -328,61 +345,94 @@ def _rescale_pair(c0: RNSPoly, c1: RNSPoly, g: int, kernels=None) -> tuple[RNSPo
 def add(a: Ciphertext, b: Ciphertext) -> Ciphertext:
     """a + b (levels and scales aligned first). Noise: the sum of both."""
     a, b = _align(a, b, "add")
-    c0, c1 = _k_add(a.c0, a.c1, b.c0, b.c1)
-    return Ciphertext(c0, c1, a.params, a.scale)
+    return _like(a, *_k_add(a.c0, a.c1, b.c0, b.c1))
 
 
 def sub(a: Ciphertext, b: Ciphertext) -> Ciphertext:
     """a - b (levels and scales aligned first)."""
     a, b = _align(a, b, "sub")
-    c0, c1 = _k_sub(a.c0, a.c1, b.c0, b.c1)
-    return Ciphertext(c0, c1, a.params, a.scale)
+    return _like(a, *_k_sub(a.c0, a.c1, b.c0, b.c1))
 
 
 def negate(a: Ciphertext) -> Ciphertext:
-    return Ciphertext(poly.neg(a.c0), poly.neg(a.c1), a.params, a.scale)
+    return _like(a, poly.neg(a.c0), poly.neg(a.c1))
 
 
 def add_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     """a + pt (pt at the ciphertext's scale; levels aligned)."""
     a, pt = _align(a, pt, "add_plain")
-    return Ciphertext(poly.add(a.c0, pt.poly), a.c1, a.params, a.scale)
+    return _like(a, poly.add(a.c0, pt.poly), a.c1)
 
 
 def sub_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     a, pt = _align(a, pt, "sub_plain")
-    return Ciphertext(poly.sub(a.c0, pt.poly), a.c1, a.params, a.scale)
+    return _like(a, poly.sub(a.c0, pt.poly), a.c1)
+
+
+def _scalar(c, what: str) -> complex:
+    """A Python, NumPy or JAX number as a finite complex; TypeError for other operands, ParameterError
+    for NaN or infinity."""
+    if isinstance(c, (bool, np.bool_)) or not isinstance(c, (numbers.Number, np.ndarray, jax.Array)) or np.ndim(c):
+        raise TypeError(f"{what} takes a real or complex number, got {type(c).__name__}")
+    z = complex(c)
+    if not (math.isfinite(z.real) and math.isfinite(z.imag)):
+        raise ParameterError(f"{what}: the scalar must be finite, got {c!r}")
+    return z
+
+
+def _check_scalar_product(a: Ciphertext, c: complex, scale: float, what: str) -> None:
+    """Refuse c * a where a message of magnitude 1 times |c| at the product's scale (a's times ``scale``,
+    the scalar's encoding scale) would reach Q/2 at a's level: the product, and everything after it,
+    would wrap. The check of :func:`_check_product_scale` with the scalar's magnitude in it."""
+    log_q = sum(math.log2(q) for q in a.params.moduli_at(a.level))
+    need = math.log2(a.scale) + math.log2(scale) + math.log2(max(1.0, abs(c)))
+    if need + 1 >= log_q:
+        raise ParameterError(
+            f"{what}: multiplying by {c!r} would overflow the modulus at level {a.level}: a unit message at scale "
+            f"2^{math.log2(a.scale):.1f} times |c| = 2^{math.log2(max(1.0, abs(c))):.1f} needs 2^{need + 1:.1f} > Q "
+            f"(log2 Q = {log_q:.1f}); multiply by a smaller number, or rescale or drop less first"
+        )
 
 
 def add_scalar(a: Ciphertext, c: complex) -> Ciphertext:
-    """a + c in every slot (c real: a constant polynomial round(c Delta); complex: through a plaintext)."""
-    c = complex(c)
+    """a + c in every slot (c real: a constant polynomial round(c Delta); complex: through a plaintext).
+    c is checked as a plaintext is (:func:`encode`): round(|c| Delta) plus the fresh-noise bound must stay
+    below Q/2 at a's level (else ParameterError); NaN and infinity are refused."""
+    c = _scalar(c, "add_scalar")
     if c.imag:
         return add_plain(a, encode(a.params, np.full(a.params.slots, c), level=a.level, scale=a.scale))
-    const = round(c.real * a.scale)
     # A constant polynomial evaluates to itself in every slot of the EVAL domain.
-    col = np.array([const % q for q in a.c0.basis], dtype=np.uint32).reshape(-1, 1)
-    shift = RNSPoly(jnp.broadcast_to(jnp.asarray(col), a.c0.data.shape), a.c0.basis, Domain.EVAL)
-    return Ciphertext(poly.add(a.c0, shift), a.c1, a.params, a.scale)
+    const = encoder.encode_scalar_constant(c.real, moduli=a.c0.basis, scale=a.scale,
+                                           margin=rlwe.fresh_noise_bound(a.params.n), what="add_scalar")
+    shift = RNSPoly(jnp.broadcast_to(jnp.asarray(const.reshape(-1, 1)), a.c0.data.shape), a.c0.basis, Domain.EVAL)
+    return _like(a, poly.add(a.c0, shift), a.c1)
 
 
 def _mul_integer(a: Ciphertext, c: int, scale: float) -> Ciphertext:
-    return Ciphertext(poly.mul_scalar(a.c0, int(c)), poly.mul_scalar(a.c1, int(c)), a.params, scale)
+    return _like(a, poly.mul_scalar(a.c0, int(c)), poly.mul_scalar(a.c1, int(c)), scale)
 
 
 def mul_scalar(a: Ciphertext, c: complex) -> Ciphertext:
     """c * a. An integer c keeps the scale; a real c is encoded as round(c q) with q the primes the next
     rescale divides by, so the product's scale is Delta q and rescale returns it to Delta exactly; a
-    complex c goes through a plaintext (scale Delta). Rescale afterwards unless c is an integer."""
-    if isinstance(c, (int, np.integer)):
+    complex c goes through a plaintext (scale Delta). Rescale afterwards unless c is an integer.
+    Checked as plaintexts are: the encoded constant within Q/2 (:func:`encode`), and a unit message times
+    |c| at the product's scale below Q/2 (:func:`_check_product_scale` with |c| in it); else ParameterError.
+    NaN and infinity are refused."""
+    if isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_)):
+        _check_scalar_product(a, int(c), 1.0, "mul_scalar")
         return _mul_integer(a, int(c), a.scale)
-    c = complex(c)
+    c = _scalar(c, "mul_scalar")
     if c.imag:
+        _check_scalar_product(a, c, a.params.scale, "mul_scalar")
         pt = encode(a.params, np.full(a.params.slots, c), level=a.level, scale=a.params.scale)
         return mul_plain(a, pt)
     if a.level < 1:
         raise ParameterError("mul_scalar by a non-integer needs a level to rescale; the levels are exhausted")
     q = math.prod(a.params.rescale_primes(a.level))
+    _check_scalar_product(a, c.real, q, "mul_scalar")
+    encoder.encode_scalar_constant(c.real, moduli=a.c0.basis, scale=q, margin=rlwe.fresh_noise_bound(a.params.n),
+                                   what="mul_scalar")
     return _mul_integer(a, round(c.real * q), a.scale * q)
 
 
@@ -392,8 +442,7 @@ def mul_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     level = min(a.level, pt.level)
     a, pt = drop_level(a, level), drop_level(pt, level)
     _check_product_scale(a.params, a.scale * pt.scale, level)
-    c0, c1 = _k_mul_plain(a.c0, a.c1, pt.poly)
-    return Ciphertext(c0, c1, a.params, a.scale * pt.scale)
+    return _like(a, *_k_mul_plain(a.c0, a.c1, pt.poly), a.scale * pt.scale)
 
 
 def _check_product_scale(params: Params, scale: float, level: int) -> None:
@@ -416,13 +465,13 @@ def mul(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     """a * b slot-wise: the tensor product (d0, d1, d2) relinearized with the relinearization key.
     Scale Delta_a Delta_b; rescale afterwards."""
     _same_params(a.params, keys.params, "mul")
-    level = min(a.level, b.level)
     _same_params(a.params, b.params, "mul")
+    check_key_ids("mul", a.key_id, b.key_id, keys.key_id)
+    level = min(a.level, b.level)
     a, b = drop_level(a, level), drop_level(b, level)
     _check_product_scale(a.params, a.scale * b.scale, level)
     d0, d1, d2 = _k_tensor(a.c0, a.c1, b.c0, b.c1)
-    c0, c1 = relinearize(d0, d1, d2, keys.relin, kernels=a.params.kernels)
-    return Ciphertext(c0, c1, a.params, a.scale * b.scale)
+    return _like(a, *relinearize(d0, d1, d2, keys.relin, kernels=a.params.kernels), a.scale * b.scale)
 
 
 def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
@@ -435,8 +484,7 @@ def rescale(a: Ciphertext) -> Ciphertext:
     most (1 + N) / 2 to the noise."""
     primes = a.params.rescale_primes(a.level)
     kernels = a.params.kernels
-    c0, c1 = _rescale_pair(a.c0, a.c1, len(primes), kernels)
-    return Ciphertext(c0, c1, a.params, a.scale / math.prod(primes))
+    return _like(a, *_rescale_pair(a.c0, a.c1, len(primes), kernels), a.scale / math.prod(primes))
 
 
 def mul_rescale(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
@@ -452,10 +500,10 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     """The automorphism X -> X^g on the slots (g = 5^r: rotation by r; 2N - 1: conjugation), switched
     back to the secret key with the Galois key for g."""
     _same_params(a.params, keys.params, "apply_galois")
+    check_key_ids("apply_galois", a.key_id, keys.key_id)
     gk = keys.galois_key(element)
     plan = ks.keyswitch_plan(gk, active=a.c1.limbs, kernels=a.params.kernels)
-    c0, c1 = _galois(a.c0, a.c1, gk, plan, element)
-    return Ciphertext(c0, c1, a.params, a.scale)
+    return _like(a, *_galois(a.c0, a.c1, gk, plan, element))
 
 
 def rotate(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:
@@ -476,6 +524,7 @@ def rotate_many(a: Ciphertext, rotations, keys: EvaluationKeys) -> dict[int, Cip
     multiply-accumulate with its key and a ModDown. Equal to separate :func:`rotate` calls within the
     key-switching noise (a wrapped, negated coefficient gets another ModUp representative)."""
     _same_params(a.params, keys.params, "rotate_many")
+    check_key_ids("rotate_many", a.key_id, keys.key_id)
     todo = sorted({int(k) for k in rotations if int(k) % a.params.slots})
     out = {int(k): a for k in rotations if int(k) % a.params.slots == 0}
     if not todo:
@@ -485,7 +534,7 @@ def rotate_many(a: Ciphertext, rotations, keys: EvaluationKeys) -> dict[int, Cip
     plan = ks.keyswitch_plan(gks[0], active=a.c1.limbs, kernels=a.params.kernels)
     switched = ks.keyswitch_hoisted(a.c1, gks, elements, plan=plan)
     for k, g, (u0, u1) in zip(todo, elements, switched):
-        out[k] = Ciphertext(poly.add(poly.automorphism(a.c0, g), u0), u1, a.params, a.scale)
+        out[k] = _like(a, poly.add(poly.automorphism(a.c0, g), u0), u1)
     return out
 
 

@@ -112,7 +112,8 @@ def run_ckks(seed: int | None = None) -> bool:
     """Encrypted mean, variance and logistic-regression scores of a generated 1024-row table at the
     128-bit preset N14_L7, beside the plaintext results. The computation runs twice: the first pass
     includes JAX's compilation (cached on disk for later runs), the second shows steady-state times."""
-    from crossfhe.ckks import CKKSContext, presets
+    from crossfhe import CKKSContext
+    from crossfhe.ckks import presets
 
     params = presets.N14_L7
     n_rows = 1024

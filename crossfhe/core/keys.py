@@ -19,6 +19,8 @@ Reference: Lyubashevsky, Peikert, Regev, "On ideal lattices and learning with er
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,7 +28,7 @@ from functools import partial
 import jax
 import numpy as np
 
-from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.errors import BasisMismatchError, KeyMismatchError, ParameterError, SecretMaterialError
 from crossfhe.math import random as crandom
 from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, ntt
@@ -152,14 +154,39 @@ def sample_ternary(
 # --------------------------------------------------------------------------------------------------
 
 
+class SecretHolder:
+    """Mixin of the immutable objects that hold a secret key: pickling raises SecretMaterialError (naming
+    ``SAVE_WITH``, the explicit way to store it), and copies are the object itself, so a secret key never
+    leaves the process by accident (multiprocessing, Ray, a cache) and never goes through pickle."""
+
+    SAVE_WITH = "crossfhe.io's save_secret_key"
+
+    def __reduce__(self):
+        raise SecretMaterialError(
+            f"refusing to pickle a {type(self).__name__}: it holds the secret key, and whoever holds the bytes can "
+            f"decrypt everything encrypted under it. Save it explicitly with {self.SAVE_WITH}; to hand work to "
+            "another process or a server, send public material only (a public context, evaluation keys, "
+            "ciphertexts: crossfhe.io.dumps)"
+        )
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True, eq=False, repr=False)
-class SecretKey:
+class SecretKey(SecretHolder):
     """A ternary secret s in Z[X]/(X^N + 1): a pytree.
 
     ``coeffs``: int32[N] in {-1, 0, 1}. ``poly``: RNSPoly ``uint32[L + K, N]``, the EVAL-domain residues of s
     over Q_L ∪ P (q limbs first, then p limbs, the order of ``RingParams.moduli``). Static: ``q``, ``p``
-    (the moduli) and ``hamming_weight`` (None for a uniform ternary secret). The repr never shows s.
+    (the moduli), ``hamming_weight`` (None for a uniform ternary secret) and ``key_id`` (the
+    :func:`key_id` of its public key, None if made without one). The repr never shows s, and pickling is
+    refused (:class:`~crossfhe.errors.SecretMaterialError`): a secret key leaves the process only through
+    ``crossfhe.io.save_secret_key`` / ``dumps_secret_key``.
     """
 
     coeffs: jax.Array
@@ -167,6 +194,9 @@ class SecretKey:
     q: tuple[int, ...] = _static()
     p: tuple[int, ...] = _static()
     hamming_weight: int | None = _static()
+    key_id: str | None = _static(default=None)
+
+    SAVE_WITH = "crossfhe.io.save_secret_key(sk, path, params=...)"
 
     @property
     def n(self) -> int:
@@ -187,7 +217,7 @@ class SecretKey:
         return RNSPoly(data, moduli, Domain.EVAL)
 
     def __repr__(self) -> str:
-        return f"SecretKey(n={self.n}, q limbs={len(self.q)}, p limbs={len(self.p)})"
+        return f"SecretKey(n={self.n}, q limbs={len(self.q)}, p limbs={len(self.p)}, key id={self.key_id})"
 
 
 def gen_secret_key(params_like, key, *, hamming_weight: int | None = None) -> SecretKey:
@@ -232,13 +262,15 @@ class PublicKey:
     b + a s = e (mod Q_L P), e discrete Gaussian (|e| <= gaussian_bound(sigma)). Over Q P so that
     encryption can divide its noise by P (:func:`crossfhe.core.rlwe.encrypt_pk`), as SEAL does.
     ``seed``: the ChaChaKey ``a`` was expanded from, ``a = sample_uniform(seed, q + p, N, domain=EVAL)``,
-    so a serializer may store ``seed`` instead of ``a`` (the seed is public). Static: ``sigma``.
+    so a serializer may store ``seed`` instead of ``a`` (the seed is public). Static: ``sigma`` and
+    ``key_id`` (:func:`key_id` of ``b``; ciphertexts encrypted under this key pair carry it).
     """
 
     b: RNSPoly
     a: RNSPoly
     seed: crandom.ChaChaKey
     sigma: float = _static()
+    key_id: str | None = _static(default=None)
 
     @property
     def n(self) -> int:
@@ -249,7 +281,7 @@ class PublicKey:
         return self.b.basis
 
     def __repr__(self) -> str:
-        return f"PublicKey(n={self.n}, q limbs={len(self.q)}, sigma={self.sigma})"
+        return f"PublicKey(n={self.n}, q limbs={len(self.q)}, sigma={self.sigma}, key id={self.key_id})"
 
 
 @jit
@@ -267,18 +299,56 @@ def gen_public_key(sk: SecretKey, params_like, key, *, sigma: float = SIGMA) -> 
     a = sample_uniform(seed, moduli, n, domain=Domain.EVAL)
     e = sample_gaussian(key_e, moduli, n, sigma, domain=Domain.EVAL)
     b = _rlwe_b(a, e, sk.residues(moduli))
-    return PublicKey(b=b, a=a, seed=seed, sigma=float(sigma))
+    return PublicKey(b=b, a=a, seed=seed, sigma=float(sigma), key_id=key_id(b))
+
+
+def key_id(public) -> str:
+    """The identifier of a key pair: the first 128 bits (hex) of SHA-256 over public words that depend on
+    the secret, the public key's ``b`` (an RNSPoly; RLWE schemes) or the body row of TFHE's key-switching
+    key (an array), as little-endian 32-bit words. Public (computed from public data) and, with overwhelming
+    probability, different for different secrets. Must be concrete (not traced)."""
+    words = np.ascontiguousarray(np.asarray(getattr(public, "data", public)))
+    if words.dtype.itemsize != 4:
+        raise TypeError(f"key_id hashes 32-bit words, got dtype {words.dtype}")
+    data = words.astype(words.dtype.newbyteorder("<")).tobytes()
+    return hashlib.sha256(b"crossfhe.key_id/v1:" + data).hexdigest()[:32]
+
+
+def gen_key_pair(params_like, rng: crandom.Rng, *, hamming_weight: int | None = None, sigma: float = SIGMA):
+    """(SecretKey, PublicKey) for the ring of ``params_like``, from the next two keys of ``rng`` (the
+    secret, then the public key), the secret bound to the public key's :func:`key_id`."""
+    sk = gen_secret_key(params_like, rng.next_key(), hamming_weight=hamming_weight)
+    pk = gen_public_key(sk, params_like, rng.next_key(), sigma=sigma)
+    return dataclasses.replace(sk, key_id=pk.key_id), pk
+
+
+def check_key_ids(what: str, *ids: str | None) -> str | None:
+    """The key id the operands of ``what`` share (None if none is known). Raises KeyMismatchError if two of
+    the known (not None) ids differ: the operands were made under different key pairs, and combining them
+    would decrypt to noise."""
+    known = sorted({i for i in ids if i is not None})
+    if len(known) > 1:
+        raise KeyMismatchError(
+            f"{what}: the operands belong to different key pairs (key ids {', '.join(known)}): ciphertexts "
+            "and keys of one context cannot be combined with another's. Encrypt them under one context, or "
+            "decrypt with the secret key of the context that encrypted them"
+        )
+    return known[0] if known else None
 
 
 __all__ = [
     "GAUSSIAN_TAIL",
     "SIGMA",
     "PublicKey",
+    "SecretHolder",
     "SecretKey",
+    "check_key_ids",
     "check_secret_key",
     "gaussian_bound",
+    "gen_key_pair",
     "gen_public_key",
     "gen_secret_key",
+    "key_id",
     "moduli_of",
     "ring_of",
     "sample_gaussian",

@@ -54,15 +54,17 @@ class LWECiphertext:
 
     ``b``: uint32 ``[..., limbs]``, ``a``: uint32 ``[..., limbs, N]``, residues in [0, q_i) mod the static
     ``moduli`` (q_0 ... q_{k-1}); leading axes are batch axes. s is the coefficient vector of the RLWE
-    secret (int {-1, 0, 1}). Build with :meth:`create` to have shapes and dtypes checked.
+    secret (int {-1, 0, 1}). Build with :meth:`create` to have shapes and dtypes checked. Static ``key_id``:
+    the key pair it is encrypted under (:func:`crossfhe.core.keys.key_id`), None if unknown or keyless.
     """
 
     b: jax.Array
     a: jax.Array
     moduli: tuple[int, ...] = _static()
+    key_id: str | None = _static(default=None)
 
     @classmethod
-    def create(cls, b, a, moduli) -> LWECiphertext:
+    def create(cls, b, a, moduli, key_id: str | None = None) -> LWECiphertext:
         """Wrap residues, checking dtypes (uint32) and shapes (``b.shape == a.shape[:-1]``, ``limbs`` axis)."""
         moduli = tuple(int(q) for q in moduli)
         b, a = jnp.asarray(b), jnp.asarray(a)
@@ -73,7 +75,7 @@ class LWECiphertext:
                 f"LWE shapes b {tuple(b.shape)}, a {tuple(a.shape)} do not match {len(moduli)} moduli: "
                 f"expected b [..., {len(moduli)}] and a [..., {len(moduli)}, N]"
             )
-        return cls(b, a, moduli)
+        return cls(b, a, moduli, key_id)
 
     @property
     def n(self) -> int:

@@ -9,6 +9,11 @@ q_0..q_{k-1} of the key's ciphertext primes; its phase is c0 + c1 s (+ c2 s^2) =
   over Q_L ∪ P; then ModDown to Q_k (divide by P) and add m. The phase is m + (v e + e0 + e1 s) / P plus the
   ModDown remainder: coefficients of order (1 + N) rather than N B_e (SEAL's encryption does the same).
 * :func:`decrypt`: the phase, EVAL domain.
+
+:func:`fresh_noise_bound` bounds the phase error of both encryptions: (2N + 1) B_e, B_e = ceil(13 sigma).
+For :func:`encrypt_sk` the error is e itself (<= B_e). For :func:`encrypt_pk` it is
+(v e + e0 + e1 s) / P plus the ModDown rounding r0 + r1 s (|r_i| <= 1/2), at most (2N + 1) B_e / P + (1 + N) / 2
+<= (2N + 1) B_e, as ||v||_1, ||s||_1 <= N.
 """
 
 from __future__ import annotations
@@ -19,7 +24,15 @@ from functools import lru_cache
 import jax.numpy as jnp
 import numpy as np
 
-from crossfhe.core.keys import SIGMA, PublicKey, SecretKey, sample_gaussian, sample_ternary, sample_uniform
+from crossfhe.core.keys import (
+    SIGMA,
+    PublicKey,
+    SecretKey,
+    gaussian_bound,
+    sample_gaussian,
+    sample_ternary,
+    sample_uniform,
+)
 from crossfhe.core.keyswitch import mod_down_eval, mod_down_pair_staged
 from crossfhe.errors import BasisMismatchError, DomainMismatchError
 from crossfhe.math import random as crandom
@@ -28,6 +41,13 @@ from crossfhe.math.rns import ModDownPlan, RNSBasis
 from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, chunks_pay
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
+
+
+def fresh_noise_bound(n: int, sigma: float = SIGMA) -> int:
+    """(2N + 1) ceil(13 sigma): a bound on every coefficient of the phase error of a fresh :func:`encrypt_pk` or
+    :func:`encrypt_sk` encryption (module docstring). A message coefficient plus this bound must stay
+    below Q/2 for the encryption to decrypt with the right sign."""
+    return (2 * int(n) + 1) * gaussian_bound(sigma)
 
 
 def _check_message(m: RNSPoly, q: tuple[int, ...]) -> None:

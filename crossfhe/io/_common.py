@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.core import keyswitch as ks
-from crossfhe.core.keys import PublicKey, SecretKey, sample_uniform
+from crossfhe.core.keys import PublicKey, SecretKey, key_id, sample_uniform
 from crossfhe.core.keyswitch import KeySwitchKey
 from crossfhe.core.params import RingParams, SecretDistribution, SecurityLevel
 from crossfhe.errors import CrossFHEError, SerializationError
@@ -48,7 +48,8 @@ class Scheme:
     """What one scheme plugs into the shared code: its name (kinds are ``"<name>.<object>"``), its types,
     how its parameters are described, rebuilt and summarized in messages, and how its ciphertexts and
     plaintexts become (meta, arrays) and back. ``relin_optional``: whether evaluation keys may lack the
-    relinearization key (stored as meta ``"relin": null``)."""
+    relinearization key (stored as meta ``"relin": null``). ``hints``: kind -> what the blob holds and how to
+    load it, for kinds of this scheme that :func:`loads` does not read."""
 
     name: str
     params: type
@@ -63,6 +64,7 @@ class Scheme:
     write_plaintext: Callable
     read_plaintext: Callable
     relin_optional: bool = False
+    hints: dict = field(default_factory=dict)
 
     @property
     def kinds(self) -> dict:
@@ -178,8 +180,31 @@ def keys(obj, names: set, what: str) -> dict:
     return obj
 
 
-def meta(fields: dict, names: set) -> dict:
-    return keys(fields.get("meta"), names, "meta")
+def meta(fields: dict, names: set, optional: frozenset = frozenset()) -> dict:
+    """The ``meta`` object of a header, which must hold the keys ``names`` and may hold ``optional`` ones
+    (keys newer writers add: absent ones read as None)."""
+    obj = fields.get("meta")
+    if isinstance(obj, dict) and names <= set(obj) <= names | optional:
+        return {**dict.fromkeys(optional), **obj}
+    return keys(obj, names, "meta")
+
+
+KEY_ID = frozenset({"key_id"})
+"""The optional meta key of ciphertexts and secret keys: the key pair's id (:func:`crossfhe.core.keys.key_id`)."""
+
+
+def key_id_meta(kid: str | None) -> dict:
+    """``{"key_id": kid}`` for an object made under a known key pair, else ``{}``."""
+    return {} if kid is None else {"key_id": kid}
+
+
+def read_key_id(value):
+    """A stored key id (32 lowercase hex digits) or None; SerializationError otherwise."""
+    if value is None:
+        return None
+    if not (isinstance(value, str) and len(value) == 32 and all(ch in "0123456789abcdef" for ch in value)):
+        raise SerializationError(f"meta.key_id must be 32 lowercase hex digits, got {value!r}")
+    return value
 
 
 def host(x, what: str) -> np.ndarray:
@@ -337,7 +362,7 @@ def _read_public_key(meta, arrays: dict, params, prefix: str = "") -> PublicKey:
     shape = (len(moduli), params.n)
     b = load_poly(arrays, f"{prefix}b", shape, moduli, Domain.EVAL)
     a, seed = _load_uniform(arrays, prefix, meta, shape, moduli, _pk_expand(params))
-    return PublicKey(b=b, a=a, seed=seed, sigma=sigma)
+    return PublicKey(b=b, a=a, seed=seed, sigma=sigma, key_id=key_id(b))
 
 
 def _ksk_expand(params, digits: int):
@@ -467,7 +492,7 @@ def _secret_key_parts(scheme: Scheme, sk: SecretKey, params):
             f"secret coefficients are {coeffs.dtype}{list(coeffs.shape)}, expected int32[{params.n}]"
         )
     h = sk.hamming_weight
-    return {"hamming_weight": None if h is None else int(h)}, {"coeffs": coeffs}
+    return {"hamming_weight": None if h is None else int(h), **key_id_meta(sk.key_id)}, {"coeffs": coeffs}
 
 
 def _secret_poly(coeffs: np.ndarray, params) -> RNSPoly:
@@ -479,7 +504,8 @@ def _secret_poly(coeffs: np.ndarray, params) -> RNSPoly:
 
 
 def _read_secret_key(c: fmt.Container, params) -> SecretKey:
-    h = meta(c.fields, {"hamming_weight"})["hamming_weight"]
+    m = meta(c.fields, {"hamming_weight"}, KEY_ID)
+    h = m["hamming_weight"]
     check_names(c.arrays, {"coeffs"})
     coeffs = check_array(c.arrays, "coeffs", np.int32, (params.n,))
     if np.any(np.abs(coeffs) > 1):
@@ -488,7 +514,8 @@ def _read_secret_key(c: fmt.Container, params) -> SecretKey:
         raise SerializationError(f"meta.hamming_weight = {h!r}, but the key has {np.count_nonzero(coeffs)} nonzero "
                                  "coefficients")
     poly = _secret_poly(coeffs, params)
-    return SecretKey(coeffs=jnp.asarray(coeffs), poly=poly, q=params.q, p=params.p, hamming_weight=h)
+    return SecretKey(coeffs=jnp.asarray(coeffs), poly=poly, q=params.q, p=params.p, hamming_weight=h,
+                     key_id=read_key_id(m["key_id"]))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -522,14 +549,15 @@ def _parts(scheme: Scheme, obj, params):
     return kind, own, *write(obj)
 
 
-def _pack(scheme: Scheme, kind: str, params, meta: dict, arrays: dict) -> bytes:
+def pack(scheme: Scheme, kind: str, params, meta: dict, arrays: dict) -> bytes:
+    """A blob of ``kind`` with the parameter header of ``params``, ``meta`` and ``arrays``."""
     fields = {"params_digest": params.digest(), "params": scheme.describe(params), "meta": meta}
     return fmt.pack(kind, fields, arrays)
 
 
 def dumps(scheme: Scheme, obj, params) -> bytes:
     """The blob of ``obj`` (the scheme module's ``dumps``)."""
-    return _pack(scheme, *_parts(scheme, obj, params))
+    return pack(scheme, *_parts(scheme, obj, params))
 
 
 def _readers(scheme: Scheme) -> dict:
@@ -565,6 +593,8 @@ def loads(scheme: Scheme, blob, params, expected):
     readers = _readers(scheme)
     reader = readers.get(c.kind)
     if reader is None:
+        if c.kind in scheme.hints:
+            raise SerializationError(f"the blob holds {scheme.hints[c.kind]}")
         other = c.kind.partition(".")[0]
         if other != scheme.name and other in SCHEME_NAMES:
             raise SerializationError(f"the blob holds a {c.kind}, not a {scheme.name} object: load it with "
@@ -579,7 +609,7 @@ def save(scheme: Scheme, obj, path, params) -> None:
 
 def dumps_secret_key(scheme: Scheme, sk: SecretKey, params) -> bytes:
     scheme.check_params(params)
-    return _pack(scheme, scheme.secret_kind, params, *_secret_key_parts(scheme, sk, params))
+    return pack(scheme, scheme.secret_kind, params, *_secret_key_parts(scheme, sk, params))
 
 
 def loads_secret_key(scheme: Scheme, blob, params) -> SecretKey:

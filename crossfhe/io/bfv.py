@@ -14,18 +14,19 @@ table:
 kind                     arrays                                       meta
 =======================  ===========================================  =======================================
 ``bfv.params``           none                                         ``{}``
-``bfv.ciphertext``       ``c0``, ``c1``: uint32[..., L, N], EVAL      ``{}``
+``bfv.ciphertext``       ``c0``, ``c1``: uint32[..., L, N], EVAL      ``{}`` or key_id
 ``bfv.plaintext``        ``coeffs``: uint32[..., N] in [0, t)         encoding (``"batch"`` or ``"coeff"``)
 ``bfv.public_key``       ``b``: uint32[L+K, N]; seed or ``a``          sigma, a ("seed" or "stored"), a_sha256
 ``bfv.evaluation_keys``  ``public.*``, ``relin.*``, ``galois.<g>.*``  public, relin (null: none), galois
-``bfv.secret_key``       ``coeffs``: int32[N] in {-1, 0, 1}           hamming_weight
+``bfv.secret_key``       ``coeffs``: int32[N] in {-1, 0, 1}           hamming_weight[, key_id]
 =======================  ===========================================  =======================================
 
-A BFV ciphertext is always in the EVAL domain over all of Q (the scheme has no levels), so its meta is
-empty; leading batch axes of ciphertexts and plaintexts are kept. A plaintext is its message coefficients
-and the encoding :func:`crossfhe.bfv.ops.decode` reads it with; a batch-encoded plaintext is refused for
-parameters without batching. Evaluation keys made with ``keygen(..., relin=False)`` store ``"relin":
-null`` and no ``relin.*`` arrays. Keys store the seeds of their uniform parts as in CKKS.
+A BFV ciphertext is always in the EVAL domain over all of Q (the scheme has no levels), so its meta holds
+only its key pair's id (as in :mod:`crossfhe.io.ckks`), when known; leading batch axes of ciphertexts and
+plaintexts are kept. A plaintext is its message coefficients and the encoding :func:`crossfhe.bfv.ops.decode`
+reads it with; a batch-encoded plaintext is refused for parameters without batching. Evaluation keys made
+with ``keygen(..., relin=False)`` store ``"relin": null`` and no ``relin.*`` arrays. Keys store the seeds
+of their uniform parts as in CKKS.
 
 Loading checks, after the container's own checks: the parameter description rebuilds valid BFV
 parameters whose digest equals ``params_digest`` and, if given, the caller's ``params``; the metadata is
@@ -91,13 +92,13 @@ def _ciphertext_parts(ct: Ciphertext):
     arrays = com.pair_arrays(ct.c0, ct.c1, ct.params.q, ct.params.n)
     if ct.c0.domain != Domain.EVAL:
         raise SerializationError(f"a BFV ciphertext is stored in the EVAL domain, this one is in {ct.c0.domain.name}")
-    return {}, arrays
+    return com.key_id_meta(ct.key_id), arrays
 
 
 def _read_ciphertext(c: fmt.Container, params: Params) -> Ciphertext:
-    com.meta(c.fields, set())
+    m = com.meta(c.fields, set(), com.KEY_ID)
     c0, c1 = com.read_pair(c.arrays, params.q, params.n, Domain.EVAL)
-    return Ciphertext(c0, c1, params)
+    return Ciphertext(c0, c1, params, com.read_key_id(m["key_id"]))
 
 
 def _check_messages(coeffs: np.ndarray, t: int, name: str) -> None:

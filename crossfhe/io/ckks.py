@@ -13,13 +13,16 @@ table:
 kind                      arrays                                       meta
 ========================  ===========================================  ======================================
 ``ckks.params``           none                                         ``{}``
-``ckks.ciphertext``       ``c0``, ``c1``: uint32[..., limbs, N]        scale, level, domain
+``ckks.ciphertext``       ``c0``, ``c1``: uint32[..., limbs, N]        scale, level, domain[, key_id]
 ``ckks.plaintext``        ``poly``: uint32[..., limbs, N]              scale, level, domain
 ``ckks.public_key``       ``b``: uint32[L+K, N]; seed or ``a``           sigma, a ("seed" or "stored"), a_sha256
 ``ckks.evaluation_keys``  ``public.*``, ``relin.*``, ``galois.<g>.*``  public, relin, galois (a list)
-``ckks.secret_key``       ``coeffs``: int32[N] in {-1, 0, 1}           hamming_weight
+``ckks.secret_key``       ``coeffs``: int32[N] in {-1, 0, 1}           hamming_weight[, key_id]
+``ckks.vector``           ``c0``, ``c1``, as a ciphertext's            a ciphertext's, length, width, complex
 ========================  ===========================================  ======================================
 
+``key_id`` (when known) is the identifier of the key pair a ciphertext was encrypted under and a secret key
+belongs to (:func:`crossfhe.core.keys.key_id`, 32 hex digits; a public key's is recomputed from its ``b``).
 Leading batch axes of ciphertexts and plaintexts are kept. A key-switching key stores ``b``:
 uint32[digits, L + K, N] and its meta sigma, dnum, a and a_sha256 (a Galois key also its element).
 
@@ -61,6 +64,7 @@ KIND_PLAINTEXT = "ckks.plaintext"
 KIND_PUBLIC_KEY = "ckks.public_key"
 KIND_EVALUATION_KEYS = "ckks.evaluation_keys"
 KIND_SECRET_KEY = "ckks.secret_key"
+KIND_VECTOR = "ckks.vector"
 
 _INT_KEYS = ("levels", "log_scale", "primes_per_level", "base_count", "dnum")
 
@@ -124,23 +128,24 @@ def _leveled_meta(scale: float, level: int, domain: Domain) -> dict:
     return {"scale": com.float_hex(scale, "scale"), "level": level, "domain": domain.value}
 
 
-def _read_leveled_meta(fields: dict, params: Params) -> tuple[float, tuple[int, ...], Domain]:
-    meta = com.meta(fields, {"scale", "level", "domain"})
+def _read_leveled_meta(fields: dict, params: Params, optional=frozenset()):
+    """(scale, moduli, domain, meta) of a leveled object's header."""
+    meta = com.meta(fields, {"scale", "level", "domain"}, optional)
     moduli = params.moduli_at(_level(meta["level"], params))
-    return com.float_from_hex(meta["scale"], "meta.scale"), moduli, _domain(meta["domain"])
+    return com.float_from_hex(meta["scale"], "meta.scale"), moduli, _domain(meta["domain"]), meta
 
 
 def _ciphertext_parts(ct: Ciphertext):
     params = ct.params
     level = _poly_level(ct.c0, params, "c0")
     arrays = com.pair_arrays(ct.c0, ct.c1, params.moduli_at(level), params.n)
-    return _leveled_meta(ct.scale, level, ct.c0.domain), arrays
+    return {**_leveled_meta(ct.scale, level, ct.c0.domain), **com.key_id_meta(ct.key_id)}, arrays
 
 
 def _read_ciphertext(c: fmt.Container, params: Params) -> Ciphertext:
-    scale, moduli, domain = _read_leveled_meta(c.fields, params)
+    scale, moduli, domain, meta = _read_leveled_meta(c.fields, params, com.KEY_ID)
     c0, c1 = com.read_pair(c.arrays, moduli, params.n, domain)
-    return Ciphertext(c0, c1, params, scale)
+    return Ciphertext(c0, c1, params, scale, com.read_key_id(meta["key_id"]))
 
 
 def _plaintext_parts(pt: Plaintext):
@@ -151,10 +156,52 @@ def _plaintext_parts(pt: Plaintext):
 
 
 def _read_plaintext(c: fmt.Container, params: Params) -> Plaintext:
-    scale, moduli, domain = _read_leveled_meta(c.fields, params)
+    scale, moduli, domain, _ = _read_leveled_meta(c.fields, params)
     com.check_names(c.arrays, {"poly"})
     shape = com.batch_shape(c.arrays, "poly", (len(moduli), params.n))
     return Plaintext(com.load_poly(c.arrays, "poly", shape, moduli, domain), params, scale)
+
+
+# --------------------------------------------------------------------------------------------------
+# Encrypted vectors (a ciphertext and the shape of the values it holds)
+# --------------------------------------------------------------------------------------------------
+
+VECTOR_SHAPE = ("length", "width", "complex")
+"""What a ``ckks.vector`` blob stores beside its ciphertext: the number of values, the power-of-two period
+they are padded to and replicated with (1 <= length <= width <= N/2), and whether they are complex."""
+
+
+def _vector_shape(length, width, is_complex, params: Params, what) -> dict:
+    ok = (fmt.is_json_int(length) and fmt.is_json_int(width) and isinstance(is_complex, bool)
+          and 1 <= width <= params.slots and width & (width - 1) == 0 and 1 <= length <= width)
+    if not ok:
+        raise what(f"a vector's shape must be 1 <= length <= width <= N/2 = {params.slots} with width a power of two "
+                   f"and complex a bool, got length = {length!r}, width = {width!r}, complex = {is_complex!r}")
+    return {"length": length, "width": width, "complex": is_complex}
+
+
+def dumps_vector(ct: Ciphertext, *, length: int, width: int, complex: bool) -> bytes:
+    """The blob (kind ``ckks.vector``) of an encrypted vector: the ciphertext as :func:`dumps` stores it and
+    ``length``, ``width``, ``complex`` (:data:`VECTOR_SHAPE`) in its meta. No key material is stored; a
+    reader pairs it with the public context whose key id it carries (``crossfhe.api``)."""
+    if not isinstance(ct, Ciphertext):
+        raise TypeError(f"dumps_vector takes a ckks.Ciphertext, got {type(ct).__name__}")
+    shape = _vector_shape(length, width, complex, ct.params, SerializationError)
+    meta, arrays = _ciphertext_parts(ct)
+    return com.pack(SCHEME, KIND_VECTOR, ct.params, {**meta, **shape}, arrays)
+
+
+def loads_vector(blob, *, params: Params | None = None) -> tuple[Ciphertext, dict]:
+    """(ciphertext, shape) of a :func:`dumps_vector` blob, after every check of :func:`loads` and of the shape
+    (:data:`VECTOR_SHAPE`). ``params``: if given, the blob must be for exactly these parameters."""
+    c = fmt.unpack(blob, expected_kind=KIND_VECTOR)
+    params = com.header_params(SCHEME, c.fields, params)
+    scale, moduli, domain, meta = _read_leveled_meta(c.fields, params, com.KEY_ID | set(VECTOR_SHAPE))
+    if any(meta[k] is None for k in VECTOR_SHAPE):
+        raise SerializationError(f"a ckks.vector blob's meta must hold {list(VECTOR_SHAPE)}")
+    shape = _vector_shape(*(meta[k] for k in VECTOR_SHAPE), params, SerializationError)
+    c0, c1 = com.read_pair(c.arrays, moduli, params.n, domain)
+    return Ciphertext(c0, c1, params, scale, com.read_key_id(meta["key_id"])), shape
 
 
 SCHEME = com.Scheme(
@@ -162,6 +209,8 @@ SCHEME = com.Scheme(
     describe=describe_params, rebuild=params_from_description, summary=_params_summary,
     write_ciphertext=_ciphertext_parts, read_ciphertext=_read_ciphertext,
     write_plaintext=_plaintext_parts, read_plaintext=_read_plaintext,
+    hints={KIND_VECTOR: "an encrypted vector: load it with crossfhe.EncryptedVector.load(ctx, blob) (or "
+                        "crossfhe.io.ckks.loads_vector)"},
 )
 """How :mod:`crossfhe.io._common` reads and writes CKKS objects."""
 
@@ -232,13 +281,17 @@ __all__ = [
     "KIND_PLAINTEXT",
     "KIND_PUBLIC_KEY",
     "KIND_SECRET_KEY",
+    "KIND_VECTOR",
+    "VECTOR_SHAPE",
     "describe_params",
     "dumps",
     "dumps_secret_key",
+    "dumps_vector",
     "load",
     "load_secret_key",
     "loads",
     "loads_secret_key",
+    "loads_vector",
     "params_from_description",
     "save",
     "save_secret_key",

@@ -10,7 +10,8 @@ table:
   (``{"base_log", "levels"}``), ``max_norm2`` (an int or null), ``name``, ``insecure``, and
   ``extension`` only when it is not 0 and ``grouping`` only when it is not 1 (so blobs of parameters
   without them read as before they existed);
-* ``meta``: ``{}`` for every kind (the arrays and the parameters say everything).
+* ``meta``: ``{}``, but for a ciphertext or a client key made under a known key pair ``{"key_id": ...}``
+  (:func:`crossfhe.core.keys.key_id`; a server key's is recomputed from its ``ksk``).
 
 With n = ``lwe_dim``, k = ``glwe_dim``, N = ``poly_size``, L = ``len(moduli)``, l = ``pbs_gadget.levels``,
 l_ks = ``ks_gadget.levels``, G = ``ggsw_count`` (n, or 2^g - 1 per group of g key bits with a grouping g):
@@ -43,7 +44,7 @@ key (N = 2^15 without extension), 8 to 12 GB.
 
 Loading checks, after the container's own checks (magic, version, lengths, SHA-256, JSON, kind): the
 parameter description rebuilds valid TFHE parameters whose digest equals ``params_digest`` and, if given,
-the caller's ``params``; ``meta`` is ``{}``; the array names, dtypes and shapes are those of the
+the caller's ``params``; ``meta`` is ``{}`` or a well-formed key id; the array names, dtypes and shapes are those of the
 parameters; every residue is below its prime (``bsk``, ``a``, ``b``) and every key coefficient is 0 or 1.
 A CKKS or BFV blob is refused with a message that names it. Each failure raises
 :class:`~crossfhe.errors.SerializationError`. The writer makes the same checks before anything reaches the
@@ -79,6 +80,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe.core.keys import key_id
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import CrossFHEError, SerializationError
 from crossfhe.io import _common as com
@@ -325,13 +327,13 @@ def _ciphertext_arrays(ct: LWECiphertext, params: Params) -> list[_Array]:
 
 
 def _read_ciphertext(c: fmt.Container, params: Params) -> LWECiphertext:
-    com.meta(c.fields, set())
+    meta = com.meta(c.fields, set(), com.KEY_ID)
     com.check_names(c.arrays, {"b", "a"})
     limbs = len(params.moduli)
     shape = com.batch_shape(c.arrays, "b", (limbs,))
     b = _loaded(c.arrays, "b", np.uint32, shape, params.moduli, limb_axis=-1)
     a = _loaded(c.arrays, "a", np.uint32, shape + (params.long_dim,), params.moduli)
-    return LWECiphertext(jnp.asarray(b), jnp.asarray(a), params.moduli)
+    return LWECiphertext(jnp.asarray(b), jnp.asarray(a), params.moduli, com.read_key_id(meta["key_id"]))
 
 
 def _bsk_shape(params: Params) -> tuple[int, ...]:
@@ -354,7 +356,7 @@ def _read_server_key(c: fmt.Container, params: Params) -> ServerKey:
     com.check_names(c.arrays, {"bsk", "ksk"})
     bsk = _loaded(c.arrays, "bsk", np.uint32, _bsk_shape(params), params.moduli)
     ksk = _loaded(c.arrays, "ksk", np.int32, _ksk_shape(params))
-    return ServerKey(jnp.asarray(bsk), jnp.asarray(ksk), params)
+    return ServerKey(jnp.asarray(bsk), jnp.asarray(ksk), params, key_id(ksk[-1]))
 
 
 def _client_key_arrays(ck: ClientKey) -> list[_Array]:
@@ -367,13 +369,13 @@ def _client_key_arrays(ck: ClientKey) -> list[_Array]:
 
 
 def _read_client_key(c: fmt.Container, params: Params) -> ClientKey:
-    com.meta(c.fields, set())
+    meta = com.meta(c.fields, set(), com.KEY_ID)
     com.check_names(c.arrays, {"lwe_key", "glwe_key"})
     lwe_key = com.check_array(c.arrays, "lwe_key", np.int32, (params.lwe_dim,))
     glwe_key = com.check_array(c.arrays, "glwe_key", np.int32, (params.glwe_dim, params.poly_size))
     _check_bits(lwe_key, "lwe_key")
     _check_bits(glwe_key, "glwe_key")
-    return ClientKey(jnp.asarray(lwe_key), jnp.asarray(glwe_key), params)
+    return ClientKey(jnp.asarray(lwe_key), jnp.asarray(glwe_key), params, com.read_key_id(meta["key_id"]))
 
 
 def _read_params(c: fmt.Container, params: Params) -> Params:
@@ -385,8 +387,8 @@ def _read_params(c: fmt.Container, params: Params) -> Params:
 _READERS = {KIND_PARAMS: _read_params, KIND_CIPHERTEXT: _read_ciphertext, KIND_SERVER_KEY: _read_server_key}
 
 
-def _parts(obj, params: Params | None) -> tuple[str, Params, list[_Array]]:
-    """(kind, params, arrays) of a serializable object, its shapes and dtypes checked."""
+def _parts(obj, params: Params | None) -> tuple[str, Params, list[_Array], dict]:
+    """(kind, params, arrays, meta) of a serializable object, its shapes and dtypes checked."""
     if isinstance(obj, ClientKey):
         raise SerializationError(_SECRET_REFUSAL)
     kind = _KINDS.get(type(obj))
@@ -397,12 +399,12 @@ def _parts(obj, params: Params | None) -> tuple[str, Params, list[_Array]]:
     if kind == KIND_CIPHERTEXT:
         if params is None:
             raise SerializationError("an LWECiphertext does not carry its parameters: pass dumps(ct, params=...)")
-        return kind, params, _ciphertext_arrays(obj, params)
+        return kind, params, _ciphertext_arrays(obj, params), com.key_id_meta(obj.key_id)
     own = obj if kind == KIND_PARAMS else obj.params
     if params is not None and params != own:
         raise SerializationError(f"params = {_summary(params)} differ from the object's own parameters "
                                  f"{_summary(own)}")
-    return kind, own, [] if kind == KIND_PARAMS else _server_key_arrays(obj)
+    return kind, own, [] if kind == KIND_PARAMS else _server_key_arrays(obj), {}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -410,14 +412,14 @@ def _parts(obj, params: Params | None) -> tuple[str, Params, list[_Array]]:
 # --------------------------------------------------------------------------------------------------
 
 
-def _header(kind: str, params: Params, arrays: list[_Array]) -> tuple[bytes, int]:
+def _header(kind: str, params: Params, arrays: list[_Array], meta: dict) -> tuple[bytes, int]:
     """(header bytes, payload length): the JSON header exactly as :func:`crossfhe.io.format.pack` lays it out."""
     table, offset = [], 0
     for arr in arrays:
         table.append({"name": arr.name, "dtype": arr.dtype, "shape": [int(d) for d in arr.value.shape],
                       "offset": offset, "length": arr.nbytes})
         offset += arr.nbytes
-    obj = {"params_digest": params.digest(), "params": describe_params(params), "meta": {}, "kind": kind,
+    obj = {"params_digest": params.digest(), "params": describe_params(params), "meta": meta, "kind": kind,
            "arrays": table}
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("ascii"), offset
 
@@ -438,8 +440,8 @@ def _emit(header: bytes, payload_len: int, arrays: list[_Array], write: Callable
     write(sha.digest())
 
 
-def _blob(kind: str, params: Params, arrays: list[_Array]) -> bytes:
-    header, payload_len = _header(kind, params, arrays)
+def _blob(kind: str, params: Params, arrays: list[_Array], meta: dict) -> bytes:
+    header, payload_len = _header(kind, params, arrays, meta)
     total = fmt.PREAMBLE_SIZE + len(header) + payload_len + fmt.DIGEST_SIZE
     out = BytesIO()
     out.seek(total - 1)
@@ -451,10 +453,10 @@ def _blob(kind: str, params: Params, arrays: list[_Array]) -> bytes:
     return out.getvalue()
 
 
-def _save(kind: str, params: Params, arrays: list[_Array], path, mode: int) -> None:
+def _save(kind: str, params: Params, arrays: list[_Array], meta: dict, path, mode: int) -> None:
     """Stream the blob into a temporary file beside ``path``, fsync it, give it ``mode`` and move it over
     ``path``; on any error remove the temporary file and leave ``path`` as it was (format.write_atomic)."""
-    header, payload_len = _header(kind, params, arrays)
+    header, payload_len = _header(kind, params, arrays, meta)
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
@@ -526,8 +528,7 @@ def loads(blob, *, params: Params | None = None, expected=None):
 def save(obj, path, *, params: Params | None = None) -> None:
     """Write :func:`dumps` ``(obj)`` to ``path`` atomically, streamed (no full-size buffer in memory);
     if a check fails or the write does, ``path`` is left as it was and no temporary file remains."""
-    kind, own, arrays = _parts(obj, params)
-    _save(kind, own, arrays, path, 0o644)
+    _save(*_parts(obj, params), path, 0o644)
 
 
 def load(path, *, params: Params | None = None, expected=None):
@@ -535,14 +536,14 @@ def load(path, *, params: Params | None = None, expected=None):
     return loads(fmt.read_bytes(path), params=params, expected=expected)
 
 
-def _client_key_parts(ck: ClientKey, params: Params | None) -> tuple[str, Params, list[_Array]]:
+def _client_key_parts(ck: ClientKey, params: Params | None) -> tuple[str, Params, list[_Array], dict]:
     if not isinstance(ck, ClientKey):
         raise TypeError(f"expected a tfhe.ClientKey, got {type(ck).__name__}")
     if params is not None:
         _check_params_type(params)
         if params != ck.params:
             raise SerializationError(f"params = {_summary(params)} differ from the key's own {_summary(ck.params)}")
-    return KIND_CLIENT_KEY, ck.params, _client_key_arrays(ck)
+    return KIND_CLIENT_KEY, ck.params, _client_key_arrays(ck), com.key_id_meta(ck.key_id)
 
 
 def dumps_secret_key(ck: ClientKey, *, params: Params | None = None) -> bytes:

@@ -447,7 +447,8 @@ def matvec(encoded: EncodedMatrix, x: EncryptedVector, keys: EvaluationKeys) -> 
         s0, s1 = _k_giant_sums(x0, x1, sources, diagonals, table.q, table.barrett_mu, table.bits)
         acc = None
         for g, a in enumerate(blk.giant):
-            part = Ciphertext(RNSPoly(s0[g], params.q, Domain.EVAL), RNSPoly(s1[g], params.q, Domain.EVAL), params)
+            part = Ciphertext(RNSPoly(s0[g], params.q, Domain.EVAL), RNSPoly(s1[g], params.q, Domain.EVAL), params,
+                              x.ct.key_id)
             part = ops.rotate_rows(part, a, keys)
             acc = part if acc is None else ops.add(acc, part)
         if blk.two_rows:
@@ -456,7 +457,7 @@ def matvec(encoded: EncodedMatrix, x: EncryptedVector, keys: EvaluationKeys) -> 
     order = np.argsort(np.concatenate([np.array(g) for g in plan.groups]))
     c0 = jnp.concatenate([p.c0.data for p in parts])[order]
     c1 = jnp.concatenate([p.c1.data for p in parts])[order]
-    return Ciphertext(RNSPoly(c0, params.q, Domain.EVAL), RNSPoly(c1, params.q, Domain.EVAL), params)
+    return Ciphertext(RNSPoly(c0, params.q, Domain.EVAL), RNSPoly(c1, params.q, Domain.EVAL), params, x.ct.key_id)
 
 
 def decrypt_result(sk: SecretKey, result: Ciphertext, m: int) -> np.ndarray:

@@ -46,6 +46,7 @@ from crossfhe.bfv.ciphertext import Ciphertext, Encoding, EvaluationKeys
 from crossfhe.bfv.encoder import check_values
 from crossfhe.bfv.params import Params
 from crossfhe.convert.packing import pack_lwes, packing_galois_elements
+from crossfhe.core.keys import check_key_ids
 from crossfhe.core.keyswitch import mod_down_eval
 from crossfhe.errors import ParameterError
 from crossfhe.math import random as crandom
@@ -76,12 +77,14 @@ def required_galois_elements(params: Params) -> tuple[int, ...]:
 @dataclass(frozen=True, eq=False)
 class EncryptedVector:
     """An encrypted vector of ``length`` values mod t for HMVP: ``c0``, ``c1`` RNSPoly EVAL over Q ∪ P,
-    uint32 [B, L + K, N], block b coefficient-encoding entries b N ... b N + N - 1 (module docstring)."""
+    uint32 [B, L + K, N], block b coefficient-encoding entries b N ... b N + N - 1 (module docstring).
+    ``key_id``: the key pair it was encrypted under (:func:`crossfhe.core.keys.key_id`)."""
 
     c0: RNSPoly
     c1: RNSPoly
     params: Params = _static()
     length: int = _static()
+    key_id: str | None = _static(default=None)
 
     @property
     def blocks(self) -> int:
@@ -98,7 +101,7 @@ def encrypt_vector(key_material, params: Params, v, *, key: crandom.ChaChaKey | 
     padded = np.zeros(blocks * params.n, dtype=np.uint32)
     padded[:n] = v
     c0, c1 = bfv.encrypt_extended(key_material, params, jnp.asarray(padded.reshape(blocks, params.n)), key=key)
-    return EncryptedVector(c0, c1, params, n)
+    return EncryptedVector(c0, c1, params, n, key_material.key_id)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -246,6 +249,7 @@ def _check_inputs(mat: EncodedMatrix, vec: EncryptedVector, keys: EvaluationKeys
             f"hmvp: missing Galois keys for the packing elements {missing}; generate them with "
             "bfv.ops.keygen(params, galois_elements=hmvp.required_galois_elements(params))"
         )
+    check_key_ids("hmvp", vec.key_id, keys.key_id)
     return params
 
 
@@ -276,7 +280,7 @@ def hmvp(
         if timings is not None:
             jax.block_until_ready((p0.data, p1.data))
             timings["pack"] = timings.get("pack", 0.0) + time.perf_counter() - t1
-        outs.append(Ciphertext(p0, p1, params))
+        outs.append(Ciphertext(p0, p1, params, vec.key_id))
         strides.append(params.n // (1 << (stop - start - 1).bit_length()))
     return HMVPResult(tuple(outs), tuple(strides), m)
 

@@ -95,6 +95,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe.core.keys import check_key_ids
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
 from crossfhe.tfhe import ops
@@ -217,17 +218,19 @@ def _check(key, *xs: RadixInteger, kind: type = ops.ServerKey) -> Params:
 
 def _take(ct: LWECiphertext, idx) -> LWECiphertext:
     """ct[idx] along the leading (block) axis; idx an int, a slice or an index array."""
-    return LWECiphertext(ct.b[idx], ct.a[idx], ct.moduli)
+    return LWECiphertext(ct.b[idx], ct.a[idx], ct.moduli, ct.key_id)
 
 
 def _stack(cts: list[LWECiphertext], axis: int = 0) -> LWECiphertext:
+    kid = check_key_ids("stack", *(c.key_id for c in cts))
     return LWECiphertext(
-        jnp.stack([c.b for c in cts], axis=axis), jnp.stack([c.a for c in cts], axis=axis), cts[0].moduli
+        jnp.stack([c.b for c in cts], axis=axis), jnp.stack([c.a for c in cts], axis=axis), cts[0].moduli, kid
     )
 
 
 def _concat(cts: list[LWECiphertext]) -> LWECiphertext:
-    return LWECiphertext(jnp.concatenate([c.b for c in cts]), jnp.concatenate([c.a for c in cts]), cts[0].moduli)
+    kid = check_key_ids("concatenate", *(c.key_id for c in cts))
+    return LWECiphertext(jnp.concatenate([c.b for c in cts]), jnp.concatenate([c.a for c in cts]), cts[0].moduli, kid)
 
 
 def _zero_like(ct: LWECiphertext) -> LWECiphertext:
@@ -276,7 +279,7 @@ def _broadcast_to(x: RadixInteger, shape: tuple[int, ...]) -> RadixInteger:
     a = jnp.broadcast_to(
         blk.a[(slice(None),) + (None,) * (len(shape) - len(x.batch_shape))], (nb, *shape, blk.limbs, blk.n)
     )
-    return RadixInteger(LWECiphertext(b, a, blk.moduli), x.params, x.msg_bits, x.degrees, x.norms)
+    return RadixInteger(LWECiphertext(b, a, blk.moduli, blk.key_id), x.params, x.msg_bits, x.degrees, x.norms)
 
 
 def _replace(x: RadixInteger, blocks: LWECiphertext, degrees, norms) -> RadixInteger:
@@ -468,7 +471,8 @@ def _propagate_pair(sk, x: RadixInteger, y: RadixInteger) -> tuple[RadixInteger,
     norms = tuple(max(a, b) for a, b in zip(x.norms, y.norms, strict=True))
     both = _replace(x, _stack([x.blocks, y.blocks], axis=1), degs, norms)
     out = propagate_carries(sk, both)
-    split = [LWECiphertext(out.blocks.b[:, k], out.blocks.a[:, k], out.blocks.moduli) for k in (0, 1)]
+    blk = out.blocks
+    split = [LWECiphertext(blk.b[:, k], blk.a[:, k], blk.moduli, blk.key_id) for k in (0, 1)]
     return _replace(x, split[0], out.degrees, out.norms), _replace(y, split[1], out.degrees, out.norms)
 
 

@@ -33,6 +33,7 @@ its own test vector, and the batch still shares every pass over the bootstrappin
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import warnings
@@ -47,6 +48,7 @@ import numpy as np
 from crossfhe.core import fourier as F
 from crossfhe.core import ggsw as G
 from crossfhe.core.fourier import FourierPlan, ggsw_to_fourier
+from crossfhe.core.keys import SecretHolder, check_key_ids, key_id
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.kernels import cpu_native
@@ -99,13 +101,17 @@ p_fail still below 2^-128; the noise model then counts it: every preset), native
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True, eq=False, repr=False)
-class ClientKey:
+class ClientKey(SecretHolder):
     """The secret keys: ``lwe_key`` int32 ``[n]`` (short, binary) and ``glwe_key`` int32 ``[k, N]`` (binary;
-    its coefficients, flattened, are the long LWE key)."""
+    its coefficients, flattened, are the long LWE key). Pickling is refused: a client key leaves the process
+    only through ``crossfhe.io.tfhe.save_secret_key`` / ``dumps_secret_key``."""
 
     lwe_key: jax.Array
     glwe_key: jax.Array
     params: Params = _static()
+    key_id: str | None = _static(default=None)
+
+    SAVE_WITH = "crossfhe.io.tfhe.save_secret_key(ck, path)"
 
     @property
     def long_key(self) -> jax.Array:
@@ -113,6 +119,7 @@ class ClientKey:
 
     def __repr__(self) -> str:
         return f"tfhe.ClientKey({self.params.name or self.params!r})"
+
 
 
 @jax.tree_util.register_dataclass
@@ -127,11 +134,14 @@ class ServerKey:
     The FFT kernel also keeps the bootstrapping key's Fourier form (complex128, as many bytes again), made
     by :func:`keygen` or on the first bootstrap after a load, and a batch of two inputs or more on a CPU the
     key-switching key's signed bytes (:func:`_ksk_bytes`, as many bytes again, made on first use);
-    ``nbytes`` counts the key itself (what is saved and sent)."""
+    ``nbytes`` counts the key itself (what is saved and sent). ``key_id``: the key pair's identifier,
+    :func:`~crossfhe.core.keys.key_id` of the key-switching key's body row (its client key and ciphertexts
+    carry the same; operations refuse others)."""
 
     bsk: jax.Array
     ksk: jax.Array
     params: Params = _static()
+    key_id: str | None = _static(default=None)
 
     @property
     def nbytes(self) -> int:
@@ -201,7 +211,8 @@ def keygen(params: Params, seed=None, *, progress: Callable[[str, float], None] 
     ck = ClientKey(lwe_key, glwe_key, params)
     bsk = _gen_bsk(ck, k_bsk, progress)
     ksk = _gen_ksk(ck, k_ksk, progress)
-    sk = ServerKey(bsk, ksk, params)
+    kid = key_id(ksk[-1])
+    ck, sk = dataclasses.replace(ck, key_id=kid), ServerKey(bsk, ksk, params, kid)
     if params.fft_kernel:
         (_native_bsk if native_applies(params) else _fourier_bsk)(sk, progress)
     return ck, sk
@@ -460,7 +471,7 @@ def encrypt(ck: ClientKey, m, seed=None) -> LWECiphertext:
     b, a = _encrypt(_key_of(seed), flat, ck.long_key, tables.q, params=params)
     limbs = len(params.moduli)
     return LWECiphertext.create(
-        b.reshape(arr.shape + (limbs,)), a.reshape(arr.shape + (limbs, params.long_dim)), params.moduli
+        b.reshape(arr.shape + (limbs,)), a.reshape(arr.shape + (limbs, params.long_dim)), params.moduli, ck.key_id
     )
 
 
@@ -492,6 +503,7 @@ def phase(ck: ClientKey, ct: LWECiphertext) -> np.ndarray:
     """b + <a, s> mod Q as Python ints (object array of the batch shape): for noise measurement."""
     params = _params_of(ck, ClientKey)
     _check_ct(params, ct)
+    check_key_ids("decrypt", ck.key_id, ct.key_id)
     res = np.asarray(_phase(ct.b, ct.a, ck.long_key, moduli=params.moduli)).astype(object)
     basis = _Tables(params).basis
     big_q = params.big_q
@@ -526,11 +538,13 @@ def noise(ck: ClientKey, ct: LWECiphertext, m) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 
 
-def _pair(x: LWECiphertext, y: LWECiphertext):
+def _pair(x: LWECiphertext, y: LWECiphertext, what: str) -> str | None:
+    """The key id x and y share (None: neither has one), after checking that they can be combined."""
     if not isinstance(x, LWECiphertext) or not isinstance(y, LWECiphertext):
         raise ParameterError("add/sub take two LWECiphertext")
     if x.moduli != y.moduli or x.n != y.n:
         raise BasisMismatchError(f"ciphertexts over different moduli or dimensions ({x!r}, {y!r})")
+    return check_key_ids(what, x.key_id, y.key_id)
 
 
 def _q_cols(moduli):
@@ -540,22 +554,22 @@ def _q_cols(moduli):
 
 def add(x: LWECiphertext, y: LWECiphertext) -> LWECiphertext:
     """Encrypts m_x + m_y (mod 2^(p+1): keep sums below 2^p for a later bootstrap). Noise variances add."""
-    _pair(x, y)
+    kid = _pair(x, y, "add")
     qb, qa = _q_cols(x.moduli)
-    return LWECiphertext(add_mod(x.b, y.b, qb), add_mod(x.a, y.a, qa), x.moduli)
+    return LWECiphertext(add_mod(x.b, y.b, qb), add_mod(x.a, y.a, qa), x.moduli, kid)
 
 
 def sub(x: LWECiphertext, y: LWECiphertext) -> LWECiphertext:
     """Encrypts m_x - m_y mod 2^(p+1); a negative result sets the padding bit (add 2^p first to avoid it)."""
-    _pair(x, y)
+    kid = _pair(x, y, "sub")
     qb, qa = _q_cols(x.moduli)
-    return LWECiphertext(sub_mod(x.b, y.b, qb), sub_mod(x.a, y.a, qa), x.moduli)
+    return LWECiphertext(sub_mod(x.b, y.b, qb), sub_mod(x.a, y.a, qa), x.moduli, kid)
 
 
 def negate(x: LWECiphertext) -> LWECiphertext:
     """Encrypts -m mod 2^(p+1) (sets the padding bit unless m = 0)."""
     qb, qa = _q_cols(x.moduli)
-    return LWECiphertext(neg_mod(x.b, qb), neg_mod(x.a, qa), x.moduli)
+    return LWECiphertext(neg_mod(x.b, qb), neg_mod(x.a, qa), x.moduli, x.key_id)
 
 
 def mul_const(x: LWECiphertext, c: int) -> LWECiphertext:
@@ -568,7 +582,7 @@ def mul_const(x: LWECiphertext, c: int) -> LWECiphertext:
     qb = t.q.reshape(-1)
     b = barrett_mul(x.b, cr, qb, mu, bits)
     a = barrett_mul(x.a, cr[:, None], t.q, t.barrett_mu, t.bits)
-    return LWECiphertext(b, a, x.moduli)
+    return LWECiphertext(b, a, x.moduli, x.key_id)
 
 
 def encode(params: Params, values) -> np.ndarray:
@@ -591,7 +605,7 @@ def add_const(params: Params, x: LWECiphertext, c) -> LWECiphertext:
         raise ParameterError("add_const takes integers, got a bool")
     _check_ct(params, x)
     qb, _ = _q_cols(x.moduli)
-    return LWECiphertext(add_mod(x.b, jnp.asarray(encode(params, c)), qb), x.a, x.moduli)
+    return LWECiphertext(add_mod(x.b, jnp.asarray(encode(params, c)), qb), x.a, x.moduli, x.key_id)
 
 
 def trivial(params: Params, m) -> LWECiphertext:
@@ -846,6 +860,7 @@ def keyswitch(sk: ServerKey, ct: LWECiphertext):
     rotation takes. Exposed for noise tests and for callers that apply several tables themselves."""
     params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
+    check_key_ids("keyswitch", sk.key_id, ct.key_id)
     shape = ct.batch_shape
     flat_b = ct.b.reshape((-1, len(params.moduli)))
     flat_a = ct.a.reshape((-1, len(params.moduli), params.long_dim))
@@ -887,6 +902,7 @@ def pbs_many(
     """
     params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
+    check_key_ids("pbs", sk.key_id, ct.key_id)
     if kernel not in KERNELS:
         raise ParameterError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if callable(tables) or not isinstance(tables, (list, tuple)) or not tables:
@@ -951,7 +967,8 @@ def pbs_many(
             ob, oa = _bootstrap_with_progress(*args, fourier, t, params, unroll, progress)
     limbs = len(params.moduli)
     return [
-        LWECiphertext(ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)), params.moduli)
+        LWECiphertext(ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)), params.moduli,
+                      sk.key_id)
         for i in range(len(tables))
     ]
 
@@ -1036,7 +1053,7 @@ def _bootstrap_native(sk: ServerKey, ct: LWECiphertext, tv: np.ndarray, t: _Tabl
         if progress is not None:
             progress("blind rotation", (hi + 1) / params.groups)
     outs = _native_finish(words, fourier, t.mac[0], tcount=tv.shape[0], shape=ct.batch_shape, params=params)
-    return [LWECiphertext(b, a, params.moduli) for b, a in outs]
+    return [LWECiphertext(b, a, params.moduli, sk.key_id) for b, a in outs]
 
 
 CPU_BATCH_WORDS = 2**16
@@ -1078,9 +1095,12 @@ def _pad(x, axis: int, size: int):
 
 
 def check_compatible(ck: ClientKey | None, sk: ServerKey | None) -> None:
-    """Raise if the keys were made for different parameter sets."""
-    if ck is not None and sk is not None and ck.params != sk.params:
-        raise ParameterError(f"client key ({ck.params!r}) and server key ({sk.params!r}) differ in parameters")
+    """Raise if the keys were made for different parameter sets (ParameterError) or are not one key pair
+    (KeyMismatchError)."""
+    if ck is not None and sk is not None:
+        if ck.params != sk.params:
+            raise ParameterError(f"client key ({ck.params!r}) and server key ({sk.params!r}) differ in parameters")
+        check_key_ids("check_compatible", ck.key_id, sk.key_id)
 
 
 __all__ = [
