@@ -62,6 +62,13 @@ def _is_complex(x) -> bool:
     return bool(np.iscomplexobj(x))
 
 
+def _padded(v: np.ndarray, width: int) -> np.ndarray:
+    """v [..., length] zero-padded to [..., width] (float64 or complex128)."""
+    out = np.zeros(v.shape[:-1] + (width,), dtype=np.result_type(v, np.float64))
+    out[..., : v.shape[-1]] = v
+    return out
+
+
 def _values(values, what: str) -> np.ndarray:
     """values as a numeric array with a value axis (shape [..., length], length >= 1)."""
     v = np.asarray(values)
@@ -117,9 +124,7 @@ class CKKSPublicContext:
         if length > self.params.slots:
             raise ParameterError(f"{length} values do not fit the {self.params.slots} slots of N = {self.params.n}")
         width = _width(length)
-        padded = np.zeros(v.shape[:-1] + (width,), dtype=np.result_type(v, np.float64))
-        padded[..., :length] = v
-        ct = ops.encrypt(self.keys, ops.encode(self.params, padded))
+        ct = ops.encrypt(self.keys, ops.encode(self.params, _padded(v, width)))
         return EncryptedVector(ct, self, _is_complex(v), length, width)
 
     def decrypt(self, x) -> np.ndarray:
@@ -275,9 +280,7 @@ class EncryptedVector:
         length, width = self._shape_with(v.shape[-1], what)
         if v.shape[-1] == 1:
             v = np.broadcast_to(v, v.shape[:-1] + (length,))
-        padded = np.zeros(v.shape[:-1] + (width,), dtype=np.result_type(v, np.float64))
-        padded[..., :length] = v
-        return padded, length, width, _is_complex(v)
+        return _padded(v, width), length, width, _is_complex(v)
 
     # Arithmetic ------------------------------------------------------------------------------------
 
