@@ -131,7 +131,7 @@ def test_loaded_keys_rotate_multiply_and_encrypt(ctx, ek_blob):
     ek = io.bfv.loads(ek_blob, params=P)
     assert np.array_equal(decrypted(sk, ops.rotate_rows(ct, 1, ek)), np.roll(v, -1, axis=-1))
     assert np.array_equal(decrypted(sk, ops.swap_rows(ct, ek)), v[::-1])
-    assert np.array_equal(decrypted(sk, ops.multiply(ct, ct, ek)), v * v % T)
+    assert np.array_equal(decrypted(sk, ops.mul(ct, ct, ek)), v * v % T)
     fresh = ops.encrypt(ek, ops.encode(P, v[::-1]), key=seed_key(bytes(32)))
     assert np.array_equal(decrypted(sk, fresh), v[::-1])
 
@@ -269,7 +269,7 @@ def test_other_scheme_refused(ct_blob):
     with pytest.raises(SerializationError, match="holds a ckks.params, not a bfv object"):
         io.bfv.loads(io.dumps(INSECURE_CKKS_N10))
     with pytest.raises(SerializationError, match="holds a bfv.ciphertext, not a ckks object"):
-        io.loads(ct_blob)
+        io.ckks.loads(ct_blob)
     with pytest.raises(SerializationError, match="wrong kind: expected ckks.ciphertext, the blob holds bfv.ciphertext"):
         io.ckks.loads(ct_blob, expected=ckks.Ciphertext)
     with pytest.raises(TypeError, match="bfv.Params"):

@@ -11,7 +11,8 @@ to the public context, never to the owner's, so a vector, a list of them or the 
 pickled or sent to a server and carry no secret; pickling a :class:`CKKSContext` is refused
 (:class:`~crossfhe.errors.SecretMaterialError`). Blobs: :meth:`EncryptedVector.serialize` /
 :meth:`EncryptedVector.load`, :meth:`CKKSPublicContext.serialize` / :meth:`CKKSPublicContext.load`, and
-``crossfhe.io.save_secret_key`` for the secret key. Every ciphertext carries its key pair's id; vectors and
+``crossfhe.io.save_secret_key`` for the secret key; ``crossfhe.io.dumps`` / ``crossfhe.io.loads`` take vectors
+(``context=``) and public contexts too. Every ciphertext carries its key pair's id; vectors and
 contexts of different key pairs are refused (:class:`~crossfhe.errors.KeyMismatchError`).
 
 Vectors. ``length`` values are zero-padded to a power-of-two ``width`` and replicated over the N/2 slots, so
@@ -35,6 +36,7 @@ from crossfhe.ckks.params import Params
 from crossfhe.core.keys import SecretHolder, SecretKey
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.io import ckks as io
+from crossfhe.io.registry import register_kind, register_type
 
 _ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
@@ -134,15 +136,15 @@ class CKKSPublicContext:
         )
 
     def serialize(self) -> bytes:
-        """The evaluation keys' blob (:func:`crossfhe.io.ckks.dumps`: parameters, public, relinearization and
-        Galois keys; no secret)."""
-        return io.dumps(self.keys)
+        """The context's blob (kind ``ckks.public_context``, laid out as its evaluation keys: parameters,
+        public, relinearization and Galois keys; no secret); also ``crossfhe.io.dumps(ctx)``."""
+        return io.dumps_public_context(self.keys)
 
     @classmethod
     def load(cls, blob, *, params: Params | None = None) -> CKKSPublicContext:
-        """The public context of a :meth:`serialize` blob (for ``params``, if given); every check of
-        :func:`crossfhe.io.ckks.loads`."""
-        keys = io.loads(blob, params=params, expected=EvaluationKeys)
+        """The public context of a :meth:`serialize` blob or of its evaluation keys' blob (for ``params``, if
+        given); every check of :func:`crossfhe.io.ckks.loads`."""
+        keys = io.loads_public_context(blob, params=params)
         return cls(keys.params, keys)
 
     def __repr__(self) -> str:
@@ -388,5 +390,14 @@ class EncryptedVector:
         """Every slot holds the sum of the vector's values (log2(width) rotations by powers of two)."""
         return self._wrap(ops.sum_slots(self.ct, self.ctx.keys, width=self.width), self.length, self.width, False)
 
+
+# crossfhe.io.dumps / loads take these objects (io cannot import the api: the api registers them).
+register_type(CKKSPublicContext, io.KIND_PUBLIC_CONTEXT, lambda c, params: c.serialize(), params_of=lambda c: c.params)
+register_kind(io.KIND_PUBLIC_CONTEXT, lambda blob, params, context: CKKSPublicContext.load(blob, params=params),
+              params=Params)
+register_type(EncryptedVector, io.KIND_VECTOR, lambda x, params: x.serialize(), params_of=lambda x: x.ctx.params)
+register_kind(io.KIND_VECTOR, lambda blob, params, context: EncryptedVector.load(context, blob), params=Params,
+              context="an encrypted vector: load it with crossfhe.EncryptedVector.load(ctx, blob) or "
+                      "crossfhe.io.loads(blob, context=ctx), ctx the CKKSContext or CKKSPublicContext it belongs to")
 
 __all__ = ["CKKSContext", "CKKSPublicContext", "EncryptedVector"]

@@ -463,6 +463,22 @@ def _read_evaluation_keys(scheme: Scheme, c: fmt.Container, params):
     return scheme.evaluation_keys(public=public, relin=relin, galois=galois, params=params)
 
 
+def dumps_evaluation_keys(scheme: Scheme, ek, kind: str) -> bytes:
+    """The blob of evaluation keys under another ``kind`` than ``"<scheme>.evaluation_keys"`` (the same
+    layout): for objects that are their evaluation keys, such as the api's public context."""
+    if not isinstance(ek, scheme.evaluation_keys):
+        raise TypeError(f"expected {scheme.name}.EvaluationKeys, got {type(ek).__name__}")
+    return pack(scheme, kind, ek.params, *_evaluation_keys_parts(scheme, ek))
+
+
+def loads_evaluation_keys(scheme: Scheme, blob, params, kinds: tuple[str, ...]):
+    """The evaluation keys of a blob of one of ``kinds``, all laid out as evaluation keys."""
+    if params is not None:
+        scheme.check_params(params)
+    c = fmt.unpack(blob, expected_kind=kinds)
+    return _read_evaluation_keys(scheme, c, header_params(scheme, c.fields, params))
+
+
 def _read_public_key_blob(c: fmt.Container, params) -> PublicKey:
     m = meta(c.fields, {"sigma", *A_KEYS})
     check_names(c.arrays, {"b"} | _uniform_names("", m["a"]))

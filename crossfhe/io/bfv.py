@@ -19,12 +19,15 @@ kind                     arrays                                       meta
 ``bfv.public_key``       ``b``: uint32[L+K, N]; seed or ``a``          sigma, a ("seed" or "stored"), a_sha256
 ``bfv.evaluation_keys``  ``public.*``, ``relin.*``, ``galois.<g>.*``  public, relin (null: none), galois
 ``bfv.secret_key``       ``coeffs``: int32[N] in {-1, 0, 1}           hamming_weight[, key_id]
+``bfv.hmvp_vector``      ``c0``, ``c1``: uint32[B, L+K, N], EVAL      length[, key_id]
 =======================  ===========================================  =======================================
 
 A BFV ciphertext is always in the EVAL domain over all of Q (the scheme has no levels), so its meta holds
 only its key pair's id (as in :mod:`crossfhe.io.ckks`), when known; leading batch axes of ciphertexts and
 plaintexts are kept. A plaintext is its message coefficients and the encoding :func:`crossfhe.bfv.ops.decode`
-reads it with; a batch-encoded plaintext is refused for parameters without batching. Evaluation keys made
+reads it with; a batch-encoded plaintext is refused for parameters without batching. An HMVP encrypted
+vector (:class:`crossfhe.linalg.hmvp.EncryptedVector`, :func:`dumps_hmvp_vector`) is over Q ∪ P, its
+B = ceil(length / N) blocks along the first axis. Evaluation keys made
 with ``keygen(..., relin=False)`` store ``"relin": null`` and no ``relin.*`` arrays. Keys store the seeds
 of their uniform parts as in CKKS.
 
@@ -50,6 +53,7 @@ from crossfhe.core.keys import SecretKey
 from crossfhe.errors import SerializationError
 from crossfhe.io import _common as com
 from crossfhe.io import format as fmt
+from crossfhe.linalg.hmvp import EncryptedVector as HMVPVector
 from crossfhe.ring.poly import Domain
 
 KIND_PARAMS = "bfv.params"
@@ -58,6 +62,7 @@ KIND_PLAINTEXT = "bfv.plaintext"
 KIND_PUBLIC_KEY = "bfv.public_key"
 KIND_EVALUATION_KEYS = "bfv.evaluation_keys"
 KIND_SECRET_KEY = "bfv.secret_key"
+KIND_HMVP_VECTOR = "bfv.hmvp_vector"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -145,8 +150,58 @@ SCHEME = com.Scheme(
     describe=describe_params, rebuild=params_from_description, summary=_params_summary,
     write_ciphertext=_ciphertext_parts, read_ciphertext=_read_ciphertext,
     write_plaintext=_plaintext_parts, read_plaintext=_read_plaintext, relin_optional=True,
+    hints={KIND_HMVP_VECTOR: "an HMVP encrypted vector: load it with crossfhe.io.loads(blob) or "
+                             "crossfhe.io.bfv.loads_hmvp_vector(blob)"},
 )
 """How :mod:`crossfhe.io._common` reads and writes BFV objects."""
+
+
+# --------------------------------------------------------------------------------------------------
+# HMVP encrypted vectors (over Q ∪ P)
+# --------------------------------------------------------------------------------------------------
+
+
+def _hmvp_blocks(length, params: Params) -> int:
+    if not fmt.is_json_int(length) or length < 1:
+        raise SerializationError(f"an HMVP vector's length must be a positive integer, got {length!r}")
+    return -(-length // params.n)
+
+
+def dumps_hmvp_vector(vec: HMVPVector, *, params: Params | None = None) -> bytes:
+    """The blob (kind ``bfv.hmvp_vector``) of an HMVP encrypted vector: ``c0``, ``c1`` uint32[B, L+K, N]
+    (EVAL, over Q ∪ P) and its length and key id in the meta. ``params``, if given, must equal the
+    vector's. SerializationError if the vector is inconsistent with its parameters."""
+    if not isinstance(vec, HMVPVector):
+        raise TypeError(f"dumps_hmvp_vector takes a crossfhe.linalg.hmvp.EncryptedVector, got {type(vec).__name__}")
+    own = vec.params
+    if params is not None:
+        SCHEME.check_params(params)
+        if params != own:
+            raise SerializationError(f"params = {_params_summary(params)} differ from the vector's own parameters")
+    length = int(vec.length) if isinstance(vec.length, np.integer) else vec.length
+    moduli = own.q + own.p
+    arrays = com.pair_arrays(vec.c0, vec.c1, moduli, own.n)
+    shape = (_hmvp_blocks(length, own), len(moduli), own.n)
+    if vec.c0.domain != Domain.EVAL or arrays["c0"].shape != shape:
+        raise SerializationError(f"an HMVP vector of {length} values is uint32{list(shape)} in the EVAL domain, "
+                                 f"this one is {list(arrays['c0'].shape)} in {vec.c0.domain.name}")
+    return com.pack(SCHEME, KIND_HMVP_VECTOR, own, {"length": length, **com.key_id_meta(vec.key_id)}, arrays)
+
+
+def loads_hmvp_vector(blob, *, params: Params | None = None) -> HMVPVector:
+    """The HMVP encrypted vector of a :func:`dumps_hmvp_vector` blob (for ``params``, if given), after
+    the checks of :func:`loads`: shapes [ceil(length / N), L+K, N] and every residue below its modulus."""
+    if params is not None:
+        SCHEME.check_params(params)
+    c = fmt.unpack(blob, expected_kind=KIND_HMVP_VECTOR)
+    params = com.header_params(SCHEME, c.fields, params)
+    m = com.meta(c.fields, {"length"}, com.KEY_ID)
+    moduli = params.q + params.p
+    shape = (_hmvp_blocks(m["length"], params), len(moduli), params.n)
+    com.check_names(c.arrays, {"c0", "c1"})
+    c0 = com.load_poly(c.arrays, "c0", shape, moduli, Domain.EVAL)
+    c1 = com.load_poly(c.arrays, "c1", shape, moduli, Domain.EVAL)
+    return HMVPVector(c0, c1, params, m["length"], com.read_key_id(m["key_id"]))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -208,16 +263,19 @@ def load_secret_key(path, *, params: Params) -> SecretKey:
 __all__ = [
     "KIND_CIPHERTEXT",
     "KIND_EVALUATION_KEYS",
+    "KIND_HMVP_VECTOR",
     "KIND_PARAMS",
     "KIND_PLAINTEXT",
     "KIND_PUBLIC_KEY",
     "KIND_SECRET_KEY",
     "describe_params",
     "dumps",
+    "dumps_hmvp_vector",
     "dumps_secret_key",
     "load",
     "load_secret_key",
     "loads",
+    "loads_hmvp_vector",
     "loads_secret_key",
     "params_from_description",
     "save",

@@ -19,6 +19,7 @@ kind                      arrays                                       meta
 ``ckks.evaluation_keys``  ``public.*``, ``relin.*``, ``galois.<g>.*``  public, relin, galois (a list)
 ``ckks.secret_key``       ``coeffs``: int32[N] in {-1, 0, 1}           hamming_weight[, key_id]
 ``ckks.vector``           ``c0``, ``c1``, as a ciphertext's            a ciphertext's, length, width, complex
+``ckks.public_context``   as ``ckks.evaluation_keys``                  as ``ckks.evaluation_keys``
 ========================  ===========================================  ======================================
 
 ``key_id`` (when known) is the identifier of the key pair a ciphertext was encrypted under and a secret key
@@ -65,6 +66,7 @@ KIND_PUBLIC_KEY = "ckks.public_key"
 KIND_EVALUATION_KEYS = "ckks.evaluation_keys"
 KIND_SECRET_KEY = "ckks.secret_key"
 KIND_VECTOR = "ckks.vector"
+KIND_PUBLIC_CONTEXT = "ckks.public_context"
 
 _INT_KEYS = ("levels", "log_scale", "primes_per_level", "base_count", "dnum")
 
@@ -204,13 +206,34 @@ def loads_vector(blob, *, params: Params | None = None) -> tuple[Ciphertext, dic
     return Ciphertext(c0, c1, params, scale, com.read_key_id(meta["key_id"])), shape
 
 
+# --------------------------------------------------------------------------------------------------
+# Public contexts (evaluation keys under their own kind)
+# --------------------------------------------------------------------------------------------------
+
+
+def dumps_public_context(keys: EvaluationKeys) -> bytes:
+    """The blob (kind ``ckks.public_context``) of a public context, which is its evaluation keys: the layout
+    of ``ckks.evaluation_keys`` under its own kind, so :func:`crossfhe.io.loads` gives back a context (the
+    api's :class:`~crossfhe.api.ckks.CKKSPublicContext` registers it). No secret."""
+    return com.dumps_evaluation_keys(SCHEME, keys, KIND_PUBLIC_CONTEXT)
+
+
+def loads_public_context(blob, *, params: Params | None = None) -> EvaluationKeys:
+    """The evaluation keys of a :func:`dumps_public_context` blob, or of a ``ckks.evaluation_keys`` blob
+    (how public contexts were written before they had a kind), after every check of :func:`loads`."""
+    return com.loads_evaluation_keys(SCHEME, blob, params, (KIND_PUBLIC_CONTEXT, KIND_EVALUATION_KEYS))
+
+
 SCHEME = com.Scheme(
     name="ckks", params=Params, ciphertext=Ciphertext, plaintext=Plaintext, evaluation_keys=EvaluationKeys,
     describe=describe_params, rebuild=params_from_description, summary=_params_summary,
     write_ciphertext=_ciphertext_parts, read_ciphertext=_read_ciphertext,
     write_plaintext=_plaintext_parts, read_plaintext=_read_plaintext,
-    hints={KIND_VECTOR: "an encrypted vector: load it with crossfhe.EncryptedVector.load(ctx, blob) (or "
-                        "crossfhe.io.ckks.loads_vector)"},
+    hints={KIND_VECTOR: "an encrypted vector: load it with crossfhe.EncryptedVector.load(ctx, blob) or "
+                        "crossfhe.io.loads(blob, context=ctx) (or crossfhe.io.ckks.loads_vector)",
+           KIND_PUBLIC_CONTEXT: "a public context: load it with crossfhe.io.loads(blob) or "
+                                "crossfhe.CKKSPublicContext.load(blob) (its evaluation keys: "
+                                "crossfhe.io.ckks.loads_public_context)"},
 )
 """How :mod:`crossfhe.io._common` reads and writes CKKS objects."""
 
@@ -279,17 +302,20 @@ __all__ = [
     "KIND_EVALUATION_KEYS",
     "KIND_PARAMS",
     "KIND_PLAINTEXT",
+    "KIND_PUBLIC_CONTEXT",
     "KIND_PUBLIC_KEY",
     "KIND_SECRET_KEY",
     "KIND_VECTOR",
     "VECTOR_SHAPE",
     "describe_params",
     "dumps",
+    "dumps_public_context",
     "dumps_secret_key",
     "dumps_vector",
     "load",
     "load_secret_key",
     "loads",
+    "loads_public_context",
     "loads_secret_key",
     "loads_vector",
     "params_from_description",

@@ -267,6 +267,23 @@ def unpack(blob, *, expected_kind: str | tuple[str, ...] | None = None) -> Conta
     return Container(kind, fields, arrays)
 
 
+def peek_kind(blob) -> str:
+    """The kind of a blob, read from its preamble and header without hashing it or reading its arrays
+    (so it is cheap for a large key): for dispatching to the loader that then checks everything. If the
+    preamble or header cannot be read, raises what :func:`unpack` raises (the first failing check, in the
+    documented order: a cut or corrupted blob is reported as such, not as bad JSON). The kind returned is
+    unverified until :func:`unpack` has checked the SHA-256. TypeError if ``blob`` is not bytes-like."""
+    blob = _as_bytes(blob)
+    try:
+        _check_magic(blob)
+        _check_version(blob)
+        header_len, _ = _check_lengths(blob)
+        return _check_kind(_parse_header(blob[PREAMBLE_SIZE : PREAMBLE_SIZE + header_len]), None)
+    except SerializationError:
+        unpack(blob)  # raises the first failing check
+        raise
+
+
 # --------------------------------------------------------------------------------------------------
 # Files
 # --------------------------------------------------------------------------------------------------
@@ -306,6 +323,7 @@ __all__ = [
     "Container",
     "is_json_int",
     "pack",
+    "peek_kind",
     "read_bytes",
     "unpack",
     "write_atomic",
