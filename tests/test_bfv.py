@@ -342,7 +342,7 @@ def test_multiply_relinearize_exact(batch_keys, operands):
     sk, keys = batch_keys
     a, b, ca, cb = operands
     t = BATCH.t
-    prod = ops.multiply(ca, cb, keys)
+    prod = ops.mul(ca, cb, keys)
     assert np.array_equal(dec(sk, prod), a * b % t)
     assert np.array_equal(dec(sk, ops.square(ca, keys)), a * a % t)
     # the product composes with the linear ops
@@ -359,7 +359,7 @@ def test_multiplication_chain_until_budget_runs_out(batch_keys, operands):
     budgets = [ops.noise_budget(sk, x)]
     for i in range(6):
         f = slot_matrix(BATCH, 100 + i)
-        x = ops.multiply(x, ops.encrypt(keys, ops.encode(BATCH, f), key=ekey(f"chain{i}")), keys)
+        x = ops.mul(x, ops.encrypt(keys, ops.encode(BATCH, f), key=ekey(f"chain{i}")), keys)
         want = want * f % t
         budgets.append(ops.noise_budget(sk, x))
         assert budgets[-1] < budgets[-2] or budgets[-1] == 0, budgets
@@ -405,8 +405,8 @@ def test_batch_axes_equal_items_one_at_a_time(batch_keys):
     stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *items)
     assert stacked.batch_shape == (3,)
     pt = ops.encode(BATCH, slot_matrix(BATCH, 40))
-    one = [ops.multiply(ops.rotate_rows(ops.mul_plain(ops.add(c, c), pt), 1, keys), c, keys) for c in items]
-    many = ops.multiply(ops.rotate_rows(ops.mul_plain(ops.add(stacked, stacked), pt), 1, keys), stacked, keys)
+    one = [ops.mul(ops.rotate_rows(ops.mul_plain(ops.add(c, c), pt), 1, keys), c, keys) for c in items]
+    many = ops.mul(ops.rotate_rows(ops.mul_plain(ops.add(stacked, stacked), pt), 1, keys), stacked, keys)
     for i in range(3):
         assert same_words(jax.tree.map(lambda x, i=i: x[i], many), one[i]), i
     p = ops.decode(pt)
@@ -481,7 +481,7 @@ def test_budget_drop_of_one_multiply(batch_keys, operands):
     sk, keys = batch_keys
     _, _, ca, cb = operands
     fresh = min(ops.noise_budget(sk, ca), ops.noise_budget(sk, cb))
-    after = ops.noise_budget(sk, ops.multiply(ca, cb, keys))
+    after = ops.noise_budget(sk, ops.mul(ca, cb, keys))
     expect = math.log2(BATCH.n * BATCH.t)
     assert expect - 4 <= fresh - after <= expect + 4, (fresh, after)
 
@@ -523,7 +523,7 @@ def test_mixing_parameter_sets_refused(batch_keys, coeff_keys, operands):
         with pytest.raises(BasisMismatchError, match="different parameter sets"):
             op(ca, cc)
     with pytest.raises(BasisMismatchError, match="different parameter sets"):
-        ops.multiply(ca, ca, ckeys)
+        ops.mul(ca, ca, ckeys)
     with pytest.raises(BasisMismatchError, match="different parameter sets"):
         ops.rotate_rows(cc, 1, keys)
     with pytest.raises(BasisMismatchError, match="different parameter sets"):
@@ -556,7 +556,7 @@ def test_missing_keys_named(batch_keys, coeff_keys, operands):
         ops.apply_galois(ca, 17, keys)
     cc = ops.encrypt(ckeys, ops.encode(COEFF, [1, 2], encoding="coeff"), key=ekey("cc"))
     with pytest.raises(ParameterError, match="no relinearization key"):
-        ops.multiply(cc, cc, ckeys)
+        ops.mul(cc, cc, ckeys)
     with pytest.raises(ParameterError, match="no Galois key for element 511"):
         ops.swap_rows(cc, ckeys)
     with pytest.raises(ParameterError, match="Galois elements must be odd"):

@@ -196,27 +196,3 @@ def test_rescale_kernel_rounds_exactly(g, kernels):
         assert out.basis == moduli[:-g] and out.domain == Domain.EVAL
         got = np.asarray(to_coeff(out, NTTPlan.create(params.n, moduli[:-g])).data)
         assert got.tolist() == want
-
-
-def test_staged_operations_equal_one_kernel(ctx, monkeypatch):
-    """Past the chunk threshold (0 here) public-key encryption, multiply, rotate, conjugate, hoisted
-    rotations and rescale run in jitted stages around chunked transforms (crossfhe.ring.ntt.chunks_pay):
-    the same words as one kernel."""
-    from crossfhe.math import random as crandom
-    from crossfhe.ring import ntt as T
-
-    params, _, ek, z, _, cz, cw = ctx
-    pt = ops.encode(params, z)
-
-    def run():
-        prod = ops.mul(cz, cw, ek)
-        many = ops.rotate_many(cz, [1, 3], ek)
-        fresh = ops.encrypt(ek, pt, key=crandom.seed_key(bytes(range(32))))
-        outs = [prod, ops.rescale(prod), ops.rotate(cz, -2, ek), ops.conjugate(cz, ek), many[1], many[3], fresh]
-        return [np.asarray(p) for c in outs for p in (c.c0.data, c.c1.data)]
-
-    want = run()
-    monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
-    monkeypatch.setattr(T, "CHUNK_BYTES", 4 * params.n)
-    got = run()
-    assert all((g == w).all() for g, w in zip(got, want, strict=True))

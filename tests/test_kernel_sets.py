@@ -1,5 +1,6 @@
-"""The two kernel sets give bit-identical ciphertexts: a representative operator of each scheme run on
-VECTOR (radix-2) and on MATRIX (CROSS MAT/BAT int8 matrix products), same keys, same randomness.
+"""The kernel sets give bit-identical ciphertexts: a representative operator of each scheme run on VECTOR
+(radix-2), NATIVE (the CPU custom calls, where they are built) and MATRIX (CROSS MAT/BAT int8 matrix products),
+same keys, same randomness.
 
 The MATRIX set is slow on a CPU, so this is a small subset: CKKS multiply + rescale + rotation (hybrid
 key switching, ModUp/ModDown, rescale NTTs), BFV multiply + row rotation (HPS basis extensions), TFHE
@@ -15,9 +16,12 @@ from crossfhe import testing
 from crossfhe.bfv import ops as bfv
 from crossfhe.ckks import ops as ckks
 from crossfhe.errors import ParameterError
-from crossfhe.kernels import MATRIX, VECTOR
+from crossfhe.kernels import AUTO, MATRIX, NATIVE, VECTOR, default_kernels
 from crossfhe.math.random import seed_key
 from crossfhe.tfhe import ops as tfhe
+
+OTHERS = [MATRIX, pytest.param(NATIVE, marks=pytest.mark.skipif(
+    default_kernels() is not NATIVE, reason="no native CPU kernels here (a GPU backend, or no compiler)"))]
 
 
 def _same(x, y):
@@ -31,8 +35,8 @@ def _key(label: str):
 def test_with_kernels_keeps_the_digest_and_is_checked():
     p = testing.INSECURE_CKKS_N10
     m = p.with_kernels(MATRIX)
-    assert p.kernels is VECTOR and m.kernels == MATRIX and m != p
-    assert m.digest() == p.digest() and m.with_kernels("vector") == p
+    assert p.kernels is AUTO and m.kernels == MATRIX and m != p
+    assert m.digest() == p.digest() and m.with_kernels("auto") == p and p.with_kernels(NATIVE).kernels is NATIVE
     t = testing.INSECURE_TFHE_P2
     assert t.with_kernels(MATRIX).digest() == t.digest()
     assert testing.INSECURE_BFV_N256.with_kernels("matrix").kernels == MATRIX
@@ -40,9 +44,10 @@ def test_with_kernels_keeps_the_digest_and_is_checked():
         p.with_kernels("tensor")
 
 
-def test_ckks_mul_rescale_rotate_bit_identical():
+@pytest.mark.parametrize("other", OTHERS)
+def test_ckks_mul_rescale_rotate_bit_identical(other):
     outs = []
-    for params in (testing.INSECURE_CKKS_N10, testing.INSECURE_CKKS_N10.with_kernels(MATRIX)):
+    for params in (testing.INSECURE_CKKS_N10.with_kernels(VECTOR), testing.INSECURE_CKKS_N10.with_kernels(other)):
         sk, ek = ckks.keygen(params, rotations=[1, 3], seed=bytes(range(32)))
         rng = np.random.default_rng(0)
         z = rng.uniform(-1, 1, params.slots)
@@ -61,16 +66,17 @@ def test_ckks_mul_rescale_rotate_bit_identical():
         _same(a.c1.data, b.c1.data)
 
 
-def test_bfv_multiply_rotate_bit_identical():
+@pytest.mark.parametrize("other", OTHERS)
+def test_bfv_mul_rotate_bit_identical(other):
     outs = []
-    for params in (testing.INSECURE_BFV_N256, testing.INSECURE_BFV_N256.with_kernels(MATRIX)):
+    for params in (testing.INSECURE_BFV_N256.with_kernels(VECTOR), testing.INSECURE_BFV_N256.with_kernels(other)):
         sk, ek = bfv.keygen(params, rotations=(1,), seed=bytes(32))
         rng = np.random.default_rng(1)
         a = rng.integers(0, params.t, (2, params.n // 2))
         b = rng.integers(0, params.t, (2, params.n // 2))
         ca = bfv.encrypt(ek, bfv.encode(params, a), key=_key("a"))
         cb = bfv.encrypt(ek, bfv.encode(params, b), key=_key("b"))
-        prod = bfv.multiply(ca, cb, ek)
+        prod = bfv.mul(ca, cb, ek)
         rot = bfv.rotate_rows(prod, 1, ek)
         np.testing.assert_array_equal(bfv.decode(bfv.decrypt(sk, rot)), np.roll(a * b % params.t, -1, axis=1))
         outs.append((prod, rot))
@@ -96,12 +102,14 @@ def test_tfhe_pbs_bit_identical():
     _same(out_v.a, out_m.a)
 
 
-def test_hmvp_bit_identical():
+@pytest.mark.parametrize("other", OTHERS)
+def test_hmvp_bit_identical(other):
     # CHAM's matrix-vector product: the dot products' NTTs and ModDown, then LWE packing's key switches.
     from crossfhe.linalg import hmvp as H
 
     outs = []
-    for params in (testing.INSECURE_BFV_N256_COEFF, testing.INSECURE_BFV_N256_COEFF.with_kernels(MATRIX)):
+    base = testing.INSECURE_BFV_N256_COEFF
+    for params in (base.with_kernels(VECTOR), base.with_kernels(other)):
         sk, ek = bfv.keygen(params, galois_elements=H.required_galois_elements(params), relin=False, seed=bytes(32))
         rng = np.random.default_rng(2)
         a = rng.integers(0, params.t, size=(5, 40))
@@ -115,15 +123,15 @@ def test_hmvp_bit_identical():
 
 def test_blobs_cross_kernel_sets():
     # The kernel set is not in the digest: a ciphertext saved on MATRIX loads under VECTOR parameters
-    # (and takes them), and a blob loaded with no parameters comes back on VECTOR.
+    # (and takes them), and a blob loaded with no parameters comes back on AUTO (the process's default).
     from crossfhe.io import ckks as io_ckks
 
-    vec = testing.INSECURE_CKKS_N10
+    vec = testing.INSECURE_CKKS_N10.with_kernels(VECTOR)
     mat = vec.with_kernels(MATRIX)
     _, ek = ckks.keygen(mat, seed=bytes(32))
     ct = ckks.encrypt(ek, ckks.encode(mat, np.ones(4)), key=_key("io"))
     blob = io_ckks.dumps(ct)
     back = io_ckks.loads(blob, params=vec)
-    assert back.params.kernels is VECTOR and io_ckks.loads(blob).params.kernels is VECTOR
+    assert back.params.kernels is VECTOR and io_ckks.loads(blob).params.kernels is AUTO
     _same(back.c0.data, ct.c0.data)
     assert io_ckks.loads(io_ckks.dumps(back), params=mat).params.kernels == MATRIX

@@ -334,39 +334,28 @@ def test_mod_down_with_coefficient_noise_is_mod_down_of_the_sum():
     assert np.array_equal(np.asarray(got), np.asarray(want))
 
 
-@pytest.mark.parametrize("native", [False, True], ids=["xla-chunks", "native-ntt"])
-def test_staged_pipeline_equals_one_kernel(relin_keys, sk, monkeypatch, native):
-    """Past the chunk threshold (0 here, 2 limbs per transform call) a concrete input is switched in jitted
-    stages around chunked XLA transforms, or the native kernel's (where it is built): the same words as the
-    one-kernel path, for EVAL and COEFF inputs, a batch axis, and hoisted Galois key switches."""
-    from crossfhe.ring import ntt as T
+def test_native_kernel_set_equals_vector(relin_keys, sk):
+    """Key switching on the NATIVE kernel set (the NTTs as the CPU custom calls, inside the one program) gives the
+    VECTOR words, for EVAL and COEFF inputs, a batch axis, hoisted Galois key switches, and under a user's jit."""
+    from crossfhe.kernels import NATIVE, VECTOR, default_kernels
 
-    if native and not (T.NATIVE.available() and jax.default_backend() == "cpu"):
-        # the XLA case runs everywhere; the native kernel takes CPU arrays, and here they live on the default device
-        pytest.skip(f"no native NTT kernel for these arrays: backend {jax.default_backend()}, {T.NATIVE.status()}")
-    calls = []
-    run = T._native
-    monkeypatch.setattr(T, "_native", lambda *a, **k: calls.append(1) or run(*a, **k))
-    if not native:
-        monkeypatch.setattr(T, "native_pays", lambda x, plan: False)
-
+    if default_kernels() is not NATIVE:
+        pytest.skip("no native CPU kernels here (a GPU backend, or no compiler)")
     dnum, active = 2, 5
     ksk = relin_keys(dnum)
-    plan = KS.keyswitch_plan(ksk, active=active)
     d = _random_d(40, active)
     batch = P.RNSPoly(jnp.stack([d.data, d.data[::-1]]), d.basis, d.domain)
     coeff = P.to_coeff(d, NTTPlan.create(N, d.basis))
     elements = (5, 2 * N - 1)
     gks = [KS.gen_galois_key(sk, PARAMS, _key(50 + i), g, dnum=dnum) for i, g in enumerate(elements)]
-    gplan = KS.keyswitch_plan(gks[0], active=active)
-    want = [KS._keyswitch(x, ksk, plan) for x in (d, batch, coeff)]
-    want += KS._keyswitch_hoisted(d, tuple(gks), gplan, elements)
-    monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
-    monkeypatch.setattr(T, "CHUNK_BYTES", 2 * 4 * N)
-    assert KS.stages_pay(d, plan)
-    got = [KS.keyswitch(x, ksk, plan=plan) for x in (d, batch, coeff)]
-    got += KS.keyswitch_hoisted(d, gks, elements, plan=gplan)
-    for (w0, w1), (u0, u1) in zip(want, got, strict=True):
+    out = []
+    for kernels in (VECTOR, NATIVE):
+        plan = KS.keyswitch_plan(ksk, active=active, kernels=kernels)
+        gplan = KS.keyswitch_plan(gks[0], active=active, kernels=kernels)
+        got = [KS.keyswitch(x, ksk, plan=plan) for x in (d, batch, coeff)]
+        got += KS.keyswitch_hoisted(d, gks, elements, plan=gplan)
+        got.append(jax.jit(lambda x, k, p: KS.keyswitch(x, k, plan=p))(d, ksk, plan))
+        out.append(got)
+    for (w0, w1), (u0, u1) in zip(*out, strict=True):
         assert (np.asarray(u0.data) == np.asarray(w0.data)).all()
         assert (np.asarray(u1.data) == np.asarray(w1.data)).all()
-    assert bool(calls) == native

@@ -1,7 +1,6 @@
 """ring/ntt.py: the jitted radix-2 kernels against the NumPy reference and the O(N^2) definition;
 products through the NTT against the schoolbook negacyclic convolution; inverse after forward."""
 
-import os
 
 import jax
 import numpy as np
@@ -120,54 +119,3 @@ def test_plan_is_cached_and_validated():
     plan = T.NTTPlan.create(1024, primes)
     with pytest.raises(BasisMismatchError, match=r"\[..., 2, 1024\]"):
         T.ntt(np.zeros((3, 1024), np.uint32), plan)
-
-
-def test_chunk_pool_is_per_process(monkeypatch):
-    """A pool inherited through fork has no worker thread (its calls would wait forever): a process makes
-    its own, keyed by its pid, and drops the parent's."""
-    stale = object()
-    monkeypatch.setattr(T, "PARALLEL", True)
-    monkeypatch.setattr(T, "_POOL", {os.getpid() + 1: stale})
-    pool = T._pool()
-    assert pool is not stale and set(T._POOL) == {os.getpid()}
-    assert T._pool() is pool
-    if pool is not None:  # None on a one-CPU machine, where the calls stay in one thread
-        assert pool.submit(lambda: 7).result(timeout=10) == 7
-        pool.shutdown()
-
-
-@pytest.mark.parametrize("two_threads", [False, True])
-def test_limb_chunks_match_one_call(monkeypatch, two_threads, counting_pool):
-    """A concrete array past CHUNK_FROM_BYTES (0 here) runs as one call per few limbs (1, and 3 of 5 limbs,
-    an uneven last chunk, with batch axes) or, when a chunk holds whole polynomials, per few polynomials
-    (2 and 3 of 5, uneven last pieces): the same words as one call and the reference, in the number of
-    pieces the chunk size gives, with the calls made from one thread or two (a one-worker pool, as on two
-    CPUs). Under jit and vmap the transform stays one piece of the caller's program. (The native kernel, which
-    takes such arrays on a CPU where it is built, is off here: tests/test_ntt_native.py.)"""
-    pool, submitted = counting_pool
-
-    monkeypatch.setattr(T, "PARALLEL", True)
-    monkeypatch.setattr(T, "_POOL", {os.getpid(): pool if two_threads else None})
-    monkeypatch.setattr(T, "native_pays", lambda x, plan: False)
-    plan = _plan(8, 30, 5)
-    x = np.concatenate([_random(plan, (2,), seed=11), _edge(plan)]).reshape(5, 1, 5, plan.n)
-    whole = np.asarray(T._ntt_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide))
-    calls = []
-    chunked = T._chunked
-    monkeypatch.setattr(T, "_chunked", lambda *a, **k: calls.append(1) or chunked(*a, **k))
-    monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
-    split = T._split
-    pieces = []
-    monkeypatch.setattr(T, "_split", lambda *a, **k: pieces.append(len(out := split(*a, **k))) or out)
-    for limbs, count in ((1, 25), (3, 10), (10, 3), (15, 2)):
-        monkeypatch.setattr(T, "CHUNK_BYTES", 4 * plan.n * limbs)
-        y = np.asarray(T.ntt(x, plan))
-        assert pieces[-1] == count
-        assert (y == whole).all() and (y == T.ntt_reference(x, plan)).all()
-        assert (np.asarray(T.intt(y, plan)) == x).all()
-        lazy = np.asarray(T.ntt_lazy(x, plan)).astype(np.int64)
-        assert ((lazy % plan.q.astype(np.int64)) == y).all()
-    assert len(calls) == 12 and len(submitted) == (6 if two_threads else 0)  # a pool for 4 pieces or more
-    assert (np.asarray(jax.jit(T.ntt)(x, plan)) == whole).all()
-    assert (np.asarray(jax.vmap(lambda v: T.intt(v, plan))(whole)) == x).all()
-    assert len(calls) == 12

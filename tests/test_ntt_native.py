@@ -1,25 +1,23 @@
-"""The native CPU kernel of the RNS NTT (crossfhe/ring/rns_ntt.c through ring.ntt.NATIVE): its words against the
-jitted radix-2 kernels and the NumPy reference, its dispatch (concrete CPU arrays past the chunk threshold, never
-under a trace), its two-thread split, its output buffers, and its build (portable flags, warnings, fallback)."""
+"""The native CPU kernel of the RNS NTT (crossfhe/ring/rns_ntt.c, an XLA FFI custom call, the NATIVE kernel set): its
+words against the jitted radix-2 kernels and the NumPy reference, eagerly and inside jit, vmap and scan; the kernel
+set as a value of the plan; and its build (portable flags, warnings, fallback without a compiler)."""
 
 from __future__ import annotations
 
-import gc
-import os
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
+import ctypes
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from crossfhe.kernels import AUTO, MATRIX, NATIVE, VECTOR, default_kernels
 from crossfhe.math import native
 from crossfhe.math.primes import ntt_primes
 from crossfhe.ring import ntt as T
 
-# Built with the machine's C compiler; CI and the dev box have one (gcc). Without one the library runs the XLA
-# kernels instead (test_fallback_without_compiler checks that path everywhere), and these tests cannot run.
+# Built with the machine's C/C++ compilers; CI and the dev box have them (gcc). Without them the default kernel set
+# is VECTOR (test_fallback_without_compiler checks that everywhere), and these tests cannot run.
 needs_kernel = pytest.mark.skipif(not T.NATIVE.available(), reason=f"no native NTT kernel: {T.NATIVE.status()}")
 
 
@@ -52,16 +50,18 @@ def _xla(x, plan, inverse=False):
 
 
 def _native(x, plan, *, inverse=False, full=True):
-    return np.asarray(T._native(jnp.asarray(x), plan, inverse=inverse, full=full))
+    return np.asarray(T.native_transform(jnp.asarray(x), plan, inverse=inverse, full=full))
 
 
 @pytest.fixture
 def fresh_native(monkeypatch):
     """Native libraries forgotten before and after (a test that changes the environment of the build)."""
     native.reset_all()
+    default_kernels.cache_clear()
     yield monkeypatch
     monkeypatch.undo()
     native.reset_all()
+    default_kernels.cache_clear()
 
 
 # (log N, moduli): N from 2^6 (the kernel's smallest: two rows of N2 = 32) to 2^17, narrow, wide and mixed plans;
@@ -88,144 +88,96 @@ def test_words_equal_xla_kernels_and_reference(log_n, pattern):
 
 
 @needs_kernel
-def test_repeated_moduli_and_row_order():
-    """A concatenated plan repeats moduli (ModUp's digits): one table per distinct modulus, shared with the other
-    plans, rows grouped by it; the words are each row's own transform, with batch axes."""
+def test_native_plan_inside_jit_vmap_and_scan():
+    """A NATIVE plan's ntt/intt are one custom call of the caller's program: eagerly, under jit, vmap (over a batch
+    axis, the tables unbatched) and lax.scan, the words of the VECTOR plan."""
+    n = 1 << 10
+    moduli = _moduli(n, "nwnw")
+    vec, nat = T.NTTPlan.create(n, moduli, VECTOR), T.NTTPlan.create(n, moduli, NATIVE)
+    assert vec.kernels is None and nat.kernels is NATIVE
+    x = _random(vec, (3,), seed=9)
+    want = np.asarray(T.ntt(x, vec))
+    np.testing.assert_array_equal(np.asarray(T.ntt(x, nat)), want)
+    np.testing.assert_array_equal(np.asarray(jax.jit(T.ntt)(x, nat)), want)
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda v, p: T.intt(T.ntt(v, p), p))(x, nat)), x)
+    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: T.ntt(v, nat))(x)), want)
+    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: T.intt(v, nat), in_axes=1, out_axes=1)(
+        np.stack([want, want], axis=1)))[:, 1], x)
+    _, ys = jax.lax.scan(lambda c, v: (c, T.ntt(v, nat)), 0, x)
+    np.testing.assert_array_equal(np.asarray(ys), want)
+    lazy = np.asarray(T.ntt_lazy(x, nat)).astype(np.int64)
+    assert (lazy < 2 * nat.q.astype(np.int64)).all() and ((lazy % nat.q.astype(np.int64)) == want).all()
+
+
+@needs_kernel
+def test_repeated_moduli():
+    """A concatenated plan repeats moduli (ModUp's digits): each row takes its limb's tables, with batch axes."""
     n = 1 << 12
-    a, b = T.NTTPlan.create(n, _moduli(n, "nwn")), T.NTTPlan.create(n, _moduli(n, "nwn")[1:])
+    a, b = T.NTTPlan.create(n, _moduli(n, "nwn"), NATIVE), T.NTTPlan.create(n, _moduli(n, "nwn")[1:], NATIVE)
     plan = T.NTTPlan.concat([a, b, a])
-    q, *_, tables, index = T._native_tables(plan)
-    assert len(q) == 3 and [int(q[i]) for i in index] == list(plan.moduli)
-    assert T._native_tables(b)[4][0] is tables[1]  # one copy of a modulus's tables for every plan
+    assert plan.kernels is NATIVE
     x = _random(plan, (2, 3), seed=5)
     y = _native(x, plan)
     np.testing.assert_array_equal(y, _xla(x, plan))
     np.testing.assert_array_equal(_native(y, plan, inverse=True), x)
 
 
-@needs_kernel
-@pytest.mark.parametrize("two_threads", [False, True])
-def test_dispatch_threads_and_traces(monkeypatch, two_threads, counting_pool):
-    """ntt/intt of a concrete array on the CPU past CHUNK_FROM_BYTES (0 here) run in the native kernel, from one
-    thread or split over two (a one-worker pool, as on two CPUs), and give a JAX array on that device with the XLA
-    words; a NumPy input too where JAX's default backend is the CPU. Under jit and vmap the transform stays one piece
-    of the caller's program, and an array on another device (a GPU) stays with XLA: no native call."""
-    pool, submitted = counting_pool
-    calls = []
-
-    monkeypatch.setattr(T, "PARALLEL", True)
-    monkeypatch.setattr(T, "_POOL", {os.getpid(): pool if two_threads else None})
-    monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
-    run = T._native
-    monkeypatch.setattr(T, "_native", lambda *a, **k: calls.append(k["inverse"]) or run(*a, **k))
-    n = 1 << 10
-    plan = T.NTTPlan.create(n, _moduli(n, "nwnw"))
-    x = _random(plan, (3,), seed=9)
-    want = _xla(x, plan)
-    cpu = jax.devices("cpu")[0]
-    y = T.ntt(jax.device_put(x, cpu), plan)
-    assert isinstance(y, jax.Array) and y.dtype == jnp.uint32 and y.shape == x.shape and y.devices() == {cpu}
-    np.testing.assert_array_equal(np.asarray(y), want)
-    np.testing.assert_array_equal(np.asarray(T.intt(y, plan)), x)
-    from_numpy = T.ntt(x, plan)
-    assert isinstance(from_numpy, jax.Array)
-    np.testing.assert_array_equal(np.asarray(from_numpy), want)
-    on_cpu = jax.default_backend() == "cpu"
-    assert calls == [False, True] + [False] * on_cpu and len(submitted) == (2 + on_cpu) * two_threads
-    np.testing.assert_array_equal(np.asarray(jax.jit(T.ntt)(x, plan)), want)
-    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v: T.intt(v, plan))(want)), x)
-    for device in jax.devices():  # a GPU's arrays (none on a CPU-only machine)
-        if device.platform != "cpu":
-            np.testing.assert_array_equal(np.asarray(T.ntt(jax.device_put(x, device), plan)), want)
-    assert len(calls) == 2 + on_cpu
-
-
-@needs_kernel
-def test_call_from_the_worker_thread_runs_whole(monkeypatch):
-    """A transform called on the pool's own worker thread runs there whole (it cannot wait on itself)."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=T._WORKER)
-    monkeypatch.setattr(T, "PARALLEL", True)
-    monkeypatch.setattr(T, "_POOL", {os.getpid(): pool})
-    monkeypatch.setattr(T, "CHUNK_FROM_BYTES", 0)
-    n = 1 << 8
-    plan = T.NTTPlan.create(n, _moduli(n, "nn"))
-    x = _random(plan, (2,), seed=3)
-    got = pool.submit(lambda: np.asarray(T.ntt(x, plan))).result(timeout=60)
-    np.testing.assert_array_equal(got, _xla(x, plan))
-    monkeypatch.setattr(T, "native_pays", lambda x, plan: False)  # the XLA chunks' pool split: the same guard
-    got = pool.submit(lambda: np.asarray(T.ntt(x, plan))).result(timeout=60)
-    np.testing.assert_array_equal(got, _xla(x, plan))
-    pool.shutdown()
-
-
-@needs_kernel
-def test_outputs_are_aligned_and_outlive_the_call():
-    """The result wraps a 64-byte-aligned host buffer (no copy into JAX) that stays valid after collections and
-    new allocations of the same size."""
-    n = 1 << 12
-    plan = T.NTTPlan.create(n, _moduli(n, "nw"))
-    x = _random(plan, (4,), seed=21)
-    want = _xla(x, plan)
-    out = [T._native(jnp.asarray(x), plan, inverse=False, full=True) for _ in range(3)]
-    assert all(o.unsafe_buffer_pointer() % 64 == 0 for o in out)
-    gc.collect()
-    junk = [np.full(x.shape, 0xFFFFFFFF, np.uint32) for _ in range(8)]
-    for o in out:
-        np.testing.assert_array_equal(np.asarray(o), want)
-    del junk
-
-
-def test_not_for_small_rings_or_other_kernel_sets():
-    """N below 64 (two rows of the transposed layout) and plans with matrix kernels never take the native kernel."""
-    from crossfhe.kernels import MATRIX
-
-    x = jnp.zeros((1, 32), jnp.uint32)
-    assert not T.native_pays(x, T.NTTPlan.create(32, _moduli(32, "n")))
-    plan = T.NTTPlan.create(64, _moduli(64, "n"), MATRIX)
-    assert not T.native_pays(jnp.zeros((1, 64), jnp.uint32), plan)
+def test_kernel_set_is_a_value_of_the_plan():
+    """VECTOR plans hold None (the radix-2 kernels), MATRIX and NATIVE plans hold their set, AUTO resolves to
+    default_kernels(), which is NATIVE on a CPU backend with the build and VECTOR otherwise."""
+    n = 1 << 6
+    moduli = _moduli(n, "n")
+    assert T.NTTPlan.create(n, moduli).kernels is None and T.NTTPlan.create(n, moduli, VECTOR).kernels is None
+    assert T.NTTPlan.create(n, moduli, MATRIX).kernels is MATRIX
+    want = NATIVE if jax.default_backend() == "cpu" and T.NATIVE.available() else VECTOR
+    assert default_kernels() is want
+    auto = T.NTTPlan.create(n, moduli, AUTO).kernels
+    assert auto is (None if want is VECTOR else want)
 
 
 def test_fallback_without_compiler(fresh_native):
-    """No compiler (CC names none) or CROSSFHE_NATIVE=0: no kernel, a status saying why, and ntt/intt of a large
-    concrete array run as XLA chunks with the same words."""
-    fresh_native.setattr(T, "CHUNK_FROM_BYTES", 0)
+    """No compiler: no kernel, a status saying why, VECTOR as the default set, and NATIVE asked for by name refused
+    with the reason; the XLA transform keeps its words."""
+    fresh_native.setenv("CC", "/nonexistent/cc")
+    fresh_native.setenv("CXX", "/nonexistent/c++")
+    native.reset_all()
+    default_kernels.cache_clear()
+    assert not T.NATIVE.available() and "no C/C++ compiler" in T.NATIVE.status()
+    assert default_kernels() is VECTOR
     n = 1 << 9
-    plan = T.NTTPlan.create(n, _moduli(n, "nw"))
+    moduli = _moduli(n, "nw")
+    with pytest.raises(RuntimeError, match="no C/C.. compiler"):
+        T.NTTPlan.create(n, moduli, NATIVE)
+    plan = T.NTTPlan.create(n, moduli, AUTO)
+    assert plan.kernels is None
     x = _random(plan, (2,), seed=4)
-    for env, reason in ((("CC", "/nonexistent/cc"), "no C compiler"), (("CROSSFHE_NATIVE", "0"), "CROSSFHE_NATIVE=0")):
-        fresh_native.setenv(*env)
-        native.reset_all()
-        assert not T.NATIVE.available() and reason in T.NATIVE.status()
-        assert not T.native_pays(jnp.asarray(x), plan)
-        y = T.ntt(x, plan)
-        np.testing.assert_array_equal(np.asarray(y), T.ntt_reference(x, plan))
-        np.testing.assert_array_equal(np.asarray(T.intt(y, plan)), x)
-        fresh_native.delenv(env[0])
+    np.testing.assert_array_equal(np.asarray(T.ntt(x, plan)), T.ntt_reference(x, plan))
 
 
 @needs_kernel
-def test_portable_build_same_words(fresh_native, tmp_path):
-    """Built without AVX-512 (as on CPUs that lack it: the scalar loops, vectorized by the compiler for what the
-    CPU has, and the plain transpose): the same words."""
-    fresh_native.setenv("CROSSFHE_NATIVE_CACHE", str(tmp_path))
-    fresh_native.setattr(T, "NATIVE_FLAGS", T.NATIVE_FLAGS + ("-mno-avx512f",))
-    native.reset_all()
-    assert T.NATIVE.available() and str(tmp_path) in T.NATIVE.status()
+def test_portable_build_same_words(tmp_path):
+    """Built without AVX-512 (as on CPUs that lack it: the scalar loops, vectorized by the compiler for what the CPU
+    has, and the plain transpose), with -Wall -Wextra -Werror: registered under a second name, the same words."""
+    target = tmp_path / "portable.so"
+    native.build(T.NATIVE_SOURCES, target, flags=native.PORTABLE_FLAGS + ("-mno-avx512f",))
+    lib = ctypes.CDLL(str(target))
+    native.register(lib, {"crossfhe_rns_ntt_portable_test": "cf_rns_ntt_ffi"})
     for log_n, pattern in ((6, "wn"), (13, "nwn")):
         plan = T.NTTPlan.create(1 << log_n, _moduli(1 << log_n, pattern))
         x = _with_edges(plan, seed=log_n)
-        y = _native(x, plan)
-        np.testing.assert_array_equal(y, _xla(x, plan))
-        np.testing.assert_array_equal(_native(y, plan, inverse=True), x)
+        for inverse, data in ((False, x), (True, _xla(x, plan))):
+            call = jax.ffi.ffi_call("crossfhe_rns_ntt_portable_test", jax.ShapeDtypeStruct(x.shape, jnp.uint32))
+            w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
+            got = call(data, jnp.asarray(plan.q), w, ws, plan.inv_last, plan.inv_last_shoup, inverse=np.int32(inverse),
+                       full=np.int32(1))
+            np.testing.assert_array_equal(np.asarray(got), x if inverse else _xla(x, plan))
 
 
-def test_source_compiles_without_warnings():
-    """rns_ntt.c compiles cleanly under -Wall -Wextra -Werror, with AVX-512 and without (where a compiler is)."""
-    assert T.NATIVE_SOURCE.exists()
+def test_sources_compile_without_warnings(tmp_path):
+    """The sources build under -Wall -Wextra -Werror (every build uses them: native.WARNINGS) with the default flags
+    (where a compiler is)."""
+    assert all(src.exists() for src in T.NATIVE_SOURCES) and {"-Wall", "-Wextra", "-Werror"} <= set(native.WARNINGS)
     if not T.NATIVE.available():
         pytest.skip(f"no native NTT kernel: {T.NATIVE.status()}")  # nothing to compile with
-    cc = os.environ.get("CC", "cc")
-    for extra in ((), ("-mno-avx512f",)):
-        proc = subprocess.run([cc, *T.NATIVE_FLAGS, *extra, "-Wall", "-Wextra", "-Werror", "-o", os.devnull,
-                               str(T.NATIVE_SOURCE)], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr
+    native.build(T.NATIVE_SOURCES, tmp_path / "default.so")
+    assert (tmp_path / "default.so").exists()

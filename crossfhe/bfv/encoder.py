@@ -15,12 +15,11 @@ signed values mod t yourself, e.g. ``np.mod(x, t)``, if that is what you mean).
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.errors import ParameterError
+from crossfhe.math.xla import plan_cache
 from crossfhe.ring.ntt import NTTPlan, intt, ntt, slot_of_exponent
 
 
@@ -39,7 +38,7 @@ def check_values(values, t: int, what: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
-@lru_cache(maxsize=32)
+@plan_cache(maxsize=32)
 def slot_positions(n: int) -> np.ndarray:
     """int32 [2, N/2]: the NTT slot (:func:`~crossfhe.ring.ntt.slot_exponents` order) holding row r, column j."""
     two_n = 2 * n

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +34,7 @@ import numpy as np
 from crossfhe.bfv import encoder
 from crossfhe.bfv.ciphertext import Ciphertext, Encoding, EvaluationKeys, Plaintext
 from crossfhe.bfv.params import Params
+from crossfhe.core import evaluator as ev
 from crossfhe.core import keyswitch as ks
 from crossfhe.core import rlwe
 from crossfhe.core.keys import (
@@ -59,7 +60,7 @@ from crossfhe.math.modular import (
     shr_wide,
 )
 from crossfhe.math.rns import BasisConversion, ModDownPlan, RNSBasis, centered_fraction, fast_basis_conversion, mod_down
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring import poly
 from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
@@ -164,7 +165,7 @@ def decode(pt: Plaintext) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=64)
+@plan_cache(maxsize=64)
 def _lift_tables(n: int, moduli: tuple[int, ...], t: int, scale: int, kernels=None):
     """NTT plan and (moduli, scale mod each modulus, its Shoup companion, q_i - t) as [limbs, 1] words,
     plus the rounding constants (r, t, Barrett mu and bit length of t) of :func:`_round_rm_over_t` for
@@ -197,8 +198,7 @@ def _round_rm_over_t(m, r, t, mu, bits):
     return qhat
 
 
-@jit
-def _k_scaled(m, plan: NTTPlan, consts, rounding):
+def _scaled(m, plan: NTTPlan, consts, rounding):
     """NTT(round(D m / t)) over the plan's moduli, D their product: Delta' m + round(r m / t) with
     Delta' = floor(D / t), r = D mod t; m uint32 [..., N] in [0, t) (t < every modulus)."""
     q, w, ws, _ = consts
@@ -207,8 +207,7 @@ def _k_scaled(m, plan: NTTPlan, consts, rounding):
     return ntt(add_mod(shoup_mul(x, w, ws, q), c, q), plan)
 
 
-@jit
-def _k_centered(m, plan: NTTPlan, consts, t):
+def _centered(m, plan: NTTPlan, consts, t):
     """NTT of the centered lift of m (m > t/2 taken as m - t) over the plan's moduli."""
     q, _, _, tq = consts
     x = m[..., None, :]
@@ -226,6 +225,24 @@ def scaled_message(params: Params, m, moduli: tuple[int, ...] | None = None) -> 
     moduli = params.q if moduli is None else tuple(moduli)
     plan, consts, rounding = _lift_tables(params.n, moduli, params.t, math.prod(moduli) // params.t, params.kernels)
     return RNSPoly(_k_scaled(jnp.asarray(m, dtype=jnp.uint32), plan, consts, rounding), moduli, Domain.EVAL)
+
+
+_k_scaled = jit(_scaled)
+_k_centered = jit(_centered)
+
+
+@partial(jit, static_argnames=("subtract",))
+def _k_add_message(c0, c1, m, plan: NTTPlan, consts, rounding, *, subtract: bool):
+    """(c0 +- round(Q m / t), c1): one program (:func:`scaled_message` and the sum)."""
+    x = RNSPoly(_scaled(m, plan, consts, rounding), c0.basis, Domain.EVAL)
+    return (poly.sub(c0, x) if subtract else poly.add(c0, x)), c1
+
+
+@jit
+def _k_mul_message(c0, c1, m, plan: NTTPlan, consts, t):
+    """(c0 m~, c1 m~), m~ the centered lift of m (:func:`lifted_plaintext`): one program."""
+    x = RNSPoly(_centered(m, plan, consts, t), c0.basis, Domain.EVAL)
+    return poly.mul(c0, x), poly.mul(c1, x)
 
 
 def lifted_plaintext(params: Params, m, moduli: tuple[int, ...] | None = None) -> RNSPoly:
@@ -322,7 +339,7 @@ def _k_sk_extended(a, e, s, m):
     return poly.add(poly.sub(e, poly.mul(a, s)), m)
 
 
-@lru_cache(maxsize=64)
+@plan_cache(maxsize=64)
 def _coeff_tables(n: int, moduli: tuple[int, ...], t: int):
     q = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
     w = np.array([t % m for m in moduli], dtype=np.uint32).reshape(-1, 1)
@@ -432,59 +449,54 @@ def _pair(a: Ciphertext, b: Ciphertext, what: str) -> Params:
     return a.params
 
 
+def _add_message(a: Ciphertext, m, *, subtract: bool):
+    params = a.params
+    plan, consts, rounding = _lift_tables(params.n, params.q, params.t, math.prod(params.q) // params.t,
+                                          params.kernels)
+    return _k_add_message(a.c0, a.c1, jnp.asarray(m, dtype=jnp.uint32), plan, consts, rounding, subtract=subtract)
+
+
 def _like(a: Ciphertext, c0: RNSPoly, c1: RNSPoly) -> Ciphertext:
     """A ciphertext with a's parameters and key id."""
     return Ciphertext(c0, c1, a.params, a.key_id)
 
 
-@jit
-def _k_add(a0, a1, b0, b1):
-    return poly.add(a0, b0), poly.add(a1, b1)
-
-
-@jit
-def _k_sub(a0, a1, b0, b1):
-    return poly.sub(a0, b0), poly.sub(a1, b1)
-
-
-@jit
-def _k_mul_plain(a0, a1, m):
-    return poly.mul(a0, m), poly.mul(a1, m)
-
-
 def add(a: Ciphertext, b: Ciphertext) -> Ciphertext:
     _pair(a, b, "add")
-    return _like(a, *_k_add(a.c0, a.c1, b.c0, b.c1))
+    return _like(a, *ev.add(a.c0, a.c1, b.c0, b.c1))
 
 
 def sub(a: Ciphertext, b: Ciphertext) -> Ciphertext:
     _pair(a, b, "sub")
-    return _like(a, *_k_sub(a.c0, a.c1, b.c0, b.c1))
+    return _like(a, *ev.sub(a.c0, a.c1, b.c0, b.c1))
 
 
 def negate(a: Ciphertext) -> Ciphertext:
     _check_ct(a)
-    return _like(a, poly.neg(a.c0), poly.neg(a.c1))
+    return _like(a, *ev.negate(a.c0, a.c1))
 
 
 def add_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     """a + m: Delta m added to c0."""
     _check_ct(a)
     _check_pt(pt, a.params, "add_plain")
-    return _like(a, poly.add(a.c0, scaled_message(a.params, pt.coeffs)), a.c1)
+    return _like(a, *_add_message(a, pt.coeffs, subtract=False))
 
 
 def sub_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     _check_ct(a)
     _check_pt(pt, a.params, "sub_plain")
-    return _like(a, poly.sub(a.c0, scaled_message(a.params, pt.coeffs)), a.c1)
+    return _like(a, *_add_message(a, pt.coeffs, subtract=True))
 
 
 def mul_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     """a * m (the ring product with the centered lift of m: noise times at most N t / 2)."""
     _check_ct(a)
     _check_pt(pt, a.params, "mul_plain")
-    return _like(a, *_k_mul_plain(a.c0, a.c1, lifted_plaintext(a.params, pt.coeffs)))
+    params = a.params
+    plan, consts, _ = _lift_tables(params.n, params.q, params.t, 1, params.kernels)
+    return _like(a, *_k_mul_message(a.c0, a.c1, jnp.asarray(pt.coeffs, dtype=jnp.uint32), plan, consts,
+                                    np.uint32(params.t)))
 
 
 def mul_scalar(a: Ciphertext, c: int) -> Ciphertext:
@@ -495,7 +507,7 @@ def mul_scalar(a: Ciphertext, c: int) -> Ciphertext:
     t = a.params.t
     c = int(c) % t
     c = c - t if c > t // 2 else c
-    return _like(a, poly.mul_scalar(a.c0, c), poly.mul_scalar(a.c1, c))
+    return _like(a, *ev.mul_integer(a.c0, a.c1, *ev.integer_words(c, a.c0.basis)))
 
 
 def add_scalar(a: Ciphertext, c: int) -> Ciphertext:
@@ -506,7 +518,7 @@ def add_scalar(a: Ciphertext, c: int) -> Ciphertext:
     t = a.params.t
     m = np.zeros(a.params.n, dtype=np.uint32)
     m[0] = int(c) % t
-    return add_plain(a, Plaintext(jnp.asarray(m), a.params, Encoding.COEFF))
+    return add_plain(a, Plaintext(m, a.params, Encoding.COEFF))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -534,7 +546,7 @@ class MulPlan:
     back: BasisConversion
 
 
-@lru_cache(maxsize=16)
+@plan_cache(maxsize=16)
 def mul_plan(params: Params) -> MulPlan:
     """The cached :class:`MulPlan` of ``params``."""
     q, r = RNSBasis(params.q), RNSBasis(params.mult_primes)
@@ -561,8 +573,7 @@ def _extend(x, plan: MulPlan):
     return jnp.concatenate([xr, x], axis=-2)
 
 
-@jit
-def _k_tensor_scale(a0, a1, b0, b1, plan: MulPlan):
+def _tensor_scale(a0, a1, b0, b1, plan: MulPlan):
     """round(t (a x b) / Q) over Q, coefficient domain: uint32 [..., 3, k, N] (d0, d1, d2)."""
     q, mu, bits = plan.rq
     x = _extend(jnp.stack([a0, a1, b0, b1], axis=-3), plan)
@@ -575,44 +586,34 @@ def _k_tensor_scale(a0, a1, b0, b1, plan: MulPlan):
 
 
 @jit
-def _k_relin(d, rlk, ks_plan, ntt_q: NTTPlan):
-    """(d0, d1) + keyswitch(d2) in the EVAL domain; d coefficient words [..., 3, k, N]."""
+def _k_mul(a0, a1, b0, b1, plan: MulPlan, rlk, ks_plan):
+    """The HPS tensor scaled by t / Q, then relinearized: one program. (d0, d1) + keyswitch(d2), EVAL."""
+    d = _tensor_scale(a0, a1, b0, b1, plan)  # coefficient words [..., 3, k, N]
     moduli = ks_plan.q
-    e = ntt(d[..., :2, :, :], ntt_q)
-    u0, u1 = ks.keyswitch(RNSPoly(d[..., 2, :, :], moduli, Domain.COEFF), rlk, plan=ks_plan)
-    return poly.add(RNSPoly(e[..., 0, :, :], moduli, Domain.EVAL), u0), poly.add(
-        RNSPoly(e[..., 1, :, :], moduli, Domain.EVAL), u1
-    )
+    e = ntt(d[..., :2, :, :], plan.ntt_q)
+    return ev.relinearize_traced(RNSPoly(e[..., 0, :, :], moduli, Domain.EVAL), RNSPoly(e[..., 1, :, :], moduli,
+                                 Domain.EVAL), RNSPoly(d[..., 2, :, :], moduli, Domain.COEFF), rlk, ks_plan)
 
 
-def multiply(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+def mul(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     """a * b with relinearization (HPS product, module docstring; key switching with the relinearization
     key of ``keys``). Noise: about N t (v_a + v_b) plus small terms."""
-    params = _pair(a, b, "multiply")
-    _same_params(keys.params, params, "multiply")
-    check_key_ids("multiply", a.key_id, keys.key_id)
+    params = _pair(a, b, "mul")
+    _same_params(keys.params, params, "mul")
+    check_key_ids("mul", a.key_id, keys.key_id)
     rlk = keys.relin_key()
     plan = mul_plan(params)
-    d = _k_tensor_scale(a.c0.data, a.c1.data, b.c0.data, b.c1.data, plan)
-    return _like(a, *_k_relin(d, rlk, ks.keyswitch_plan(rlk, kernels=params.kernels), plan.ntt_q))
+    ks_plan = ks.keyswitch_plan(rlk, kernels=params.kernels)
+    return _like(a, *_k_mul(a.c0.data, a.c1.data, b.c0.data, b.c1.data, plan, rlk, ks_plan))
 
 
 def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
-    return multiply(a, a, keys)
+    return mul(a, a, keys)
 
 
 # --------------------------------------------------------------------------------------------------
 # Rotations
 # --------------------------------------------------------------------------------------------------
-
-
-@jit
-def _k_galois(c0, c1, gk, plan, element):
-    """(sigma(c0) + u0, u1), (u0, u1) the key switch of sigma(c1), sigma: X -> X^element on EVAL slots."""
-    idx = ks.galois_permutation(plan, element)
-    sig = lambda p: RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)  # noqa: E731
-    u0, u1 = ks.keyswitch(sig(c1), gk, plan=plan)
-    return poly.add(sig(c0), u0), u1
 
 
 def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertext:
@@ -622,7 +623,7 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     check_key_ids("apply_galois", a.key_id, keys.key_id)
     element = int(element) % (2 * a.params.n)
     gk = keys.galois_key(element)
-    return _like(a, *_k_galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, kernels=a.params.kernels), np.uint32(element)))
+    return _like(a, *ev.galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, kernels=a.params.kernels), np.uint32(element)))
 
 
 def rotate_rows(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:
@@ -656,7 +657,7 @@ __all__ = [
     "mul_plain",
     "mul_plan",
     "mul_scalar",
-    "multiply",
+    "mul",
     "negate",
     "noise_budget",
     "rotate_rows",

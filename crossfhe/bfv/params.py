@@ -136,13 +136,15 @@ class Params:
 
     @property
     def kernels(self):
-        """The kernel set the evaluation operators run on (:mod:`crossfhe.kernels`; default VECTOR)."""
+        """The kernel set the evaluation operators run on (:mod:`crossfhe.kernels`; default AUTO, resolved once
+        per process by :func:`crossfhe.kernels.default_kernels`)."""
         return self.ring.kernels
 
     def with_kernels(self, kernels) -> Params:
         """These parameters on another kernel set: ``crossfhe.kernels.MATRIX`` (the CROSS int8 matrix
-        lowering, for matrix engines) or ``VECTOR`` (radix-2, the CPU default). Ciphertexts and keys are
-        bit-identical on either, and the digest (serialization) does not change. Key switching, rescale,
+        lowering, for matrix engines), ``NATIVE`` (the CPU custom calls), ``VECTOR`` (XLA radix-2) or
+        ``AUTO``. Ciphertexts and keys are bit-identical on any, and the digest (serialization) does not
+        change. Key switching, rescale,
         multiplication, rotation, encoding and encryption use the set; key generation and decryption run the
         radix-2 kernels on either (client-side work, the same words)."""
         return dataclasses.replace(self, ring=self.ring.with_kernels(kernels))

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +39,7 @@ import numpy as np
 
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.rns import RNSBasis, compose_float
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 
 _MANTISSA_BITS = 53
 _FLOAT_MAX_EXPONENT = 1023
@@ -127,7 +127,7 @@ class SpecialFFTPlan:
         return _create_plan(int(size))
 
 
-@lru_cache(maxsize=32)
+@plan_cache(maxsize=32)
 def _create_plan(s: int) -> SpecialFFTPlan:
     log_s = s.bit_length() - 1
     idx = np.arange(s, dtype=np.int64)

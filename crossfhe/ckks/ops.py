@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from functools import lru_cache
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +28,7 @@ import numpy as np
 from crossfhe.ckks import encoder
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
 from crossfhe.ckks.params import Params
+from crossfhe.core import evaluator as ev
 from crossfhe.core import keyswitch as ks
 from crossfhe.core import rlwe
 from crossfhe.core.keys import PublicKey, SecretKey, check_key_ids, gen_key_pair
@@ -43,9 +43,9 @@ from crossfhe.math.modular import (
     shoup_precompute,
     sub_mod,
 )
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring import poly
-from crossfhe.ring.ntt import NTTPlan, chunks_pay, fusion_barrier, intt, ntt
+from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
 
 SCALE_TOLERANCE = 2.0**-20
@@ -166,6 +166,19 @@ def _close(a: float, b: float) -> bool:
     return abs(a / b - 1.0) <= SCALE_TOLERANCE
 
 
+def _align_limbs(a: Ciphertext, b, what: str):
+    """(a, b, limbs): the operands and the limb count of their common level, with nothing dropped yet when their
+    scales agree (the kernel cuts them, :mod:`crossfhe.core.evaluator`), or both aligned by :func:`_align` (and
+    limbs None) when they do not."""
+    _same_params(a.params, b.params, what)
+    if isinstance(b, Ciphertext):
+        check_key_ids(what, a.key_id, b.key_id)
+    if _close(a.scale, b.scale):
+        return a, b, len(a.params.moduli_at(min(a.level, b.level)))
+    a, b = _align(a, b, what)
+    return a, b, None
+
+
 def _align(a: Ciphertext, b, what: str):
     """Bring a and b (Ciphertext or Plaintext) to one level and (nearly) one scale.
 
@@ -197,69 +210,13 @@ def _align(a: Ciphertext, b, what: str):
 
 
 # --------------------------------------------------------------------------------------------------
-# Kernels (jitted on RNSPoly; static parts are the bases, so they compile once per level)
+# Rescaling (the two-part operations are crossfhe.core.evaluator's)
 # --------------------------------------------------------------------------------------------------
 
 
-@jit
-def _k_add(a0, a1, b0, b1):
-    return poly.add(a0, b0), poly.add(a1, b1)
-
-
-@jit
-def _k_sub(a0, a1, b0, b1):
-    return poly.sub(a0, b0), poly.sub(a1, b1)
-
-
-@jit
-def _k_tensor(a0, a1, b0, b1):
-    return poly.mul(a0, b0), poly.add(poly.mul(a0, b1), poly.mul(a1, b0)), poly.mul(a1, b1)
-
-
-@jit
-def _k_mul_plain(a0, a1, m):
-    return poly.mul(a0, m), poly.mul(a1, m)
-
-
-@jit
-def _k_add_pair(d0, d1, u0, u1):
-    return poly.add(d0, u0), poly.add(d1, u1)
-
-
-def _sigma(p: RNSPoly, idx) -> RNSPoly:
-    return RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)
-
-
-@jit
-def _k_galois(c0, c1, gk, plan, element):
-    """(sigma(c0) + u0, u1) with (u0, u1) the key switch of sigma(c1), sigma: X -> X^element on EVAL slots.
-    ``element`` is a traced uint32, so one compilation serves every rotation of a level."""
-    idx = ks.galois_permutation(plan, element)
-    u0, u1 = ks.keyswitch(_sigma(c1, idx), gk, plan=plan)
-    return poly.add(_sigma(c0, idx), u0), u1
-
-
-_k_sigma = jit(_sigma)
-
-
-@jit
-def _k_sigma_add(c0, u0, idx):
-    return poly.add(_sigma(c0, idx), u0)
-
-
-def _galois(c0: RNSPoly, c1: RNSPoly, gk, plan, element) -> tuple[RNSPoly, RNSPoly]:
-    """:func:`_k_galois`, the same words; in stages around the key switch's chunked transforms where
-    they pay (:func:`~crossfhe.core.keyswitch.stages_pay`), the slot permutation computed once."""
-    if not ks.stages_pay(c1, plan):
-        return _k_galois(c0, c1, gk, plan, np.uint32(element))
-    idx = ks.slot_permutation(plan.n, element)
-    u0, u1 = ks.keyswitch(_k_sigma(c1, idx), gk, plan=plan)
-    return _k_sigma_add(c0, u0, idx), u1
-
-
-@lru_cache(maxsize=256)
+@plan_cache(maxsize=256)
 def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels):
-    """Tables of :func:`_k_rescale` dividing by the last ``g`` primes of ``moduli``."""
+    """Tables of :func:`_rescale_one` dividing by the last ``g`` primes of ``moduli``."""
     last, rest = moduli[-g:], moduli[:-g]
     divisor = math.prod(last)
     half = (divisor - 1) // 2
@@ -282,8 +239,7 @@ def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels):
     return NTTPlan.create(n, last, kernels), NTTPlan.create(n, rest, kernels), consts
 
 
-@jit
-def _k_rescale(x, plan_last, plan_rest, consts):
+def _rescale_one(x, plan_last, plan_rest, consts):
     """round(x / D) over the other primes, D = the product of the last g primes; EVAL in, EVAL out.
 
     With h = (D - 1) / 2 and r = (x + h) mod D per coefficient (the g last limbs inverted, then combined
@@ -297,8 +253,14 @@ def _k_rescale(x, plan_last, plan_rest, consts):
     return _rescale_finish(x, ntt(t, plan_rest), consts)
 
 
+@jit
+def _k_rescale_pair(c0, c1, plan_last, plan_rest, consts):
+    """Both polynomials of a ciphertext rescaled (:func:`_rescale_one`): one program."""
+    return _rescale_one(c0, plan_last, plan_rest, consts), _rescale_one(c1, plan_last, plan_rest, consts)
+
+
 def _rescale_shift(x, plan_last, consts):
-    """r - h mod each remaining prime, coefficient domain (:func:`_k_rescale`)."""
+    """r - h mod each remaining prime, coefficient domain (:func:`_rescale_one`)."""
     (ql, mu_l, bitsl, hl, inv, inv_s), dst, radix, h, _, _ = consts
     g = ql.shape[0]
     r = add_mod(intt(x[..., -g:, :], plan_last), hl, ql)
@@ -314,27 +276,17 @@ def _rescale_shift(x, plan_last, consts):
 
 
 def _rescale_finish(x, t_eval, consts):
-    """(x_i - NTT_i(r - h)) D^-1 on the remaining limbs (:func:`_k_rescale`)."""
+    """(x_i - NTT_i(r - h)) D^-1 on the remaining limbs (:func:`_rescale_one`)."""
     (ql, *_), dst, _, _, d_inv, d_inv_s = consts
     y = sub_mod(x[..., : -ql.shape[0], :], t_eval, dst[0])
     return shoup_mul(y, d_inv, d_inv_s, dst[0])
 
 
-_k_rescale_shift = jit(_rescale_shift)
-_k_rescale_finish = jit(_rescale_finish)
-
-
 def _rescale_pair(c0: RNSPoly, c1: RNSPoly, g: int, kernels=None) -> tuple[RNSPoly, RNSPoly]:
-    """Both polynomials of a ciphertext rescaled by the last ``g`` primes (:func:`_k_rescale`). Concrete
-    ones past the chunk threshold go through jitted stages around the chunked transform, the same words."""
+    """Both polynomials of a ciphertext rescaled by the last ``g`` primes (:func:`_rescale_one`)."""
     plan_last, plan_rest, consts = _rescale_tables(c0.n, c0.basis, g, kernels)
-    out = []
-    for c in (c0, c1):
-        if chunks_pay(c.data, plan_rest):
-            out.append(_k_rescale_finish(c.data, ntt(_k_rescale_shift(c.data, plan_last, consts), plan_rest), consts))
-        else:
-            out.append(_k_rescale(c.data, plan_last, plan_rest, consts))
-    return RNSPoly(out[0], c0.basis[:-g], Domain.EVAL), RNSPoly(out[1], c0.basis[:-g], Domain.EVAL)
+    out0, out1 = _k_rescale_pair(c0.data, c1.data, plan_last, plan_rest, consts)
+    return RNSPoly(out0, c0.basis[:-g], Domain.EVAL), RNSPoly(out1, c0.basis[:-g], Domain.EVAL)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -344,29 +296,29 @@ def _rescale_pair(c0: RNSPoly, c1: RNSPoly, g: int, kernels=None) -> tuple[RNSPo
 
 def add(a: Ciphertext, b: Ciphertext) -> Ciphertext:
     """a + b (levels and scales aligned first). Noise: the sum of both."""
-    a, b = _align(a, b, "add")
-    return _like(a, *_k_add(a.c0, a.c1, b.c0, b.c1))
+    a, b, limbs = _align_limbs(a, b, "add")
+    return _like(a, *ev.add(a.c0, a.c1, b.c0, b.c1, limbs=limbs))
 
 
 def sub(a: Ciphertext, b: Ciphertext) -> Ciphertext:
     """a - b (levels and scales aligned first)."""
-    a, b = _align(a, b, "sub")
-    return _like(a, *_k_sub(a.c0, a.c1, b.c0, b.c1))
+    a, b, limbs = _align_limbs(a, b, "sub")
+    return _like(a, *ev.sub(a.c0, a.c1, b.c0, b.c1, limbs=limbs))
 
 
 def negate(a: Ciphertext) -> Ciphertext:
-    return _like(a, poly.neg(a.c0), poly.neg(a.c1))
+    return _like(a, *ev.negate(a.c0, a.c1))
 
 
 def add_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     """a + pt (pt at the ciphertext's scale; levels aligned)."""
-    a, pt = _align(a, pt, "add_plain")
-    return _like(a, poly.add(a.c0, pt.poly), a.c1)
+    a, pt, limbs = _align_limbs(a, pt, "add_plain")
+    return _like(a, *ev.add_plain(a.c0, a.c1, pt.poly, limbs=limbs))
 
 
 def sub_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
-    a, pt = _align(a, pt, "sub_plain")
-    return _like(a, poly.sub(a.c0, pt.poly), a.c1)
+    a, pt, limbs = _align_limbs(a, pt, "sub_plain")
+    return _like(a, *ev.add_plain(a.c0, a.c1, pt.poly, limbs=limbs, subtract=True))
 
 
 def _scalar(c, what: str) -> complex:
@@ -404,12 +356,11 @@ def add_scalar(a: Ciphertext, c: complex) -> Ciphertext:
     # A constant polynomial evaluates to itself in every slot of the EVAL domain.
     const = encoder.encode_scalar_constant(c.real, moduli=a.c0.basis, scale=a.scale,
                                            margin=rlwe.fresh_noise_bound(a.params.n), what="add_scalar")
-    shift = RNSPoly(jnp.broadcast_to(jnp.asarray(const.reshape(-1, 1)), a.c0.data.shape), a.c0.basis, Domain.EVAL)
-    return _like(a, poly.add(a.c0, shift), a.c1)
+    return _like(a, *ev.add_constant(a.c0, a.c1, np.asarray(const, dtype=np.uint32).reshape(-1, 1)))
 
 
 def _mul_integer(a: Ciphertext, c: int, scale: float) -> Ciphertext:
-    return _like(a, poly.mul_scalar(a.c0, int(c)), poly.mul_scalar(a.c1, int(c)), scale)
+    return _like(a, *ev.mul_integer(a.c0, a.c1, *ev.integer_words(int(c), a.c0.basis)), scale)
 
 
 def mul_scalar(a: Ciphertext, c: complex) -> Ciphertext:
@@ -440,9 +391,9 @@ def mul_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     """a * pt (slot-wise), scale Delta_a Delta_pt; rescale afterwards."""
     _same_params(a.params, pt.params, "mul_plain")
     level = min(a.level, pt.level)
-    a, pt = drop_level(a, level), drop_level(pt, level)
     _check_product_scale(a.params, a.scale * pt.scale, level)
-    return _like(a, *_k_mul_plain(a.c0, a.c1, pt.poly), a.scale * pt.scale)
+    limbs = len(a.params.moduli_at(level))
+    return _like(a, *ev.mul_plain(a.c0, a.c1, pt.poly, limbs=limbs), a.scale * pt.scale)
 
 
 def _check_product_scale(params: Params, scale: float, level: int) -> None:
@@ -456,9 +407,7 @@ def _check_product_scale(params: Params, scale: float, level: int) -> None:
 
 def relinearize(d0: RNSPoly, d1: RNSPoly, d2: RNSPoly, rlk, *, kernels=None) -> tuple[RNSPoly, RNSPoly]:
     """(d0, d1) + the key switch of d2 with ``rlk``; ``kernels``: the kernel set (default VECTOR)."""
-    plan = ks.keyswitch_plan(rlk, active=d2.limbs, kernels=kernels)
-    u0, u1 = ks.keyswitch(d2, rlk, plan=plan)
-    return _k_add_pair(d0, d1, u0, u1)
+    return ev.relinearize(d0, d1, d2, rlk, ks.keyswitch_plan(rlk, active=d2.limbs, kernels=kernels))
 
 
 def mul(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
@@ -468,10 +417,10 @@ def mul(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     _same_params(a.params, b.params, "mul")
     check_key_ids("mul", a.key_id, b.key_id, keys.key_id)
     level = min(a.level, b.level)
-    a, b = drop_level(a, level), drop_level(b, level)
     _check_product_scale(a.params, a.scale * b.scale, level)
-    d0, d1, d2 = _k_tensor(a.c0, a.c1, b.c0, b.c1)
-    return _like(a, *relinearize(d0, d1, d2, keys.relin, kernels=a.params.kernels), a.scale * b.scale)
+    limbs = len(a.params.moduli_at(level))
+    plan = ks.keyswitch_plan(keys.relin, active=limbs, kernels=a.params.kernels)
+    return _like(a, *ev.mul_relin(a.c0, a.c1, b.c0, b.c1, keys.relin, plan, limbs=limbs), a.scale * b.scale)
 
 
 def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
@@ -503,7 +452,7 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     check_key_ids("apply_galois", a.key_id, keys.key_id)
     gk = keys.galois_key(element)
     plan = ks.keyswitch_plan(gk, active=a.c1.limbs, kernels=a.params.kernels)
-    return _like(a, *_galois(a.c0, a.c1, gk, plan, element))
+    return _like(a, *ev.galois(a.c0, a.c1, gk, plan, np.uint32(element)))
 
 
 def rotate(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:
@@ -532,9 +481,9 @@ def rotate_many(a: Ciphertext, rotations, keys: EvaluationKeys) -> dict[int, Cip
     elements = [galois_element(a.params, k) for k in todo]
     gks = [keys.galois_key(g) for g in elements]
     plan = ks.keyswitch_plan(gks[0], active=a.c1.limbs, kernels=a.params.kernels)
-    switched = ks.keyswitch_hoisted(a.c1, gks, elements, plan=plan)
-    for k, g, (u0, u1) in zip(todo, elements, switched):
-        out[k] = _like(a, poly.add(poly.automorphism(a.c0, g), u0), u1)
+    switched = ev.galois_hoisted(a.c0, a.c1, tuple(gks), plan, tuple(elements))
+    for k, (c0, c1) in zip(todo, switched):
+        out[k] = _like(a, c0, c1)
     return out
 
 

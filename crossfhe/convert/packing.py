@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from functools import lru_cache
 
 import jax.numpy as jnp
 import numpy as np
@@ -79,7 +78,7 @@ from crossfhe.core.lwe import LWECiphertext, lwe_to_rlwe
 from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
 from crossfhe.math import random as crandom
 from crossfhe.math.primes import minimal_root_of_unity
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring.ntt import slot_exponents
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, mul_scalar, sub
 
@@ -159,7 +158,7 @@ def _plan(ksk: KeySwitchKey, c0: RNSPoly, what: str, kernels=None) -> KeySwitchP
     return keyswitch_plan(ksk, active=k, kernels=kernels)
 
 
-@lru_cache(maxsize=256)
+@plan_cache(maxsize=256)
 def _monomial(n: int, moduli: tuple[int, ...], shift: int) -> np.ndarray:
     """uint32 [k, N]: X^shift in the EVAL domain, slot p = psi_i^(e(p) shift) mod q_i (psi_i the NTT's 2N-th
     root, e(p) :func:`~crossfhe.ring.ntt.slot_exponents`). NumPy, so it is safe to compute under a trace."""

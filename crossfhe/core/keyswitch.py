@@ -37,11 +37,6 @@ summed in a two-word accumulator, unrolled over the digits), in chunks of at mos
 Four transform calls per switch; in limbs, k (INTT of d, or NTT for a COEFF input) + sum_j (k + K -
 |D_j|) + 2K + 2k, which is 3k fewer than the plain pipeline.
 
-**Stages.** A concrete input whose ModUp is past the transforms' chunk threshold
-(:func:`~crossfhe.ring.ntt.chunks_pay`, 2 MiB: N 2^16 at every level) is switched as jitted stages
-(conversion, multiply-accumulate, ModDown's conversion and finish) around the transforms, which then run
-a few limbs per call in cache: the same words as the one kernel, which runs under a caller's jit or vmap.
-
 Tables live in a :class:`KeySwitchPlan` (cached per (N, Q_L, P, dnum, k), a pytree passed to the jitted
 kernel as an argument, never closed over).
 """
@@ -51,7 +46,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -76,8 +71,8 @@ from crossfhe.math.modular import (
     sub_mod,
 )
 from crossfhe.math.rns import ModDownPlan, ModUpPlan, RNSBasis, fast_basis_conversion
-from crossfhe.math.xla import jit
-from crossfhe.ring.ntt import NTTPlan, chunks_pay, fusion_barrier, intt, ntt, slot_exponents, slot_of_exponent
+from crossfhe.math.xla import jit, plan_cache
+from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt, slot_exponents, slot_of_exponent
 from crossfhe.ring.poly import Domain, RNSPoly, add, automorphism, mul, sub
 
 _static = partial(field, metadata={"static": True})
@@ -266,6 +261,8 @@ class DigitModUp:
     def create(cls, n: int, groups, q_basis: RNSBasis, target: RNSBasis, kernels=None) -> DigitModUp:
         """``kernels``: None / VECTOR, or a kernel set with its own tables (MATRIX): the conversion matmul
         and the NTT of the new limbs then run on it (``matrix``: its conversion tables), same words."""
+        kernels = None if kernels is None else kernels.resolve()
+        ntt_kernels = kernels
         if kernels is not None and not kernels.uses_tables:
             kernels = None
         ups = [ModUpPlan.create(q_basis.sub(start, stop), target, centered=True) for start, stop in groups]
@@ -292,7 +289,7 @@ class DigitModUp:
             own = range(n_real + start, n_real + stop)
             assemble.append(tuple(range(base, base + start)) + tuple(own) + tuple(range(base + start, base + b)))
             base += b
-        plans = [NTTPlan.create(n, c.to_basis.moduli, kernels) for c in convs]
+        plans = [NTTPlan.create(n, c.to_basis.moduli, ntt_kernels) for c in convs]
         matrix = None if kernels is None else kernels.conversion_tables(weights, src[0], dst[0])
         return cls(
             src_q=src[0],
@@ -336,7 +333,7 @@ class KeySwitchPlan:
     mac_terms: int = _static()
 
 
-@lru_cache(maxsize=128)
+@plan_cache(maxsize=128)
 def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, active: int, kernels) -> KeySwitchPlan:
     if not p:
         raise ParameterError("hybrid key switching needs at least one special prime (p is empty)")
@@ -371,8 +368,8 @@ def keyswitch_plan(
     dnum = _dnum_of(params_like, dnum)
     active = len(q) if active is None else int(active)
     kernels = getattr(params_like, "kernels", None) if kernels is None else kernels
-    if kernels is not None and not kernels.uses_tables:
-        kernels = None
+    if kernels is not None:
+        kernels = kernels.resolve()
     return _create_plan(n, q, p, dnum, active, kernels)
 
 
@@ -508,107 +505,8 @@ def _keyswitch(d: RNSPoly, ksk: KeySwitchKey, plan: KeySwitchPlan):
     return RNSPoly(u[..., 0, :, :], q_active, Domain.EVAL), RNSPoly(u[..., 1, :, :], q_active, Domain.EVAL)
 
 
-# The same pipeline in jitted stages around the transforms, for concrete inputs whose transforms run in
-# limb chunks (crossfhe.ring.ntt.chunks_pay): each stage is one of the pieces above, so the words are those
-# of the one-kernel path. Under a caller's jit or vmap the one kernel runs.
-
-
-def stages_pay(d: RNSPoly, plan: KeySwitchPlan) -> bool:
-    """Whether :func:`keyswitch` of d runs in jitted stages around chunked transforms rather than as one
-    kernel: d concrete (not traced), and its ModUp (the largest transform) past the chunk threshold."""
-    lead = math.prod(d.data.shape[:-2])
-    return chunks_pay(d.data, plan.up.ntt, words=lead * plan.up.ntt.limbs * plan.n)
-
-
-def _both_domains_eager(d: RNSPoly, plan: KeySwitchPlan):
-    if d.domain == Domain.EVAL:
-        return d.data, intt(d.data, plan.ntt_q)
-    return ntt(d.data, plan.ntt_q), d.data
-
-
-@jit
-def _stage_convert(d_coeff, plan: KeySwitchPlan):
-    return _convert_digits(d_coeff, plan.up)
-
-
-def _assemble(z, d_eval, plan: KeySwitchPlan):
-    """The ModUp digits ``[..., digits, k + K, N]`` from the new limbs' evaluations z and d's."""
-    return jnp.take(jnp.concatenate([z, d_eval], axis=-2), np.array(plan.up.assemble, dtype=np.int32), axis=-2)
-
-
-_stage_assemble = jit(_assemble)
-
-
-@jit
-def _stage_mac(z, d_eval, ksk: KeySwitchKey, plan: KeySwitchPlan):
-    """(c_Q, c_P): the key products summed over the digits, the digits assembled from z and d_eval."""
-    return _mac_split(_assemble(z, d_eval, plan), ksk, plan)
-
-
-@jit
-def _stage_mac_galois(y, ksk: KeySwitchKey, plan: KeySwitchPlan, perm):
-    """:func:`_stage_mac` of the assembled digits y with their slots permuted by ``perm``."""
-    return _mac_split(jnp.take(y, perm, axis=-1), ksk, plan)
-
-
-def _mac_split(y, ksk: KeySwitchKey, plan: KeySwitchPlan):
-    """(c_Q ``[..., 2, k, N]``, c_P ``[..., 2, K, N]``): each product summed from slices of y and the key,
-    so that neither the key nor the products are copied (a stacked key was a 93 MB copy per call at
-    N 2^16)."""
-    k, n_digits, n_q = plan.active, len(plan.groups), len(plan.q)
-    out = []
-    for rows, key_rows in ((slice(0, k), slice(0, k)), (slice(k, None), slice(n_q, None))):
-        keys = (ksk.b.data[:n_digits, key_rows, :], ksk.a.data[:n_digits, key_rows, :])
-        parts = [_mac_digits(y[..., rows, :], key, plan, rows) for key in keys]
-        out.append(jnp.stack(parts, axis=-3))
-    return out[0], out[1]
-
-
-@jit
-def _stage_down_convert(cp, e, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
-    """Conv~(cp) over Q_k (cp: the P limbs, coefficients), or Conv~(cp + e_P) - e_Q with e."""
-    if e is None:
-        return fast_basis_conversion(cp, down.conv)
-    k = ntt_q.limbs
-    cp = add_mod(cp, e[..., k:, :], ntt_p.q)
-    return sub_mod(fast_basis_conversion(cp, down.conv), e[..., :k, :], down.q)
-
-
-@jit
-def _stage_down_finish(cq, z, m, down: ModDownPlan, ntt_q: NTTPlan):
-    u = shoup_mul(sub_mod(cq, z, down.q), down.p_inv, down.p_inv_shoup, down.q)
-    u0 = u[..., 0, :, :] if m is None else add_mod(u[..., 0, :, :], m, ntt_q.q)
-    return u0, u[..., 1, :, :]
-
-
-def mod_down_pair_staged(cq, cp, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan, e=None, m=None):
-    """:func:`mod_down_eval` of a pair ``[..., 2, k + K, N]`` given as its Q_k limbs cq and its P limbs cp, in
-    jitted stages around the (chunked, for concrete arrays) transforms: INTT of cp, conversion, NTT over Q_k,
-    finish. ``e`` as in :func:`mod_down_eval`; ``m`` (``[..., k, N]``, EVAL) is added to the first output.
-    Returns the two outputs ``[..., k, N]``, the same words as the one kernel."""
-    z = ntt(_stage_down_convert(intt(cp, ntt_p), e, down, ntt_q, ntt_p), ntt_q)
-    return _stage_down_finish(cq, z, m, down, ntt_q)
-
-
-def _mod_down_eager(cq, cp, plan: KeySwitchPlan) -> tuple[RNSPoly, RNSPoly]:
-    u0, u1 = mod_down_pair_staged(cq, cp, plan.down, plan.ntt_q, plan.ntt_p)
-    q_active = plan.q[: plan.active]
-    return RNSPoly(u0, q_active, Domain.EVAL), RNSPoly(u1, q_active, Domain.EVAL)
-
-
-def _mod_up_eager(d: RNSPoly, plan: KeySwitchPlan):
-    """(evaluations of the new limbs of every digit, d's evaluations)."""
-    d_eval, d_coeff = _both_domains_eager(d, plan)
-    return ntt(_stage_convert(d_coeff, plan), plan.up.ntt), d_eval
-
-
-def _keyswitch_eager(d: RNSPoly, ksk: KeySwitchKey, plan: KeySwitchPlan) -> tuple[RNSPoly, RNSPoly]:
-    return _mod_down_eager(*_stage_mac(*_mod_up_eager(d, plan), ksk, plan), plan)
-
-
 def keyswitch(d: RNSPoly, ksk: KeySwitchKey, *, plan: KeySwitchPlan) -> tuple[RNSPoly, RNSPoly]:
-    """Hybrid key switching of d s' to s: (u0, u1) with u0 + u1 s = d s' + e_ks (mod Q_k). One jitted kernel,
-    or jitted stages around chunked transforms for a large concrete d (:func:`stages_pay`), the same words.
+    """Hybrid key switching of d s' to s: (u0, u1) with u0 + u1 s = d s' + e_ks (mod Q_k). One jitted kernel.
 
     d: RNSPoly ``uint32[..., k, N]`` over Q_k = q_0..q_{k-1} (a prefix of the key's q, k = ``plan.active``)
     in [0, q_i), EVAL or COEFF domain (leading axes are batch axes; or map with ``jax.vmap``). ksk: a
@@ -619,8 +517,6 @@ def keyswitch(d: RNSPoly, ksk: KeySwitchKey, *, plan: KeySwitchPlan) -> tuple[RN
     Algorithm, MAC reduction and transform counts: module docstring.
     """
     _check_operands(d, ksk, plan)
-    if stages_pay(d, plan):
-        return _keyswitch_eager(d, ksk, plan)
     return _keyswitch(d, ksk, plan)
 
 
@@ -638,8 +534,8 @@ def galois_permutation(plan: KeySwitchPlan, element):
     return fusion_barrier(slot_permutation(plan.n, element), plan.ntt_q.w)
 
 
-@partial(jit, static_argnames=("elements",))
-def _keyswitch_hoisted(d: RNSPoly, ksks: tuple, plan: KeySwitchPlan, elements: tuple):
+def keyswitch_hoisted_traced(d: RNSPoly, ksks: tuple, plan: KeySwitchPlan, elements: tuple):
+    """:func:`keyswitch_hoisted` as a traceable function (``elements``: a tuple of ints)."""
     d_eval, d_coeff = _both_domains(d, plan)
     y = _mod_up_eval(d_coeff, d_eval, plan)  # one ModUp for every element
     q_active = plan.q[: plan.active]
@@ -666,13 +562,10 @@ def keyswitch_hoisted(d: RNSPoly, ksks, elements, *, plan: KeySwitchPlan) -> lis
     elements = tuple(int(g) for g in elements)
     if len(ksks) != len(elements):
         raise ParameterError(f"{len(ksks)} keys for {len(elements)} Galois elements")
-    if not stages_pay(d, plan):
-        return _keyswitch_hoisted(d, tuple(ksks), plan, elements)
-    for ksk in ksks:
-        _check_operands(d, ksk, plan)
-    y = _stage_assemble(*_mod_up_eager(d, plan), plan)
-    perms = [slot_permutation(plan.n, g) for g in elements]
-    return [_mod_down_eager(*_stage_mac_galois(y, ksk, plan, perm), plan) for ksk, perm in zip(ksks, perms)]
+    return _keyswitch_hoisted(d, tuple(ksks), plan, elements)
+
+
+_keyswitch_hoisted = partial(jit, static_argnames=("elements",))(keyswitch_hoisted_traced)
 
 
 # --------------------------------------------------------------------------------------------------

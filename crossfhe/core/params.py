@@ -30,7 +30,7 @@ import operator
 from dataclasses import dataclass, field
 
 from crossfhe.errors import InsecureParametersError, ParameterError
-from crossfhe.kernels import VECTOR, KernelSet, as_kernel_set
+from crossfhe.kernels import AUTO, KernelSet, as_kernel_set
 from crossfhe.math import primes
 from crossfhe.ring.ntt import MAX_LIMBS, MAX_LOG_N, MIN_LOG_N  # the NTT plan's limits bound every set
 
@@ -280,7 +280,7 @@ class RingParams:
     security: SecurityLevel = SecurityLevel.BITS_128
     secret: SecretDistribution = SecretDistribution.TERNARY
     insecure: bool = False
-    kernels: KernelSet = VECTOR
+    kernels: KernelSet = AUTO
     hamming_weight: int | None = None
     _log_pq: float = field(init=False, repr=False, compare=False)
 
@@ -331,7 +331,7 @@ class RingParams:
         return self.n.bit_length() - 1
 
     def with_kernels(self, kernels) -> RingParams:
-        """The same ring on another kernel set (:mod:`crossfhe.kernels`: VECTOR or MATRIX). The kernel set
+        """The same ring on another kernel set (:mod:`crossfhe.kernels`: VECTOR, NATIVE, MATRIX or AUTO). The kernel set
         changes how plans compute, never what: it is not part of :meth:`canonical_encoding`."""
         return dataclasses.replace(self, kernels=kernels)
 

@@ -18,9 +18,6 @@ For :func:`encrypt_sk` the error is e itself (<= B_e). For :func:`encrypt_pk` it
 
 from __future__ import annotations
 
-import math
-from functools import lru_cache
-
 import jax.numpy as jnp
 import numpy as np
 
@@ -33,13 +30,13 @@ from crossfhe.core.keys import (
     sample_ternary,
     sample_uniform,
 )
-from crossfhe.core.keyswitch import mod_down_eval, mod_down_pair_staged
+from crossfhe.core.keyswitch import mod_down_eval
 from crossfhe.errors import BasisMismatchError, DomainMismatchError
 from crossfhe.math import random as crandom
 from crossfhe.math.modular import add_mod
 from crossfhe.math.rns import ModDownPlan, RNSBasis
-from crossfhe.math.xla import jit
-from crossfhe.ring.ntt import NTTPlan, chunks_pay
+from crossfhe.math.xla import jit, plan_cache
+from crossfhe.ring.ntt import NTTPlan
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
 
 
@@ -82,7 +79,7 @@ def encrypt_sk(sk: SecretKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: floa
     return c0, a
 
 
-@lru_cache(maxsize=64)
+@plan_cache(maxsize=64)
 def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...], kernels):
     down = ModDownPlan.create(RNSBasis(q), RNSBasis(p), exact=True, kernels=kernels)
     return down, NTTPlan.create(n, q, kernels), NTTPlan.create(n, p, kernels)
@@ -104,8 +101,7 @@ def encrypt_pk(
 
     m: RNSPoly EVAL over a prefix Q_k of the key's ciphertext primes, uint32[..., k, N]. ``p``: the special
     primes (the last limbs of the public key). ``key``: used once. v is transformed once; e0 and e1 enter
-    ModDown in the coefficient domain (:func:`~crossfhe.core.keyswitch.mod_down_eval`), one jitted kernel, or
-    for large concrete inputs jitted stages around chunked transforms (:func:`crossfhe.ring.ntt.chunks_pay`).
+    ModDown in the coefficient domain (:func:`~crossfhe.core.keyswitch.mod_down_eval`), one jitted kernel.
     ``kernels``: the kernel set of its NTTs and ModDown (default VECTOR), the same words either way.
     """
     _check_message(m, pk.q)
@@ -124,28 +120,8 @@ def encrypt_pk(
     e1 = sample_gaussian(key_e1, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
     down, ntt_q, ntt_p = _down_tables(n, q_k, tuple(p), kernels)
     e = jnp.stack([e0.data, e1.data], axis=-3)
-    words = 2 * math.prod(batch) * k * n  # ModDown's forward transform, the largest
-    if chunks_pay(m.data, ntt_q, words=words) and chunks_pay(v.data, ntt_q, words=words):
-        c0, c1 = _encrypt_pk_staged(b, a, v, e, m.data, down, ntt_q, ntt_p)
-    else:
-        c0, c1 = _k_encrypt_pk(b, a, v, e, m.data, down, ntt_q, ntt_p)
+    c0, c1 = _k_encrypt_pk(b, a, v, e, m.data, down, ntt_q, ntt_p)
     return RNSPoly(c0, q_k, Domain.EVAL), RNSPoly(c1, q_k, Domain.EVAL)
-
-
-# The same words in jitted stages around the chunked transforms (crossfhe.ring.ntt.chunks_pay), for
-# concrete inputs past the chunk threshold; each stage is a piece of mod_down_eval.
-
-
-@jit
-def _k_encrypt_mask(pk_b, pk_a, v, ntt_q: NTTPlan):
-    """(v b, v a) over Q_k ([..., 2, k, N]) and over P ([..., 2, K, N]), EVAL."""
-    masked = jnp.stack([mul(v, pk_b).data, mul(v, pk_a).data], axis=-3)
-    return masked[..., : ntt_q.limbs, :], masked[..., ntt_q.limbs :, :]
-
-
-def _encrypt_pk_staged(pk_b, pk_a, v, e, m, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
-    """:func:`_k_encrypt_pk` as stages: the mask, then ModDown's stages (:func:`mod_down_pair_staged`)."""
-    return mod_down_pair_staged(*_k_encrypt_mask(pk_b, pk_a, v, ntt_q), down, ntt_q, ntt_p, e=e, m=m)
 
 
 @jit

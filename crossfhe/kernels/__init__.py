@@ -10,6 +10,6 @@ This layer imports only ``crossfhe.math`` and ``crossfhe.ring``; its kernels are
 ``crossfhe.ring.ntt`` (whose slot order they reproduce) and ``crossfhe.math.rns``.
 """
 
-from crossfhe.kernels.sets import MATRIX, VECTOR, KernelSet, as_kernel_set
+from crossfhe.kernels.sets import AUTO, MATRIX, NATIVE, VECTOR, KernelSet, as_kernel_set, default_kernels, native_status
 
-__all__ = ["MATRIX", "VECTOR", "KernelSet", "as_kernel_set"]
+__all__ = ["AUTO", "MATRIX", "NATIVE", "VECTOR", "KernelSet", "as_kernel_set", "default_kernels", "native_status"]

@@ -48,7 +48,6 @@ and 2.5 -> 1.8 ms).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import jax
 import jax.numpy as jnp
@@ -58,6 +57,7 @@ from crossfhe.errors import BasisMismatchError
 from crossfhe.kernels import bat
 from crossfhe.math.modular import shoup_mul, shoup_precompute
 from crossfhe.math.primes import minimal_root_of_unity
+from crossfhe.math.xla import plan_cache
 from crossfhe.ring.ntt import NTTPlan, fusion_barrier, slot_exponents, split
 
 U32 = jnp.uint32
@@ -101,7 +101,7 @@ def _psi_powers(n: int, q: int) -> tuple[np.ndarray, int]:
     return pw, psi
 
 
-@lru_cache(maxsize=64)
+@plan_cache(maxsize=64)
 def _limb_matrices(n: int, q: int, r: int, c: int):
     """Forward (W1, twist, W2) and inverse (V2, twist, V1) matrices of one limb, residues as int64."""
     sigma, tau = _orders(n, r, c)
@@ -159,7 +159,7 @@ class MatrixNTTPlan:
         return sum(o.nbytes for o in ops) + sum(int(np.asarray(t).nbytes) for t in tw)
 
 
-@lru_cache(maxsize=32)
+@plan_cache(maxsize=32)
 def _create_plan(n: int, moduli: tuple[int, ...]) -> MatrixNTTPlan:
     NTTPlan.create(n, moduli)  # validates N and the moduli (ParameterError)
     return _build(n, moduli)
@@ -173,7 +173,7 @@ def concat(plans: list[MatrixNTTPlan]) -> MatrixNTTPlan:
     return _concat_cached(plans[0].n, tuple(m for p in plans for m in p.moduli))
 
 
-@lru_cache(maxsize=32)
+@plan_cache(maxsize=32)
 def _concat_cached(n: int, moduli: tuple[int, ...]) -> MatrixNTTPlan:
     return _build(n, moduli)
 

@@ -1,27 +1,40 @@
-"""The two kernel sets behind one interface: ``VECTOR`` (radix-2, CPU default) and ``MATRIX`` (CROSS MAT/BAT).
+"""The kernel sets behind one interface: ``VECTOR`` (XLA radix-2), ``NATIVE`` (CPU custom calls), ``MATRIX`` (CROSS).
 
-A kernel set is a value chosen once, where the parameters of a scheme are made
-(``ckks.Params.with_kernels(MATRIX)``, ``bfv.Params.with_kernels``, ``tfhe.Params.with_kernels``), and
-carried by every plan built from them: :class:`~crossfhe.ring.ntt.NTTPlan` and
-:class:`~crossfhe.math.rns.BasisConversion` hold the set (static) and its tables (pytree leaves), and
-their kernels hand the work to it. Nothing inspects the hardware. Both sets compute the same exact
-functions, so a scheme gives bit-identical ciphertexts on either.
+A kernel set is a value chosen once, where the parameters of a scheme or a context are made
+(``ckks.Params.with_kernels(MATRIX)``, ``bfv.Params.with_kernels``, ``tfhe.Params.with_kernels``, the ``kernels=``
+argument of the contexts), and carried by every plan built from them: :class:`~crossfhe.ring.ntt.NTTPlan` and
+:class:`~crossfhe.math.rns.BasisConversion` hold the set (static) and its tables (pytree leaves), and their kernels
+hand the work to it. No algorithm inspects tracers, devices or the backend to pick a route. Every set computes the
+same exact functions, so a scheme gives bit-identical ciphertexts on any of them.
 
-* ``VECTOR``: the radix-2 NTT of :mod:`crossfhe.ring.ntt` and the basis conversion of
-  :mod:`crossfhe.math.rns` as an exact float64 GEMM (:func:`crossfhe.math.modular.centered_gemm_rows`).
-  On XLA:CPU the fast choice (float64 is slow or absent on TPUs, which take ``MATRIX``).
-* ``MATRIX``: the 4-step NTT as two BAT int8 matrix products (:mod:`crossfhe.kernels.ntt_matrix`) and the
-  basis conversion's (N, l, l') modular matmul through BAT (:mod:`crossfhe.kernels.bconv_matrix`), the
-  CROSS lowering for matrix engines (tensor cores, TPU MXUs). On a CPU it is correct but slow.
+* ``VECTOR``: the radix-2 NTT of :mod:`crossfhe.ring.ntt` and the basis conversion of :mod:`crossfhe.math.rns`
+  as an exact float64 GEMM (:func:`crossfhe.math.modular.centered_gemm_rows`), XLA everywhere.
+* ``NATIVE``: ``VECTOR`` with the NTT (and the TFHE blind rotation) replaced by the C kernels of the package,
+  registered as XLA FFI custom calls on the CPU (:mod:`crossfhe.math.native`): the same words, inside the same
+  compiled program. CPU only.
+* ``MATRIX``: the 4-step NTT as two BAT int8 matrix products (:mod:`crossfhe.kernels.ntt_matrix`) and the basis
+  conversion's (N, l, l') modular matmul through BAT (:mod:`crossfhe.kernels.bconv_matrix`), the CROSS lowering
+  for matrix engines (tensor cores, TPU MXUs).
+* ``AUTO`` (the default of parameters): :func:`default_kernels`, resolved when plans are made.
+
+The rule of :func:`default_kernels`, applied once per process: on a CPU backend with the native build available,
+``NATIVE``; otherwise (a CPU without a C/C++ compiler, a GPU, a TPU) ``VECTOR``. On an H100 a whole N 2^16
+multiply+rescale measured faster on ``VECTOR`` than on ``MATRIX`` (benchmarks/README.md); a TPU, whose float64 is
+slow or absent, should be given ``MATRIX`` by the caller.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 
 from crossfhe.kernels import bconv_matrix, ntt_matrix
+from crossfhe.ring import ntt as ring_ntt
+
+_NAMES = ("vector", "native", "matrix", "auto")
 
 
 @dataclass(frozen=True)
@@ -31,16 +44,33 @@ class KernelSet:
     name: str
 
     def __post_init__(self):
-        if self.name not in ("vector", "matrix"):
-            raise ValueError(f"unknown kernel set {self.name!r}: use crossfhe.kernels.VECTOR or MATRIX")
+        if self.name not in _NAMES:
+            raise ValueError(f"unknown kernel set {self.name!r}: use crossfhe.kernels.VECTOR, NATIVE, MATRIX or AUTO")
 
     def __repr__(self) -> str:
         return self.name.upper()
 
     @property
     def uses_tables(self) -> bool:
-        """True when plans need this set's own tables (MATRIX); VECTOR plans are the plain ones."""
+        """True when plans need this set's own tables (MATRIX); VECTOR and NATIVE plans are the radix-2 ones."""
         return self.name == "matrix"
+
+    @property
+    def native(self) -> bool:
+        """True for NATIVE: the NTT and the TFHE blind rotation run as the CPU custom calls."""
+        return self.name == "native"
+
+    def resolve(self) -> KernelSet:
+        """This set, with AUTO replaced by :func:`default_kernels`."""
+        return default_kernels() if self.name == "auto" else self
+
+    def for_plans(self) -> KernelSet | None:
+        """What an NTT plan stores: None for VECTOR (its plain radix-2 kernels), else the resolved set. Asking for
+        NATIVE where the native build is missing raises RuntimeError with the reason."""
+        k = self.resolve()
+        if k.name == "native":
+            ring_ntt.NATIVE.require("the NATIVE kernel set")
+        return None if k.name == "vector" else k
 
     # NTT ---------------------------------------------------------------------------------------------
 
@@ -51,11 +81,17 @@ class KernelSet:
         """The tables of several plans over their limbs in turn (moduli may repeat across them)."""
         return ntt_matrix.concat(tables)
 
-    def ntt(self, x, tables):
-        return ntt_matrix.ntt(x, tables)
+    def ntt(self, x, plan, *, full: bool = True):
+        """The forward transform of x on ``plan`` (:func:`crossfhe.ring.ntt.ntt`; ``full=False``: any
+        representative in [0, 2q))."""
+        if self.name == "native":
+            return ring_ntt.native_transform(x, plan, inverse=False, full=full)
+        return ntt_matrix.ntt(x, plan.matrix)
 
-    def intt(self, x, tables):
-        return ntt_matrix.intt(x, tables)
+    def intt(self, x, plan):
+        if self.name == "native":
+            return ring_ntt.native_transform(x, plan, inverse=True)
+        return ntt_matrix.intt(x, plan.matrix)
 
     # Basis conversion ----------------------------------------------------------------------------------
 
@@ -71,13 +107,31 @@ class KernelSet:
 
 
 VECTOR = KernelSet("vector")
+NATIVE = KernelSet("native")
 MATRIX = KernelSet("matrix")
+AUTO = KernelSet("auto")
+
+
+@functools.lru_cache(maxsize=1)
+def default_kernels() -> KernelSet:
+    """The kernel set AUTO stands for in this process (module docstring): NATIVE on a CPU backend where the native
+    build is available, else VECTOR. Evaluated once, outside any trace."""
+    if jax.default_backend() == "cpu" and ring_ntt.NATIVE.available():
+        return NATIVE
+    return VECTOR
+
+
+def native_status() -> str:
+    """Where the native kernels were built, or why there are none."""
+    return ring_ntt.NATIVE.status()
 
 
 def as_kernel_set(value) -> KernelSet:
-    """A KernelSet from a KernelSet or its name ('vector', 'matrix'); ValueError otherwise."""
+    """A KernelSet from a KernelSet or its name ('vector', 'native', 'matrix', 'auto'); ValueError otherwise."""
     if isinstance(value, KernelSet):
         return value
     if isinstance(value, str):
         return KernelSet(value.lower())
-    raise ValueError(f"kernels must be crossfhe.kernels.VECTOR or MATRIX (or 'vector' / 'matrix'), got {value!r}")
+    raise ValueError(
+        f"kernels must be crossfhe.kernels.VECTOR, NATIVE, MATRIX or AUTO (or their names), got {value!r}"
+    )

@@ -60,7 +60,7 @@ log2(N t T) bits: one plaintext-product level, no ciphertext product.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -73,7 +73,7 @@ from crossfhe.bfv.params import Params
 from crossfhe.core.keys import SecretKey
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring.poly import Domain, RNSPoly
 
 _static = partial(field, metadata={"static": True})
@@ -209,7 +209,7 @@ def _block_plan(rows: int, block_cols: tuple[int, ...], d: int, baby: int) -> Bl
     return BlockPlan(two_rows, start, length, tuple(giant), tuple(items))
 
 
-@lru_cache(maxsize=64)
+@plan_cache(maxsize=64)
 def _plan(d: int, m: int, n: int) -> DiagonalPlan:
     block_rows = [min(d, m - i * d) for i in range(-(-m // d))]
     block_cols = tuple(min(d, n - j * d) for j in range(-(-n // d)))
@@ -405,7 +405,7 @@ def _k_giant_sums(x0, x1, sources, diagonals, q, mu, bits):
     return jax.lax.map(step, (sources, diagonals))
 
 
-@lru_cache(maxsize=16)
+@plan_cache(maxsize=16)
 def _moduli_table(moduli: tuple[int, ...]) -> ModulusTable:
     return ModulusTable.create(moduli)
 

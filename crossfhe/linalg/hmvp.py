@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +52,7 @@ from crossfhe.errors import ParameterError
 from crossfhe.math import random as crandom
 from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul, reduce_u64, shoup_mul, shoup_precompute, sum_wide
 from crossfhe.math.rns import ModDownPlan, RNSBasis
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring.ntt import NTTPlan, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
 
@@ -155,7 +155,7 @@ class _DotTables:
     n_inv: tuple
 
 
-@lru_cache(maxsize=16)
+@plan_cache(maxsize=16)
 def _dot_tables(params: Params) -> _DotTables:
     qp = params.q + params.p
     t_qp, t_q = ModulusTable.create(qp), ModulusTable.create(params.q)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +41,7 @@ import numpy as np
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math.modular import U32, add_wide, mul_wide, mulhi, shoup_mul
 from crossfhe.math.rns import RNSBasis
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 
 I32 = jnp.int32
 _MAX_BASE_LOG = 30
@@ -351,7 +351,7 @@ def gadget_digits_rns(x, plan: RNSGadgetPlan):
     return _balanced_digits(e[f:], jnp.zeros_like(round_bit), round_bit, plan.gadget, signed_top=False)
 
 
-@lru_cache(maxsize=64)
+@plan_cache(maxsize=64)
 def _rns_plan(basis: RNSBasis, gadget: Gadget) -> RNSGadgetPlan:
     return RNSGadgetPlan.create(basis, gadget)
 

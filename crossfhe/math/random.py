@@ -44,7 +44,7 @@ import decimal
 import math
 import operator
 import os
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +53,7 @@ from jax import lax
 
 from crossfhe.errors import ParameterError
 from crossfhe.math.modular import mul_wide, mulhi, reduce_once
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 
 U32 = jnp.uint32
 I32 = jnp.int32
@@ -495,7 +495,7 @@ def ternary_hamming(key: ChaChaKey, shape_prefix, n: int, h: int) -> jax.Array:
 # --------------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=32)
+@plan_cache(maxsize=32)
 def _gaussian_cdt(sigma: float, tail: float) -> np.ndarray:
     bound = math.ceil(tail * sigma)
     far = max(bound, math.ceil(17 * sigma))  # exp(-17^2 / 2) < 2^-208: the mass beyond is negligible

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -44,7 +44,7 @@ from crossfhe.math.modular import (
     shoup_precompute,
     sub_mod,
 )
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 
 _MAX_MODULUS = 2**31
 _MIN_TARGET_MODULUS = 2**15  # the MATRIX set recombines through reduce_u64, which needs q > 2^15
@@ -180,7 +180,7 @@ def compose(residues, basis: RNSBasis, *, centered: bool = False) -> np.ndarray:
     return x
 
 
-@lru_cache(maxsize=64)
+@plan_cache(maxsize=64)
 def _garner_tables(moduli: tuple[int, ...]):
     k = len(moduli)
     t = ModulusTable.create(moduli)
@@ -332,8 +332,10 @@ class BasisConversion:
             [[h % b for h in from_basis.hat] for b in to_basis.moduli], dtype=np.uint32
         ).reshape(len(to_basis), len(from_basis))
         prod_mod_dst = [from_basis.product % b for b in to_basis.moduli]
-        if kernels is not None and not kernels.uses_tables:
-            kernels = None
+        if kernels is not None:
+            kernels = kernels.resolve()
+            if not kernels.uses_tables:
+                kernels = None
         matrix = None
         if kernels is not None:
             matrix = kernels.conversion_tables(hat_mod_dst, from_basis.table.q, dst.q)

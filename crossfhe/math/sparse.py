@@ -25,7 +25,6 @@ minimal weight.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -35,6 +34,7 @@ import numpy as np
 from crossfhe.errors import ParameterError
 from crossfhe.math.modular import U32, add_wide, mul_wide
 from crossfhe.math.primes import signed_digits
+from crossfhe.math.xla import plan_cache
 
 MAX_WEIGHT = 4
 """Most nonzero signed digits a :class:`SparseModulus` may have (leading term and the final 1 included)."""
@@ -162,7 +162,7 @@ def _subtraction_steps(bound: int, q: int) -> int:
     return (m - 1).bit_length()
 
 
-@functools.lru_cache(maxsize=256)
+@plan_cache(maxsize=256)
 def _fold_plan(sm: SparseModulus, bound: int) -> _Plan:
     """Fold schedule for inputs z in [0, bound].
 

@@ -69,3 +69,25 @@ def jit(fun=None, /, **kwargs):
     if fun is None:
         return functools.partial(jit, **kwargs)
     return _Jit(fun, kwargs)
+
+
+def plan_cache(maxsize: int = 128):
+    """:func:`functools.lru_cache` for functions that build plans and tables, run under
+    :func:`jax.ensure_compile_time_eval`: the arrays they make are concrete even when the first call
+    happens while a caller's ``jax.jit`` or ``vmap`` is tracing, so the cache never holds a tracer."""
+
+    def wrap(fun):
+        cached = functools.lru_cache(maxsize=maxsize)(_eager(fun))
+        functools.update_wrapper(cached, fun)
+        return cached
+
+    return wrap
+
+
+def _eager(fun):
+    @functools.wraps(fun)
+    def run(*args, **kwargs):
+        with jax.ensure_compile_time_eval():
+            return fun(*args, **kwargs)
+
+    return run

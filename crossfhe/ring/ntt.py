@@ -49,13 +49,9 @@ ModUp of N16_L21_DNUM3's key switch), forward / inverse in ms: two CPUs 60-64 / 
 
 from __future__ import annotations
 
-import ctypes
 import math
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -66,7 +62,7 @@ from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math import native
 from crossfhe.math.modular import fusion_barrier, mulhi, shoup_precompute  # noqa: F401 (fusion_barrier: re-exported)
 from crossfhe.math.primes import is_prime, minimal_root_of_unity
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 
 U32 = jnp.uint32
 MIN_LOG_N = 4
@@ -115,7 +111,7 @@ def slot_of_exponent(e, n: int):
 # --------------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=64)
+@plan_cache(maxsize=64)
 def _natural_tables(n: int, q: int):
     """psi^brv(i) and psi^-brv(i), i < N, as uint32 (the tables of the textbook radix-2 transform)."""
     log_n = n.bit_length() - 1
@@ -143,7 +139,7 @@ def _arrange(table: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=64)
+@plan_cache(maxsize=64)
 def _limb_tables(n: int, q: int):
     """Kernel-order forward and inverse twiddles of one limb with their Shoup companions."""
     w, wi = _natural_tables(n, q)
@@ -193,8 +189,8 @@ class NTTPlan:
     def create(n: int, moduli, kernels=None) -> NTTPlan:
         """The plan of (n, moduli); ``kernels``: None or a VECTOR kernel set for the radix-2 kernels, or a
         kernel set with matrix tables (:data:`crossfhe.kernels.MATRIX`)."""
-        if kernels is not None and not getattr(kernels, "uses_tables", False):
-            kernels = None
+        if kernels is not None:
+            kernels = kernels.for_plans()
         return _create_plan(int(n), tuple(int(q) for q in moduli), kernels)
 
     @property
@@ -236,11 +232,11 @@ class NTTPlan:
             for ts in zip(*(plan.tree_flatten()[0][:7] for plan in plans), strict=True)
         ]
         kernels = plans[0].kernels
-        matrix = None if kernels is None else kernels.concat_ntt_tables([plan.matrix for plan in plans])
+        matrix = kernels.concat_ntt_tables([plan.matrix for plan in plans]) if _has_tables(kernels) else None
         return NTTPlan(plans[0].n, moduli, *tables, matrix=matrix, kernels=kernels)
 
 
-@lru_cache(maxsize=32)
+@plan_cache(maxsize=32)
 def _create_plan(n: int, moduli: tuple[int, ...], kernels) -> NTTPlan:
     if n <= 0 or n & (n - 1) or not (MIN_LOG_N <= n.bit_length() - 1 <= MAX_LOG_N):
         raise ParameterError(f"ring degree N must be a power of two in [2^{MIN_LOG_N}, 2^{MAX_LOG_N}], got {n}")
@@ -254,8 +250,12 @@ def _create_plan(n: int, moduli: tuple[int, ...], kernels) -> NTTPlan:
     tables = [_limb_tables(n, q) for q in moduli]
     stacked = [jnp.asarray(np.stack([t[i] for t in tables])) for i in range(6)]
     qa = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
-    matrix = None if kernels is None else kernels.ntt_tables(n, moduli)
+    matrix = kernels.ntt_tables(n, moduli) if _has_tables(kernels) else None
     return NTTPlan(n, moduli, qa, *stacked, matrix=matrix, kernels=kernels)
+
+
+def _has_tables(kernels) -> bool:
+    return kernels is not None and kernels.uses_tables
 
 
 def _check(x, plan: NTTPlan):
@@ -444,11 +444,7 @@ def ntt_lazy(x, plan: NTTPlan):
     """
     _check(x, plan)
     if plan.kernels is not None:
-        return plan.kernels.ntt(x, plan.matrix)  # [0, q), inside the lazy range
-    if chunks_pay(x, plan):
-        if native_pays(x, plan):
-            return _native(x, plan, inverse=False, full=False)
-        return _chunked(_forward_jit, x, plan, inverse=False)
+        return plan.kernels.ntt(x, plan, full=False)
     return _forward_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
 
 
@@ -460,11 +456,7 @@ def ntt(x, plan: NTTPlan):
     """
     _check(x, plan)
     if plan.kernels is not None:
-        return plan.kernels.ntt(x, plan.matrix)
-    if chunks_pay(x, plan):
-        if native_pays(x, plan):
-            return _native(x, plan, inverse=False, full=True)
-        return _chunked(_ntt_jit, x, plan, inverse=False)
+        return plan.kernels.ntt(x, plan)
     return _ntt_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
 
 
@@ -475,219 +467,44 @@ def intt(x, plan: NTTPlan):
     """
     _check(x, plan)
     if plan.kernels is not None:
-        return plan.kernels.intt(x, plan.matrix)
-    if chunks_pay(x, plan):
-        if native_pays(x, plan):
-            return _native(x, plan, inverse=True, full=True)
-        return _chunked(_intt_jit, x, plan, inverse=True)
+        return plan.kernels.intt(x, plan)
     return _intt_jit(x, plan.q, plan.wi, plan.wi_shoup, plan.inv_last, plan.inv_last_shoup, wide=plan.wide)
 
 
 # --------------------------------------------------------------------------------------------------
-# Limb chunks: one call per few limbs, for concrete arrays past the cache
+# The native CPU kernel (rns_ntt.c) as an XLA custom call
 # --------------------------------------------------------------------------------------------------
 
-CHUNK_BYTES = 2**19
-"""Words per call of the chunked transform: 2 limbs at N 2^16, 8 at N 2^14. XLA:CPU runs each stage of a
-transform as one pass over the whole array; past the cache each pass is memory-bound, while a call on a
-few limbs keeps them in cache for all the stages. Measured on one CPU of the dev box, N 2^16, medians,
-forward / inverse in ms, one call on the whole array against calls of 1, 2 and 4 limbs (the split and
-the join included): 126 limbs 189 / 170 against 118 / 92, 100 / 93, 104 / 90; [2, 45] limbs 173 / 123
-against 82 / 71, 74 / 76, 83 / 74."""
-
-CHUNK_FROM_BYTES = 2 * 2**20
-"""Arrays from this size up are transformed in chunks (when concrete, :func:`chunks_pay`). Forward, one call
-against chunks, ms, one CPU: at 1 MiB N 2^15 2.95 / 4.17 and N 2^16 2.54 / 3.60 (chunks lose); at 2 MiB
-N 2^13 7.80 / 5.81, N 2^14 7.23 / 6.10, N 2^15 8.26 / 6.37, N 2^16 8.41 / 6.65 (inverse within 5% either
-way); at 8 MiB 1.3-1.7x faster at every N."""
+NATIVE_SOURCES = (Path(__file__).with_name("rns_ntt.c"), Path(__file__).with_name("rns_ntt_ffi.cc"))
+NATIVE_HEADERS = (Path(__file__).parent.parent / "math" / "ffi_parallel.h",)
+NATIVE_ABI = 3
+NATIVE_TARGET = "crossfhe_rns_ntt"
 
 
-def chunks_pay(x, plan: NTTPlan, *, words: int | None = None) -> bool:
-    """Whether :func:`ntt`/:func:`intt` of x run in limb chunks: x is a concrete array (not traced under
-    ``jit`` or ``vmap``, where the transform is one piece of the caller's program) of at least
-    :data:`CHUNK_FROM_BYTES`, on the radix-2 kernels. Callers that run a pipeline in stages around the
-    transforms (key switching, rescaling) pass ``words``, the size of its largest transform, to choose
-    between the staged pipeline and their one jitted kernel."""
-    size = x.size if words is None else words
-    return plan.kernels is None and not isinstance(x, jax.core.Tracer) and size * 4 >= CHUNK_FROM_BYTES
-
-
-@lru_cache(maxsize=64)
-def _chunk_tables(plan: NTTPlan, limbs: int, inverse: bool) -> tuple:
-    """Per chunk of ``limbs`` limbs, the plan's tables of the forward (or inverse) kernel, on the device."""
-    names = ("q", "wi", "wi_shoup", "inv_last", "inv_last_shoup") if inverse else ("q", "w", "w_shoup")
-    full = [jnp.asarray(getattr(plan, n)) for n in names]
-    return tuple(tuple(t[i : i + limbs] for t in full) for i in range(0, plan.limbs, limbs))
-
-
-# _split and _join only move words: plain jax.jit (a P2 key's _split, when it made one piece per polynomial,
-# had thousands of outputs, and its compile ran out of LLVM memory once with the vector option)
-@partial(jax.jit, static_argnames=("limbs", "rows"))
-def _split(x, *, limbs: int, rows: int):
-    """x ``[..., L, N]`` -> the tuple of its pieces, batch-major then limb-major: ``[rows, L, N]`` pieces of
-    whole polynomials when ``limbs`` is all L, else ``[<= limbs, N]`` pieces of one polynomial."""
-    flat = x.reshape((-1,) + x.shape[-2:])
-    if limbs >= x.shape[-2]:
-        return tuple(flat[b : b + rows] for b in range(0, flat.shape[0], rows))
-    return tuple(flat[b, i : i + limbs] for b in range(flat.shape[0]) for i in range(0, x.shape[-2], limbs))
-
-
-@partial(jax.jit, static_argnames=("shape",))
-def _join(parts, *, shape):
-    return jnp.concatenate([p.reshape((-1, shape[-1])) for p in parts], axis=0).reshape(shape)
-
-
-def _chunked(kernel, x, plan: NTTPlan, *, inverse: bool):
-    # About CHUNK_BYTES per call: a few limbs of one polynomial, or (small N) several whole polynomials, so
-    # the number of calls follows the array's size, not its number of polynomials.
-    poly = 4 * plan.n * plan.limbs
-    limbs = max(1, min(plan.limbs, CHUNK_BYTES // (4 * plan.n)))
-    rows = max(1, CHUNK_BYTES // poly) if limbs == plan.limbs else 1
-    tables = _chunk_tables(plan, limbs, inverse)
-    parts = _split(x, limbs=limbs, rows=rows)
-
-    def run(lo: int, hi: int) -> list:
-        return [kernel(parts[j], *tables[j % len(tables)], wide=plan.wide) for j in range(lo, hi)]
-
-    pool = _pool()
-    if pool is None or len(parts) < 4 or threading.current_thread().name.startswith(_WORKER):
-        out = run(0, len(parts))
-    else:
-        # The first call compiles the kernel (once per shape) before a second thread could also try.
-        # The worker thread then makes the calls of one half while this thread makes the other's.
-        out = run(0, 1)
-        half = (len(parts) + 1) // 2
-        second = pool.submit(run, half, len(parts))
-        out = out + run(1, half) + second.result()
-    return _join(tuple(out), shape=x.shape)
-
-
-PARALLEL = True
-"""Whether :func:`_chunked` makes its calls from two threads when the process may use two CPUs or more (and the
-native kernel runs half its rows on the worker thread). Calls made one after the other from one thread barely
-overlap on XLA:CPU: a 132-limb transform at N 2^16 took 40-44 ms on two CPUs against 43 on one, and 30-34 ms with
-its calls made from two threads. In one process switching this flag every 5 calls (medians of 30 calls,
-N16_L21_DNUM3, two CPUs, before the native kernel): HE-Mult with
-relinearization 136 against 153 ms, rotation 144 against 161 ms."""
-
-_POOL: dict = {}
-_WORKER = "crossfhe-ntt"
-"""The name prefix of the pool's worker thread (a call made on it runs whole there: it cannot wait on itself)."""
-
-
-def worker_pool() -> ThreadPoolExecutor | None:
-    """The one-worker thread pool of :func:`_chunked` (None on one CPU or without :data:`PARALLEL`), for other
-    host-side work that splits in two (the native TFHE kernel's batches, :mod:`crossfhe.tfhe.ops`)."""
-    return _pool()
-
-
-def _pool() -> ThreadPoolExecutor | None:
-    """A one-worker thread pool (made once per process: a forked child, whose copy has no worker thread,
-    makes its own) when :data:`PARALLEL` and the process may run on two CPUs or more; else None."""
-    if not PARALLEL:
-        return None
-    pid = os.getpid()
-    if pid not in _POOL:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        _POOL.clear()
-        _POOL[pid] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_WORKER) if cpus >= 2 else None
-    return _POOL[pid]
-
-
-# --------------------------------------------------------------------------------------------------
-# The native CPU kernel (rns_ntt.c): concrete arrays on a CPU
-# --------------------------------------------------------------------------------------------------
-
-NATIVE_SOURCE = Path(__file__).with_name("rns_ntt.c")
-NATIVE_FLAGS = native.FLAGS
-NATIVE_ABI = 2
-
-
-def _load_native() -> tuple[ctypes.CDLL | None, str]:
-    lib, why = native.build_and_load(NATIVE_SOURCE, NATIVE_FLAGS, "cf_ntt_abi_version", NATIVE_ABI)
+def _load_native():
+    lib, why = native.build_and_load(NATIVE_SOURCES, "cf_ntt_abi_version", NATIVE_ABI, hashed=NATIVE_HEADERS)
     if lib is not None:
-        p, i64 = ctypes.c_void_p, ctypes.c_int64
-        lib.cf_ntt.argtypes = [p, p, p, p, i64, i64, p, p, p, p, p, ctypes.c_int, ctypes.c_int]
-        lib.cf_ntt.restype = ctypes.c_int
+        native.register(lib, {NATIVE_TARGET: "cf_rns_ntt_ffi"})
     return lib, why
 
 
 NATIVE = native.Native(_load_native)
-"""The native transform (``rns_ntt.c``, built on first use by :mod:`crossfhe.math.native`): the radix-2 kernels'
-function on their tables, so the same words, for concrete arrays on a CPU past :data:`CHUNK_FROM_BYTES`
-(:func:`native_pays`); ``NATIVE.status()`` says where it was built or why there is none."""
+"""The native transform (``rns_ntt.c`` with its FFI handler, built on first use by :mod:`crossfhe.math.native`):
+the radix-2 kernels' function on their tables, so the same words; ``NATIVE.status()`` says where it was built or
+why there is none."""
 
 
-def native_pays(x, plan: NTTPlan) -> bool:
-    """Whether :func:`ntt`/:func:`intt` of x (a concrete array, :func:`chunks_pay`) run in the native kernel: x
-    lives on one CPU device (a NumPy array where JAX's default backend is the CPU) and the kernel is built."""
-    if plan.n < 64 or plan.kernels is not None:
-        return False
-    if isinstance(x, jax.Array):
-        if isinstance(x, jax.core.Tracer) or len(x.devices()) != 1 or next(iter(x.devices())).platform != "cpu":
-            return False
-    elif not (isinstance(x, np.ndarray) and jax.default_backend() == "cpu"):
-        return False
-    return NATIVE.available()
-
-
-@lru_cache(maxsize=256)
-def _modulus_tables(n: int, q: int) -> tuple[np.ndarray, ...]:
-    """One modulus's kernel-order tables (:func:`_limb_tables`) as C-contiguous arrays, shared by every plan."""
-    return tuple(np.ascontiguousarray(t) for t in _limb_tables(n, q))
-
-
-@lru_cache(maxsize=64)
-def _native_tables(plan: NTTPlan) -> tuple:
-    """The plan's distinct moduli (a concatenated plan repeats them) as uint32, the addresses of their forward and
-    inverse twiddle tables (uint64 [4, distinct]: w, w_shoup, wi, wi_shoup), their last-stage constants ([distinct,
-    2] twice), the tables themselves (kept alive with the addresses), and the table index of each limb."""
-    unique = tuple(dict.fromkeys(plan.moduli))
-    index = np.array([unique.index(q) for q in plan.moduli], dtype=np.int32)
-    tables = [_modulus_tables(plan.n, q) for q in unique]
-    address = np.array([[t[i].ctypes.data for t in tables] for i in range(4)], dtype=np.uint64)
-    last = np.ascontiguousarray(np.stack([t[4] for t in tables]))
-    lasts = np.ascontiguousarray(np.stack([t[5] for t in tables]))
-    return np.array(unique, dtype=np.uint32), address, last, lasts, tables, index
-
-
-def _aligned_empty(shape) -> np.ndarray:
-    """uint32 array whose data starts on a 64-byte boundary: JAX on the CPU wraps such a buffer without a copy, and
-    copies a 16-byte-aligned one (NumPy's large arrays; measured through jax.dlpack, 34 MB: 1-3 ms against 0.07)."""
-    size = math.prod(shape)
-    base = np.empty(size + 16, dtype=np.uint32)
-    skip = (-base.ctypes.data % 64) // 4
-    return base[skip : skip + size].reshape(shape)
-
-
-def _native(x, plan: NTTPlan, *, inverse: bool, full: bool):
-    lib = NATIVE.library()
-    q, address, last, lasts, _, index = _native_tables(plan)
-    a = np.ascontiguousarray(np.asarray(x))
-    out = _aligned_empty(a.shape)
-    rows = a.size // plan.n
-    # rows grouped by table (a table's words stay in cache for all its rows), then split between the threads
-    tab = np.resize(index, rows)
-    order = np.argsort(tab, kind="stable").astype(np.int64)
-    tab = np.ascontiguousarray(tab[order])
-    tw = address[2:] if inverse else address[:2]
-
-    def run(lo: int, hi: int) -> int:
-        return lib.cf_ntt(a.ctypes.data, out.ctypes.data, order[lo:].ctypes.data, tab[lo:].ctypes.data, hi - lo,
-                          plan.n, q.ctypes.data, tw[0].ctypes.data, tw[1].ctypes.data, last.ctypes.data,
-                          lasts.ctypes.data, int(inverse), int(full))
-
-    pool = _pool()
-    if pool is None or rows < 2 or threading.current_thread().name.startswith(_WORKER):
-        codes = [run(0, rows)]
-    else:
-        half = (rows + 1) // 2
-        second = pool.submit(run, half, rows)
-        codes = [run(0, half), second.result()]
-    if any(codes):
-        raise MemoryError(f"native NTT failed (codes {codes})")
-    # the result wraps `out` (64-byte aligned: no copy) on x's device, or the default one for a NumPy x
-    return jax.device_put(out, next(iter(x.devices())) if isinstance(x, jax.Array) else None)
+def native_transform(x, plan: NTTPlan, *, inverse: bool, full: bool = True):
+    """The transform of x ``uint32[..., limbs, N]`` by the native kernel, one custom call of the program (runs under
+    ``jit``, ``vmap`` and ``scan``). Outputs as :func:`ntt` / :func:`intt` (``full=False``: the forward in
+    [0, 2q), per modulus, so its words may differ from the radix-2 kernel's lazy ones by q)."""
+    NATIVE.require("the NATIVE kernel set's NTT")
+    if plan.n < 64:
+        raise ParameterError(f"the native NTT needs N >= 64, got {plan.n}")
+    call = jax.ffi.ffi_call(NATIVE_TARGET, jax.ShapeDtypeStruct(x.shape, U32), vmap_method="expand_dims")
+    w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
+    return call(x, jnp.asarray(plan.q), w, ws, plan.inv_last, plan.inv_last_shoup,
+                inverse=np.int32(inverse), full=np.int32(full))
 
 
 @partial(jit, static_argnames=("wide",))
@@ -795,3 +612,7 @@ def negacyclic_convolution(a, b, moduli) -> np.ndarray:
         out = out + shifted * b[..., j : j + 1]
     q = np.array(moduli, dtype=object).reshape(-1, 1)
     return (out % q).astype(np.uint32)
+
+
+def worker_pool():  # TEMP(lead): removed once tfhe/ops.py stops importing it
+    return None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from functools import lru_cache
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +28,7 @@ from crossfhe.math.modular import (
     shoup_precompute,
     sub_mod,
 )
+from crossfhe.math.xla import plan_cache
 from crossfhe.ring.ntt import NTTPlan, intt, ntt, slot_exponents, slot_of_exponent
 
 U32 = jnp.uint32
@@ -103,9 +103,14 @@ class RNSPoly:
     __rmul__ = __mul__
 
 
-@lru_cache(maxsize=256)
+@plan_cache(maxsize=256)
 def _table(basis: tuple[int, ...]) -> ModulusTable:
     return ModulusTable.create(basis)
+
+
+def modulus_table(basis: tuple[int, ...]) -> ModulusTable:
+    """The (cached) :class:`~crossfhe.math.modular.ModulusTable` of a basis."""
+    return _table(tuple(basis))
 
 
 def _check_pair(a: RNSPoly, b: RNSPoly, what: str) -> None:
@@ -163,8 +168,9 @@ def mul(a: RNSPoly, b: RNSPoly) -> RNSPoly:
     return a._replace(barrett_mul(a.data, b.data, t.q, t.barrett_mu, t.bits))
 
 
-@lru_cache(maxsize=256)
-def _scalar_constants(c: int, basis: tuple[int, ...]):
+@plan_cache(maxsize=256)
+def scalar_constants(c: int, basis: tuple[int, ...]):
+    """(c mod q_i, Shoup companion) as uint32 ``[limbs, 1]`` NumPy words."""
     w = np.array([c % q for q in basis], dtype=np.uint32).reshape(-1, 1)
     return w, shoup_precompute(w, np.array(basis, dtype=np.uint64).reshape(-1, 1))
 
@@ -173,7 +179,7 @@ def mul_scalar(a: RNSPoly, c: int) -> RNSPoly:
     """c * a for an integer c (any size or sign, reduced mod each q_i), in either domain. Exact."""
     if not isinstance(c, (int, np.integer)):
         raise TypeError(f"mul_scalar takes an integer, got {type(c).__name__}")
-    w, ws = _scalar_constants(int(c), a.basis)
+    w, ws = scalar_constants(int(c), a.basis)
     return a._replace(shoup_mul(a.data, w, ws, _table(a.basis).q))
 
 

@@ -284,7 +284,7 @@ static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uin
     }
 }
 
-int cf_ntt_abi_version(void) { return 2; }
+int cf_ntt_abi_version(void) { return 3; }
 
 /* count rows of in / out uint32 [., n] (distinct buffers): row rows[i] with the tables of index tab[i], that is
    q[t], the [n] twiddle tables w[t], ws[t] (forward: w, w_shoup; inverse: wi, wi_shoup) and last + 2t, lasts + 2t
