@@ -29,6 +29,9 @@ def ckks_cases():
     low = C.drop_level(y, p.levels - 1)
     pt = C.encode(p, rng.uniform(-1, 1, p.slots))
     return {
+        "encrypt_pk": (lambda k: C.encrypt(ek, pt, key=k), crandom.seed_key(b"k" * 32)),
+        "encrypt_sk": (lambda k: C.encrypt(sk, pt, key=k), crandom.seed_key(b"k" * 32)),
+        "decrypt": (lambda a: C.decrypt(sk, a).poly, x),
         "add": (lambda a, b: C.add(a, b), x, y),
         "add_levels": (lambda a, b: C.add(a, b), x, low),
         "sub": (lambda a, b: C.sub(a, b), x, y),
@@ -57,6 +60,8 @@ def bfv_cases():
     x, y = enc(b"a"), enc(b"b")
     pt = B.encode(p, rng.integers(0, p.t, p.n))
     return {
+        "bfv_encrypt_pk": (lambda k: B.encrypt(ek, pt, key=k), crandom.seed_key(b"k" * 32)),
+        "bfv_encrypt_sk": (lambda k: B.encrypt(sk, pt, key=k), crandom.seed_key(b"k" * 32)),
         "bfv_add": (lambda a, b: B.add(a, b), x, y),
         "bfv_sub": (lambda a, b: B.sub(a, b), x, y),
         "bfv_negate": (lambda a: B.negate(a), x),

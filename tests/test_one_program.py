@@ -121,3 +121,30 @@ def test_bfv_eager_operation_is_one_program(bfv, count_programs, name):
     count_programs.calls.clear()
     BFV_OPS[name](ek, x, y, pt)
     assert len(count_programs.calls) == 1, count_programs.calls
+
+
+def test_encryption_and_decryption_are_one_program(count_programs):
+    """Encryption (public and secret key, CKKS and BFV: the samples drawn inside the program) and decryption."""
+    p = INSECURE_CKKS_N10
+    sk, ek = C.keygen(p, seed=bytes(32))
+    pt = C.encode(p, np.ones(4))
+    key = crandom.seed_key(b"e" * 32)
+    for run in (lambda: C.encrypt(ek, pt, key=key), lambda: C.encrypt(sk, pt, key=key)):
+        first = run()
+        count_programs.calls.clear()
+        again = run()
+        assert len(count_programs.calls) == 1, count_programs.calls
+        assert (np.asarray(again.c0.data) == np.asarray(first.c0.data)).all()  # the same key, the same words
+    ct = C.encrypt(ek, pt, key=key)
+    C.decrypt(sk, ct)
+    count_programs.calls.clear()
+    C.decrypt(sk, ct)
+    assert len(count_programs.calls) == 1, count_programs.calls
+    bp = INSECURE_BFV_N256
+    bsk, bek = B.keygen(bp, seed=bytes(32))
+    bpt = B.encode(bp, np.arange(bp.n) % bp.t)
+    for km in (bek, bsk):
+        B.encrypt(km, bpt, key=key)
+        count_programs.calls.clear()
+        B.encrypt(km, bpt, key=key)
+        assert len(count_programs.calls) == 1, count_programs.calls

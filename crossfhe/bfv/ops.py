@@ -283,7 +283,10 @@ def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None
     if isinstance(key_material, EvaluationKeys):
         _same_params(key_material.params, params, "encrypt")
         key_material = key_material.public
-    m = scaled_message(params, pt.coeffs)
+    plan, consts, rounding = _lift_tables(params.n, params.q, params.t, math.prod(params.q) // params.t,
+                                          params.kernels)
+    coeffs = jnp.asarray(pt.coeffs, dtype=jnp.uint32)
+    m = rlwe.Message(_scaled, (coeffs, plan, consts, rounding), params.q, params.n, coeffs.shape[:-1])
     if isinstance(key_material, PublicKey):
         if (key_material.n, key_material.q) != (params.n, params.q + params.p):
             raise BasisMismatchError("the public key is not for these parameters (its moduli differ from Q ∪ P)")

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from functools import partial
 
-import jax.numpy as jnp
-
 from crossfhe.core import keyswitch as ks
 from crossfhe.math.modular import add_mod, shoup_mul
 from crossfhe.math.xla import jit
 from crossfhe.ring import poly
+from crossfhe.ring.ntt import permute_slots
 from crossfhe.ring.poly import RNSPoly
 
 
@@ -115,8 +114,9 @@ def mul_relin(a0, a1, b0, b1, rlk, plan, *, limbs=None):
     return relinearize_traced(*tensor(a0, a1, b0, b1), rlk, plan)
 
 
-def _sigma(p: RNSPoly, idx) -> RNSPoly:
-    return RNSPoly(jnp.take(p.data, idx, axis=-1), p.basis, p.domain)
+def _sigma(p: RNSPoly, idx, plan) -> RNSPoly:
+    """p with its EVAL slots permuted by ``idx`` (:func:`~crossfhe.ring.ntt.permute_slots` on the plan's kernels)."""
+    return RNSPoly(permute_slots(p.data, idx, plan.ntt_q), p.basis, p.domain)
 
 
 @jit
@@ -125,8 +125,8 @@ def galois(c0, c1, gk, plan, element):
     on EVAL slots (a permutation, the same for every prime). ``element``: a uint32 scalar (traced, so one
     executable serves every element of a level)."""
     idx = ks.galois_permutation(plan, element)
-    u0, u1 = ks.keyswitch(_sigma(c1, idx), gk, plan=plan)
-    return poly.add(_sigma(c0, idx), u0), u1
+    u0, u1 = ks.keyswitch(_sigma(c1, idx, plan), gk, plan=plan)
+    return poly.add(_sigma(c0, idx, plan), u0), u1
 
 
 @partial(jit, static_argnames=("elements",))

@@ -35,7 +35,6 @@ so a monomial X^e takes the value w^(e (1 - 4k) mod 2N) at slot k: the grouped b
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -78,7 +77,7 @@ class FourierPlan:
     power; ``q`` uint64 ``[L, 1]`` (the primes);
     ``big_q`` uint64 ``[]``; ``garner`` uint64 ``[L]``: q_0^-1 mod q_1 (Q < 2^63: L <= 2; for L = 1 unused).
     Static: the ring degree, the gadget (base_log, levels) and the digit scale B^l / Q (1 for an exact
-    gadget), Q as a float."""
+    gadget), Q as a float and as an int."""
 
     twist: np.ndarray
     roots: np.ndarray
@@ -91,6 +90,7 @@ class FourierPlan:
     levels: int = _static()
     scale: float = _static()
     big_qf: float = _static()
+    modulus: int = _static(default=0)
 
     @classmethod
     def create(cls, n: int, moduli: tuple[int, ...], gadget: Gadget, glwe_dim: int = 1) -> FourierPlan:
@@ -114,6 +114,7 @@ class FourierPlan:
             levels=gadget.levels,
             scale=1.0 if gadget.is_exact_for(big_q) else float(Fraction(gadget.base**gadget.levels, big_q)),
             big_qf=float(big_q),
+            modulus=big_q,
         )
 
 
@@ -187,10 +188,15 @@ def gadget_digits(x, plan: FourierPlan):
     :func:`crossfhe.math.decompose.gadget_digits_rns` takes them, from the float64 value of the centered x:
     v = round(x_c B^l / Q) and all digits balanced in [-B/2, B/2) with the top carry dropped (approximate
     gadget), or v = x_c with digit 0 taking the rest, in [-B/2, B/2] (exact gadget). sum_j d_j g_j (g of
-    :meth:`Gadget.vector`) is x up to the gadget's rounding plus 2^-53 Q from the float value."""
+    :meth:`Gadget.vector`) is x up to the gadget's rounding plus 2^-53 Q from the float value.
+
+    v is rint(x_c scale), one rounding of the product (ties to even), not floor(x_c scale + 0.5): a compiler may
+    contract that multiply-add into one FMA (XLA does on a GPU), which rounds otherwise where x_c scale lies
+    within an ulp of a half-integer, for B^l >= 2^53 about one coefficient in a hundred, and one digit changed
+    changes every word of the product (the native kernel computes v the same way)."""
     qs = plan.big_q
     xc = jnp.where(x > qs >> 1, x.astype(I64) - qs.astype(I64), x.astype(I64))
-    v = _round(xc.astype(F64) * plan.scale)
+    v = jnp.round(xc.astype(F64) * plan.scale)
     base = float(1 << plan.base_log)
     out = []
     for _ in range(plan.levels - 1):  # least significant first
@@ -351,61 +357,73 @@ def ggsw_to_fourier(ggsw_coeff: np.ndarray, moduli: tuple[int, ...]) -> np.ndarr
 
 
 # --------------------------------------------------------------------------------------------------
-# The native CPU kernel (crossfhe.kernels.cpu_native): the same grouped blind rotation, host arrays
+# The native CPU kernel (crossfhe.kernels.cpu_native): the same grouped blind rotation, one custom call
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
 class NativeTables:
-    """Host constants of :func:`blind_rotate_grouped_native` for one :class:`FourierPlan`: ``order`` int32
-    ``[N/2]`` (the kernel's FFT slot order, :func:`crossfhe.kernels.cpu_native.slot_order`: position p holds
-    the point x_k = w^(1 - 4k), k = order[p]), ``tw`` float64 ``[2, N/2]`` (its FFT twiddles), ``twist`` float64
-    ``[2, N/2]`` (the plan's), ``roots`` float64 ``[2, 2N]`` (cos, sin planes of the plan's roots, the powers
-    of w), ``zeta`` float64 ``[2, N/2]`` (the powers of w^-4: X^e at x_k is w^e (w^-4)^(e k)), ``layout``: a
-    digest of ``order`` (keys laid out by :func:`native_key` for one order serve only kernels of that order)."""
+    """Constants of :func:`blind_rotate_grouped_native` for one :class:`FourierPlan` and one build of the kernel,
+    made once (on the host, outside any trace) and passed to it as arguments: ``order`` int32 ``[N/2]`` (the
+    kernel's FFT slot order, :func:`crossfhe.kernels.cpu_native.slot_order`: position p holds the point
+    x_k = w^(1 - 4k), k = order[p]), ``tw`` float64 ``[2, N/2]`` (its FFT twiddles), ``twist`` float64 ``[2, N/2]``
+    (the plan's), ``roots`` float64 ``[2, 2N]`` (cos, sin planes of the plan's roots, the powers of w), ``zeta``
+    float64 ``[2, N/2]`` (the powers of w^-4: X^e at x_k is w^e (w^-4)^(e k)). Static: ``target``, the custom
+    call of the build whose slot order ``order`` is (a key laid out by :func:`native_key` for these tables is
+    rotated by that build)."""
 
-    order: np.ndarray
-    tw: np.ndarray
-    twist: np.ndarray
-    roots: np.ndarray
-    zeta: np.ndarray
-    layout: str
+    order: jax.Array
+    tw: jax.Array
+    twist: jax.Array
+    roots: jax.Array
+    zeta: jax.Array
+    target: str = _static()
 
     @classmethod
     def create(cls, plan: FourierPlan) -> NativeTables:
+        """The tables of the loaded build (RuntimeError if there is none), as device arrays (float64)."""
         h = plan.n // 2
+        target, _ = cpu_native.targets()
         order = cpu_native.slot_order(h)
-        return cls(
-            order=np.ascontiguousarray(order, dtype=np.int32),
-            tw=cpu_native.fft_twiddles(h),
-            twist=np.ascontiguousarray(plan.twist, dtype=np.float64),
-            roots=np.ascontiguousarray(np.stack([plan.roots.real, plan.roots.imag])),
-            zeta=cpu_native.powers_of_unity(h),
-            layout=hashlib.sha256(np.asarray(order, dtype=np.int32).tobytes()).hexdigest()[:16],
-        )
+        with jax.ensure_compile_time_eval(), jax.enable_x64(True):
+            return cls(
+                order=jnp.asarray(order, dtype=jnp.int32),
+                tw=jnp.asarray(cpu_native.fft_twiddles(h)),
+                twist=jnp.asarray(plan.twist, dtype=F64),
+                roots=jnp.asarray(np.stack([np.real(plan.roots), np.imag(plan.roots)])),
+                zeta=jnp.asarray(cpu_native.powers_of_unity(h)),
+                target=target,
+            )
 
 
 def native_key(keys_f: np.ndarray, tables: NativeTables) -> np.ndarray:
     """The grouped Fourier key complex128 ``[G, T, (k+1) l, k+1, N/2]`` (:func:`ggsw_to_fourier`, natural slot
     order) as the native kernel reads it: float64 ``[G, N/2 / 8, T, (k+1) l, k+1, 2, 8]``, real and imaginary
-    planes in the kernel's slot order, blocked by 8 slots so that a step reads its keys in one stream."""
-    k = np.asarray(keys_f)[..., tables.order]
+    planes in the kernel's slot order, blocked by 8 slots so that a step reads its keys in one stream. Host."""
+    k = np.asarray(keys_f)[..., np.asarray(tables.order)]
     planes = np.stack([k.real, k.imag], axis=-2)  # [G, T, R, k+1, 2, N/2]
     block = cpu_native.BLOCK
     planes = planes.reshape(planes.shape[:-1] + (planes.shape[-1] // block, block))
     return np.ascontiguousarray(np.moveaxis(planes, -2, 1))
 
 
-def blind_rotate_grouped_native(words: np.ndarray, src: np.ndarray, power: np.ndarray, key: np.ndarray,
-                                plan: FourierPlan, tables: NativeTables) -> None:
-    """:func:`blind_rotate_grouped` on host arrays, in place: words uint64 ``[B, 2^nu, k+1, N]`` in [0, Q) (the
-    composed accumulator, :func:`compose`), src and power int32 ``[B, G, 2^nu, T]`` (each step's exponents
-    through :func:`crossfhe.core.ggsw.component_move`: the component each output component takes its products
-    from, and its monomial's power), key from :func:`native_key`. The words differ from the XLA kernel's by the
-    two FFTs' rounding (both within the noise model's ``var_fft``); on keys whose products are exact in float64
-    they are the same."""
-    cpu_native.blind_rotate_grouped(
-        words, src, power, key, levels=plan.levels, base_log=plan.base_log, scale=plan.scale, q=int(plan.big_q),
-        inv_q=1.0 / plan.big_qf, tw=tables.tw, twist=tables.twist, roots=tables.roots, zeta=tables.zeta,
-        slot_k=tables.order,
+def blind_rotate_grouped_native(acc, exps, key, plan: FourierPlan, tables: NativeTables):
+    """:func:`blind_rotate_grouped` by the native CPU kernel, one custom call of the program (traceable under x64;
+    runs under ``jit``, ``vmap`` over acc and exps, and ``scan``; CPU only): acc uint32 ``[B, 2^nu, k+1, L, N]``
+    (residues), exps int32 ``[B, G, T]``, key float64 from :func:`native_key` for ``tables``. Returns residues of
+    acc's shape.
+
+    Words. Both kernels compute the same digits (the same rint of the same product) and round the same inverse
+    transform to integers; they differ only in the FFTs' rounding (order of operations, twiddles), each within
+    the noise model's ``var_fft``. Where every product's integers are small enough that both FFTs' errors stay
+    below 1/2 (|y| eps c log2(N/2) < 1/2 for the products' values y, eps = 2^-53 and c a small constant: |y| up to
+    about 2^45 at N 2^11), both round to the same integers and the words are equal, on any backend the XLA kernel
+    runs on (cuFFT included); on keys uniform mod Q (real keys) the words differ in the last bits of the error."""
+    x = compose(acc, plan)
+    src, power = (jnp.swapaxes(v, -1, -2).astype(jnp.int32) for v in component_move(exps, acc.shape[1]))
+    words = cpu_native.blind_rotate(
+        x, src, power, key, tables.tw, tables.twist, tables.roots, tables.zeta, tables.order, target=tables.target,
+        levels=plan.levels, base_log=plan.base_log, scale=plan.scale, q=plan.modulus, inv_q=1.0 / plan.big_qf,
     )
+    return decompose(words, plan)

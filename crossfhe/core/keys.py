@@ -176,6 +176,21 @@ class SecretHolder:
         return self
 
 
+def residues_of(s: RNSPoly, moduli) -> RNSPoly:
+    """A key polynomial s (EVAL) over a sub-basis of its moduli, in the order given; traceable."""
+    moduli = moduli_of(moduli)
+    where = {m: i for i, m in enumerate(s.basis)}
+    missing = [m for m in moduli if m not in where]
+    if missing:
+        raise BasisMismatchError(f"the secret key has no residues mod {missing} (its moduli: {s.basis})")
+    idx = [where[m] for m in moduli]
+    if idx == list(range(idx[0], idx[0] + len(idx))):
+        data = s.data[..., idx[0] : idx[0] + len(idx), :]
+    else:
+        data = s.data[..., np.array(idx), :]
+    return RNSPoly(data, moduli, Domain.EVAL)
+
+
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True, eq=False, repr=False)
 class SecretKey(SecretHolder):
@@ -204,17 +219,7 @@ class SecretKey(SecretHolder):
 
     def residues(self, moduli) -> RNSPoly:
         """s over a sub-basis of Q_L ∪ P (any moduli of the key, in the order given), EVAL domain."""
-        moduli = moduli_of(moduli)
-        where = {m: i for i, m in enumerate(self.poly.basis)}
-        missing = [m for m in moduli if m not in where]
-        if missing:
-            raise BasisMismatchError(f"the secret key has no residues mod {missing} (its moduli: {self.poly.basis})")
-        idx = [where[m] for m in moduli]
-        if idx == list(range(idx[0], idx[0] + len(idx))):
-            data = self.poly.data[..., idx[0] : idx[0] + len(idx), :]
-        else:
-            data = self.poly.data[..., np.array(idx), :]
-        return RNSPoly(data, moduli, Domain.EVAL)
+        return residues_of(self.poly, moduli)
 
     def __repr__(self) -> str:
         return f"SecretKey(n={self.n}, q limbs={len(self.q)}, p limbs={len(self.p)}, key id={self.key_id})"

@@ -18,6 +18,9 @@ For :func:`encrypt_sk` the error is e itself (<= B_e). For :func:`encrypt_pk` it
 
 from __future__ import annotations
 
+from functools import partial
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -26,6 +29,7 @@ from crossfhe.core.keys import (
     PublicKey,
     SecretKey,
     gaussian_bound,
+    residues_of,
     sample_gaussian,
     sample_ternary,
     sample_uniform,
@@ -47,8 +51,43 @@ def fresh_noise_bound(n: int, sigma: float = SIGMA) -> int:
     return (2 * int(n) + 1) * gaussian_bound(sigma)
 
 
-def _check_message(m: RNSPoly, q: tuple[int, ...]) -> None:
-    if not isinstance(m, RNSPoly):
+@jax.tree_util.register_pytree_node_class
+class Message:
+    """A message made inside the encryption's program: ``fn(*args)`` gives its EVAL words ``uint32[*batch, limbs,
+    N]`` over ``basis`` (e.g. BFV's round(Q m / t) and its NTT), so encoding and encryption are one program.
+    Passed to :func:`encrypt_pk` / :func:`encrypt_sk` in place of an RNSPoly."""
+
+    domain = Domain.EVAL
+
+    def __init__(self, fn, args: tuple, basis: tuple[int, ...], n: int, batch: tuple[int, ...]):
+        self.fn, self.args, self.basis, self.n, self.batch = fn, tuple(args), tuple(basis), int(n), tuple(batch)
+
+    @property
+    def limbs(self) -> int:
+        return len(self.basis)
+
+    def words(self):
+        return self.fn(*self.args)
+
+    def tree_flatten(self):
+        return (self.args,), (self.fn, self.basis, self.n, self.batch)
+
+    @classmethod
+    def tree_unflatten(cls, aux, leaves):
+        return cls(aux[0], leaves[0], *aux[1:])
+
+
+def _words(m):
+    """(EVAL words, batch shape) of an RNSPoly or a :class:`Message`."""
+    if isinstance(m, Message):
+        return m.words(), m.batch
+    return m.data, m.data.shape[:-2]
+
+
+def _check_message(m, q: tuple[int, ...]) -> None:
+    if isinstance(m, Message):
+        pass
+    elif not isinstance(m, RNSPoly):
         raise TypeError(f"the message must be an RNSPoly, got {type(m).__name__}")
     if m.domain != Domain.EVAL:
         raise DomainMismatchError("RLWE encryption takes the message in the EVAL domain")
@@ -56,6 +95,12 @@ def _check_message(m: RNSPoly, q: tuple[int, ...]) -> None:
         raise BasisMismatchError(
             f"the message's moduli {m.basis} are not a prefix of the key's ciphertext primes {q}"
         )
+
+
+def _check_key_moduli(sk: SecretKey, moduli) -> None:
+    missing = [m for m in moduli if m not in sk.poly.basis]
+    if missing:
+        raise BasisMismatchError(f"the secret key has no residues mod {missing} (its moduli: {sk.poly.basis})")
 
 
 def _prefix(poly: RNSPoly, k: int) -> RNSPoly:
@@ -69,14 +114,22 @@ def encrypt_sk(sk: SecretKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: floa
     the kernel set of the error's NTT (:mod:`crossfhe.kernels`; default VECTOR), the same words either way.
     """
     _check_message(m, sk.q)
+    _check_key_moduli(sk, m.basis)
+    return _k_encrypt_sk(sk.poly, m, key, NTTPlan.create(m.n, m.basis, kernels), sigma=float(sigma))
+
+
+@partial(jit, static_argnames=("sigma",))
+def _k_encrypt_sk(s, m, key, plan: NTTPlan, *, sigma: float):
+    """:func:`encrypt_sk` as one program: the samples drawn from ``key`` and the ciphertext (s: the key's EVAL
+    polynomial)."""
     n, moduli = m.n, m.basis
-    batch = m.data.shape[:-2]
+    words, batch = _words(m)
+    m = RNSPoly(words, moduli, Domain.EVAL)
+    s = residues_of(s, moduli)
     key_a, key_e = crandom.split(key)
-    plan = NTTPlan.create(n, moduli, kernels)
     a = sample_uniform(key_a, moduli, n, domain=Domain.EVAL, batch=batch)
     e = sample_gaussian(key_e, moduli, n, sigma, domain=Domain.EVAL, batch=batch, plan=plan)
-    c0 = add(add(neg(mul(a, sk.residues(moduli))), e), m)
-    return c0, a
+    return add(add(neg(mul(a, s)), e), m), a
 
 
 @plan_cache(maxsize=64)
@@ -85,10 +138,24 @@ def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...], kernels):
     return down, NTTPlan.create(n, q, kernels), NTTPlan.create(n, p, kernels)
 
 
-@jit
-def _k_encrypt_pk(pk_b, pk_a, v, e, m, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan):
-    """ModDown(v (b, a) + (e0, e1)) + (m, 0); v, b, a EVAL over Q_k ∪ P ``[..., k + K, N]``, e = (e0, e1)
-    COEFF ``[..., 2, k + K, N]`` (added inside ModDown, no transform of their own), m EVAL over Q_k."""
+@partial(jit, static_argnames=("sigma", "rows"))
+def _k_encrypt_pk(pk_b, pk_a, key, m, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan, plan: NTTPlan, *,
+                  sigma: float, rows: tuple[int, ...]):
+    """ModDown(v (b, a) + (e0, e1)) + (m, 0) as one program: v ternary (EVAL through ``plan`` over Q_k ∪ P), e0, e1
+    Gaussian in the coefficient domain (added inside ModDown, no transform of their own), all drawn from ``key``;
+    b, a the public key's EVAL polynomials (``rows``: those of Q_k ∪ P), m EVAL over Q_k (an RNSPoly or a
+    :class:`Message`)."""
+    moduli = plan.moduli
+    m, batch = _words(m)
+    pick = np.array(rows, dtype=np.int32)  # the key's rows over Q_k ∪ P
+    pk_b = RNSPoly(jnp.take(pk_b.data, pick, axis=-2), moduli, Domain.EVAL)
+    pk_a = RNSPoly(jnp.take(pk_a.data, pick, axis=-2), moduli, Domain.EVAL)
+    n = plan.n
+    key_v, key_e0, key_e1 = crandom.split(key, 3)
+    v = sample_ternary(key_v, moduli, n, domain=Domain.EVAL, batch=batch, plan=plan)
+    e0 = sample_gaussian(key_e0, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
+    e1 = sample_gaussian(key_e1, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
+    e = jnp.stack([e0.data, e1.data], axis=-3)
     masked = jnp.stack([mul(v, pk_b).data, mul(v, pk_a).data], axis=-3)  # [..., 2, k + K, N]
     c = mod_down_eval(masked, down, ntt_q, ntt_p, e=e)
     return add_mod(c[..., 0, :, :], m, ntt_q.q), c[..., 1, :, :]
@@ -109,23 +176,16 @@ def encrypt_pk(
     if pk.q[-len(p) :] != tuple(p):
         raise BasisMismatchError(f"the public key's last limbs {pk.q[-len(p):]} are not the special primes {p}")
     moduli = q_k + tuple(p)
-    idx = list(range(k)) + list(range(len(pk.q) - len(p), len(pk.q)))
-    b = RNSPoly(pk.b.data[..., np.array(idx), :], moduli, Domain.EVAL)
-    a = RNSPoly(pk.a.data[..., np.array(idx), :], moduli, Domain.EVAL)
-    batch = m.data.shape[:-2]
-    key_v, key_e0, key_e1 = crandom.split(key, 3)
-    plan = NTTPlan.create(n, moduli, kernels)
-    v = sample_ternary(key_v, moduli, n, domain=Domain.EVAL, batch=batch, plan=plan)
-    e0 = sample_gaussian(key_e0, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
-    e1 = sample_gaussian(key_e1, moduli, n, sigma, domain=Domain.COEFF, batch=batch)
+    rows = tuple(range(k)) + tuple(range(len(pk.q) - len(p), len(pk.q)))
     down, ntt_q, ntt_p = _down_tables(n, q_k, tuple(p), kernels)
-    e = jnp.stack([e0.data, e1.data], axis=-3)
-    c0, c1 = _k_encrypt_pk(b, a, v, e, m.data, down, ntt_q, ntt_p)
+    c0, c1 = _k_encrypt_pk(pk.b, pk.a, key, m, down, ntt_q, ntt_p, NTTPlan.create(n, moduli, kernels),
+                           sigma=float(sigma), rows=rows)
     return RNSPoly(c0, q_k, Domain.EVAL), RNSPoly(c1, q_k, Domain.EVAL)
 
 
 @jit
 def _phase(parts, s):
+    s = residues_of(s, parts[0].basis)
     acc, power = parts[0], s
     for i, c in enumerate(parts[1:]):
         if i:
@@ -140,4 +200,5 @@ def decrypt(sk: SecretKey, parts) -> RNSPoly:
     for c in parts[1:]:
         if c.basis != c0.basis or c.domain != Domain.EVAL or c0.domain != Domain.EVAL:
             raise BasisMismatchError("ciphertext parts must share one basis and be in the EVAL domain")
-    return _phase(tuple(parts), sk.residues(c0.basis))
+    _check_key_moduli(sk, c0.basis)
+    return _phase(tuple(parts), sk.poly)

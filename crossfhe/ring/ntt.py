@@ -479,12 +479,13 @@ NATIVE_SOURCES = (Path(__file__).with_name("rns_ntt.c"), Path(__file__).with_nam
 NATIVE_HEADERS = (Path(__file__).parent.parent / "math" / "ffi_parallel.h",)
 NATIVE_ABI = 3
 NATIVE_TARGET = "crossfhe_rns_ntt"
+PERMUTE_TARGET = "crossfhe_permute"
 
 
 def _load_native():
     lib, why = native.build_and_load(NATIVE_SOURCES, "cf_ntt_abi_version", NATIVE_ABI, hashed=NATIVE_HEADERS)
     if lib is not None:
-        native.register(lib, {NATIVE_TARGET: "cf_rns_ntt_ffi"})
+        native.register(lib, {NATIVE_TARGET: "cf_rns_ntt_ffi", PERMUTE_TARGET: "cf_permute_ffi"})
     return lib, why
 
 
@@ -492,6 +493,16 @@ NATIVE = native.Native(_load_native)
 """The native transform (``rns_ntt.c`` with its FFI handler, built on first use by :mod:`crossfhe.math.native`):
 the radix-2 kernels' function on their tables, so the same words; ``NATIVE.status()`` says where it was built or
 why there is none."""
+
+
+def permute_slots(x, idx, plan: NTTPlan):
+    """x ``uint32[..., N]`` with its last axis permuted, out[..., j] = x[..., idx[j]] (``idx`` int32 ``[N]``, a
+    permutation): an automorphism of EVAL slots. On a NATIVE plan one custom call (its result a buffer of its own:
+    an XLA:CPU gather fused into several consumers is recomputed in each); else ``jnp.take``."""
+    if plan.kernels is None or not plan.kernels.native:
+        return jnp.take(x, idx, axis=-1)
+    call = jax.ffi.ffi_call(PERMUTE_TARGET, jax.ShapeDtypeStruct(x.shape, U32), vmap_method="expand_dims")
+    return call(x, idx.astype(jnp.int32))
 
 
 def native_transform(x, plan: NTTPlan, *, inverse: bool, full: bool = True):

@@ -75,3 +75,38 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_rns_ntt_ffi, rns_ntt,
                                   .Ret<ffi::Buffer<ffi::U32>>()
                                   .Attr<int32_t>("inverse")
                                   .Attr<int32_t>("full"));
+
+/* "crossfhe_permute": out[..., j] = x[..., idx[j]] along the last axis (an automorphism of EVAL slots, the same
+   permutation for every row). x uint32 [..., n], idx int32 [n] (leading axes of size 1 allowed) with entries in
+   [0, n). Rows go to XLA's intra-op threads. */
+static ffi::Error permute(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::S32> idx,
+                          ffi::ResultBuffer<ffi::U32> out) {
+    auto dims = x.dimensions();
+    if (dims.size() < 1) return ffi::Error::InvalidArgument("crossfhe_permute: x must have a last axis");
+    const int64_t n = dims[dims.size() - 1];
+    if (static_cast<int64_t>(idx.element_count()) != n)
+        return ffi::Error::InvalidArgument("crossfhe_permute: idx must have n entries");
+    const int32_t *ix = idx.typed_data();
+    for (int64_t j = 0; j < n; j++)
+        if (ix[j] < 0 || ix[j] >= n) return ffi::Error::InvalidArgument("crossfhe_permute: index out of range");
+    const int64_t rows = n > 0 ? static_cast<int64_t>(x.element_count()) / n : 0;
+    const uint32_t *in = x.typed_data();
+    uint32_t *dst = out->typed_data();
+    int64_t grain = (int64_t{1} << 18) / (n > 0 ? n : 1);
+    if (grain < 1) grain = 1;
+    crossfhe::parallel_for(pool, rows, grain, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; r++) {
+            const uint32_t *src = in + r * n;
+            uint32_t *o = dst + r * n;
+            for (int64_t j = 0; j < n; j++) o[j] = src[ix[j]];
+        }
+    });
+    return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_permute_ffi, permute,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::U32>>());
