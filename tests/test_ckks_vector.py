@@ -117,3 +117,21 @@ def test_key_ids_survive_serialization(ctx):
     assert io.loads_secret_key(io.dumps_secret_key(ctx.secret_key, params=P), params=P).key_id == ctx.key_id
     with pytest.raises(ValueError, match="encrypted vector: load it with crossfhe.EncryptedVector.load"):
         io.loads(x.serialize())
+
+
+def test_kernel_set_chosen_once_at_creation():
+    """AUTO parameters get the process's default set at context creation (a value the context then carries);
+    the caller may name another; the same seed gives the same words on either, and an unknown name is refused."""
+    from crossfhe.kernels import AUTO, VECTOR, default_kernels
+
+    assert P.kernels is AUTO
+    auto = CKKSContext.create(P, seed=bytes(32))
+    vector = CKKSContext.create(P, seed=bytes(32), kernels="vector")
+    assert auto.params.kernels is default_kernels() and vector.params.kernels is VECTOR
+    assert vector.keys.relin.b.data.tobytes() == auto.keys.relin.b.data.tobytes()
+    x = np.linspace(-1, 1, 8)
+    for c in (auto, vector):
+        got = c.decrypt(c.encrypt(x) * c.encrypt(x))
+        assert np.max(np.abs(got - x * x)) < 1e-3
+    with pytest.raises(ValueError, match="unknown kernel set"):
+        CKKSContext.create(P, seed=bytes(32), kernels="tensor")

@@ -23,6 +23,8 @@ slot i holds value i mod width. Operands combine like NumPy arrays of the same l
 
 from __future__ import annotations
 
+import dataclasses
+
 import numbers
 import operator
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from crossfhe.core.keys import SecretHolder, SecretKey
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.io import ckks as io
 from crossfhe.io.registry import register_kind, register_type
+from crossfhe.kernels import as_kernel_set
 
 _ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
@@ -100,7 +103,10 @@ class CKKSPublicContext:
         if not isinstance(self.keys, EvaluationKeys):
             raise TypeError(f"keys must be ckks.EvaluationKeys, got {type(self.keys).__name__}")
         if self.keys.params != self.params:
-            raise ParameterError("the evaluation keys were made for other parameters than params")
+            if self.keys.params.digest() != self.params.digest():
+                raise ParameterError("the evaluation keys were made for other parameters than params")
+            # the same parameters on another kernel set: the keys' words serve any set, and this context's runs
+            object.__setattr__(self, "keys", dataclasses.replace(self.keys, params=self.params))
 
     @property
     def key_id(self) -> str | None:
@@ -172,10 +178,18 @@ class CKKSContext(SecretHolder):
         _same_keys("CKKSContext", self.public.key_id, self.secret_key.key_id)
 
     @classmethod
-    def create(cls, params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None):
+    def create(cls, params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None,
+               kernels=None):
         """Generate keys for ``params``; ``rotations``: slot offsets (any sign) to hold exact Galois keys for.
         The powers of two 1 ... N/4 are always added: ``sum()`` needs them, and :meth:`EncryptedVector.rotate`
-        composes any other rotation from them. ``seed``: 32 bytes for reproducible keys (tests)."""
+        composes any other rotation from them. ``seed``: 32 bytes for reproducible keys (tests).
+
+        ``kernels``: the kernel set every operation of this context runs on (``crossfhe.kernels.VECTOR``,
+        ``NATIVE``, ``MATRIX``, or their names); by default the parameters' own, where AUTO is resolved here, once,
+        by :func:`crossfhe.kernels.default_kernels` (NATIVE on a CPU with the native build, else VECTOR). The
+        choice never changes a result, only its speed."""
+        chosen = as_kernel_set(params.kernels if kernels is None else kernels).resolve()
+        params = params.with_kernels(chosen)
         wanted = {int(r) % params.slots for r in rotations} - {0}  # 0: the identity, no key
         rotations = sorted(wanted | set(ops.power_of_two_rotations(params)))
         sk, ek = ops.keygen(params, rotations=rotations, conjugation=conjugation, seed=seed)

@@ -110,6 +110,7 @@ VECTOR = KernelSet("vector")
 NATIVE = KernelSet("native")
 MATRIX = KernelSet("matrix")
 AUTO = KernelSet("auto")
+_BY_NAME = {k.name: k for k in (VECTOR, NATIVE, MATRIX, AUTO)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -131,7 +132,8 @@ def as_kernel_set(value) -> KernelSet:
     if isinstance(value, KernelSet):
         return value
     if isinstance(value, str):
-        return KernelSet(value.lower())
+        name = value.lower()
+        return _BY_NAME.get(name) or KernelSet(name)  # an unknown name raises ValueError
     raise ValueError(
         f"kernels must be crossfhe.kernels.VECTOR, NATIVE, MATRIX or AUTO (or their names), got {value!r}"
     )
