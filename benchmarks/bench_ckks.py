@@ -58,8 +58,8 @@ def _parse() -> argparse.Namespace:
                         "from `make openfhe-peer`); without one the OpenFHE columns are empty")
     p.add_argument("--openfhe-threads", type=int, default=None,
                    help="OpenMP threads of the OpenFHE peer (default: --threads)")
-    p.add_argument("--kernels", choices=("vector", "matrix"), default="vector",
-                   help="kernel set of the evaluation operators (matrix: the CROSS int8 lowering, for GPUs/TPUs)")
+    p.add_argument("--kernels", choices=("auto", "vector", "native", "matrix"), default="auto",
+                   help="kernel set (auto: crossfhe.kernels.default_kernels(), NATIVE on a CPU with the native build)")
     p.add_argument("--no-precision", action="store_true", help="skip the precision comparison")
     p.add_argument("--chains", action="store_true",
                    help="depth-L chains for every preset in the run (N 2^16: minutes, one compilation per level)")
@@ -92,6 +92,7 @@ import numpy as np  # noqa: E402
 from crossfhe.ckks import ops, presets  # noqa: E402
 from crossfhe.ckks.params import Params, ParamsLiteral  # noqa: E402
 from crossfhe.core import keyswitch as ks  # noqa: E402
+from crossfhe.kernels import as_kernel_set  # noqa: E402
 from crossfhe.ring import ntt as ring_ntt  # noqa: E402
 
 try:
@@ -353,9 +354,10 @@ PEER_NOTE = {
 
 
 def _base(args) -> dict:
-    return {"suite": "ckks", "device": jax.devices()[0].platform, "backend": args.kernels.upper(),
+    backend = repr(as_kernel_set(args.kernels).resolve())
+    return {"suite": "ckks", "device": jax.devices()[0].platform, "backend": backend,
             "jax": jax.__version__, "threads": args.threads, "cpu": platform.processor() or platform.machine(),
-            "heap_kept": HEAP_KEPT, "native_ntt": ring_ntt.NATIVE.status()}
+            "heap_kept": HEAP_KEPT, "native_kernels": ring_ntt.NATIVE.status()}
 
 
 def bench_preset(name: str, args, base: dict, peer: str | None, timing: dict) -> tuple[list[dict], tuple]:
@@ -532,7 +534,7 @@ def print_table(records: list[dict]) -> None:
     print(f"jax {r0['jax']}, {r0['device']}, threads {r0['threads']}; peer: {r0['peer'] or 'none'}; "
           "first ms = compile (or persistent-cache load) + one run, a kernel counted where first used "
           "(keyswitch before he_mult_relin and rotate); paper figures: see 'note' in the JSON")
-    print(f"  native NTT (large concrete transforms on the CPU, crossfhe.ring.ntt): {r0.get('native_ntt')}")
+    print(f"  kernel set {r0.get('backend')}; native kernels (crossfhe.ring.ntt.NATIVE): {r0.get('native_kernels')}")
     seen = set()
     for r in timing:
         if r["peer"] and r["params"]["preset"] not in seen:

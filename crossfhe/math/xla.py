@@ -4,11 +4,8 @@ The options are compile options of each jitted function (part of its compilation
 process-wide setting: a user's own jitted code, and JAX's configuration, stay as they were.
 
 :data:`CPU_OPTIONS` asks XLA:CPU to prefer 512-bit vectors where the CPU has them (its default is
-256-bit; a CPU without 512-bit vectors keeps its widest). Measured on the AMD EPYC (AVX-512) dev box, one
-CPU, the same words either way: a 2-limb NTT at N 2^16 0.708 -> 0.652 ms and its inverse 0.851 -> 0.785 ms;
-a P4 blind rotation with sample extraction 20.1 -> 19.3 ms at batch 1, and P6's (then one key bit per step)
-151 -> 139 ms; N14_L7 HE-Mult 12.9 -> 11.7 ms. Not measured on an Intel part with AVX-512, where wide
-vectors can lower the clock: set :data:`ENABLED` to False to compare.
+256-bit; a CPU without 512-bit vectors keeps its widest); the words are the same either way, and what it
+gained is in benchmarks/README.md. Set :data:`ENABLED` to False to compare.
 
 On another backend (GPU, TPU) a :func:`jit` function is a plain :func:`jax.jit` one, and so it is when
 called while a trace is in progress (under a caller's ``jax.jit``, ``vmap`` or ``grad``): JAX refuses compile

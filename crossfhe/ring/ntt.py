@@ -9,10 +9,8 @@ with brv the log2(N)-bit reversal and the *slot order* k(p) = (p mod N1) N2 + fl
 N = N1 N2 and N2 = min(32, N) (:func:`slot_exponents`). That is the bit-reversed order of the
 Cooley-Tukey butterflies, read as an N1 x N2 matrix and transposed: the kernel runs the stages with
 butterfly distance >= N2 on rows of length N2, transposes once, and runs the last log2(N2) stages on
-rows of length N1. On XLA:CPU the short-distance stages cost 3-4x the others in row-major order
-(the vector axis is shorter than a register) and a transpose costs about 4 copies, so transposing
-once and leaving the result transposed measured 35-45% faster than plain radix-2 (N 2^12-2^16).
-Point-wise products do not care about the order; automorphisms use :func:`slot_of_exponent`.
+rows of length N1 (on XLA:CPU the short-distance stages are slow in row-major order; see
+benchmarks/README.md). Point-wise products do not care about the order; automorphisms use :func:`slot_of_exponent`.
 
 The twist by psi^j is merged into the butterflies (twiddles are powers of psi, not psi^2). The inverse
 is the Gentleman-Sande transform, in the mirrored order, with N^-1 folded into its last stage.
@@ -26,25 +24,11 @@ below 2^30 the forward butterflies keep values in [0, 4q) and the inverse ones i
 [2^30, 2^31) they keep [0, 2q) and [0, q) at one more conditional subtraction per butterfly. Outputs of
 :func:`ntt` and :func:`intt` are in [0, q); :func:`ntt_lazy` stops at [0, 2q).
 
-Limb chunks: XLA:CPU runs each pass of a transform over the whole array, so past the cache every pass is
-memory-bound. A concrete array (not traced) of at least :data:`CHUNK_FROM_BYTES` is therefore split into
-pieces of :data:`CHUNK_BYTES`, each transformed by its own call, and joined: the same words, and at
-N 2^16 x [2, 45] limbs 3.6 against 1.6 ns per forward butterfly (split and join included). A loop inside one
-program does not give this: ``lax.map`` over limbs measured 3-6x slower than one call (its body's twiddle
-slices are dynamic), and unrolling the limbs took minutes to compile. Under a caller's ``jit`` or ``vmap``
-the transform stays one piece of the caller's program. A process that may use two CPUs or more makes the
-calls from two threads (:data:`PARALLEL`), two chunks at a time.
-
-Native kernel: on a CPU such a concrete array goes instead to ``rns_ntt.c`` (:data:`NATIVE`, built on first use
-by :mod:`crossfhe.math.native`; :func:`native_pays`), the same stages on the same tables in C: each polynomial
-through all its stages while it sits in L1/L2, the products' high words from two ``vpmuludq`` per 16 lanes on
-AVX-512 (XLA widens them to 64-bit lanes), rows grouped by modulus so a modulus's twiddles are read once for all
-its rows, and on two CPUs half the rows on the pool's worker thread. Its outputs are the radix-2 kernels' words
-(:func:`ntt_lazy`'s may differ by q: the C code takes the narrower lazy range per modulus, XLA per plan).
-Measured on the dev box (AMD EPYC, AVX-512), one process alternating the two, a 132-limb N 2^16 transform (the
-ModUp of N16_L21_DNUM3's key switch), forward / inverse in ms: two CPUs 60-64 / 65-75 chunked XLA against
-14-15 / 15-16 native; one CPU 84-94 / 96-120 against 21-27 / 22-28. Without a C compiler, or with
-``CROSSFHE_NATIVE=0``, the chunks run as above.
+Kernel sets: a plan's ``kernels`` (static) is None for the radix-2 XLA kernels of this module (VECTOR),
+NATIVE for ``rns_ntt.c`` as an XLA FFI custom call (:func:`native_transform`: the same stages on the same
+tables, so the same words; :func:`ntt_lazy`'s may differ by q, the C code taking the narrower lazy range per
+modulus and XLA per plan), or a set with its own tables (MATRIX). The choice is the caller's, made once with
+the parameters; measurements behind these kernels are in benchmarks/README.md ("Why the kernels look as they do").
 """
 
 from __future__ import annotations
@@ -276,21 +260,16 @@ def _shoup_lazy(x, w, ws, q):
     return x * w - mulhi(x, ws) * q
 
 
-# Forward head with two stages per pass from this many bytes per transform call. One process, 1 CPU,
-# 30-bit primes, ns per butterfly one / two stages per pass: N 2^16 x 4 limbs (1 MiB) 1.06 / 1.27,
-# x 8 (2 MiB) 1.65 / 1.55, x 16 (4 MiB) 2.03 / 1.90, x 48 (12 MiB) 2.46 / 1.92; N 2^14 x 32 (2 MiB)
-# 1.69 / 1.77; N 2^15 x 48 (6 MiB) 2.36 / 2.23.
 _FORWARD_RADIX4_FROM = 4 * 2**20
+"""From this many bytes per transform call the forward head takes two stages per pass (benchmarks/README.md)."""
 
 
 def _pass_sizes(log_n: int, *, stages_per_pass: int) -> list[int]:
     """How the row-major stages are grouped into memory passes: ``stages_per_pass`` each, and the
     remainder first. A fused pass computes every output element on its own, so shared butterfly work is
     recomputed: a two-stage Cooley-Tukey pass needs 3 Shoup products per output, a Gentleman-Sande one
-    1.5 (its first-stage sums need none). Measured on XLA:CPU: the forward head is 10-20% faster with one
-    stage per pass while the array fits the cache, the inverse head up to 15% faster with two; three or
-    more per pass was 2-4x slower. Past the cache the passes are memory-bound and the forward head takes
-    two stages per pass too (:data:`_FORWARD_RADIX4_FROM`).
+    1.5 (its first-stage sums need none). The forward head takes one stage per pass below
+    :data:`_FORWARD_RADIX4_FROM` bytes and two above; the inverse head two (benchmarks/README.md).
     """
     k = stages_per_pass
     return [log_n % k] * (log_n % k > 0) + [k] * (log_n // k)
@@ -451,8 +430,8 @@ def ntt_lazy(x, plan: NTTPlan):
 def ntt(x, plan: NTTPlan):
     """Forward negacyclic NTT (module docstring); x: uint32[..., limbs, N] in [0, q_i), coefficients.
 
-    Returns uint32[..., limbs, N] in [0, q_i): the evaluation domain in slot order. Exact. Called on a
-    concrete array past :data:`CHUNK_FROM_BYTES` it runs in limb chunks (:func:`chunks_pay`).
+    Returns uint32[..., limbs, N] in [0, q_i): the evaluation domain in slot order. Exact. Runs on the
+    plan's kernel set (module docstring).
     """
     _check(x, plan)
     if plan.kernels is not None:
@@ -463,7 +442,7 @@ def ntt(x, plan: NTTPlan):
 def intt(x, plan: NTTPlan):
     """Inverse of :func:`ntt`: x: uint32[..., limbs, N] in [0, q_i), evaluation domain in slot order.
 
-    Returns the coefficients in [0, q_i). Exact. Chunked as :func:`ntt`.
+    Returns the coefficients in [0, q_i). Exact. Runs on the plan's kernel set.
     """
     _check(x, plan)
     if plan.kernels is not None:

@@ -1,0 +1,97 @@
+"""Dispatch overhead of an eager operation: one CKKS HE-Add through the library against the same words added by
+one bare jitted program, and against the memory floor of the data it moves.
+
+    python benchmarks/bench_dispatch.py [--json PATH] [--threads 1] [--reps 200]
+
+For each preset (N 2^12 to 2^16): ``library`` = ``ckks.ops.add(ct, ct2)`` (parameter and key-id checks, the one
+program of crossfhe.core.evaluator, the result wrapped in a Ciphertext), ``bare`` = ``jax.jit(add_mod)`` on the four
+arrays (the same program with no library Python), ``floor`` = the bytes an add moves (read two ciphertexts, write
+one) at the bandwidth of one fused elementwise pass over the same arrays measured in the same run. Reported:
+medians in us, library - bare (the library's own Python per call), library / floor. No peer: SEAL's and OpenFHE's
+HE-Add are in bench_ckks.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", type=Path, default=None, help="write the JSON records here")
+    p.add_argument("--threads", type=int, default=1, help="CPUs to run on")
+    p.add_argument("--reps", type=int, default=200)
+    p.add_argument("--presets", default="N12_L1,N13_L3,N14_L7,N15_L19,N16_L21_DNUM3")
+    return p.parse_args()
+
+
+from crossfhe.cli.benchutil import load_average, pin_threads, write_json  # noqa: E402
+from crossfhe.runtime import keep_heap  # noqa: E402
+
+ARGS = _parse() if __name__ == "__main__" else None
+if ARGS is not None:
+    pin_threads(ARGS.threads)
+    HEAP_KEPT = keep_heap(reexec=True)
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from crossfhe.ckks import ops, presets  # noqa: E402
+from crossfhe.kernels import default_kernels  # noqa: E402
+from crossfhe.math import random as crandom  # noqa: E402
+from crossfhe.math.modular import add_mod  # noqa: E402
+
+
+def _median_us(fn, reps: int) -> float:
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+def run(name: str, reps: int) -> dict:
+    p = getattr(presets, name)
+    _, ek = ops.keygen(p, seed=bytes(32))
+    pt = ops.encode(p, np.ones(8))
+    a = ops.encrypt(ek, pt, key=crandom.seed_key(b"a" * 32))
+    b = ops.encrypt(ek, pt, key=crandom.seed_key(b"b" * 32))
+    q = np.array(a.c0.basis, dtype=np.uint32).reshape(-1, 1)
+    bare = jax.jit(lambda x0, x1, y0, y1, q: (add_mod(x0, y0, q), add_mod(x1, y1, q)))
+    args = (a.c0.data, a.c1.data, b.c0.data, b.c1.data, q)
+    copy = jax.jit(lambda x0, x1, y0, y1: (x0 ^ y0, x1 ^ y1))  # one fused pass, the same bytes, no modular work
+    library = _median_us(lambda: ops.add(a, b).c0.data, reps)
+    bare_us = _median_us(lambda: bare(*args)[0], reps)
+    floor = _median_us(lambda: copy(*args[:4])[0], reps)
+    return {"suite": "dispatch", "preset": name, "n": p.n, "limbs": a.c0.limbs, "bytes": 6 * a.c0.data.nbytes,
+            "library_us": round(library, 1), "bare_jit_us": round(bare_us, 1), "floor_us": round(floor, 1),
+            "library_python_us": round(library - bare_us, 1), "library_over_floor": round(library / floor, 2)}
+
+
+def main() -> None:
+    records = []
+    for name in ARGS.presets.split(","):
+        r = run(name.strip(), ARGS.reps)
+        r.update(device=jax.devices()[0].platform, kernels=repr(default_kernels()), jax=jax.__version__,
+                 threads=ARGS.threads, cpu=platform.processor() or platform.machine(), load=load_average())
+        records.append(r)
+    print(json.dumps(records, indent=1))
+    print(f"{'preset':<16}{'MB':>8}{'library us':>12}{'bare jit us':>13}{'floor us':>10}{'python us':>11}"
+          f"{'lib/floor':>11}")
+    for r in records:
+        print(f"{r['preset']:<16}{r['bytes'] / 1e6:>8.2f}{r['library_us']:>12.1f}{r['bare_jit_us']:>13.1f}"
+              f"{r['floor_us']:>10.1f}{r['library_python_us']:>11.1f}{r['library_over_floor']:>11.2f}")
+    write_json(records, ARGS.json or HERE / "results" / "dispatch.json")
+
+
+if __name__ == "__main__":
+    main()
