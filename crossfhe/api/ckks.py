@@ -24,7 +24,6 @@ slot i holds value i mod width. Operands combine like NumPy arrays of the same l
 from __future__ import annotations
 
 import dataclasses
-
 import numbers
 import operator
 from dataclasses import dataclass
@@ -102,6 +101,8 @@ class CKKSPublicContext:
             raise TypeError(f"params must be ckks.Params, got {type(self.params).__name__}")
         if not isinstance(self.keys, EvaluationKeys):
             raise TypeError(f"keys must be ckks.EvaluationKeys, got {type(self.keys).__name__}")
+        if self.params.kernels.name == "auto":  # the kernel set is chosen here, once (crossfhe.kernels)
+            object.__setattr__(self, "params", self.params.with_kernels(self.params.kernels.resolve()))
         if self.keys.params != self.params:
             if self.keys.params.digest() != self.params.digest():
                 raise ParameterError("the evaluation keys were made for other parameters than params")

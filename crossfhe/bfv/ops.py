@@ -260,7 +260,9 @@ def lifted_plaintext(params: Params, m, moduli: tuple[int, ...] | None = None) -
 
 
 def _same_params(a: Params, b: Params, what: str) -> None:
-    if a is not b and a != b:
+    """Operands must share parameters; the kernel set may differ (it changes how, never what: the operation runs
+    on the first operand's)."""
+    if a is not b and a != b and a.digest() != b.digest():
         raise BasisMismatchError(
             f"{what}: operands belong to different parameter sets ({a.digest()[:12]} vs {b.digest()[:12]})"
         )

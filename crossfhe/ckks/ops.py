@@ -140,7 +140,9 @@ def decrypt(sk: SecretKey, ct: Ciphertext) -> Plaintext:
 
 
 def _same_params(a: Params, b: Params, what: str) -> None:
-    if a is not b and a != b:
+    """Operands must share parameters; the kernel set may differ (it changes how, never what: the operation runs
+    on the first operand's)."""
+    if a is not b and a != b and a.digest() != b.digest():
         raise BasisMismatchError(f"{what}: operands belong to different parameter sets ({a.digest()[:12]} vs "
                                  f"{b.digest()[:12]})")
 
