@@ -1,7 +1,8 @@
 """Dispatch overhead of an eager operation: one CKKS HE-Add through the library against the same words added by
-one bare jitted program, and against the memory floor of the data it moves.
+one bare jitted program, and against the memory floor of the data it moves; and each CKKS operation called
+eagerly against the same call inside a user's ``jax.jit``.
 
-    python benchmarks/bench_dispatch.py [--json PATH] [--threads 1] [--reps 200]
+    python benchmarks/bench_dispatch.py [--json PATH] [--threads 1] [--reps 200] [--presets ...] [--eager-vs-jit P]
 
 For each preset (N 2^12 to 2^16): ``library`` = ``ckks.ops.add(ct, ct2)`` (parameter and key-id checks, the one
 program of crossfhe.core.evaluator, the result wrapped in a Ciphertext), ``bare`` = ``jax.jit(add_mod)`` on the four
@@ -9,6 +10,11 @@ arrays (the same program with no library Python), ``floor`` = the bytes an add m
 one) at the bandwidth of one fused elementwise pass over the same arrays measured in the same run. Reported:
 medians in us, library - bare (the library's own Python per call), library / floor. No peer: SEAL's and OpenFHE's
 HE-Add are in bench_ckks.py.
+
+``--eager-vs-jit`` (default N16_L21_DNUM3; "" to skip): HE-Add, HE-Mult+relin, rescale, HE-Mult+relin+rescale and
+rotate at that preset, each timed eagerly (``ops.mul(x, y, ek)``) and as ``jax.jit(lambda x, y: ops.mul(x, y, ek))``
+(median of at least 10 calls after a warm-up); the ratio eager / jit is what the library's one-program-per-operation
+design should keep near 1 (issue 25 asks at most 1.2 on a GPU).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="CPUs to run on")
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--presets", default="N12_L1,N13_L3,N14_L7,N15_L19,N16_L21_DNUM3")
+    p.add_argument("--eager-vs-jit", default="N16_L21_DNUM3", help="preset of the eager-against-jit table")
     return p.parse_args()
 
 
@@ -77,6 +84,30 @@ def run(name: str, reps: int) -> dict:
             "library_python_us": round(library - bare_us, 1), "library_over_floor": round(library / floor, 2)}
 
 
+def eager_vs_jit(name: str, reps: int) -> list[dict]:
+    p = getattr(presets, name)
+    _, ek = ops.keygen(p, rotations=(1,), seed=bytes(32))
+    rng = np.random.default_rng(0)
+    x = ops.encrypt(ek, ops.encode(p, rng.uniform(-1, 1, 8)), key=crandom.seed_key(b"x" * 32))
+    y = ops.encrypt(ek, ops.encode(p, rng.uniform(-1, 1, 8)), key=crandom.seed_key(b"y" * 32))
+    prod = ops.mul(x, y, ek)
+    cases = {
+        "he_add": (lambda a, b: ops.add(a, b), (x, y)),
+        "he_mult_relin": (lambda a, b: ops.mul(a, b, ek), (x, y)),
+        "rescale": (lambda a: ops.rescale(a), (prod,)),
+        "mult_relin_rescale": (lambda a, b: ops.rescale(ops.mul(a, b, ek)), (x, y)),
+        "rotate": (lambda a: ops.rotate(a, 1, ek), (x,)),
+    }
+    out = []
+    for op, (fn, args) in cases.items():
+        jitted = jax.jit(fn)
+        eager = _median_us(lambda fn=fn, args=args: fn(*args).c0.data, reps) / 1e3
+        user = _median_us(lambda jitted=jitted, args=args: jitted(*args).c0.data, reps) / 1e3
+        out.append({"suite": "eager_vs_jit", "preset": name, "op": op, "eager_ms": round(eager, 3),
+                    "user_jit_ms": round(user, 3), "ratio": round(eager / user, 2)})
+    return out
+
+
 def main() -> None:
     records = []
     for name in ARGS.presets.split(","):
@@ -90,6 +121,13 @@ def main() -> None:
     for r in records:
         print(f"{r['preset']:<16}{r['bytes'] / 1e6:>8.2f}{r['library_us']:>12.1f}{r['bare_jit_us']:>13.1f}"
               f"{r['floor_us']:>10.1f}{r['library_python_us']:>11.1f}{r['library_over_floor']:>11.2f}")
+    if ARGS.eager_vs_jit:
+        rows = eager_vs_jit(ARGS.eager_vs_jit, max(10, ARGS.reps // 10))
+        print(json.dumps(rows, indent=1))
+        print(f"{'preset':<16}{'op':<20}{'eager ms':>10}{'user jit ms':>13}{'eager/jit':>11}")
+        for r in rows:
+            print(f"{r['preset']:<16}{r['op']:<20}{r['eager_ms']:>10.3f}{r['user_jit_ms']:>13.3f}{r['ratio']:>11.2f}")
+        records += rows
     write_json(records, ARGS.json or HERE / "results" / "dispatch.json")
 
 

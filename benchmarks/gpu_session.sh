@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The GPU checks and measurements, in two device calls that each fit one command's limit
+# The GPU checks and measurements, in device calls that each fit one command's limit
 # (device/METHOD.md: fit the lease):
 #   bash benchmarks/gpu_session.sh tests   the default test suite on the GPU, the kernels' exactness and timings
 #   bash benchmarks/gpu_session.sh bench   CKKS (both kernel sets), TFHE and HMVP benchmarks, no peers
+#   bash benchmarks/gpu_session.sh eager   eager operations against the same under a user's jit (bench_dispatch)
 # Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
 # under $OUT (tests.txt, failures.txt, *.json, *.txt) and a short table is printed last. Each step has its own
 # time limit, so one slow step leaves the others' figures.
@@ -28,7 +29,11 @@ step() {  # step SECONDS NAME COMMAND...: run with a limit, output to $OUT/NAME.
   echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
 }
 
-if [ "$STAGE" = tests ]; then
+if [ "$STAGE" = eager ]; then
+  # issue 25: HE-Add dispatch overhead, and each eager operation against the same call under a user's jit
+  step 400 dispatch $PY benchmarks/bench_dispatch.py --threads 4 --reps 100 --json "$OUT/dispatch.json"
+  tail -16 "$OUT/dispatch.txt"
+elif [ "$STAGE" = tests ]; then
   # Failures are written as they happen, so a suite stopped by its limit still says what failed and why.
   mkdir -p /tmp/gpu_plugin
   cat > /tmp/gpu_plugin/instafail.py <<'EOF'

@@ -239,10 +239,10 @@ def test_centered_matmul_grouped():
 
 
 def test_kernel_set_values():
-    assert as_kernel_set("Matrix") is not MATRIX and as_kernel_set("matrix") == MATRIX
+    assert as_kernel_set("Matrix") is MATRIX and as_kernel_set("matrix") == MATRIX  # names give the singletons
     assert as_kernel_set(VECTOR) is VECTOR and not VECTOR.uses_tables and MATRIX.uses_tables
     assert repr(MATRIX) == "MATRIX"
     with pytest.raises(ValueError, match="unknown kernel set"):
         KernelSet("tensor")
-    with pytest.raises(ValueError, match="VECTOR or MATRIX"):
+    with pytest.raises(ValueError, match="VECTOR, NATIVE, MATRIX or AUTO"):
         as_kernel_set(3)

@@ -181,3 +181,22 @@ def test_sources_compile_without_warnings(tmp_path):
         pytest.skip(f"no native NTT kernel: {T.NATIVE.status()}")  # nothing to compile with
     native.build(T.NATIVE_SOURCES, tmp_path / "default.so")
     assert (tmp_path / "default.so").exists()
+
+
+@needs_kernel
+def test_permute_slots_custom_call():
+    """The Galois permutation of EVAL slots as a custom call (NATIVE plans) gives jnp.take's words, eagerly, under jit
+    and vmap; on a VECTOR plan it is jnp.take."""
+    from crossfhe.core.keyswitch import slot_permutation
+
+    n = 1 << 10
+    moduli = _moduli(n, "nwn")
+    nat, vec = T.NTTPlan.create(n, moduli, NATIVE), T.NTTPlan.create(n, moduli, VECTOR)
+    x = _random(nat, (2,), seed=13)
+    for g in (5, 25, 2 * n - 1):
+        idx = slot_permutation(n, g)
+        want = np.take(x, np.asarray(idx), axis=-1)
+        np.testing.assert_array_equal(np.asarray(T.permute_slots(x, idx, nat)), want)
+        np.testing.assert_array_equal(np.asarray(T.permute_slots(x, idx, vec)), want)
+        np.testing.assert_array_equal(np.asarray(jax.jit(T.permute_slots)(x, idx, nat)), want)
+        np.testing.assert_array_equal(np.asarray(jax.vmap(lambda v, i=idx: T.permute_slots(v, i, nat))(x)), want)

@@ -486,11 +486,14 @@ def permute_slots(x, idx, plan: NTTPlan):
 
 def native_transform(x, plan: NTTPlan, *, inverse: bool, full: bool = True):
     """The transform of x ``uint32[..., limbs, N]`` by the native kernel, one custom call of the program (runs under
-    ``jit``, ``vmap`` and ``scan``). Outputs as :func:`ntt` / :func:`intt` (``full=False``: the forward in
-    [0, 2q), per modulus, so its words may differ from the radix-2 kernel's lazy ones by q)."""
+    ``jit``, ``vmap`` and ``scan``); for N below 64 the radix-2 kernels (the same words). Outputs as :func:`ntt` /
+    :func:`intt` (``full=False``: the forward in [0, 2q), per modulus, so its words may differ from the radix-2
+    kernel's lazy ones by q)."""
     NATIVE.require("the NATIVE kernel set's NTT")
-    if plan.n < 64:
-        raise ParameterError(f"the native NTT needs N >= 64, got {plan.n}")
+    if plan.n < 64:  # the kernel's layout needs two rows of N2 = 32: smaller rings take the radix-2 kernels
+        if inverse:
+            return _intt_jit(x, plan.q, plan.wi, plan.wi_shoup, plan.inv_last, plan.inv_last_shoup, wide=plan.wide)
+        return (_ntt_jit if full else _forward_jit)(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
     call = jax.ffi.ffi_call(NATIVE_TARGET, jax.ShapeDtypeStruct(x.shape, U32), vmap_method="expand_dims")
     w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
     return call(x, jnp.asarray(plan.q), w, ws, plan.inv_last, plan.inv_last_shoup,
@@ -602,7 +605,3 @@ def negacyclic_convolution(a, b, moduli) -> np.ndarray:
         out = out + shifted * b[..., j : j + 1]
     q = np.array(moduli, dtype=object).reshape(-1, 1)
     return (out % q).astype(np.uint32)
-
-
-def worker_pool():  # TEMP(lead): removed once tfhe/ops.py stops importing it
-    return None
