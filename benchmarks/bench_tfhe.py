@@ -93,8 +93,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=2024, help="seed of the keys, messages and encryptions")
     # the choices of crossfhe.tfhe.ops.KERNELS (not imported here: JAX loads only after the CPUs are pinned)
     p.add_argument("--kernel", default="auto", choices=("auto", "fft", "ntt", "native"),
-                   help="the blind rotation's kernel (default auto: native CPU kernel where it applies, else the "
-                        "FFT where the parameters take it, else the NTT)")
+                   help="the blind rotation's kernel (default auto: the FFT where the parameters take it, else the "
+                        "NTT; the FFT is the native CPU kernel on the NATIVE kernel set with grouped key bits)")
+    p.add_argument("--kernels", default="auto", choices=("auto", "vector", "native", "matrix"),
+                   help="the kernel set of the parameters (default auto: NATIVE on a CPU with the native build, "
+                        "else VECTOR)")
     return p
 
 
@@ -119,6 +122,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import tfhers  # noqa: E402
 
+from crossfhe.kernels import as_kernel_set, cpu_native  # noqa: E402
 from crossfhe.ring.ntt import NTTPlan, intt, ntt  # noqa: E402
 from crossfhe.tfhe import ops, presets  # noqa: E402
 from crossfhe.tfhe.params import Params  # noqa: E402
@@ -148,17 +152,19 @@ def _stats(ts_: list[float]) -> dict:
 
 
 def kernel_used(prm: Params, kernel: str) -> str:
-    """The kernel ``ops.pbs(..., kernel=kernel)`` runs for these parameters."""
-    if kernel != "auto":
-        return kernel
-    return "native" if ops.native_applies(prm) else ("fft" if prm.fft_kernel else "ntt")
+    """The kernel ``ops.pbs(..., kernel=kernel)`` runs for these parameters (:func:`crossfhe.tfhe.ops._route`'s
+    rule, from the parameters' resolved kernel set)."""
+    if kernel == "ntt" or (kernel == "auto" and not prm.fft_kernel):
+        return "ntt"
+    native = prm.kernels.resolve().native and prm.grouping > 1 and cpu_native.available()
+    return "native" if native else "fft"
 
 
 def _params_dict(prm: Params, kernel: str = "auto", **extra) -> dict:
     return {"preset": prm.name, "p": prm.message_bits, "n": prm.lwe_dim, "k": prm.glwe_dim, "N": prm.poly_size,
             "extension": prm.extension, "grouping": prm.grouping, "limbs": len(prm.moduli),
             "log_q": round(prm.log_q, 1),
-            "kernel": kernel_used(prm, kernel),
+            "kernel": kernel_used(prm, kernel), "kernels": repr(prm.kernels.resolve()),
             "pbs_gadget": [prm.pbs_gadget.base_log, prm.pbs_gadget.levels],
             "ks_gadget": [prm.ks_gadget.base_log, prm.ks_gadget.levels], **extra}
 
@@ -262,7 +268,7 @@ def _peer_fields(pr: dict | None) -> dict:
 
 def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, unit_timing: dict,
                  peer: dict | None) -> tuple[list[dict], list[str]]:
-    prm: Params = presets.PRESETS[name]
+    prm: Params = presets.PRESETS[name].with_kernels(args.kernels)
     p = prm.message_bits
     errors: list[str] = []
     records: list[dict] = []
@@ -378,7 +384,8 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
 
 
 def _base(args) -> dict:
-    return {"suite": "tfhe", "device": jax.devices()[0].platform, "backend": "VECTOR", "jax": jax.__version__,
+    return {"suite": "tfhe", "device": jax.devices()[0].platform,
+            "backend": repr(as_kernel_set(args.kernels).resolve()), "jax": jax.__version__,
             "threads": args.threads, "cpu": platform.processor() or platform.machine()}
 
 

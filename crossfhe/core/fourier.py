@@ -191,9 +191,10 @@ def gadget_digits(x, plan: FourierPlan):
     :meth:`Gadget.vector`) is x up to the gadget's rounding plus 2^-53 Q from the float value.
 
     v is rint(x_c scale), one rounding of the product (ties to even), not floor(x_c scale + 0.5): a compiler may
-    contract that multiply-add into one FMA (XLA does on a GPU), which rounds otherwise where x_c scale lies
-    within an ulp of a half-integer, for B^l >= 2^53 about one coefficient in a hundred, and one digit changed
-    changes every word of the product (the native kernel computes v the same way)."""
+    or may not contract that multiply-add into one FMA (XLA:CPU and GCC do, XLA's GPU build did not), and the two
+    round differently where x_c scale lies within an ulp of a half-integer: for B^l >= 2^53 a few coefficients in
+    a hundred, and one digit changed changes every word of the product. The native kernel computes v the same
+    way."""
     qs = plan.big_q
     xc = jnp.where(x > qs >> 1, x.astype(I64) - qs.astype(I64), x.astype(I64))
     v = jnp.round(xc.astype(F64) * plan.scale)
@@ -219,9 +220,8 @@ def _digits_fourier(glwe, plan: FourierPlan):
     ``[..., (k+1) l, N/2]`` (row c l + j)."""
     k1, n = glwe.shape[-2], glwe.shape[-1]
     d = gadget_digits(glwe, plan)  # [..., k+1, l, N]: row c l + j
-    # materialized: fused into the FFT's input, the digits (and the rotation before them) cost 2x the
-    # bootstrap (P4, batch 8, one CPU: 101 ms per bootstrap without this, 44-50 with it; batch 1: 93-119
-    # against 64-68)
+    # materialized: fused into the FFT's input, the digits (and the rotation before them) are recomputed per
+    # element the FFT reads (benchmarks/README.md)
     d = fusion_barrier(d, plan.q)
     return forward(d.reshape(d.shape[:-3] + (k1 * plan.levels, n)), plan.twist)
 
@@ -241,10 +241,10 @@ def rotate(x, shift, q):
     """X^shift A(X) on the 2^nu components of A (:func:`crossfhe.core.ggsw.rotate_components`, the same
     result) in one gather: x ``[B, 2^nu, k+1, N]`` (any integer dtype), shift int32 ``[B]`` in [0, 2^(nu+1) N).
     Output component r, coefficient j, is +-x[(r - s_lo) mod 2^nu, :, (j - s') mod N] with s' = s_hi + [r <
-    s_lo] (s = 2^nu s_hi + s_lo) and the sign of the negacyclic wrap, read through one flat index (P6, batch
-    1, one CPU: 268-275 ms per bootstrap against 332-349 with the component gather then the rotation)."""
+    s_lo] (s = 2^nu s_hi + s_lo) and the sign of the negacyclic wrap, read through one flat index (one pass
+    over memory instead of a component gather then a rotation)."""
     batch, comps, k1, n = x.shape
-    if comps == 1:  # no component gather: the plain negacyclic rotation (P4, batch 8: 42-44 ms against 44-55)
+    if comps == 1:  # no component gather: the plain negacyclic rotation
         return rotate_mod(x[:, 0], shift, q)[:, None]
     src, power = (v[..., None] for v in component_move(shift, comps))  # [B, 2^nu, 1]
     t = (jnp.arange(n, dtype=jnp.int32) - power) % (2 * n)  # [B, 2^nu, N]
@@ -259,8 +259,7 @@ def cmux_step(acc, shift, ggsw_f, plan: FourierPlan):
     """ACC + GGSW [x] (X^shift ACC - ACC) on uint64 ``[B, 2^nu, k+1, N]`` (as
     :func:`crossfhe.core.ggsw.cmux_step`, one word mod Q per coefficient)."""
     q = plan.big_q
-    # materialized: recomputed by each digit level otherwise (P8, batch 1, one CPU: 4.8 s per bootstrap
-    # without this, 1.4 s with it; P4: 58-70 ms against 53-60)
+    # materialized: recomputed by each digit level otherwise
     diff = fusion_barrier(sub_mod(rotate(acc, shift, q), acc, q), plan.q)
     return add_mod(acc, external_product(ggsw_f, diff, plan), q)
 
@@ -299,8 +298,7 @@ def group_step(acc, exps, keys_f, plan: FourierPlan):
     if comps == 1:
         out = jnp.sum((mono - 1.0)[..., None, :] * prod, axis=2)
     else:
-        # materialized: the gather below would recompute the products per element read (P6, batch 1,
-        # one CPU: the step's combining fusion took 162 of 368 ms)
+        # materialized: the gather below would recompute the products per element read
         prod = fusion_barrier(prod, plan.q)
         moved = jnp.take_along_axis(prod, src[..., None, None], axis=1)
         out = jnp.sum(mono[..., None, :] * moved - prod, axis=2)  # [B, 2^nu, k+1, N/2]

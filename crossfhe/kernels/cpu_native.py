@@ -1,64 +1,71 @@
-"""A native CPU kernel for the TFHE blind rotation through the FFT, built on first use with the system C compiler.
+"""The TFHE grouped blind rotation through the FFT as a native CPU kernel: an XLA FFI custom call.
 
 The XLA kernel (:func:`crossfhe.core.fourier.blind_rotate_grouped`) is the reference and runs everywhere (CPU,
-GPU, TPU, under ``jit`` and ``vmap``). On a CPU, XLA compiles its complex products to scalar code and runs
-each FFT as a library call. ``tfhe_fft.c`` (next to this module) is the same computation step for step in
-vector loops, with the FFT's short stages on register tiles where AVX-512 is present; :mod:`crossfhe.tfhe.ops`
-uses it for concrete inputs on a CPU when it is available (:func:`crossfhe.tfhe.ops.native_applies`).
-Measured on the dev box (AMD EPYC with AVX-512, one CPU, the two kernels in one process, XLA against native):
-a P4 blind rotation of 416 group steps, 44.4 against 27.9 us per step at batch 1 and 40.6 against 19.6 per
-item at batch 8; a whole P4 bootstrap, 22.1 against 15.7 ms at batch 1 and 15.8 against 10.5 ms per bootstrap
-at batch 8; P6 (4 accumulator components), 124.8 against 93.3 ms at batch 1 and 126.2 against 82.3 at batch 8.
+GPU, TPU). ``tfhe_fft.c`` (next to this module) is the same computation step for step in vector loops, with the
+FFT's short stages on register tiles where AVX-512 is present; ``tfhe_fft_ffi.cc`` wraps it as an XLA FFI handler,
+so it is one operation of a compiled program and runs under ``jax.jit``, ``vmap`` and ``lax.scan``. It is the
+blind rotation of the ``NATIVE`` kernel set (:mod:`crossfhe.kernels.sets`) for grouped parameters; the TFHE
+server key lays its Fourier key out for it once (:func:`crossfhe.core.fourier.native_key`) and carries its
+tables (:class:`crossfhe.core.fourier.NativeTables`).
 
-Building and loading: :mod:`crossfhe.math.native` (compiled with ``$CC`` and :data:`FLAGS` on the first
-:func:`library` call, cached under a hashed name in ``$CROSSFHE_NATIVE_CACHE``). Without a compiler, or with
-``CROSSFHE_NATIVE=0``, :func:`library` returns None and :func:`status` says why; callers then take the XLA kernel.
+Building and loading: :mod:`crossfhe.math.native` (compiled with ``$CC`` / ``$CXX`` and :data:`FLAGS` on the
+first :func:`library` call, cached under a hashed name in ``$CROSSFHE_NATIVE_CACHE``). The custom calls are
+registered under names that carry the build's hash (:func:`targets`), so a rebuild with other flags in the same
+process (tests) registers its own and a key laid out for one build's slot order keeps calling that build.
+Without a compiler :func:`library` returns None and :func:`status` says why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.math import native
 
-SOURCE = Path(__file__).with_name("tfhe_fft.c")
+SOURCES = (Path(__file__).with_name("tfhe_fft.c"), Path(__file__).with_name("tfhe_fft_ffi.cc"))
+HEADERS = (Path(__file__).parent.parent / "math" / "ffi_parallel.h",)
 FLAGS = native.FLAGS
-ABI_VERSION = 3
+ABI_VERSION = 4
 BLOCK = 8
 """Slots per block of the key layout (``VB`` in ``tfhe_fft.c``)."""
 
+_ROTATE, _FFT = "crossfhe_tfhe_rotate", "crossfhe_tfhe_fft"
+
+
+def _suffix(lib: ctypes.CDLL) -> str:
+    """The build's hash, from the library's file name (``tfhe_fft-<hash>.so``)."""
+    return Path(lib._name).stem.rsplit("-", 1)[-1]
+
 
 def _load() -> tuple[ctypes.CDLL | None, str]:
-    lib, why = native.build_and_load(SOURCE, FLAGS, "cf_abi_version", ABI_VERSION)
-    if lib is None:
-        return None, why
-    p, i64 = ctypes.c_void_p, ctypes.c_int64
-    lib.cf_fft_forward.argtypes = [p, p, p, i64]
-    lib.cf_fft_inverse.argtypes = [p, p, p, i64]
-    lib.cf_blind_rotate_grouped.argtypes = [p, p, p, p, i64, i64, i64, i64, i64, i64, i64, i64, ctypes.c_double,
-                                            ctypes.c_uint64, ctypes.c_double, p, p, p, p, p]
-    lib.cf_blind_rotate_grouped.restype = ctypes.c_int
+    lib, why = native.build_and_load(SOURCES, "cf_abi_version", ABI_VERSION, hashed=HEADERS, flags=FLAGS)
+    if lib is not None:
+        tag = _suffix(lib)
+        native.register(lib, {f"{_ROTATE}_{tag}": "cf_tfhe_rotate_ffi", f"{_FFT}_{tag}": "cf_tfhe_fft_ffi"})
     return lib, why
 
 
-_NATIVE = native.Native(_load)
+NATIVE = native.Native(_load)
+"""The kernel (built on first use, :mod:`crossfhe.math.native`)."""
 
 
 def library() -> ctypes.CDLL | None:
     """The compiled kernel (built and cached on first use), or None when it cannot be had (:func:`status`)."""
-    return _NATIVE.library()
+    return NATIVE.library()
 
 
 def available() -> bool:
-    return _NATIVE.available()
+    return NATIVE.available()
 
 
 def status() -> str:
     """Why :func:`library` returned what it did: where the kernel was built, or why there is none."""
-    return _NATIVE.status()
+    return NATIVE.status()
 
 
 def reset() -> None:
@@ -67,11 +74,15 @@ def reset() -> None:
     native.reset_all()
 
 
-def _require() -> ctypes.CDLL:
-    lib = library()
-    if lib is None:
-        raise RuntimeError(f"the native CPU kernel is not available: {status()}")
-    return lib
+def targets() -> tuple[str, str]:
+    """The custom-call names (blind rotation, FFT) of the loaded build; RuntimeError when there is none."""
+    tag = _suffix(NATIVE.require("the TFHE native blind rotation"))
+    return f"{_ROTATE}_{tag}", f"{_FFT}_{tag}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Tables (host, NumPy)
+# --------------------------------------------------------------------------------------------------
 
 
 def fft_twiddles(h: int) -> np.ndarray:
@@ -89,8 +100,8 @@ def powers_of_unity(h: int) -> np.ndarray:
 
 def _unit_roots(h: int) -> tuple[np.ndarray, np.ndarray]:
     """(cos, sin) of -pi j / m at index m + j, each rounded once to float64 from long double arithmetic (the
-    angle reduced exactly first): np.cos of a float64 angle is off by about an ulp, and twiddles that far off
-    made the transform's error 1.7x NumPy's (rms, N/2 = 1024); 0 and +-1 come out exact."""
+    angle reduced exactly first): np.cos of a float64 angle is off by about an ulp, which raises the transform's
+    rounding error; 0 and +-1 come out exact."""
     cos, sin = np.zeros(h), np.zeros(h)
     pi = np.longdouble("3.14159265358979323846264338327950288")
     m = 1
@@ -101,23 +112,40 @@ def _unit_roots(h: int) -> tuple[np.ndarray, np.ndarray]:
     return cos, sin
 
 
-def _transform(x: np.ndarray, name: str) -> np.ndarray:
+# --------------------------------------------------------------------------------------------------
+# The custom calls
+# --------------------------------------------------------------------------------------------------
+
+
+def _on_cpu():
+    """Eager evaluation on the CPU with 64-bit types (the FFT custom call is registered for the CPU only)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(jax.ensure_compile_time_eval())
+    stack.enter_context(jax.default_device(jax.devices("cpu")[0]))
+    stack.enter_context(jax.enable_x64(True))
+    return stack
+
+
+def _transform(x: np.ndarray, inverse: bool) -> np.ndarray:
     x = np.asarray(x, dtype=np.complex128)
     h = x.shape[-1]
-    re, im = np.ascontiguousarray(x.real), np.ascontiguousarray(x.imag)
-    tw = fft_twiddles(h)
-    getattr(_require(), name)(re.ctypes.data, im.ctypes.data, tw.ctypes.data, h)
-    return re + 1j * im
+    _, fft = targets()
+    with _on_cpu():
+        out = jax.ShapeDtypeStruct(x.shape, jnp.float64)
+        re, im = jax.ffi.ffi_call(fft, (out, out))(np.ascontiguousarray(x.real), np.ascontiguousarray(x.imag),
+                                                   fft_twiddles(h), inverse=np.int32(inverse))
+        return np.asarray(re) + 1j * np.asarray(im)
 
 
 def fft_forward(x: np.ndarray) -> np.ndarray:
-    """complex ``[h]`` -> its DFT (numpy's sign convention) in the kernel's slot order (:func:`slot_order`)."""
-    return _transform(x, "cf_fft_forward")
+    """complex ``[..., h]`` -> its DFT (numpy's sign convention) in the kernel's slot order (:func:`slot_order`),
+    by the kernel's own FFT (a custom call, run on the CPU)."""
+    return _transform(x, inverse=False)
 
 
 def fft_inverse(y: np.ndarray) -> np.ndarray:
     """The inverse of :func:`fft_forward` times h: slot order in, natural order out."""
-    return _transform(y, "cf_fft_inverse")
+    return _transform(y, inverse=True)
 
 
 def slot_order(h: int) -> np.ndarray:
@@ -132,27 +160,15 @@ def slot_order(h: int) -> np.ndarray:
     return k
 
 
-def blind_rotate_grouped(acc: np.ndarray, src: np.ndarray, power: np.ndarray, key: np.ndarray, *, levels: int,
-                         base_log: int, scale: float, q: int, inv_q: float, tw: np.ndarray, twist: np.ndarray,
-                         roots: np.ndarray, zeta: np.ndarray, slot_k: np.ndarray) -> None:
-    """Run the kernel on acc uint64 ``[B, 2^nu, k+1, N]`` (C-contiguous; updated in place), src and power int32
-    ``[B, G, 2^nu, T]`` (:func:`crossfhe.core.ggsw.component_move` of each step's exponents), key float64
-    ``[G, N/2 / BLOCK, T, (k+1) l, k+1, 2, BLOCK]`` and the tables (see ``tfhe_fft.c``)."""
-    lib = _require()
-    batch, comps, k1, n = acc.shape
-    groups, t_count = power.shape[1], power.shape[3]
-    want = (groups, n // 2 // BLOCK, t_count, k1 * levels, k1, 2, BLOCK)
-    if (acc.dtype != np.uint64 or power.dtype != np.int32 or src.dtype != np.int32 or src.shape != power.shape
-            or power.shape[:3] != (batch, groups, comps) or key.shape != want):
-        raise ValueError(f"native blind rotation: acc {acc.dtype}{acc.shape}, src {src.dtype}{src.shape}, power "
-                         f"{power.dtype}{power.shape}, key {key.shape} (want {want})")
-    arrays = (acc, src, power, key, tw, twist, roots, zeta, slot_k)
-    if not all(a.flags.c_contiguous for a in arrays):
-        raise ValueError("native blind rotation: every array must be C-contiguous")
-    if comps > 1 and (int(src.min(initial=0)) < 0 or int(src.max(initial=0)) >= comps):
-        raise ValueError(f"native blind rotation: src must index the {comps} components")
-    rc = lib.cf_blind_rotate_grouped(acc.ctypes.data, src.ctypes.data, power.ctypes.data, key.ctypes.data, batch,
-                                     groups, comps, t_count, k1, levels, n, base_log, scale, q, inv_q, tw.ctypes.data,
-                                     twist.ctypes.data, roots.ctypes.data, zeta.ctypes.data, slot_k.ctypes.data)
-    if rc != 0:
-        raise MemoryError(f"native blind rotation failed ({rc}): no scratch memory" if rc == -1 else f"code {rc}")
+def blind_rotate(acc, src, power, key, tw, twist, roots, zeta, slot_k, *, target: str, levels: int, base_log: int,
+                 scale: float, q: int, inv_q: float):
+    """The grouped blind rotation by the kernel, one custom call (traceable; 64-bit types: under
+    ``jax.enable_x64``): acc uint64 ``[B, 2^nu, k+1, N]`` in [0, q), src and power int32 ``[B, G, 2^nu, T]``
+    (:func:`crossfhe.core.ggsw.component_move` of each step's exponents), key float64 ``[G, N/2 / BLOCK, T,
+    (k+1) l, k+1, 2, BLOCK]`` and the tables (:class:`crossfhe.core.fourier.NativeTables`). ``target``: the rotation
+    custom call of the build the key was laid out for (:func:`targets`). Returns the rotated accumulator, uint64
+    of acc's shape. Under ``vmap`` the batch axes of acc and src / power broadcast against each other (the key and
+    the tables must not be batched). A src entry outside [0, 2^nu) is refused (an XLA error)."""
+    call = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(acc.shape, jnp.uint64), vmap_method="expand_dims")
+    return call(acc, src, power, key, tw, twist, roots, zeta, slot_k, levels=np.int64(levels),
+                base_log=np.int64(base_log), scale=np.float64(scale), q=np.int64(q), inv_q=np.float64(inv_q))

@@ -1,4 +1,5 @@
-/* The TFHE grouped blind rotation through a float64 FFT, as one native CPU kernel (crossfhe.kernels.cpu_native).
+/* The TFHE grouped blind rotation through a float64 FFT, as one native CPU kernel (crossfhe.kernels.cpu_native
+   registers it, through tfhe_fft_ffi.cc, as an XLA FFI custom call).
 
    The same computation as crossfhe.core.fourier.blind_rotate_grouped (one component, 2^nu = 1), step for step:
    the gadget digits from the float64 value of each centered coefficient, the negacyclic twist and a complex
@@ -14,7 +15,14 @@
    registers, three across vectors and, after an 8 x 8 transpose, three across lanes; the tile is stored
    transposed, hence the slot order. Its twiddles come from the Python side, each rounded once from long double.
    Built on first use by crossfhe.kernels.cpu_native with the system C compiler; nothing here is needed for
-   correctness (the XLA kernel computes the same function). */
+   correctness (the XLA kernel computes the same function).
+
+   Rounding steps are exact or single IEEE operations, so whether a compiler contracts a product and a sum into
+   one FMA (GCC does in GNU C, XLA:CPU does, XLA's GPU build did not) cannot change a word on exact inputs: the
+   scaled digit value is rint(x_c scale), one rounding of a product, ties to even (floor(x_c scale + 0.5) rounds
+   otherwise once contracted to floor(fma(x_c, scale, 0.5)) where x_c scale lies within an ulp of a
+   half-integer: for B^l >= 2^53 a few coefficients in a hundred), and every other floor(x + 0.5) takes an exact
+   product or a value far closer than 1/2 to an integer. */
 
 #include <math.h>
 #include <stdint.h>
@@ -23,7 +31,7 @@
 
 #define VB 8 /* slots per key block: one 512-bit vector of float64 */
 #define PAD 24 /* scratch rows are h + PAD (or n + PAD) doubles apart: rows 2^k doubles apart share L1 sets, and
-                  the product loop's 14 streams evicted each other (P4, keys in cache: 33.8 -> 22.9 us per step) */
+                  the product loop's 14 streams would evict each other */
 
 /* Radix-2 stages on split planes (re, im) of length h; tw[m + j] = exp(-2 pi i j / (2m)) for m = 1, 2, 4, ...
    (dif_*: decimation in frequency; dit_*: the inverse, conjugate twiddles). One DIF stage of half-size m:
@@ -320,7 +328,7 @@ static void digits1(const uint64_t *restrict x, double *restrict out, int64_t n,
     const uint64_t half_q = q >> 1;
     for (int64_t j = 0; j < n; j++) {
         int64_t xc = (int64_t)x[j] - (x[j] > half_q ? (int64_t)q : 0);
-        double v = rnd((double)xc * scale);
+        double v = rint((double)xc * scale);
         if (approx) v = v - rnd(v * inv_base) * base;
         out[j] = v;
     }
@@ -335,7 +343,7 @@ static void digits_any(const uint64_t *restrict x, double *restrict dig, int64_t
     double *restrict v = dig;
     for (int64_t j = 0; j < n; j++) {
         int64_t xc = (int64_t)x[j] - (x[j] > half_q ? (int64_t)q : 0);
-        v[j] = rnd((double)xc * scale);
+        v[j] = rint((double)xc * scale);
     }
     for (int64_t lv = levels - 1; lv > 0; lv--) {
         double *restrict d = dig + lv * ds;
@@ -443,9 +451,8 @@ static void untwist_reduce_add(const double *restrict re, const double *restrict
 
 /* For every component: P[t][c] = sum_r ev_r * key[t][r][c] for every pattern t and output c, slot-wise (no
    monomials: the extended rotation moves the products between components before their monomials meet them).
-   The components are the inner loop, so each block of the key is read once for all of them (P6: the key read
-   once per component: P6, 208 -> 171 us per step; loops with the counts fixed at compile time measured slower,
-   201 against 182). ev and prod: comps blocks ev_comp and prod_comp apart. */
+   The components are the inner loop, so each block of the key is read once for all of them (not once per
+   component). ev and prod: comps blocks ev_comp and prod_comp apart. */
 static void products_split(const double *restrict ev, const double *restrict kg, double *restrict prod, int64_t h,
                            int64_t ps, int64_t k1, int64_t r_count, int64_t t_count, int64_t comps, int64_t ev_comp,
                            int64_t prod_comp) {
@@ -550,8 +557,7 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
                 const int32_t *e = power + at + comp * t_count, *from = src + at + comp * t_count;
                 for (int64_t t = 0; t < t_count; t++) {
                     /* X^e at slot k's point w^(1 - 4k) is w^e zeta^(e k mod h), zeta = w^-4: one gather from an
-                       h-entry table (L1) per slot instead of one from the 2n-entry roots (P4: 27.1 -> 25.8 us
-                       per step) */
+                       h-entry table (L1) per slot instead of one from the 2n-entry roots */
                     double *restrict mr = mono + 2 * t * ps, *restrict mi = mr + ps;
                     const uint32_t et = (uint32_t)e[t], hm = (uint32_t)(h - 1); /* products wrap mod 2^32 */
                     const double one = comps == 1 ? 1.0 : 0.0; /* one component: X^e - 1 here, fused below */
@@ -593,4 +599,4 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
 }
 
 /* ABI version, checked by the loader: bump when a signature or a layout changes. */
-int cf_abi_version(void) { return 3; }
+int cf_abi_version(void) { return 4; }

@@ -63,7 +63,8 @@ Operations (x, y radix integers of the same shape, all on batches):
 digits), for adding or comparing against a constant. ``cost(op, sk, *args)`` counts the bootstraps of an
 operation without running any (it traces the operation with ``jax.eval_shape`` against a counting key): PBS,
 key switches and sequential ``pbs_many`` calls per integer. All operations are pure functions of their
-inputs and trace under ``jax.jit`` (the plan depends only on the static degrees and norms).
+inputs and trace under ``jax.jit`` (the plan depends only on the static degrees and norms); each operation with
+a server key is one compiled program (cached per layout, degrees and norms).
 
 PBS / sequential calls per integer (``cost``, clean operands; they depend only on the layout):
 
@@ -86,6 +87,7 @@ carry bits, degrees, comparison by block signs); Taurus §III-A2 (narrow vs wide
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -185,6 +187,26 @@ class _Tally:
         self.items += k
         self.rotations += k * tables
         self.calls += 1
+
+
+def _program(*static: str, idle: Callable[..., bool] | None = None):
+    """An operation ``op(sk, *args)`` as one compiled program per call (its plan depends only on static degrees,
+    norms and ``static`` arguments, so the program is cached): the server key is prepared first
+    (:func:`crossfhe.tfhe.ops.prepare`) and passed as an argument. A stand-in key (:func:`cost`), or arguments for
+    which ``idle(*args)`` says there is nothing to compute, run it as it is."""
+
+    def wrap(fun):
+        jitted = jax.jit(fun, static_argnames=static)
+
+        @functools.wraps(fun)
+        def run(sk, *args, **kwargs):
+            if isinstance(sk, ops.ServerKey) and not (idle is not None and idle(*args, **kwargs)):
+                return jitted(ops.prepare(sk), *args, **kwargs)
+            return fun(sk, *args, **kwargs)
+
+        return run
+
+    return wrap
 
 
 # --------------------------------------------------------------------------------------------------
@@ -430,6 +452,7 @@ def _presplit_meta(x: RadixInteger) -> RadixInteger:
     return _replace(x, x.blocks, degs, norms)
 
 
+@_program(idle=lambda x: isinstance(x, RadixInteger) and x.is_clean)
 def propagate_carries(sk: ops.ServerKey, x: RadixInteger) -> RadixInteger:
     """Move every block's carry into the next block: a clean integer (degrees < 2^m, norms <= 1) with the
     same value mod 2^bits. Sequential: one ``pbs_many`` call (tables v mod M, floor(v / M)) per block that
@@ -515,6 +538,7 @@ def _add_ok(params: Params):
     return ok
 
 
+@_program()
 def add(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> RadixInteger:
     """x + y mod 2^bits (batch shapes broadcast). Blockwise; the result's carries are not propagated. An
     operand is propagated first only when a block sum could pass 2^p - 1 or the norm budget."""
@@ -535,6 +559,7 @@ def _neg_offsets(degrees, big_m: int) -> list[int]:
     return out
 
 
+@_program()
 def neg(sk: ops.ServerKey, x: RadixInteger) -> RadixInteger:
     """-x mod 2^bits: block i -> k_i M - k_{i-1} - x_i (module docstring); 0 PBS unless x must be
     propagated first (an offset would pass 2^p - 1)."""
@@ -549,6 +574,7 @@ def neg(sk: ops.ServerKey, x: RadixInteger) -> RadixInteger:
     return _replace(x, _add_block_consts(params, ops.negate(x.blocks), offs), offs, x.norms)
 
 
+@_program()
 def sub(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> RadixInteger:
     """x - y mod 2^bits (wraps around): x + neg(y); no block is ever negative."""
     _check(sk, x, y)
@@ -569,6 +595,7 @@ def _shift(x: RadixInteger, j: int) -> RadixInteger:
     return _replace(x, blocks, (0,) * j + x.degrees[: nb - j], (0,) * j + x.norms[: nb - j])
 
 
+@_program("c")
 def mul_const(sk: ops.ServerKey, x: RadixInteger, c: int) -> RadixInteger:
     """c x mod 2^bits for a Python int c (any sign: taken mod 2^bits). See the module docstring: free for
     digits 0 and 1 and for one small digit; otherwise one batched call of lo/hi product tables (KS-dedup)
@@ -730,31 +757,37 @@ def _equality(sk, x: RadixInteger, y: RadixInteger, want_equal: bool) -> LWECiph
         count = groups
 
 
+@_program()
 def eq(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
     """[x == y] as an LWECiphertext of the batch shape (message 0 or 1; read it with ``ops.decrypt``)."""
     return _equality(sk, x, y, True)
 
 
+@_program()
 def ne(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
     """[x != y], as :func:`eq`."""
     return _equality(sk, x, y, False)
 
 
+@_program()
 def lt(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
     """[x < y] (unsigned), an LWECiphertext encrypting 0 or 1 of the batch shape."""
     return _order(sk, x, y, lambda s: int(s == _LESS))
 
 
+@_program()
 def le(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
     """[x <= y] (unsigned), as :func:`lt`."""
     return _order(sk, x, y, lambda s: int(s != _GREATER))
 
 
+@_program()
 def gt(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
     """[x > y] (unsigned), as :func:`lt`."""
     return _order(sk, x, y, lambda s: int(s == _GREATER))
 
 
+@_program()
 def ge(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
     """[x >= y] (unsigned), as :func:`lt`."""
     return _order(sk, x, y, lambda s: int(s != _LESS))

@@ -9,16 +9,19 @@ Programmable bootstrapping (Taurus Fig. 3, key switch first), :func:`pbs`:
 
 1. round Q -> 2^32 (each residue vector composed by exact fixed point: ``gadget_digits_rns``);
 2. key switch long -> short modulo 2^32: the l_ks signed digits of each a_i times the key-switching key,
-   one int32 matrix product whose wrap-around is the reduction mod 2^32;
+   one int32 matrix product whose wrap-around is the reduction mod 2^32 (on the ``NATIVE`` and ``MATRIX``
+   kernel sets, from :data:`KS_BYTES_FROM` inputs, four int8 products with the key's signed bytes: the same
+   words);
 3. round 2^32 -> 2N' (N' = 2^nu N, ``params.acc_size``: N unless the parameters have an ``extension``);
 4. blind rotation of the test vector by n CMux steps (:func:`crossfhe.core.fourier.blind_rotate`, external
    products through a float64 FFT, or :func:`crossfhe.core.ggsw.blind_rotate` through the exact NTT:
    ``kernel`` of :func:`pbs`): every item of the batch goes through step i together, so each
-   bootstrapping-key GGSW is read once per step for the whole batch (Taurus's key reuse; on a CPU, once per
-   chunk of :data:`CPU_BATCH_WORDS` accumulator words, which keeps a step in cache); with an extension nu
-   the accumulator's 2^nu components of degree N share it too (:func:`crossfhe.core.ggsw.cmux_step`); with
-   a grouping g > 1, n / g grouped steps instead (:func:`crossfhe.core.fourier.blind_rotate_grouped`), each
-   reading the 2^g - 1 GGSWs of its group;
+   bootstrapping-key GGSW is read once per step for the whole batch (Taurus's key reuse; on the ``NATIVE``
+   kernel set, once per chunk of :data:`CPU_BATCH_WORDS` accumulator words, which keeps a step in a CPU's
+   cache); with an extension nu the accumulator's 2^nu components of degree N share it too
+   (:func:`crossfhe.core.ggsw.cmux_step`); with a grouping g > 1, n / g grouped steps instead
+   (:func:`crossfhe.core.fourier.blind_rotate_grouped`, on the ``NATIVE`` kernel set the C kernel
+   :func:`crossfhe.core.fourier.blind_rotate_grouped_native`), each reading the 2^g - 1 GGSWs of its group;
 5. sample extraction: back to dimension k N over Q.
 
 KS-dedup (Taurus §V): ``pbs_many(server_key, ct, [f, g, h])`` key-switches each input once and blind-rotates it
@@ -28,6 +31,12 @@ Tables: a function f: Z_{2^p} -> Z_{2^p} given as an array of 2^p ints or a Pyth
 (:func:`lookup_table`); outputs are taken mod 2^p. A batch may also carry one table per input (an integer
 array of shape ``batch_shape + (2^p,)``, :func:`per_input_tables`): each input's accumulator starts from
 its own test vector, and the batch still shares every pass over the bootstrapping key.
+
+Programs. Every operation on ciphertexts is one call of a cached compiled program (its Python work checks the
+arguments and builds small host values: bounded, independent of N), and the same program runs inside a caller's
+``jax.jit`` or ``vmap``. Its route is a value: the kernel set the server key was prepared for
+(``params.kernels`` resolved once, :func:`prepare`) and the ``kernel`` argument; nothing looks at tracers,
+devices or the backend.
 """
 
 from __future__ import annotations
@@ -36,7 +45,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -51,7 +59,7 @@ from crossfhe.core.fourier import FourierPlan, ggsw_to_fourier
 from crossfhe.core.keys import SecretHolder, check_key_ids, key_id
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import BasisMismatchError, ParameterError
-from crossfhe.kernels import cpu_native
+from crossfhe.kernels import MATRIX, NATIVE, KernelSet, cpu_native
 from crossfhe.math import random as crandom
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan, gadget_digits_rns
 from crossfhe.math.modular import (
@@ -67,7 +75,7 @@ from crossfhe.math.modular import (
 )
 from crossfhe.math.rns import RNSBasis
 from crossfhe.math.xla import jit
-from crossfhe.ring.ntt import NTTPlan, intt, ntt, worker_pool
+from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.tfhe.params import KS_MODULUS_BITS, Params
 
 U32 = jnp.uint32
@@ -83,15 +91,30 @@ KEYGEN_CHUNK_BYTES = 64 << 20
 """Keys are generated in chunks of about this many bytes (bounded peak memory for the N 2^15 keys)."""
 
 KERNELS = ("auto", "fft", "ntt", "native")
-"""How the blind rotation computes its external products (``kernel=`` of :func:`pbs`): ``"fft"`` through a
-float64 FFT (:mod:`crossfhe.core.fourier`; 4-5x faster than the NTT at P4 and P8 on a CPU; adds the
-rounding variance ``params.var_fft_phase`` per product; the first step, on the test vector, still goes through
-the exact NTT: :func:`_first_step`), ``"native"`` the same FFT blind rotation in the native CPU kernel
-(:mod:`crossfhe.kernels.cpu_native`; grouped parameters, such as P4, P6 and P8, on a CPU, where a C compiler
-is present: :func:`native_applies`), ``"ntt"`` exactly through the NTT of ``params.kernels``,
-``"auto"`` (default) the FFT where ``params.fft_kernel`` (its rounding small against the decision noise, or
-p_fail still below 2^-128; the noise model then counts it: every preset), natively where
-:func:`native_applies`, the NTT elsewhere."""
+"""How the blind rotation computes its external products (``kernel=`` of :func:`pbs`), an explicit value:
+``"fft"`` through a float64 FFT (:mod:`crossfhe.core.fourier`; adds the rounding variance
+``params.var_fft_phase`` per product; the first step, on the test vector, still goes through the exact NTT:
+:func:`_first_step`), with the server key's Fourier form (made by :func:`prepare`); on the ``NATIVE`` kernel set
+and grouped parameters (g > 1) the FFT blind rotation is the native CPU kernel
+(:mod:`crossfhe.kernels.cpu_native`), elsewhere the XLA one. ``"native"``: ``"fft"``, refused unless it is the
+native kernel (a key prepared on the ``NATIVE`` set, grouped parameters). ``"ntt"``: exactly through the NTT of
+the key's kernel set. ``"auto"`` (default): ``"fft"`` where ``params.fft_kernel`` (its rounding small against
+the decision noise, or p_fail still below 2^-128; the noise model then counts it: every preset), else
+``"ntt"``."""
+
+KS_BYTES_FROM = 2
+"""On the ``NATIVE`` and ``MATRIX`` kernel sets, batches of at least this many inputs key-switch through the key's
+signed bytes (:func:`_ksk_bytes`, four int8 x int8 -> int32 products; the same words as the int32 product)."""
+
+CPU_BATCH_WORDS = 2**16
+"""On the ``NATIVE`` kernel set (a CPU), the XLA blind rotations (``"ntt"``, and ``"fft"`` without grouping) run
+the batch in chunks of at most this many accumulator coefficients (items x tables x 2^nu x (k+1) x N), one after
+the other inside the program, so that a step's arrays stay in cache; the same words as one piece. Elsewhere the
+batch is not split."""
+
+PROGRESS_CHUNKS = 20
+"""With a ``progress`` callback, the blind rotation runs in this many chunks of steps (CMux steps, or group
+steps with a grouping; at most two compiled chunk shapes), and the callback is called after each one."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -121,6 +144,27 @@ class ClientKey(SecretHolder):
         return f"tfhe.ClientKey({self.params.name or self.params!r})"
 
 
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False)
+class PreparedKey:
+    """The forms of a server key its kernels read, made once from the key on the host (:func:`prepare`) and
+    carried with it as pytree leaves (so a key passed to ``jax.jit`` as an argument keeps them).
+
+    ``fourier_key``: the bootstrapping key after its first step's 2^g - 1 GGSWs (that step runs through the exact
+    NTT, :func:`_first_step`) in the Fourier domain: complex128 ``[ggsw_count - 2^g + 1, (k+1) l, k+1, N/2]``
+    (:func:`crossfhe.core.fourier.ggsw_to_fourier`, the XLA FFT kernel), or for the native kernel float64
+    ``[groups - 1, N/16, 2^g - 1, (k+1) l, k+1, 2, 8]`` (:func:`crossfhe.core.fourier.native_key`); ``fourier``:
+    the :class:`~crossfhe.core.fourier.FourierPlan` (device arrays); ``native``: the native kernel's
+    :class:`~crossfhe.core.fourier.NativeTables`; all None without the FFT. ``ksk_bytes``: the key-switching key's
+    signed bytes int8 ``[4 (n + 1), k N l_ks]`` (:func:`_ksk_bytes`) on the ``NATIVE`` and ``MATRIX`` sets, else
+    None. Static: ``kernels``, the resolved kernel set."""
+
+    fourier_key: jax.Array | None
+    fourier: FourierPlan | None
+    native: F.NativeTables | None
+    ksk_bytes: jax.Array | None
+    kernels: KernelSet = _static()
+
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True, eq=False, repr=False)
@@ -129,19 +173,18 @@ class ServerKey:
     key, EVAL domain, of the short key's n bits, or with grouping g > 1 of the indicators of each group's
     2^g - 1 nonzero bit patterns, group-major: :func:`bsk_bits`) and ``ksk`` int32 ``[n + 1, k N l_ks]``
     (LWE encryptions mod 2^32 under the short key of s_i 2^32 / B^(j+1), one per column i l_ks + j, body in
-    the last row: the key switch is a matrix-vector product with this matrix, which XLA:CPU runs 3x faster
-    than with its transpose, 5.8 ms against 16.8 for P4's at batch 1, one CPU, and as fast from batch 4).
-    The FFT kernel also keeps the bootstrapping key's Fourier form (complex128, as many bytes again), made
-    by :func:`keygen` or on the first bootstrap after a load, and a batch of two inputs or more on a CPU the
-    key-switching key's signed bytes (:func:`_ksk_bytes`, as many bytes again, made on first use);
-    ``nbytes`` counts the key itself (what is saved and sent). ``key_id``: the key pair's identifier,
-    :func:`~crossfhe.core.keys.key_id` of the key-switching key's body row (its client key and ciphertexts
-    carry the same; operations refuse others)."""
+    the last row: the key switch is a matrix-vector product with this matrix). ``prepared``: the forms the
+    kernels read (:class:`PreparedKey`: the Fourier form of the bootstrapping key, as many bytes again, and on
+    some kernel sets the key-switching key's bytes), made by :func:`keygen`, or by :func:`prepare` on first use
+    after a load; ``nbytes`` counts the key itself (what is saved and sent). ``key_id``: the key pair's
+    identifier, :func:`~crossfhe.core.keys.key_id` of the key-switching key's body row (its client key and
+    ciphertexts carry the same; operations refuse others)."""
 
     bsk: jax.Array
     ksk: jax.Array
     params: Params = _static()
     key_id: str | None = _static(default=None)
+    prepared: PreparedKey | None = None
 
     @property
     def nbytes(self) -> int:
@@ -175,8 +218,10 @@ def _binary(key, shape):
     return (crandom.random_bits(key, shape) & U32(1)).astype(I32)
 
 
+
 class _Tables:
-    """Host-side constants of a parameter set (cached per Params), passed to kernels as arguments."""
+    """Host-side constants of a parameter set (cached per Params; made outside any trace), passed to kernels as
+    arguments."""
 
     _cache: dict = {}
 
@@ -185,23 +230,26 @@ class _Tables:
         if hit is not None:
             return hit
         self = super().__new__(cls)
-        self.params = params
-        self.basis = RNSBasis(params.moduli)
-        self.plan = NTTPlan.create(params.poly_size, params.moduli, params.kernels)
-        self.gplan = RNSGadgetPlan.create(self.basis, params.pbs_gadget)
-        self.ms_plan = RNSGadgetPlan.create(self.basis, Gadget(16, 2))
-        t = ModulusTable.create(params.moduli)
-        self.mac = (t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2)
-        self.q = t.q
-        self.barrett = (t.barrett_mu, t.bits)
-        self.gvec = G.gadget_residues(params.pbs_gadget.vector(params.big_q), params.moduli)  # [l, L]
+        with jax.ensure_compile_time_eval():
+            self.params = params
+            self.basis = RNSBasis(params.moduli)
+            self.plan = NTTPlan.create(params.poly_size, params.moduli, params.kernels)
+            self.gplan = RNSGadgetPlan.create(self.basis, params.pbs_gadget)
+            self.ms_plan = RNSGadgetPlan.create(self.basis, Gadget(16, 2))
+            t = ModulusTable.create(params.moduli)
+            self.mac = (t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2)
+            self.q = t.q
+            self.barrett = (t.barrett_mu, t.bits)
+            self.gvec = G.gadget_residues(params.pbs_gadget.vector(params.big_q), params.moduli)  # [l, L]
         cls._cache[params] = self
         return self
 
 
 def keygen(params: Params, seed=None, *, progress: Callable[[str, float], None] | None = None):
     """(ClientKey, ServerKey) for ``params``. ``seed``: None (os.urandom), 32 bytes, or a ChaChaKey: the
-    same seed gives the same keys. ``progress(stage, fraction)`` is called as the keys are built."""
+    same seed gives the same keys. ``progress(stage, fraction)`` is called as the keys are built. The server
+    key comes prepared (:func:`prepare`) for the kernel set ``params.kernels`` resolves to; asking for ``NATIVE``
+    where the native kernels cannot be built raises RuntimeError saying why."""
     if not isinstance(params, Params):
         raise ParameterError(f"params must be tfhe.Params, got {type(params).__name__}")
     root = _key_of(seed)
@@ -213,9 +261,7 @@ def keygen(params: Params, seed=None, *, progress: Callable[[str, float], None] 
     ksk = _gen_ksk(ck, k_ksk, progress)
     kid = key_id(ksk[-1])
     ck, sk = dataclasses.replace(ck, key_id=kid), ServerKey(bsk, ksk, params, kid)
-    if params.fft_kernel:
-        (_native_bsk if native_applies(params) else _fourier_bsk)(sk, progress)
-    return ck, sk
+    return ck, prepare(sk, progress=progress)
 
 
 @cache
@@ -223,87 +269,83 @@ def _fourier_plan(params: Params) -> FourierPlan:
     return FourierPlan.create(params.poly_size, params.moduli, params.pbs_gadget, params.glwe_dim)
 
 
-def _derived(sk: ServerKey, name: str, make: Callable[[], object]):
-    """A form of the key derived on the host (``make()``), made once per key object and kept on it: a cache,
-    not a pytree field, so ServerKey stays frozen and ``nbytes`` counts what is saved and sent. Made under
-    ``jax.ensure_compile_time_eval``: concrete arrays even when first needed inside a caller's jit."""
-    hit = sk.__dict__.get(name)
-    if hit is None:
+def prepare(sk: ServerKey, *, fourier: bool | None = None, progress=None) -> ServerKey:
+    """The server key with its :class:`PreparedKey` (``sk.prepared``), made once per key object on the host and
+    kept on it: :func:`keygen` does it; a key built from its arrays (a load) gets it on its first use, or from this
+    call. The kernel set is ``params.kernels`` resolved (:meth:`~crossfhe.kernels.KernelSet.resolve`, once
+    per process); the Fourier form is made where ``params.fft_kernel`` (``fourier=True``: also elsewhere, for
+    ``kernel="fft"``). Inside a caller's ``jax.jit`` a key closed over is prepared there (its arrays are
+    concrete); a key passed as an argument must have been prepared before (ParameterError otherwise)."""
+    if not isinstance(sk, ServerKey):
+        raise ParameterError(f"expected a tfhe ServerKey, got {type(sk).__name__}")
+    want = sk.params.fft_kernel if fourier is None else bool(fourier)
+    have = sk.prepared
+    if have is not None and (have.fourier_key is not None or not want):
+        return sk
+    try:
         with jax.ensure_compile_time_eval():
-            hit = make()
-        object.__setattr__(sk, name, hit)
-    return hit
+            made = _make_prepared(sk, want, progress)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError) as e:
+        raise ParameterError(
+            "the server key's prepared forms (its Fourier form for the FFT kernel) are made from the key on the "
+            "host: call tfhe.ops.prepare(sk) before passing the key to jax.jit or vmap as an argument (keygen's "
+            "keys come prepared), or close over the key"
+        ) from e
+    object.__setattr__(sk, "prepared", made)
+    return sk
 
 
-def _fourier_bsk(sk: ServerKey, progress=None):
-    """The bootstrapping key as the FFT kernel takes it: the first step's GGSWs as they are (that step runs
-    through the exact NTT, :func:`_first_step`), and the others as complex128 ``[ggsw_count - 2^g + 1,
-    (k+1) l, k+1, N/2]`` (:func:`crossfhe.core.fourier.ggsw_to_fourier`); made once per key object
-    (:func:`_derived`)."""
-
-    def make():
-        params = sk.params
-        first = (1 << params.grouping) - 1
-        plan, n = _Tables(params).plan, params.ggsw_count
-        chunk = max(1, min(n, KEYGEN_CHUNK_BYTES // (params.bsk_bytes // n)))
-        parts = []
-        for start in range(first, n, chunk):
-            coeff = np.asarray(intt(sk.bsk[start : start + chunk], plan))
-            parts.append(ggsw_to_fourier(coeff, params.moduli))
-            if progress is not None:
-                progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
-        shape = (0, (params.glwe_dim + 1) * params.pbs_gadget.levels, params.glwe_dim + 1, params.poly_size // 2)
-        with jax.enable_x64(True):
-            rest = jnp.asarray(np.concatenate(parts) if parts else np.zeros(shape, np.complex128))
-        return sk.bsk[:first], rest
-
-    return _derived(sk, "_bsk_fourier", make)
-
-
-def native_applies(params: Params) -> bool:
-    """Whether ``kernel="auto"`` bootstraps these parameters through the native CPU kernel: the FFT kernel
-    (``params.fft_kernel``), grouped key bits (g > 1: P4, P6 and P8 among the presets, with or without an
-    extension), the default backend a CPU, and the kernel built (:func:`crossfhe.kernels.cpu_native.status`
-    says why not where it is not)."""
-    return params.fft_kernel and _native_shape(params) and _cpu_layout() and cpu_native.available()
-
-
-def _native_shape(params: Params) -> bool:
-    return params.grouping > 1 and (params.poly_size // 2) % cpu_native.BLOCK == 0
+def _make_prepared(sk: ServerKey, fourier: bool, progress) -> PreparedKey:
+    params = sk.params
+    kernels = params.kernels.resolve()
+    ksk_bytes = _ksk_bytes(params, sk.ksk) if kernels in (NATIVE, MATRIX) else None
+    if not fourier:
+        return PreparedKey(None, None, None, ksk_bytes, kernels)
+    plan = _fourier_plan(params)
+    native = kernels.native and params.grouping > 1
+    if native and params.kernels.native:  # asked for by name: say why it cannot be had
+        cpu_native.NATIVE.require("the NATIVE kernel set's TFHE blind rotation")
+    native = native and cpu_native.available()
+    tables = F.NativeTables.create(plan) if native else None
+    per = (1 << params.grouping) - 1
+    tplan, n = _Tables(params).plan, params.ggsw_count
+    chunk = per * max(1, min(n // per, KEYGEN_CHUNK_BYTES // (params.bsk_bytes // n) // per))
+    parts = []
+    for start in range(per, n, chunk):
+        keys_f = ggsw_to_fourier(np.asarray(intt(sk.bsk[start : start + chunk], tplan)), params.moduli)
+        if native:
+            keys_f = F.native_key(keys_f.reshape((-1, per) + keys_f.shape[1:]), tables)
+        parts.append(keys_f)
+        if progress is not None:
+            progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
+    if not parts:  # one group (or one key bit): the first step is the whole rotation
+        k1, rows, h = params.glwe_dim + 1, (params.glwe_dim + 1) * params.pbs_gadget.levels, params.poly_size // 2
+        if native:
+            parts.append(np.zeros((0, h // cpu_native.BLOCK, per, rows, k1, 2, cpu_native.BLOCK)))
+        else:
+            parts.append(np.zeros((0, rows, k1, h), np.complex128))
+    with jax.enable_x64(True):
+        key = jnp.asarray(np.concatenate(parts))
+        fplan = jax.tree_util.tree_map(jnp.asarray, plan)
+    return PreparedKey(key, fplan, tables, ksk_bytes, kernels)
 
 
-def _native_tables(params: Params) -> F.NativeTables:
-    """The kernel's tables for these parameters, made once per loaded kernel (its slot order is read off it)."""
-    return _native_tables_of(params, cpu_native.library())
-
-
-@cache
-def _native_tables_of(params: Params, library) -> F.NativeTables:
-    return F.NativeTables.create(_fourier_plan(params))
-
-
-def _native_bsk(sk: ServerKey, progress=None):
-    """The bootstrapping key as the native kernel takes it: the first step's GGSWs as they are (NTT domain,
-    :func:`_first_step`), and the others in the Fourier domain as :func:`crossfhe.core.fourier.native_key`
-    lays them out, float64 ``[groups - 1, N/16, 2^g - 1, (k+1) l, k+1, 2, 8]`` on the host; made once per key
-    object (:func:`_derived`), in chunks of whole groups."""
-
-    def make():
-        params = sk.params
-        per = (1 << params.grouping) - 1
-        plan, n, tables = _Tables(params).plan, params.ggsw_count, _native_tables(params)
-        chunk = per * max(1, min(n // per, KEYGEN_CHUNK_BYTES // (params.bsk_bytes // n) // per))
-        parts = []
-        for start in range(per, n, chunk):
-            coeff = np.asarray(intt(sk.bsk[start : start + chunk], plan))
-            keys_f = ggsw_to_fourier(coeff, params.moduli)
-            parts.append(F.native_key(keys_f.reshape((-1, per) + keys_f.shape[1:]), tables))
-            if progress is not None:
-                progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
-        return sk.bsk[:per], np.concatenate(parts)
-
-    # the layout follows the kernel's slot order: a kernel built otherwise (other flags, another CPU) gets its own
-    return _derived(sk, f"_bsk_native_{_native_tables(sk.params).layout}", make)
+def _ksk_bytes(params: Params, ksk) -> jax.Array | None:
+    """The key-switching key as signed bytes, int8 ``[4 (n + 1), k N l_ks]``: row ``b (n + 1) + c`` holds byte
+    b of row c, with k = sum_b 2^(8 b) s_b mod 2^32 and s_b in [-128, 128). Each product of a byte row
+    and the digits sums k N l_ks terms of at most 128 B_ks / 2 (checked below), so it fits int32, and their
+    shifted sum is the key's product mod 2^32. None for a gadget whose byte products could overflow int32, or
+    whose digits do not fit int8."""
+    g, rows = params.ks_gadget, ksk.shape[1]
+    if rows * 128 * (1 << (g.base_log - 1)) >= 2**31 or g.base_log > 7:
+        return None
+    k = np.asarray(ksk).view(np.uint32).astype(np.int64)
+    planes = []
+    for _ in range(4):
+        low = k & 255
+        planes.append(np.where(low >= 128, low - 256, low).astype(np.int8))
+        k = (k >> 8) + (low >= 128)  # the borrow of a negative byte
+    return jnp.asarray(np.concatenate(planes, axis=0))
 
 
 def _glwe_key_eval(ck: ClientKey, tables: _Tables):
@@ -422,8 +464,11 @@ def _check_messages(params: Params, m) -> np.ndarray:
 
 @partial(jit, static_argnames=("params",))
 def _encrypt(key, m, s_long, q, *, params: Params):
-    """LWE under the long key: b = -<a, s> + e + m Delta; m int32 [B]."""
+    """LWE under the long key: b = -<a, s> + e + m Delta; m int32 of any batch shape: (b [*shape, L], a [*shape,
+    L, kN])."""
     limbs, dim = len(params.moduli), params.long_dim
+    shape = m.shape
+    m = m.reshape(-1)
     batch = m.shape[0]
     ka, ke = crandom.split(key)
     a = crandom.uniform_mod(ka, (batch, limbs, dim), q)
@@ -439,7 +484,7 @@ def _encrypt(key, m, s_long, q, *, params: Params):
         t.bits.reshape(-1),
     )
     b = add_mod(sub_mod(crandom.to_residues(e, q.reshape(-1)), dot, q.reshape(-1)), md, q.reshape(-1))
-    return b, a
+    return b.reshape(shape + (limbs,)), a.reshape(shape + (limbs, dim))
 
 
 def _dot_binary(a, s, moduli: tuple[int, ...]):
@@ -466,13 +511,8 @@ def encrypt(ck: ClientKey, m, seed=None) -> LWECiphertext:
     """Encrypt integer message(s) in [0, 2^p) under the long key; the batch shape is ``np.shape(m)``."""
     params = _params_of(ck, ClientKey)
     arr = _check_messages(params, m)
-    tables = _Tables(params)
-    flat = jnp.asarray(arr.reshape(-1), dtype=I32)
-    b, a = _encrypt(_key_of(seed), flat, ck.long_key, tables.q, params=params)
-    limbs = len(params.moduli)
-    return LWECiphertext.create(
-        b.reshape(arr.shape + (limbs,)), a.reshape(arr.shape + (limbs, params.long_dim)), params.moduli, ck.key_id
-    )
+    b, a = _encrypt(_key_of(seed), arr.astype(np.int32), ck.long_key, _Tables(params).q, params=params)
+    return LWECiphertext(b, a, params.moduli, ck.key_id)
 
 
 def _params_of(key, kind=(ClientKey, ServerKey)) -> Params:
@@ -534,7 +574,7 @@ def noise(ck: ClientKey, ct: LWECiphertext, m) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------------
-# Linear operations (no bootstrapping): exact mod Q, messages mod 2^(p+1)
+# Linear operations (no bootstrapping): exact mod Q, messages mod 2^(p+1); one program each
 # --------------------------------------------------------------------------------------------------
 
 
@@ -552,37 +592,47 @@ def _q_cols(moduli):
     return q, q.reshape(-1, 1)
 
 
+@partial(jax.jit, static_argnames=("moduli", "op"))
+def _linear(xb, xa, yb, ya, *, moduli, op: str):
+    """add_mod / sub_mod of two ciphertexts' (b, a), or neg_mod of the first (op "add", "sub", "neg")."""
+    qb, qa = _q_cols(moduli)
+    if op == "neg":
+        return neg_mod(xb, qb), neg_mod(xa, qa)
+    f = add_mod if op == "add" else sub_mod
+    return f(xb, yb, qb), f(xa, ya, qa)
+
+
 def add(x: LWECiphertext, y: LWECiphertext) -> LWECiphertext:
     """Encrypts m_x + m_y (mod 2^(p+1): keep sums below 2^p for a later bootstrap). Noise variances add."""
     kid = _pair(x, y, "add")
-    qb, qa = _q_cols(x.moduli)
-    return LWECiphertext(add_mod(x.b, y.b, qb), add_mod(x.a, y.a, qa), x.moduli, kid)
+    return LWECiphertext(*_linear(x.b, x.a, y.b, y.a, moduli=x.moduli, op="add"), x.moduli, kid)
 
 
 def sub(x: LWECiphertext, y: LWECiphertext) -> LWECiphertext:
     """Encrypts m_x - m_y mod 2^(p+1); a negative result sets the padding bit (add 2^p first to avoid it)."""
     kid = _pair(x, y, "sub")
-    qb, qa = _q_cols(x.moduli)
-    return LWECiphertext(sub_mod(x.b, y.b, qb), sub_mod(x.a, y.a, qa), x.moduli, kid)
+    return LWECiphertext(*_linear(x.b, x.a, y.b, y.a, moduli=x.moduli, op="sub"), x.moduli, kid)
 
 
 def negate(x: LWECiphertext) -> LWECiphertext:
     """Encrypts -m mod 2^(p+1) (sets the padding bit unless m = 0)."""
-    qb, qa = _q_cols(x.moduli)
-    return LWECiphertext(neg_mod(x.b, qb), neg_mod(x.a, qa), x.moduli, x.key_id)
+    return LWECiphertext(*_linear(x.b, x.a, None, None, moduli=x.moduli, op="neg"), x.moduli, x.key_id)
+
+
+@partial(jax.jit, static_argnames=("moduli",))
+def _mul_const(xb, xa, cr, *, moduli):
+    t = ModulusTable.create(moduli)
+    b = barrett_mul(xb, cr, t.q.reshape(-1), t.barrett_mu.reshape(-1), t.bits.reshape(-1))
+    a = barrett_mul(xa, cr[:, None], t.q, t.barrett_mu, t.bits)
+    return b, a
 
 
 def mul_const(x: LWECiphertext, c: int) -> LWECiphertext:
     """Encrypts c m (c a Python int, any sign); the noise variance is multiplied by c^2."""
     if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
         raise ParameterError(f"mul_const takes a Python int, got {type(c).__name__}")
-    t = ModulusTable.create(x.moduli)
     cr = np.array([int(c) % q for q in x.moduli], dtype=np.uint32)
-    mu, bits = t.barrett_mu.reshape(-1), t.bits.reshape(-1)
-    qb = t.q.reshape(-1)
-    b = barrett_mul(x.b, cr, qb, mu, bits)
-    a = barrett_mul(x.a, cr[:, None], t.q, t.barrett_mu, t.bits)
-    return LWECiphertext(b, a, x.moduli, x.key_id)
+    return LWECiphertext(*_mul_const(x.b, x.a, cr, moduli=x.moduli), x.moduli, x.key_id)
 
 
 def encode(params: Params, values) -> np.ndarray:
@@ -598,22 +648,31 @@ def encode(params: Params, values) -> np.ndarray:
     return (v[..., None] * delta % q).astype(np.uint32)  # < 2^11 * 2^31: exact in int64
 
 
+@partial(jax.jit, static_argnames=("moduli",))
+def _add_const(xb, c, *, moduli):
+    qb, _ = _q_cols(moduli)
+    return add_mod(xb, c, qb)
+
+
 def add_const(params: Params, x: LWECiphertext, c) -> LWECiphertext:
     """Encrypts m + c (c an int, or an integer array broadcasting against x's batch shape; taken mod
     2^(p+1)); no noise is added."""
     if isinstance(c, bool):
         raise ParameterError("add_const takes integers, got a bool")
     _check_ct(params, x)
-    qb, _ = _q_cols(x.moduli)
-    return LWECiphertext(add_mod(x.b, jnp.asarray(encode(params, c)), qb), x.a, x.moduli, x.key_id)
+    return LWECiphertext(_add_const(x.b, encode(params, c), moduli=x.moduli), x.a, x.moduli, x.key_id)
+
+
+@partial(jax.jit, static_argnames=("dim",))
+def _trivial(b, *, dim: int):
+    return b, jnp.zeros(b.shape + (dim,), U32)
 
 
 def trivial(params: Params, m) -> LWECiphertext:
     """A noiseless, keyless encryption of m (a = 0): a public constant."""
     arr = _check_messages(params, m)
-    b = encode(params, arr)
-    a = np.zeros(arr.shape + (len(params.moduli), params.long_dim), dtype=np.uint32)
-    return LWECiphertext.create(jnp.asarray(b), jnp.asarray(a), params.moduli)
+    b, a = _trivial(encode(params, arr), dim=params.long_dim)
+    return LWECiphertext(b, a, params.moduli)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -655,27 +714,31 @@ def per_input_tables(params: Params, tables, batch_shape: tuple[int, ...]) -> np
     return arr.astype(np.int64) % size
 
 
-def _test_vector(params: Params, table: np.ndarray) -> np.ndarray:
-    """The test vector's residues uint32 [..., L, N'] of tables int64 [..., 2^p] (N' = 2^nu N, the
-    accumulator's size): coefficient j holds f(m) Delta for the message box of j (boxes of N' / 2^p
-    coefficients centered on m N' / 2^p), and -f(0) Delta on the last half box (which a message 0 with
-    negative noise reaches through X^N' = -1)."""
+def _test_vector(params: Params, table):
+    """The test vector's residues uint32 [..., L, N'] of tables int [..., 2^p] in [0, 2^p) (N' = 2^nu N, the
+    accumulator's size; traceable): coefficient j holds f(m) Delta for the message box of j (boxes of N' / 2^p
+    coefficients centered on m N' / 2^p), and -f(0) Delta on the last half box (which a message 0 with negative
+    noise reaches through X^N' = -1)."""
     n, p = params.acc_size, params.message_bits
     box = n >> p
-    j = np.arange(n)
-    m = (j + box // 2) // box
-    vals = np.where(m < 2**p, table[..., np.minimum(m, 2**p - 1)], table[..., :1])  # [..., N]
-    sign = np.where(m < 2**p, 1, -1)
-    q = np.array(params.moduli, dtype=np.int64)[:, None]
-    delta = np.array([params.delta % x for x in params.moduli], dtype=np.int64)[:, None]
-    # (sign f(m) mod q) (Delta mod q) < 2^31 * 2^31 fits int64: the residues of sign f(m) Delta mod Q
-    return ((sign * vals)[..., None, :] % q * delta % q).astype(np.uint32)
+    m = (np.arange(n) + box // 2) // box
+    idx = np.where(m < 2**p, np.minimum(m, 2**p - 1), 0)
+    vals = jnp.take(jnp.asarray(table).astype(U32), jnp.asarray(idx, dtype=I32), axis=-1)[..., None, :]  # [..., 1, N']
+    t = ModulusTable.create(params.moduli)  # q, mu, bits [L, 1]
+    signed = jnp.where(jnp.asarray(m >= 2**p), (t.q - vals) % t.q, vals)  # sign f(m) mod q
+    delta = np.array([params.delta % x for x in params.moduli], dtype=np.uint32)[:, None]
+    return barrett_mul(signed, delta, t.q, t.barrett_mu, t.bits)
+
+
+def _components(params: Params, tv):
+    """Test vectors [..., L, N'] -> their 2^nu components [..., 2^nu, L, N] (crossfhe.core.ggsw.split_components)."""
+    return jnp.moveaxis(tv.reshape(tv.shape[:-1] + (params.poly_size, 1 << params.extension)), -1, -3)
 
 
 @partial(jit, static_argnames=("params",))
 def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
     """Long LWE over Q (b [B, L], a [B, L, kN]) -> short LWE mod 2^32 -> mod 2N' (N' = 2^nu N): (b~ [B],
-    a~ [B, n]) int32."""
+    a~ [B, n]) int32. ``ksk``: the int32 key, or its signed bytes (:func:`_ksk_bytes`): the same words."""
     g = params.ks_gadget
     x = jnp.concatenate([a, b[..., None]], axis=-1)  # [B, L, kN + 1]
     d = gadget_digits_rns(x, ms_plan)  # [2, B, kN + 1]: round(x 2^32 / Q) in base 2^16
@@ -685,7 +748,6 @@ def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
     shift = KS_MODULUS_BITS - g.base_log * g.levels
     t = (va + U32((1 << shift) >> 1)) >> shift if shift else va
     # materialized: fused into the digits below, the rounding from the residues ran once per digit level
-    # (P4, batch 32, one CPU: the digits' fusion took 11.4 ms of a 37 ms key switch)
     t = fusion_barrier(t, ms_plan.q)
     base, half = 1 << g.base_log, 1 << (g.base_log - 1)
     digits = []
@@ -711,6 +773,31 @@ def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
     rnd = U32(1 << (sh - 1))
     mask = U32(2 * params.acc_size - 1)
     return ((bb + rnd) >> sh & mask).astype(I32), ((aa + rnd) >> sh & mask).astype(I32)
+
+
+def _ks_key(sk: ServerKey, batch: int):
+    """The key the key switch of ``batch`` inputs multiplies: the bytes (:func:`_ksk_bytes`) where the prepared key
+    has them and the batch is at least :data:`KS_BYTES_FROM` (a static shape), else the int32 key."""
+    by = sk.prepared.ksk_bytes if sk.prepared is not None else None
+    return by if by is not None and batch >= KS_BYTES_FROM else sk.ksk
+
+
+@partial(jit, static_argnames=("params", "shape"))
+def _keyswitch_program(b, a, ksk, ms_plan, *, params: Params, shape: tuple):
+    limbs = len(params.moduli)
+    bt, at = _keyswitch(b.reshape((-1, limbs)), a.reshape((-1, limbs, params.long_dim)), ksk, ms_plan, params=params)
+    return bt.reshape(shape), at.reshape(shape + (params.lwe_dim,))
+
+
+def keyswitch(sk: ServerKey, ct: LWECiphertext):
+    """Steps 1-3 of :func:`pbs`: (b~ int32 [...], a~ int32 [..., n]) in [0, 2N'), the short LWE the blind
+    rotation takes. Exposed for noise tests and for callers that apply several tables themselves."""
+    params = _params_of(sk, ServerKey)
+    _check_ct(params, ct)
+    check_key_ids("keyswitch", sk.key_id, ct.key_id)
+    shape = ct.batch_shape
+    ksk = _ks_key(sk, math.prod(shape))
+    return _keyswitch_program(ct.b, ct.a, ksk, _Tables(params).ms_plan, params=params, shape=shape)
 
 
 def _initial_acc(b_t, tv, q, params: Params):
@@ -789,86 +876,58 @@ def _group_exponents(shifts, grouping: int, n2: int):
     return jnp.sum(s[:, :, None, :] * patterns(grouping)[None, None], axis=-1, dtype=I32) % n2
 
 
-# The same computation in pieces, for progress reports: the blind rotation's steps run in chunks.
-_start_jit = jit(_initial_acc, static_argnames=("params",))
-_first_jit = jit(_first_step, static_argnames=("grouping",))
-_rotate_chunk_jit = jit(_rotate, static_argnames=("unroll", "grouping"))
-_extract_jit = jit(_extract, static_argnames=("tcount", "params"))
+def _rotate_all(acc, shifts, keys, plan, gplan, mac, fourier, native, *, unroll: int, grouping: int,
+                chunks: tuple[int, int]):
+    """:func:`_rotate` on the whole batch, or on ``chunks`` = (count, size) pieces of the batch axis one after
+    the other (the batch padded with zero items to count x size): the same words."""
+    count, size = chunks
+    if count == 1:
+        return _rotate(acc, shifts, keys, plan, gplan, mac, fourier, native, unroll=unroll, grouping=grouping)
+    total = acc.shape[0]
+    pad = count * size - total
+    acc = jnp.pad(acc, [(0, pad)] + [(0, 0)] * (acc.ndim - 1)).reshape((count, size) + acc.shape[1:])
+    shifts = jnp.pad(shifts, [(0, pad), (0, 0)]).reshape(count, size, -1)
 
-PROGRESS_CHUNKS = 20
-"""With a ``progress`` callback, the blind rotation runs in this many chunks of steps (CMux steps, or group
-steps with a grouping; at most two compiled chunk shapes), and the callback is called after each one."""
+    def body(xs):
+        return _rotate(xs[0], xs[1], keys, plan, gplan, mac, fourier, native, unroll=unroll, grouping=grouping)
 
-
-def _bootstrap_with_progress(b_t, a_t, tv, bsk, fourier, t: _Tables, params: Params, unroll: int, progress):
-    """:func:`_bootstrap`, the same words, with ``progress("blind rotation", fraction)`` after each chunk."""
-    q, tcount = t.mac[0], tv.shape[0]
-    acc = _start_jit(b_t, tv, q, params=params)
-    shifts = _rotation_shifts(a_t, tcount, params)
-    g, n = params.grouping, params.groups  # n steps of g key bits each, 2^g - 1 GGSWs each (g = 1: one)
-    per, done = (1 << g) - 1, 0
-    if fourier is not None:  # the first step through the NTT (_first_step), the others from bsk's rest
-        first, bsk = bsk
-        acc = _first_jit(acc, shifts[:, :g], first, t.plan, t.gplan, t.mac, grouping=g)
-        shifts, done = shifts[:, g:], 1
-        if n == 1:
-            progress("blind rotation", 1.0)
-    size = -(-n // min(PROGRESS_CHUNKS, n))
-    for start in range(0, n - done, size):
-        stop = min(n - done, start + size)
-        chunk_keys, chunk_shifts = bsk[start * per : stop * per], shifts[:, start * g : stop * g]
-        args = (acc, chunk_shifts, chunk_keys, t.plan, t.gplan, t.mac, fourier)
-        acc = _rotate_chunk_jit(*args, unroll=unroll, grouping=g)
-        jax.block_until_ready(acc)
-        progress("blind rotation", (stop + done) / n)
-    return _extract_jit(acc, q, tcount=tcount, params=params)
+    out = jax.lax.map(body, (acc, shifts))
+    return out.reshape((count * size,) + out.shape[2:])[:total]
 
 
-KS_BYTES_FROM = 2
-"""On a CPU, batches of at least this many inputs key-switch through the key's signed bytes (:func:`_ksk_bytes`):
-four int8 x int8 -> int32 products in place of one int32 product, which XLA:CPU runs six times slower at
-batch 2 than at batch 1 (one CPU, P4's [834, 14336] key, the product alone, ms, int32 against int8: batch 2
-12.4 against 4.4, 8 15.8 against 8.3, 32 30.3 against 25.5, 64 49.5 against 44.4). One input stays with the
-int32 matrix-vector product, at about the speed of reading the key (2.1 ms; the int8 one took 93)."""
+def _batch_chunks(params: Params, rows: int, kernels: KernelSet, route: str) -> tuple[int, int]:
+    """(count, size) of the batch chunks (:data:`CPU_BATCH_WORDS`) for ``rows`` accumulators (tables x items):
+    chunks only on the ``NATIVE`` set and only for the XLA rotations; equal sizes, the last one padded."""
+    if not kernels.native or route == "native":
+        return 1, rows
+    per_row = (params.glwe_dim + 1) * params.acc_size
+    most = max(1, CPU_BATCH_WORDS // per_row)
+    count = -(-rows // most)
+    return count, -(-rows // count)
 
 
-def _ksk_bytes(sk: ServerKey) -> jax.Array:
-    """The key-switching key as signed bytes, int8 ``[4 (n + 1), k N l_ks]``: row ``b (n + 1) + c`` holds byte
-    b of row c, with k = sum_b 2^(8 b) s_b mod 2^32 and s_b in [-128, 128). Each product of a byte row
-    and the digits sums k N l_ks terms of at most 128 B_ks / 2 (checked below), so it fits int32, and their
-    shifted sum is the key's product mod 2^32. Made once per key object (:func:`_derived`; as many bytes as
-    the key itself). A gadget whose byte products could overflow int32, or whose digits do not fit int8,
-    gets the int32 key itself."""
-
-    def make():
-        g, rows = sk.params.ks_gadget, sk.ksk.shape[1]
-        if rows * 128 * (1 << (g.base_log - 1)) >= 2**31 or g.base_log > 7:
-            return sk.ksk
-        k = np.asarray(sk.ksk).view(np.uint32).astype(np.int64)
-        planes = []
-        for _ in range(4):
-            low = k & 255
-            planes.append(np.where(low >= 128, low - 256, low).astype(np.int8))
-            k = (k >> 8) + (low >= 128)  # the borrow of a negative byte
-        return jnp.asarray(np.concatenate(planes, axis=0))
-
-    return _derived(sk, "_ksk_int8", make)
-
-
-def keyswitch(sk: ServerKey, ct: LWECiphertext):
-    """Steps 1-3 of :func:`pbs`: (b~ int32 [...], a~ int32 [..., n]) in [0, 2N'), the short LWE the blind
-    rotation takes. Exposed for noise tests and for callers that apply several tables themselves."""
-    params = _params_of(sk, ServerKey)
-    _check_ct(params, ct)
-    check_key_ids("keyswitch", sk.key_id, ct.key_id)
-    shape = ct.batch_shape
-    flat_b = ct.b.reshape((-1, len(params.moduli)))
-    flat_a = ct.a.reshape((-1, len(params.moduli), params.long_dim))
-    ksk = sk.ksk
-    if flat_b.shape[0] >= KS_BYTES_FROM and _cpu_layout() and not isinstance(ksk, jax.core.Tracer):
-        ksk = _ksk_bytes(sk)  # (a key traced under a caller's jit keeps the int32 product)
-    bt, at = _keyswitch(flat_b, flat_a, ksk, _Tables(params).ms_plan, params=params)
-    return bt.reshape(shape), at.reshape(shape + (params.lwe_dim,))
+@partial(jit, static_argnames=("params", "shape", "unroll", "chunks"))
+def _pbs_program(b, a, tables, ksk, bsk, fkey, fourier, native, ms_plan, plan, gplan, mac, *, params: Params,
+                 shape: tuple, unroll: int, chunks: tuple[int, int]):
+    """:func:`pbs_many` in one program: key switch (b [*shape, L], a [*shape, L, kN]), the test vectors of
+    ``tables`` int [T, 1 or B, 2^p], the blind rotation (through the NTT with ``bsk``, fourier None; else its first
+    step through the NTT and the others through the FFT key ``fkey``, by the native kernel where ``native``) and
+    the sample extraction: per table, (b [*shape, L], a [*shape, L, kN])."""
+    limbs, tcount = len(params.moduli), tables.shape[0]
+    bt, at = _keyswitch(b.reshape((-1, limbs)), a.reshape((-1, limbs, params.long_dim)), ksk, ms_plan, params=params)
+    tv = _components(params, _test_vector(params, tables))  # [T, 1 or B, 2^nu, L, N]
+    q, g = mac[0], params.grouping
+    acc = _initial_acc(bt, tv, q, params)
+    shifts = _rotation_shifts(at, tcount, params)
+    keys = bsk
+    if fourier is not None:
+        per = (1 << g) - 1
+        acc = _first_step(acc, shifts[:, :g], bsk[:per], plan, gplan, mac, grouping=g)
+        shifts, keys = shifts[:, g:], fkey
+    acc = _rotate_all(acc, shifts, keys, plan, gplan, mac, fourier, native, unroll=unroll, grouping=g, chunks=chunks)
+    ob, oa = _extract(acc, q, tcount, params)
+    return tuple((ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)))
+                 for i in range(tcount))
 
 
 def pbs(
@@ -878,14 +937,34 @@ def pbs(
     encrypting table(m), with fresh noise (variance ``params.var_pbs``). ``table``: an array of 2^p ints
     or a callable on ints (:func:`lookup_table`), applied to every input; or an integer array of shape
     ``ct.batch_shape + (2^p,)``, one table per input (:func:`per_input_tables`). Either way the whole
-    batch shares each pass over the bootstrapping key (on a CPU, each chunk of :data:`CPU_BATCH_WORDS`).
+    batch shares each pass over the bootstrapping key (on the ``NATIVE`` kernel set, each chunk of
+    :data:`CPU_BATCH_WORDS`). One compiled program (with ``progress``: one per chunk of steps).
     ``progress(stage, fraction)``, if given, is called as the blind rotation advances (:data:`PROGRESS_CHUNKS`
-    times; a P10 bootstrap takes 15 to 20 s on one CPU); the result is the same either way. ``kernel``:
-    ``"auto"``, ``"fft"`` or ``"ntt"`` (:data:`KERNELS`). A server key passed to ``jax.jit`` as an argument
-    (traced) has no Fourier form there: ``"auto"`` then runs the NTT kernel, with a warning, and ``"fft"``
-    raises ParameterError; a key the jitted function closes over keeps the FFT.
+    times); the result is the same either way. ``kernel``: ``"auto"``, ``"fft"``, ``"native"`` or ``"ntt"``
+    (:data:`KERNELS`). Under a caller's ``jax.jit`` or ``vmap`` the same words as eagerly, the server key closed
+    over or passed as an argument (then prepared before: :func:`prepare`).
     """
     return pbs_many(sk, ct, [table], unroll=unroll, progress=progress, kernel=kernel)[0]
+
+
+def _route(sk: ServerKey, kernel: str) -> str:
+    """"ntt", "fft" (the XLA FFT kernel) or "native" for ``kernel`` on this key (prepared here if it is not)."""
+    params = sk.params
+    if kernel not in KERNELS:
+        raise ParameterError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    prepare(sk, fourier=kernel in ("fft", "native") or (kernel == "auto" and params.fft_kernel))
+    if kernel == "ntt" or (kernel == "auto" and sk.prepared.fourier_key is None):
+        return "ntt"
+    if sk.prepared.native is not None:
+        return "native"
+    if kernel == "native":
+        kernels = sk.prepared.kernels
+        why = (f"the key was prepared for the {kernels!r} kernel set (params.with_kernels(NATIVE))"
+               if not kernels.native else
+               f"{params!r} has grouping {params.grouping}; the native kernel takes grouped key bits (grouping > 1)"
+               if params.grouping == 1 else f"it is not available ({cpu_native.status()})")
+        raise ParameterError(f"kernel='native' cannot run here: {why}; use kernel='fft'")
+    return "fft"
 
 
 def pbs_many(
@@ -903,195 +982,99 @@ def pbs_many(
     params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
     check_key_ids("pbs", sk.key_id, ct.key_id)
-    if kernel not in KERNELS:
-        raise ParameterError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if callable(tables) or not isinstance(tables, (list, tuple)) or not tables:
         raise ParameterError("pbs_many takes a non-empty list of tables (use pbs for one table)")
+    if progress is not None and not callable(progress):
+        raise ParameterError(f"progress must be a callable (stage, fraction) or None, got {type(progress).__name__}")
+    route = _route(sk, kernel)
     shape = ct.batch_shape
     per_input = [not callable(f) and np.ndim(f) > 1 for f in tables]
     batch = math.prod(shape) if any(per_input) else 1
-    tvs = []
+    rows = []
     for f, own in zip(tables, per_input, strict=True):
-        if own:
-            tv = _test_vector(params, per_input_tables(params, f, shape).reshape(-1, 2**params.message_bits))
-        else:
-            tv = _test_vector(params, lookup_table(params, f))[None]
-        tvs.append(np.broadcast_to(tv, (batch,) + tv.shape[1:]))
-    tv = np.stack(tvs)  # [T, 1 or B, L, N']
-    nu = params.extension  # its 2^nu components (crossfhe.core.ggsw.split_components): [T, 1 or B, 2^nu, L, N]
-    tv = np.moveaxis(tv.reshape(tv.shape[:-1] + (params.poly_size, 1 << nu)), -1, -3)
-    if progress is not None and not callable(progress):
-        raise ParameterError(f"progress must be a callable (stage, fraction) or None, got {type(progress).__name__}")
-    traced_key = isinstance(sk.bsk, jax.core.Tracer)
-    if traced_key and kernel in ("fft", "native"):
-        raise ParameterError(
-            f"the {kernel} kernel needs the bootstrapping key's Fourier form, made on the host once per key: pass "
-            "the server key to jax.jit as a closed-over constant, not as an argument, or use kernel='ntt'"
-        )
-    if kernel == "native":
-        _check_native(params, ct)
-    if traced_key and kernel == "auto" and params.fft_kernel:
-        warnings.warn(
-            "server key traced under jit: the blind rotation runs through the exact NTT kernel, several times "
-            "slower than the FFT one; close over the key (a constant of the jitted function) to get the FFT",
-            stacklevel=3,
-        )
-        kernel = "ntt"
+        t = per_input_tables(params, f, shape).reshape(-1, 2**params.message_bits) if own else lookup_table(params, f)
+        rows.append(np.broadcast_to(t, (batch, 2**params.message_bits)))
+    tab = np.stack(rows).astype(np.int32)  # [T, 1 or B, 2^p]
     t = _Tables(params)
-    native = kernel == "native" or (
-        kernel == "auto" and not traced_key and not isinstance(ct.b, jax.core.Tracer) and native_applies(params)
-    )
-    if native:
-        with jax.enable_x64(True):
-            return _bootstrap_native(sk, ct, tv, t, progress)
-    bt, at = keyswitch(sk, ct)
-    if kernel == "fft" or (kernel == "auto" and params.fft_kernel):
-        # the FFT kernel's float64 and 64-bit integer arrays exist only under x64 (scoped, not global)
-        keys, fourier, scope = _fourier_bsk(sk), _fourier_plan(params), jax.enable_x64(True)
-    else:
-        keys, fourier, scope = sk.bsk, None, contextlib.nullcontext()
-    bt, at = bt.reshape(-1), at.reshape(-1, params.lwe_dim)
-    with scope:
+    prep = sk.prepared
+    fft = route != "ntt"
+    args = (ct.b, ct.a, tab, _ks_key(sk, math.prod(shape)), sk.bsk, prep.fourier_key if fft else None,
+            prep.fourier if fft else None, prep.native if route == "native" else None, t.ms_plan, t.plan, t.gplan,
+            t.mac)
+    # the FFT kernels' float64 and 64-bit integer arrays exist only under x64 (scoped, not global)
+    with jax.enable_x64(True) if fft else contextlib.nullcontext():
         if progress is None:
-            parts = []
-            shared = jnp.asarray(tv) if tv.shape[1] == 1 else None  # one table for all: sent to the device once
-            for lo, hi, pad in _batch_chunks(params, len(tables), bt.shape[0]):
-                tv_c = shared if shared is not None else jnp.asarray(_pad(tv[:, lo:hi], 1, pad))
-                args = (_pad(bt[lo:hi], 0, pad), _pad(at[lo:hi], 0, pad), tv_c, keys)
-                cb, ca = _bootstrap(*args, t.plan, t.gplan, t.mac, fourier, params=params, unroll=unroll)
-                parts.append((cb[:, : hi - lo], ca[:, : hi - lo]))
-            ob = jnp.concatenate([b for b, _ in parts], axis=1) if len(parts) > 1 else parts[0][0]
-            oa = jnp.concatenate([a for _, a in parts], axis=1) if len(parts) > 1 else parts[0][1]
+            chunks = _batch_chunks(params, len(tables) * math.prod(shape), prep.kernels, route)
+            outs = _pbs_program(*args, params=params, shape=shape, unroll=unroll, chunks=chunks)
         else:
-            args = (bt, at, jnp.asarray(tv), keys)
-            ob, oa = _bootstrap_with_progress(*args, fourier, t, params, unroll, progress)
+            outs = _pbs_with_progress(*args, params=params, shape=shape, unroll=unroll, progress=progress)
+    return [LWECiphertext(b, a, params.moduli, sk.key_id) for b, a in outs]
+
+
+def _rotate(acc, shifts, bsk, plan, gplan, mac, fourier, native, *, unroll: int, grouping: int):
+    """The blind rotation by ``shifts`` int32 [B, m] (m key bits, a multiple of g unless they end the key);
+    bsk: the GGSWs of those bits (grouping 1) or of their groups' indicators (2^g - 1 per group), in the NTT
+    domain (fourier None), the Fourier domain, or the native kernel's layout (``native``: its tables)."""
+    if grouping > 1:
+        exps = _group_exponents(shifts, grouping, 2 * acc.shape[-1] * acc.shape[1])
+        if native is not None:
+            return F.blind_rotate_grouped_native(acc, exps, bsk, fourier, native)
+        bsk = bsk.reshape((exps.shape[1], (1 << grouping) - 1) + bsk.shape[1:])
+        if fourier is None:
+            return G.blind_rotate_grouped(acc, exps, bsk, plan, gplan, mac, unroll=unroll)
+        return F.blind_rotate_grouped(acc, exps, bsk, fourier, unroll=unroll)
+    if fourier is None:
+        return G.blind_rotate(acc, shifts, bsk, plan, gplan, mac, unroll=unroll)
+    return F.blind_rotate(acc, shifts, bsk, fourier, unroll=unroll)
+
+
+# The same computation in pieces, for progress reports: the blind rotation's steps run in chunks.
+@partial(jit, static_argnames=("params", "grouping", "first"))
+def _start_jit(b, a, tables, ksk, bsk, ms_plan, plan, gplan, mac, *, params: Params, grouping: int, first: bool):
+    limbs, tcount = len(params.moduli), tables.shape[0]
+    bt, at = _keyswitch(b.reshape((-1, limbs)), a.reshape((-1, limbs, params.long_dim)), ksk, ms_plan, params=params)
+    acc = _initial_acc(bt, _components(params, _test_vector(params, tables)), mac[0], params)
+    shifts = _rotation_shifts(at, tcount, params)
+    if first:
+        per = (1 << grouping) - 1
+        acc = _first_step(acc, shifts[:, :grouping], bsk[:per], plan, gplan, mac, grouping=grouping)
+        shifts = shifts[:, grouping:]
+    return acc, shifts
+
+
+_rotate_chunk_jit = jit(_rotate, static_argnames=("unroll", "grouping"))
+
+
+@partial(jit, static_argnames=("tcount", "params", "shape"))
+def _finish_jit(acc, q, *, tcount: int, params: Params, shape: tuple):
     limbs = len(params.moduli)
-    return [
-        LWECiphertext(ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)), params.moduli,
-                      sk.key_id)
-        for i in range(len(tables))
-    ]
-
-
-def _check_native(params: Params, ct: LWECiphertext) -> None:
-    """Why ``kernel="native"`` cannot run here, as a ParameterError (or nothing)."""
-    if isinstance(ct.b, jax.core.Tracer):
-        raise ParameterError("the native kernel runs on concrete arrays: under jax.jit or vmap use kernel='fft'")
-    if not F.supports(params.moduli, params.poly_size, params.pbs_gadget, params.glwe_dim):
-        raise ParameterError(f"the native kernel is an FFT kernel, and {params!r} does not suit the FFT (Q >= 2^63 "
-                             "or digits too wide): use kernel='ntt'")
-    if not _native_shape(params):
-        raise ParameterError(f"the native kernel takes grouped key bits (grouping > 1); {params!r} has grouping "
-                             f"{params.grouping}: use kernel='fft'")
-    if not cpu_native.available():
-        raise ParameterError(f"the native kernel is not available ({cpu_native.status()}): use kernel='fft'")
-
-
-@partial(jit, static_argnames=("params",))
-def _native_start(b, a, ksk, ms_plan, tv, first, plan, gplan, mac, fourier, *, params: Params):
-    """Everything before the native kernel's steps, in one program (traced under x64): the key switch of the
-    ciphertexts b ``[..., L]``, a ``[..., L, kN]``, the test vectors rotated, the first step through the NTT
-    (:func:`_first_step`), the accumulator composed to uint64 words ``[T B, 2^nu, k+1, N]``, and the other
-    steps' exponents through the component move, src and power int32 ``[T B, groups - 1, 2^nu, 2^g - 1]``."""
-    limbs = len(params.moduli)
-    b_t, a_t = _keyswitch(b.reshape((-1, limbs)), a.reshape((-1, limbs, params.long_dim)), ksk, ms_plan, params=params)
-    q, tcount, g = mac[0], tv.shape[0], params.grouping
-    acc = _initial_acc(b_t, tv, q, params)
-    shifts = _rotation_shifts(a_t, tcount, params)
-    acc = _first_step(acc, shifts[:, :g], first, plan, gplan, mac, grouping=g)
-    exps = _group_exponents(shifts[:, g:], g, 2 * acc.shape[-1] * acc.shape[1])
-    src, power = (jnp.swapaxes(v, -1, -2) for v in G.component_move(exps, acc.shape[1]))  # [T B, G, 2^nu, T]
-    return F.compose(acc, fourier), src, power
-
-
-@partial(jit, static_argnames=("tcount", "shape", "params"))
-def _native_finish(words, fourier, q, *, tcount: int, shape: tuple, params: Params):
-    """The words back to residues and the samples extracted: per table, (b ``shape + [L]``, a ``shape + [L,
-    kN]``)."""
-    ob, oa = _extract(F.decompose(words, fourier), q, tcount, params)
-    limbs = len(params.moduli)
+    ob, oa = _extract(acc, q, tcount, params)
     return tuple((ob[i].reshape(shape + (limbs,)), oa[i].reshape(shape + (limbs, params.long_dim)))
                  for i in range(tcount))
 
 
-def _native_rotate(words, src, power, key, fourier, tables) -> None:
-    """The native kernel on the whole batch; where the process may use two CPUs (the NTT's worker thread,
-    :func:`crossfhe.ring.ntt.worker_pool`), a batch of two or more runs as two halves at once (each item's
-    words are the same either way: the kernel computes items independently)."""
-    pool, batch = worker_pool(), words.shape[0]
-    if pool is None or batch < 2:
-        F.blind_rotate_grouped_native(words, src, power, key, fourier, tables)
-        return
-    half = (batch + 1) // 2  # axis-0 slices of C-contiguous arrays: contiguous views, written in place
-    second = pool.submit(F.blind_rotate_grouped_native, words[half:], src[half:], power[half:], key, fourier, tables)
-    F.blind_rotate_grouped_native(words[:half], src[:half], power[:half], key, fourier, tables)
-    second.result()
-
-
-def _bootstrap_native(sk: ServerKey, ct: LWECiphertext, tv: np.ndarray, t: _Tables, progress) -> list[LWECiphertext]:
-    """:func:`pbs_many` with the blind rotation after its first step in the native kernel: one program before
-    (key switch to first step), the kernel on host arrays (the whole batch in one call: it reads each step's
-    keys once for all of it; with ``progress``, in :data:`PROGRESS_CHUNKS` calls), one program after, no eager
-    reshapes between (P4, batch 1, one CPU: the two programs took 4.1 of 18.0 ms, the key switch 3.1 of them).
-    Traced under x64."""
-    params = sk.params
-    first, key = _native_bsk(sk)
-    fourier, tables = _fourier_plan(params), _native_tables(params)
-    ksk = _ksk_bytes(sk) if math.prod(ct.batch_shape) >= KS_BYTES_FROM else sk.ksk  # as keyswitch() on a CPU
-    words, src, power = _native_start(ct.b, ct.a, ksk, t.ms_plan, tv, first, t.plan, t.gplan, t.mac, fourier,
-                                      params=params)
-    words = np.array(words)  # the kernel writes the words in place
-    src, power = np.ascontiguousarray(src, dtype=np.int32), np.ascontiguousarray(power, dtype=np.int32)
-    steps = power.shape[1]
-    size = steps if progress is None else -(-steps // min(PROGRESS_CHUNKS, max(steps, 1)))
-    if progress is not None:
-        progress("blind rotation", 1 / params.groups)
-    for lo in range(0, steps, max(size, 1)):
-        hi = min(steps, lo + size)
-        part = (src, power) if (lo, hi) == (0, steps) else (np.ascontiguousarray(v[:, lo:hi]) for v in (src, power))
-        _native_rotate(words, *part, key[lo:hi], fourier, tables)
-        if progress is not None:
-            progress("blind rotation", (hi + 1) / params.groups)
-    outs = _native_finish(words, fourier, t.mac[0], tcount=tv.shape[0], shape=ct.batch_shape, params=params)
-    return [LWECiphertext(b, a, params.moduli, sk.key_id) for b, a in outs]
-
-
-CPU_BATCH_WORDS = 2**16
-"""On a CPU, a batch is blind-rotated in chunks of at most this many accumulator coefficients (items x tables
-x 2^nu x (k+1) x N), one after the other, so that a step's arrays stay in cache. Measured on the dev box (one
-CPU, per bootstrap): P4 batch 8 (2^15 words) 44.6 ms against 62.7 at batch 32 (2^17) in one piece, P6 batch
-1 (2^14) 350 ms against 376 at batch 8 (2^17), while P2 still gained at batch 32 (2^16.3: 29.8 ms against
-36.2 at batch 8). Each chunk reads the bootstrapping key once per step; on an accelerator, where that read is
-what costs, the batch is not split."""
-
-
-def _cpu_layout() -> bool:
-    """Whether the CPU-tuned layouts apply (the batch split of :data:`CPU_BATCH_WORDS`, the key switch
-    through the key's bytes from :data:`KS_BYTES_FROM` inputs): the default backend is a CPU. Both give the
-    same words as the plain layout; tests take them on any device by replacing this function."""
-    return jax.default_backend() == "cpu"
-
-
-def _batch_chunks(params: Params, tables: int, batch: int):
-    """(start, stop, padded size) of the batch chunks (:data:`CPU_BATCH_WORDS`): equal sizes, the last one
-    padded so that every chunk has the same compiled shape."""
-    if not _cpu_layout():
-        return [(0, batch, batch)]
-    per_item = tables * (params.glwe_dim + 1) * params.acc_size
-    most = max(1, CPU_BATCH_WORDS // per_item)
-    count = -(-batch // most)
-    size = -(-batch // count)
-    return [(lo, min(batch, lo + size), size) for lo in range(0, batch, size)]
-
-
-def _pad(x, axis: int, size: int):
-    """x padded with zeros along ``axis`` to ``size`` (a zero ciphertext is a valid input)."""
-    extra = size - x.shape[axis]
-    if extra == 0:
-        return x
-    widths = [(0, 0)] * x.ndim
-    widths[axis] = (0, extra)
-    return jnp.pad(x, widths) if isinstance(x, jax.Array) else np.pad(x, widths)
+def _pbs_with_progress(b, a, tables, ksk, bsk, fkey, fourier, native, ms_plan, plan, gplan, mac, *,
+                       params: Params, shape: tuple, unroll: int, progress):
+    """:func:`_pbs_program` (its words), in pieces, with ``progress("blind rotation", fraction)`` after each chunk
+    of steps."""
+    g, n = params.grouping, params.groups  # n steps of g key bits each, 2^g - 1 GGSWs each (g = 1: one)
+    per = (1 << g) - 1
+    acc, shifts = _start_jit(b, a, tables, ksk, bsk, ms_plan, plan, gplan, mac, params=params, grouping=g,
+                             first=fourier is not None)
+    keys, done = bsk, 0
+    if fourier is not None:  # the first step through the NTT (_first_step), the others from the Fourier key
+        keys, done = fkey, 1
+        if n == 1:
+            progress("blind rotation", 1.0)
+    size = -(-n // min(PROGRESS_CHUNKS, n))
+    for start in range(0, n - done, size):
+        stop = min(n - done, start + size)
+        chunk = keys[start:stop] if native is not None else keys[start * per : stop * per]
+        args = (acc, shifts[:, start * g : stop * g], chunk, plan, gplan, mac, fourier, native)
+        acc = _rotate_chunk_jit(*args, unroll=unroll, grouping=g)
+        jax.block_until_ready(acc)
+        progress("blind rotation", (stop + done) / n)
+    return _finish_jit(acc, mac[0], tcount=tables.shape[0], params=params, shape=shape)
 
 
 def check_compatible(ck: ClientKey | None, sk: ServerKey | None) -> None:
@@ -1105,6 +1088,7 @@ def check_compatible(ck: ClientKey | None, sk: ServerKey | None) -> None:
 
 __all__ = [
     "ClientKey",
+    "PreparedKey",
     "ServerKey",
     "add",
     "add_const",
@@ -1124,6 +1108,7 @@ __all__ = [
     "patterns",
     "per_input_tables",
     "phase",
+    "prepare",
     "sub",
     "trivial",
 ]

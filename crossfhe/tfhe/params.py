@@ -62,17 +62,15 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
 * the FFT kernel of the external product (:mod:`crossfhe.core.fourier`, float64) adds its rounding error,
   ``var_fft`` = c log2(N) (k + 1) l N (B^2 + 2) / 12 * (1/12) * 2^-106 per external product: the variance of a
   sum of (k + 1) l N products of a digit and a uniform key coefficient (mean square Q^2 / 12), times the
-  float64 unit roundoff squared and log2(N) (the depth of the transforms). c = 2.5: measured 1.44 to 1.56
-  against the exact NTT product on XLA:CPU for N 2^8 to 2^13, B 2^12 to 2^28, l 1 to 3, k 1 and 4, and 1.70 to
-  1.99 on an H100 (N 2^8 to 2^11; tests/tfhe/test_fourier.py checks it); the grouped step's FFT term below
-  measured 0.77 of the model on XLA:CPU (jax 0.10.2; an earlier 0.26 to 0.32 did not reproduce), 0.66 to 0.76
-  through the native CPU kernel (:mod:`crossfhe.kernels.cpu_native`) and 0.91 to 0.92 on the H100. That is the
+  float64 unit roundoff squared and log2(N) (the depth of the transforms), c = :data:`FFT_ERROR_CONSTANT`, an
+  upper bound of the ratio of the measured error to this model against the exact NTT product, on XLA:CPU, on
+  a GPU (cuFFT) and through the native CPU kernel, for the plain and the grouped step (tests/tfhe/test_fourier.py,
+  test_grouping.py and test_native.py check it; the figures are in benchmarks/README.md). That is the
   error of each word of the product; in the phase b + <a, s> the k N mask errors meet the key, weight k N / 2
-  on average, so the phase carries ``var_fft_phase`` = (k N / 2 + 1) var_fft (as the decomposition term does;
-  measured 0.5 of it per CMux and 0.6 to 1.0 per grouped step at N 2048 with 23-bit digits, real keys). The
-  first step of a bootstrap is different: its accumulator is the test vector, whose long constant runs give
+  on average, so the phase carries ``var_fft_phase`` = (k N / 2 + 1) var_fft (as the decomposition term does).
+  The first step of a bootstrap is different: its accumulator is the test vector, whose long constant runs give
   digits of concentrated spectrum and an FFT error of concentrated spectrum that meets the key's mean
-  coherently (measured 20 to 30 times a later step's); so the first step runs through the exact NTT whatever
+  coherently (tens of times a later step's); so the first step runs through the exact NTT whatever
   the kernel (:func:`crossfhe.tfhe.ops.pbs`). The bootstrap uses the FFT (``fft_kernel``) only where its
   rounding, over the whole blind rotation and weighted by nu^2, is at most 1/64 of the decision variance the
   exact product would give, or where p_fail with it stays below 2^-128 (P10: 2^-185.7 exact, 2^-133.0 with the
@@ -110,16 +108,16 @@ from functools import cached_property
 
 from crossfhe.core import fourier
 from crossfhe.errors import InsecureParametersError, ParameterError
-from crossfhe.kernels import VECTOR, KernelSet, as_kernel_set
+from crossfhe.kernels import AUTO, KernelSet, as_kernel_set
 from crossfhe.math import primes
 from crossfhe.math.decompose import Gadget
 
 KS_MODULUS_BITS = 32
 """The key switch runs modulo 2^32: uint32 arithmetic wraps, so it needs no modular reduction."""
 FFT_ERROR_CONSTANT = 2.5
-"""c of ``var_fft`` (module docstring): measured 1.44 to 1.56 on XLA:CPU and 1.70 to 1.99 on an H100 (jax
-0.11.2, cuFFT), where the grouped step measured 2.3 (1.14 to 1.15 of the c = 2 figure); rounded up to cover
-both. Every preset keeps the FFT kernel (P10, the closest, fits its p_fail rule up to c = 2.85)."""
+"""c of ``var_fft`` (module docstring): an upper bound of the measured ratio on XLA:CPU, the native CPU kernel
+and a GPU (cuFFT), plain and grouped steps. Every preset keeps the FFT kernel (P10, the closest, fits its p_fail
+rule up to c = 2.85)."""
 
 MAX_MESSAGE_BITS = 10
 MAX_EXTENSION = 8
@@ -165,7 +163,8 @@ class Params:
     the key-switching-key noise in
     units of 2^32. ``max_norm2``: the sum of squared weights of the linear combination of bootstrap outputs
     a bootstrap may take as input (default 2^p: e.g. 2^p additions of fresh outputs). ``name``: for reprs
-    and benchmark records.
+    and benchmark records. ``kernels``: the kernel set (``crossfhe.kernels.VECTOR``, ``NATIVE``, ``MATRIX``, or
+    ``AUTO``, the default, resolved once where the server key is prepared: :func:`crossfhe.tfhe.ops.prepare`).
     """
 
     message_bits: int
@@ -180,7 +179,7 @@ class Params:
     max_norm2: int | None = None
     name: str = ""
     insecure: bool = False
-    kernels: KernelSet = VECTOR
+    kernels: KernelSet = AUTO
     extension: int = 0
     grouping: int = 1
 
@@ -411,8 +410,11 @@ class Params:
         return self.long_dim * self.ks_gadget.levels * (self.lwe_dim + 1) * 4
 
     def with_kernels(self, kernels) -> Params:
-        """These parameters on another kernel set (``crossfhe.kernels.MATRIX`` or ``VECTOR``): the blind
-        rotation's NTTs run on it; ciphertexts and keys are bit-identical and the digest is unchanged."""
+        """These parameters on another kernel set (``crossfhe.kernels.VECTOR``, ``NATIVE``, ``MATRIX`` or ``AUTO``,
+        or their names): the NTTs run on it, and on ``NATIVE`` the grouped FFT blind rotation runs in the native
+        CPU kernel; the set is resolved once where the keys are made (:func:`crossfhe.tfhe.ops.prepare`).
+        Ciphertexts and keys are bit-identical across sets (the FFT blind rotation's words within its rounding)
+        and the digest is unchanged."""
         return dataclasses.replace(self, kernels=kernels)
 
     def digest(self) -> str:

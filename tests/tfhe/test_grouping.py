@@ -26,7 +26,7 @@ from crossfhe.core import fourier as F
 from crossfhe.core import ggsw as G
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError, SerializationError
-from crossfhe.kernels import cpu_native
+from crossfhe.kernels import VECTOR
 from crossfhe.math import primes
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan
 from crossfhe.math.modular import ModulusTable
@@ -208,7 +208,7 @@ def test_grouped_progress_same_words(keys_g2):
     assert fracs == sorted(fracs) and fracs[-1] == 1.0 and len(fracs) > 1
 
 
-def test_grouped_pbs_output_noise_within_model(keys_g2):
+def test_grouped_pbs_output_noise_within_model(keys_g2, on_kernels):
     """256 bootstrap outputs at INSECURE_TFHE_P4_G2 (both kernels), error (phase - f(m) Delta) / Q.
 
     For this key the model's terms are: per group 2 (2^g - 1) digits (2^g - 1 products, each doubled by
@@ -229,9 +229,10 @@ def test_grouped_pbs_output_noise_within_model(keys_g2):
     dropped = (int(np.sum(ck.glwe_key)) + 1) * 4.0 ** -(gd.base_log * gd.levels) / 12
     digits = (PG.glwe_dim + 1) * gd.levels * PG.poly_size * (gd.base**2 + 2) / 12 * PG.var_fresh
     for_key = PG.groups * 2 * ((1 << g) - 1) * digits + nonzero * 2 * dropped
-    # and the native kernel where it is built (test_native.py); measured with this seed: 1.00 of for_key
-    for kernel in ("fft", "ntt") + (("native",) if cpu_native.available() else ()):
-        out = ops.pbs(sk, ct, table, kernel=kernel)
+    # the XLA FFT (the key on VECTOR), the exact NTT, and the native kernel where the key has it (test_native.py)
+    keys = {"fft": on_kernels(sk, VECTOR), "ntt": sk} | ({"native": sk} if sk.prepared.native is not None else {})
+    for kernel, key in keys.items():
+        out = ops.pbs(key, ct, table, kernel=kernel)
         np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
         e = ops.noise(ck, out, table[m])
         measured = float(np.mean(e**2))
@@ -260,7 +261,7 @@ def test_var_step_model():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("grouping", [1, 2])
-def test_fft_rounding_noise_within_model_n2048(grouping):
+def test_fft_rounding_noise_within_model_n2048(grouping, on_kernels):
     """Where the FFT's rounding is a large part of the noise (N 2048, 23-bit digits, n 128, the shape of P4
     at a smaller n): 256 bootstraps through the FFT, mean square error at most var_pbs, whose FFT term is
     the phase variance (kN/2 + 1) var_fft per product; and above the NTT's for the same inputs (the
@@ -275,13 +276,13 @@ def test_fft_rounding_noise_within_model_n2048(grouping):
     m, table = rng.integers(0, 16, 256), rng.integers(0, 16, 16)
     ct = ops.encrypt(ck, m, _seed(81))
     got = {}
-    # the native kernel where it applies (grouped bits; built where a C compiler is: test_native.py)
-    native = ("native",) if grouping > 1 and cpu_native.available() else ()
-    for kernel in ("fft", "ntt") + native:
-        out = ops.pbs(sk, ct, table, kernel=kernel)
+    # the XLA FFT (the key on VECTOR), the exact NTT, and the native kernel where the key has it (test_native.py)
+    keys = {"fft": on_kernels(sk, VECTOR), "ntt": sk} | ({"native": sk} if sk.prepared.native is not None else {})
+    for kernel, key in keys.items():
+        out = ops.pbs(key, ct, table, kernel=kernel)
         np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
         got[kernel] = float(np.mean(ops.noise(ck, out, table[m]) ** 2))
-    for kernel in ("fft",) + native:
+    for kernel in set(keys) - {"ntt"}:
         assert got["ntt"] < got[kernel] <= params.var_pbs, (got, params.var_pbs)
 
 
@@ -294,9 +295,9 @@ def test_first_step_exact_under_fft(keys_g2):
     tv = jnp.asarray(ops._test_vector(PG, ops.lookup_table(PG, lambda x: x)).reshape(1, 1, 1, len(PG.moduli), -1))
     acc = ops._initial_acc(jnp.asarray(rng.integers(0, 2048, 3).astype(np.int32)), tv, t.q, PG)
     shifts = jnp.asarray(rng.integers(0, 2048, size=(3, 2)).astype(np.int32))
-    first, rest = ops._fourier_bsk(sk)
-    assert first.shape[0] == 3 and rest.shape[0] == PG.ggsw_count - 3
-    got = ops._first_step(acc, shifts, first, t.plan, t.gplan, t.mac, grouping=2)
+    rest = sk.prepared.fourier_key  # the other steps' keys: per GGSW, or per group in the native layout
+    assert rest.shape[0] == (PG.groups - 1 if sk.prepared.native is not None else PG.ggsw_count - 3)
+    got = ops._first_step(acc, shifts, sk.bsk[:3], t.plan, t.gplan, t.mac, grouping=2)
     exps = ops._group_exponents(shifts, 2, 2048)
     want = G.group_step(acc, exps[:, 0], sk.bsk[:3], t.plan, t.gplan, t.mac)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -1,14 +1,14 @@
-"""The native CPU kernel of the grouped FFT blind rotation (crossfhe.kernels.cpu_native, tfhe_fft.c): its FFT
-against NumPy's, its words against the XLA kernel's where both are exact, its rounding against the noise model,
-bootstraps through it, the choice of kernel, and the build (cache, refusal, fallback)."""
+"""The native CPU kernel of the grouped FFT blind rotation (crossfhe.kernels.cpu_native: tfhe_fft.c as an XLA FFI
+custom call): its FFT against NumPy's, its words against the XLA kernel's where both are exact (eagerly, under
+jit, vmap and scan), its rounding against the noise model, bootstraps through it (the NATIVE kernel set), the
+choice of kernel as a value, and the build (cache, refusal, fallback without a compiler)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
-import os
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 from pathlib import Path
 
 import jax
@@ -21,34 +21,48 @@ from crossfhe.core import fourier as F
 from crossfhe.core import ggsw as G
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
-from crossfhe.kernels import cpu_native
-from crossfhe.math import primes
+from crossfhe.kernels import NATIVE, VECTOR, cpu_native, default_kernels
+from crossfhe.math import native, primes
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan
 from crossfhe.math.modular import ModulusTable
 from crossfhe.math.rns import RNSBasis
+from crossfhe.ring import ntt as ring_ntt
 from crossfhe.ring.ntt import NTTPlan, ntt
 from crossfhe.tfhe import ops
 from crossfhe.tfhe.params import make
 
 PG = testing.INSECURE_TFHE_P4_G2
+CPU = jax.devices("cpu")[0]
 
-# The kernel is built with the machine's C compiler; CI and the dev box have one (gcc). Where none is
-# installed, the library runs the XLA kernel instead (test_fallback_without_compiler checks that path
-# everywhere), and the tests that need the built kernel cannot run.
+# The kernel is built with the machine's C/C++ compilers; where none is installed the library runs the XLA
+# kernel (test_fallback_without_compiler checks that path everywhere). The kernel itself runs on the CPU device
+# whatever the default backend; bootstraps through it need the NATIVE set as the default (a CPU backend).
 needs_kernel = pytest.mark.skipif(not cpu_native.available(), reason=f"no native kernel: {cpu_native.status()}")
+needs_native_set = pytest.mark.skipif(
+    not cpu_native.available() or default_kernels() is not NATIVE,
+    reason="NATIVE is the default kernel set only on a CPU backend with the native build",
+)
 
 
 def _seed(i: int) -> bytes:
     return bytes([i]) * 32
 
 
+def _same(x: LWECiphertext, y: LWECiphertext) -> None:
+    np.testing.assert_array_equal(np.asarray(x.b), np.asarray(y.b))
+    np.testing.assert_array_equal(np.asarray(x.a), np.asarray(y.a))
+
+
 @pytest.fixture
 def fresh_native(monkeypatch):
-    """The loader's state forgotten before and after (a test that changes the environment of the build)."""
+    """The loaders' state (and the default kernel set) forgotten before and after: a test that changes the
+    environment of the build."""
     cpu_native.reset()
+    default_kernels.cache_clear()
     yield monkeypatch
     monkeypatch.undo()
     cpu_native.reset()
+    default_kernels.cache_clear()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -59,17 +73,16 @@ def fresh_native(monkeypatch):
 @needs_kernel
 @pytest.mark.parametrize("h", [8, 64, 256, 1024, 2048])
 def test_fft_is_the_dft_in_its_slot_order(h):
-    """fft_forward is NumPy's DFT up to a fixed permutation of the slots (slot_order), to float64 rounding
-    (measured 2e-16 to 7e-16 of the largest value; bound 1e-14), and fft_inverse undoes it (times h)."""
+    """fft_forward (the kernel's FFT, a custom call) is NumPy's DFT up to a fixed permutation of the slots
+    (slot_order), to float64 rounding (bound 1e-14 of the largest value), and fft_inverse undoes it (times h)."""
     rng = np.random.default_rng(h)
     order = cpu_native.slot_order(h)
     assert np.array_equal(np.sort(order), np.arange(h))
-    for _ in range(3):
-        x = rng.standard_normal(h) + 1j * rng.standard_normal(h)
-        want = np.fft.fft(x)
-        got = cpu_native.fft_forward(x)
-        assert np.abs(got - want[order]).max() <= 1e-14 * np.abs(want).max()
-        assert np.abs(cpu_native.fft_inverse(got) / h - x).max() <= 1e-14 * np.abs(x).max()
+    x = rng.standard_normal((3, h)) + 1j * rng.standard_normal((3, h))
+    want = np.fft.fft(x)
+    got = cpu_native.fft_forward(x)
+    assert np.abs(got - want[:, order]).max() <= 1e-14 * np.abs(want).max()
+    assert np.abs(cpu_native.fft_inverse(got) / h - x).max() <= 1e-14 * np.abs(x).max()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -91,45 +104,117 @@ def _rotation_inputs(n, glwe_dim, gadget, g, nu, groups, batch, rng, key_bits):
     return moduli, acc, exps, F.ggsw_to_fourier(res, moduli)
 
 
-def _moves(exps, comps):
-    """(src, power) int32 [B, G, 2^nu, T] of exponents [B, G, T] (crossfhe.core.ggsw.component_move)."""
-    src, power = (np.ascontiguousarray(np.swapaxes(np.asarray(v), -1, -2)) for v in G.component_move(exps, comps))
-    return src.astype(np.int32), power.astype(np.int32)
+def _native_operands(keys_f, plan):
+    """The native kernel's key, plan and tables (on the CPU device, where the custom call runs)."""
+    tables = F.NativeTables.create(plan)
+    with jax.enable_x64(True):
+        key = jnp.asarray(F.native_key(keys_f, tables))
+        fplan = jax.tree_util.tree_map(jnp.asarray, plan)
+    return key, fplan, tables
+
+
+EXACT_CASES = [(2048, 1, Gadget(23, 1), 2, 0), (1024, 1, Gadget(16, 2), 2, 0), (512, 2, Gadget(23, 1), 2, 0),
+               (256, 1, Gadget(15, 4), 3, 0), (256, 1, Gadget(16, 2), 2, 2), (64, 1, Gadget(23, 1), 3, 4)]
 
 
 @needs_kernel
-@pytest.mark.parametrize(
-    "n, glwe_dim, gadget, g, nu",
-    [(2048, 1, Gadget(23, 1), 2, 0), (1024, 1, Gadget(16, 2), 2, 0), (512, 2, Gadget(23, 1), 2, 0),
-     (256, 1, Gadget(15, 4), 3, 0), (256, 1, Gadget(16, 2), 2, 2), (64, 1, Gadget(23, 1), 3, 4)],
-)
+@pytest.mark.parametrize("n, glwe_dim, gadget, g, nu", EXACT_CASES)
 def test_rotation_equals_xla_kernel_on_exact_products(n, glwe_dim, gadget, g, nu):
     """On keys small enough that every product is exact in float64, both kernels round the same exact integers:
-    the native rotation's words equal F.blind_rotate_grouped's, over 3 steps and a batch of 2 (P4's shape,
-    two digit levels, k = 2 (the generic product loop), an exact 4 x 15-bit gadget with g = 3, and accumulators
-    of 4 and 16 components, the extended rotation of P6 and P8)."""
+    the native rotation's words (one custom call under jax.jit, on the CPU) equal F.blind_rotate_grouped's (on
+    the default backend), over 3 steps and a batch of 2 (P4's shape, two digit levels, k = 2 (the generic
+    product loop), a 4 x 15-bit gadget with g = 3, and accumulators of 4 and 16 components, the extended rotation
+    of P6 and P8). The 4 x 15-bit gadget has B^l = 2^60 > 2^53: its scaled digit values are not integers before
+    rounding, and both kernels round them once (rint; test_digits_are_one_rounding_of_the_product)."""
     rng = np.random.default_rng(n + g + nu)
     moduli, acc, exps, keys_f = _rotation_inputs(n, glwe_dim, gadget, g, nu, 3, 2, rng, key_bits=8)
     with jax.enable_x64(True):
         plan = F.FourierPlan.create(n, moduli, gadget, glwe_dim)
-        rotate = jax.jit(F.blind_rotate_grouped)
-        want = np.asarray(rotate(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys_f), plan))
-        words = np.array(F.compose(jnp.asarray(acc), plan))
-    tables = F.NativeTables.create(plan)
-    F.blind_rotate_grouped_native(words, *_moves(exps, 1 << nu), F.native_key(keys_f, tables), plan, tables)
-    with jax.enable_x64(True):
-        got = np.asarray(F.decompose(jnp.asarray(words), plan))
+        want = np.asarray(jax.jit(F.blind_rotate_grouped)(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys_f),
+                                                          plan))
+    with jax.default_device(CPU):
+        key, fplan, tables = _native_operands(keys_f, plan)
+        with jax.enable_x64(True):
+            got = np.asarray(jax.jit(F.blind_rotate_grouped_native)(jnp.asarray(acc), jnp.asarray(exps), key, fplan,
+                                                                    tables))
     np.testing.assert_array_equal(got, want)
+
+
+@needs_kernel
+def test_rotation_under_vmap_and_scan():
+    """The custom call under jax.vmap (batched accumulators and exponents; a shared accumulator against batched
+    exponents, which the handler broadcasts; nested vmaps) and lax.scan (one group per step) gives the words of
+    the XLA kernel on the same batching, exact products (4 components, g = 2)."""
+    n, gadget, g, nu = 256, Gadget(16, 2), 2, 2
+    rng = np.random.default_rng(7)
+    moduli, acc, exps, keys_f = _rotation_inputs(n, 1, gadget, g, nu, 3, 4, rng, key_bits=8)
+    acc4, exps4 = acc.reshape((4, 1) + acc.shape[1:]), exps.reshape((4, 1) + exps.shape[1:])
+    with jax.enable_x64(True):
+        plan = F.FourierPlan.create(n, moduli, gadget, 1)
+        xla = jax.jit(F.blind_rotate_grouped)
+        want = np.asarray(xla(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys_f), plan))
+        want_shared = np.stack([np.asarray(xla(jnp.asarray(acc[:1]), jnp.asarray(e[None]), jnp.asarray(keys_f),
+                                               plan))[0] for e in exps])
+    with jax.default_device(CPU):
+        key, fplan, tables = _native_operands(keys_f, plan)
+        with jax.enable_x64(True):
+            def rot(a, e):
+                return F.blind_rotate_grouped_native(a, e, key, fplan, tables)
+
+            got = jax.jit(jax.vmap(rot))(jnp.asarray(acc4), jnp.asarray(exps4))
+            np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), want)
+            shared = jax.vmap(rot, in_axes=(None, 0))(jnp.asarray(acc[:1]), jnp.asarray(exps4))
+            np.testing.assert_array_equal(np.asarray(shared)[:, 0], want_shared)
+            nested = jax.vmap(jax.vmap(rot))(jnp.asarray(acc4.reshape((2, 2) + acc4.shape[1:])),
+                                             jnp.asarray(exps4.reshape((2, 2) + exps4.shape[1:])))
+            np.testing.assert_array_equal(np.asarray(nested).reshape(want.shape), want)
+
+            def step(a, xs):
+                e, k = xs
+                return F.blind_rotate_grouped_native(a, e[:, None], k[None], fplan, tables), None
+
+            scanned, _ = jax.lax.scan(step, jnp.asarray(acc), (jnp.moveaxis(jnp.asarray(exps), 1, 0), key))
+            np.testing.assert_array_equal(np.asarray(scanned), want)
+
+
+def test_digits_are_one_rounding_of_the_product():
+    """F.gadget_digits (on the default backend) takes v = rint(x_c scale): its digits equal NumPy's from np.rint of
+    the float64 product, also for a gadget with B^l = 2^60, where the product is above 2^53 and not an integer.
+    The formula floor(x_c scale + 0.5) it replaces rounds the sum once more, or not where a compiler contracts it
+    into one FMA (XLA:CPU and GCC do; XLA's GPU build did not, and every word of the native output differed from
+    the XLA kernel's on an H100 at this gadget): the two differ for a few coefficients in a hundred at
+    B^l = 2^60, and never at B^l = 2^32 (checked here with exact rationals); one digit changed changes every word
+    of an external product."""
+    n = 256
+    moduli = tuple(primes.ntt_primes(31, n, 2))
+    q_big = math.prod(moduli)
+    rng = np.random.default_rng(3)
+    words = rng.integers(0, q_big, size=(4, n), dtype=np.uint64)
+    for gadget, fma_rate in ((Gadget(15, 4), (0.003, 0.1)), (Gadget(16, 2), (0.0, 0.0))):
+        with jax.enable_x64(True):
+            plan = F.FourierPlan.create(n, moduli, gadget, 1)
+            got = np.asarray(jax.jit(F.gadget_digits)(jnp.asarray(words), plan))
+        xc = np.where(words > q_big // 2, words.astype(np.int64) - np.int64(q_big), words.astype(np.int64))
+        v = np.rint(xc.astype(np.float64) * plan.scale)
+        base, digits = float(gadget.base), []
+        for _ in range(gadget.levels - 1):
+            hi = np.floor(v / base + 0.5)
+            digits.append(v - hi * base)
+            v = hi
+        digits.append(v - np.floor(v / base + 0.5) * base if plan.scale != 1.0 else v)
+        np.testing.assert_array_equal(got, np.stack(digits[::-1], axis=-2))
+        flat = [float(x) for x in xc.reshape(-1)]
+        exact = [Fraction(x) * Fraction(plan.scale) for x in flat]
+        differ = sum(math.floor(float(p) + 0.5) != math.floor(float(p + Fraction(1, 2))) for p in exact)
+        assert fma_rate[0] <= differ / len(flat) <= fma_rate[1], (gadget, differ)
 
 
 @needs_kernel
 def test_group_step_error_within_model():
     """The native group step minus the exact NTT group step, on keys uniform mod Q (as key rows are): the
     rounding's variance (relative to Q) is at most the model's 2 (2^g - 1) var_fft and above a fifth of it, as
-    for the XLA kernel (test_grouping.test_fft_group_step_error_within_model, same setup). Measured 0.66-0.76 of
-    the bound (seeds 30-33, 0.68 with this one; g = 2, N 1024, 23-bit digits, 4 x 2 x 1024 coefficients); the
-    XLA kernel 0.77 with this seed. With FFT twiddles from np.cos of float64 angles (an ulp off) it was
-    0.90-0.92."""
+    for the XLA kernel (test_grouping.test_fft_group_step_error_within_model, same setup; g = 2, N 1024, 23-bit
+    digits, 4 x 2 x 1024 coefficients)."""
     n, g, gadget = 1024, 2, Gadget(23, 1)
     rng = np.random.default_rng(30)
     moduli = tuple(primes.ntt_primes(31, n, 2))
@@ -143,12 +228,11 @@ def test_group_step_error_within_model():
     exact = jax.jit(G.group_step)(jnp.asarray(acc), jnp.asarray(exps), ntt(jnp.asarray(keys), plan), plan, gplan, mac)
     with jax.enable_x64(True):
         fplan = F.FourierPlan.create(n, moduli, gadget, 1)
-        words = np.array(F.compose(jnp.asarray(acc), fplan))
-    tables = F.NativeTables.create(fplan)
-    key = F.native_key(F.ggsw_to_fourier(keys, moduli)[None], tables)
-    F.blind_rotate_grouped_native(words, *_moves(exps[:, None], 1), key, fplan, tables)
-    with jax.enable_x64(True):
-        out = np.asarray(F.decompose(jnp.asarray(words), fplan))
+    with jax.default_device(CPU):
+        key, fp, tables = _native_operands(F.ggsw_to_fourier(keys, moduli)[None], fplan)
+        with jax.enable_x64(True):
+            out = np.asarray(jax.jit(F.blind_rotate_grouped_native)(jnp.asarray(acc), jnp.asarray(exps[:, None]), key,
+                                                                    fp, tables))
     qcol = np.array(moduli, dtype=np.int64)[:, None]
     diff = (out.astype(np.int64) - np.asarray(exact).astype(np.int64)) % qcol
     err = F.centered_float(diff.astype(np.uint32), moduli) / math.prod(moduli)
@@ -160,120 +244,127 @@ def test_group_step_error_within_model():
 
 
 @needs_kernel
-def test_bad_arrays_refused():
-    """The ctypes entry point checks dtypes, shapes and layout before handing pointers to C."""
+def test_bad_operands_refused():
+    """The handler checks sizes and src's range before running (an error of the call, not a wrong answer)."""
     n = 64
     moduli = tuple(primes.ntt_primes(31, n, 2))
     with jax.enable_x64(True):
         plan = F.FourierPlan.create(n, moduli, Gadget(23, 1), 1)
-    tables = F.NativeTables.create(plan)
-    key = np.zeros((2, n // 2 // cpu_native.BLOCK, 3, 2, 2, 2, cpu_native.BLOCK))
-    words, moves = np.zeros((1, 1, 2, n), np.uint64), np.zeros((1, 2, 1, 3), np.int32)
-    F.blind_rotate_grouped_native(words, moves, moves, key, plan, tables)  # zero keys: words unchanged
-    assert not words.any()
-    four = np.zeros((1, 4, 2, n), np.uint64)
-    for bad in [
-        (words.astype(np.int64), moves, moves, key, "acc int64"),
-        (words, moves, moves.astype(np.int64), key, "power int64"),
-        (words, moves, moves, key[:1], "want"),
-        (words, np.zeros((2, 2, 1, 3), np.int32), np.zeros((2, 2, 1, 3), np.int32), key, "src"),
-        (np.zeros((1, 1, 2, 2 * n), np.uint64)[..., ::2], moves, moves, key, "C-contiguous"),
-        (four, np.full((1, 2, 4, 3), 4, np.int32), np.zeros((1, 2, 4, 3), np.int32), key, "index the 4 components"),
-    ]:
-        with pytest.raises(ValueError, match=bad[-1]):
-            F.blind_rotate_grouped_native(*bad[:-1], plan, tables)
+    with jax.default_device(CPU):
+        tables = F.NativeTables.create(plan)
+        with jax.enable_x64(True):
+            key = jnp.zeros((2, n // 2 // cpu_native.BLOCK, 3, 2, 2, 2, cpu_native.BLOCK))
+            words, moves = jnp.zeros((1, 1, 2, n), jnp.uint64), jnp.zeros((1, 2, 1, 3), jnp.int32)
+
+            def call(w, s, p, k):
+                return np.asarray(cpu_native.blind_rotate(
+                    w, s, p, k, tables.tw, tables.twist, tables.roots, tables.zeta, tables.order, target=tables.target,
+                    levels=1, base_log=23, scale=plan.scale, q=plan.modulus, inv_q=1.0 / plan.big_qf))
+
+            assert not call(words, moves, moves, key).any()  # zero keys: words unchanged
+            with pytest.raises(Exception, match="do not match"):
+                call(words, moves, moves, key[:1])
+            with pytest.raises(Exception, match="src must index"):
+                call(jnp.zeros((1, 4, 2, n), jnp.uint64), jnp.full((1, 2, 4, 3), 4, jnp.int32),
+                     jnp.zeros((1, 2, 4, 3), jnp.int32), key)
 
 
 # --------------------------------------------------------------------------------------------------
-# bootstraps
+# bootstraps on the NATIVE kernel set
 # --------------------------------------------------------------------------------------------------
 
 
-@needs_kernel
+@needs_native_set
 def test_pbs_every_input_and_batch_equals_items(keys_g2):
-    """Every (m, f(m)) through the native kernel; a batch gives the words of its items bootstrapped one at a
-    time (each item's arithmetic is the same in C); KS-dedup and per-input tables; progress gives the words of
-    one call, fractions rising to 1; "auto" takes the native kernel here."""
+    """The NATIVE set's grouped key bootstraps through the kernel ("auto", "fft" and "native" alike): every (m, f(m));
+    a batch gives the words of its items bootstrapped one at a time (each item's arithmetic is the same in C,
+    whichever thread runs it); KS-dedup and per-input tables; progress gives the words of one call."""
     ck, sk = keys_g2
-    assert ops.native_applies(PG)
+    assert sk.prepared.kernels is NATIVE and sk.prepared.native is not None
     m = np.arange(16)
     table = np.random.default_rng(41).integers(0, 16, 16)
     ct = ops.encrypt(ck, m, _seed(41))
     out = ops.pbs(sk, ct, table, kernel="native")
     np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
-    auto = ops.pbs(sk, ct, table)
-    np.testing.assert_array_equal(np.asarray(auto.a), np.asarray(out.a))
+    _same(ops.pbs(sk, ct, table), out)
+    _same(ops.pbs(sk, ct, table, kernel="fft"), out)
     for i in (0, 7, 15):
-        one = ops.pbs(sk, LWECiphertext(ct.b[i], ct.a[i], ct.moduli), table, kernel="native")
+        one = ops.pbs(sk, LWECiphertext(ct.b[i], ct.a[i], ct.moduli, ct.key_id), table)
         np.testing.assert_array_equal(np.asarray(one.a), np.asarray(out.a[i]))
         np.testing.assert_array_equal(np.asarray(one.b), np.asarray(out.b[i]))
     f2 = (table + 3) % 16
-    out1, out2 = ops.pbs_many(sk, ct, [table, f2], kernel="native")
-    np.testing.assert_array_equal(np.asarray(out1.a), np.asarray(out.a))
+    out1, out2 = ops.pbs_many(sk, ct, [table, f2])
+    _same(out1, out)
     np.testing.assert_array_equal(ops.decrypt(ck, out2), f2[m])
     own = np.stack([np.roll(table, i) for i in range(16)])
-    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ct, own, kernel="native")), own[m, m])
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ct, own)), own[m, m])
     seen = []
-    prog = ops.pbs(sk, ct, table, kernel="native", progress=lambda stage, frac: seen.append((stage, frac)))
-    np.testing.assert_array_equal(np.asarray(prog.a), np.asarray(out.a))
+    _same(ops.pbs(sk, ct, table, progress=lambda stage, frac: seen.append((stage, frac))), out)
     fracs = [f for s, f in seen if s == "blind rotation"]
     assert fracs == sorted(fracs) and fracs[-1] == 1.0 and len(fracs) > 2
 
 
-@needs_kernel
-def test_batch_split_over_two_threads_same_words(keys_g2, monkeypatch):
-    """With a worker thread (two CPUs) a batch runs as two halves at once, without one as a whole: the same words
-    (checked with a worker forced and with none, whatever this machine's CPUs)."""
+@needs_native_set
+def test_native_inside_jit_and_vmap(keys_g2):
+    """NATIVE inside a caller's jax.jit (the key closed over or passed as an argument) and under jax.vmap over the
+    batch (and jit of vmap): the eager words."""
     ck, sk = keys_g2
-    ct = ops.encrypt(ck, np.arange(5), _seed(46))
-    got = {}
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        for name, worker in (("split", pool), ("whole", None)):
-            monkeypatch.setattr(ops, "worker_pool", lambda worker=worker: worker)
-            got[name] = ops.pbs(sk, ct, lambda x: 3 * x % 16, kernel="native")
-    np.testing.assert_array_equal(np.asarray(got["split"].a), np.asarray(got["whole"].a))
-    np.testing.assert_array_equal(np.asarray(got["split"].b), np.asarray(got["whole"].b))
-    np.testing.assert_array_equal(ops.decrypt(ck, got["split"]), 3 * np.arange(5) % 16)
+    m = np.arange(6) % 16
+    ct = ops.encrypt(ck, m, _seed(48))
+    f = lambda v: (5 * v + 1) % 16  # noqa: E731
+    eager = ops.pbs(sk, ct, f)
+    _same(jax.jit(lambda c: ops.pbs(sk, c, f))(ct), eager)
+    _same(jax.jit(lambda s, c: ops.pbs(s, c, f))(sk, ct), eager)
+    _same(jax.vmap(lambda c: ops.pbs(sk, c, f))(ct), eager)
+    _same(jax.jit(jax.vmap(lambda s, c: ops.pbs(s, c, f), in_axes=(None, 0)))(sk, ct), eager)
+    np.testing.assert_array_equal(ops.decrypt(ck, eager), (5 * m + 1) % 16)
 
 
-@needs_kernel
+@needs_native_set
+def test_native_and_xla_sets_same_messages(keys_g2, on_kernels):
+    """The same key on VECTOR bootstraps through the XLA FFT: the same messages (the words differ by the two FFTs'
+    rounding, each within the model: test_grouping's noise test), and the same words through the exact NTT."""
+    ck, sk = keys_g2
+    vec = on_kernels(sk, VECTOR)
+    assert vec.prepared.native is None and vec.prepared.fourier_key.dtype == np.complex128
+    m = np.arange(16)
+    table = (7 * m + 2) % 16
+    ct = ops.encrypt(ck, m, _seed(49))
+    for key in (sk, vec):
+        np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(key, ct, table)), table[m])
+    _same(ops.pbs(sk, ct, table, kernel="ntt"), ops.pbs(vec, ct, table, kernel="ntt"))
+
+
+@needs_native_set
 def test_pbs_extended_accumulator(keys_ext_g3):
     """g = 3 over an accumulator of 16 components (the extended rotation of P6 and P8) through the native
     kernel: every input's table value, KS-dedup, and a batch equal to its items one at a time, word for word."""
     ck, sk = keys_ext_g3
-    params = testing.INSECURE_TFHE_P4_EXT_G3
-    assert ops.native_applies(params) and params.extension == 4
+    assert sk.prepared.native is not None and sk.params.extension == 4
     m = np.arange(16)
     f, h = np.random.default_rng(45).integers(0, 16, (2, 16))
     ct = ops.encrypt(ck, m, _seed(45))
     out_f, out_h = ops.pbs_many(sk, ct, [f, h], kernel="native")
     np.testing.assert_array_equal(ops.decrypt(ck, out_f), f[m])
     np.testing.assert_array_equal(ops.decrypt(ck, out_h), h[m])
-    one = ops.pbs(sk, LWECiphertext(ct.b[3], ct.a[3], ct.moduli), f, kernel="native")
+    one = ops.pbs(sk, LWECiphertext(ct.b[3], ct.a[3], ct.moduli, ct.key_id), f, kernel="native")
     np.testing.assert_array_equal(np.asarray(one.a), np.asarray(out_f.a[3]))
 
 
-def test_native_refused_where_it_does_not_apply(keys_p4):
-    """kernel="native" names what is wrong: ungrouped parameters, a traced ciphertext; "auto" never takes it
-    there (the ungrouped P4 runs the XLA FFT)."""
+def test_native_refused_where_it_does_not_apply(keys_p4, keys_g2, on_kernels):
+    """kernel="native" names what is wrong: ungrouped parameters, a key prepared for another kernel set; an unknown
+    kernel name is refused. "auto" on ungrouped parameters runs the XLA FFT whatever the set."""
     ck, sk = keys_p4
-    assert not ops.native_applies(testing.INSECURE_TFHE_P4)
     ct = ops.encrypt(ck, np.arange(4), _seed(42))
-    with pytest.raises(ParameterError, match="grouping > 1"):
+    assert sk.prepared.native is None
+    with pytest.raises(ParameterError, match="grouping|VECTOR"):
         ops.pbs(sk, ct, lambda x: x, kernel="native")
     with pytest.raises(ParameterError, match="kernel must be one of"):
         ops.pbs(sk, ct, lambda x: x, kernel="c")
-
-
-@needs_kernel
-def test_native_refused_under_jit(keys_g2):
-    ck, sk = keys_g2
-    ct = ops.encrypt(ck, np.arange(4), _seed(43))
-    with pytest.raises(ParameterError, match="concrete arrays"):
-        jax.jit(lambda c: ops.pbs(sk, c, lambda x: x, kernel="native").b)(ct)
-    # "auto" under jit takes the XLA FFT kernel (the key closed over), with the words of kernel="fft"
-    got = jax.jit(lambda c: ops.pbs(sk, c, lambda x: x).b)(ct)
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(ops.pbs(sk, ct, lambda x: x, kernel="fft").b))
+    ck2, sk2 = keys_g2
+    vec = on_kernels(sk2, VECTOR)
+    with pytest.raises(ParameterError, match="VECTOR kernel set"):
+        ops.pbs(vec, ops.encrypt(ck2, np.arange(2), _seed(43)), lambda x: x, kernel="native")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -281,21 +372,30 @@ def test_native_refused_under_jit(keys_g2):
 # --------------------------------------------------------------------------------------------------
 
 
-def test_fallback_without_compiler(fresh_native, keys_g2):
-    """No compiler (CC names none) or CROSSFHE_NATIVE=0: no kernel, a status saying why, "auto" runs the XLA
-    FFT (the words of kernel="fft"), and kernel="native" raises a ParameterError that says why."""
+def test_fallback_without_compiler(fresh_native, tmp_path, keys_g2):
+    """No compiler (CC and CXX name none; an empty cache): no kernels, statuses saying why, the default kernel set
+    VECTOR, a key on AUTO prepared for the XLA kernels (and bootstrapping), and NATIVE asked for by name refused
+    with the reason."""
     ck, sk = keys_g2
+    fresh_native.setenv("CC", "/nonexistent/cc")
+    fresh_native.setenv("CXX", "/nonexistent/c++")
+    fresh_native.setenv("CROSSFHE_NATIVE_CACHE", str(tmp_path))
+    native.reset_all()
+    default_kernels.cache_clear()
+    assert not cpu_native.available() and "no C/C++ compiler" in cpu_native.status()
+    assert not ring_ntt.NATIVE.available() and "no C/C++ compiler" in ring_ntt.NATIVE.status()
+    assert default_kernels() is VECTOR
+    fresh = dataclasses.replace(PG, name="no-compiler")  # parameters not used yet in this process (their plans)
+    auto = ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, fresh, sk.key_id))
+    assert auto.prepared.kernels is VECTOR and auto.prepared.native is None
     ct = ops.encrypt(ck, np.arange(4), _seed(44))
-    want = np.asarray(ops.pbs(sk, ct, lambda x: x, kernel="fft").a)
-    for env, reason in ((("CC", "/nonexistent/cc"), "no C compiler"), (("CROSSFHE_NATIVE", "0"), "CROSSFHE_NATIVE=0")):
-        fresh_native.setenv(*env)
-        cpu_native.reset()
-        assert not cpu_native.available() and reason in cpu_native.status()
-        assert not ops.native_applies(PG)
-        np.testing.assert_array_equal(np.asarray(ops.pbs(sk, ct, lambda x: x).a), want)
-        with pytest.raises(ParameterError, match=reason):
-            ops.pbs(sk, ct, lambda x: x, kernel="native")
-        fresh_native.delenv(env[0])
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(auto, ct, lambda x: 3 * x % 16)), 3 * np.arange(4) % 16)
+    with pytest.raises(RuntimeError, match="no C/C\\+\\+ compiler"):
+        ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, sk.params.with_kernels(NATIVE), sk.key_id))
+    with pytest.raises(RuntimeError, match="no C/C\\+\\+ compiler"):
+        ops.keygen(fresh.with_kernels(NATIVE), _seed(44))
+    with pytest.raises(ParameterError, match="kernel='native' cannot run here"):
+        ops.pbs(auto, ct, lambda x: x, kernel="native")
 
 
 @needs_kernel
@@ -322,30 +422,31 @@ def test_build_cached_and_failed_build_leaves_nothing(fresh_native, tmp_path):
 
 @needs_kernel
 def test_cached_library_is_for_this_source(fresh_native, tmp_path):
-    """The cache name hashes the source: a changed source (here, the ABI check's copy) builds anew."""
+    """The cache name hashes the sources: a changed source (here, the ABI check's copy) builds anew, and the
+    loader refuses a library of another ABI."""
     fresh_native.setenv("CROSSFHE_NATIVE_CACHE", str(tmp_path))
     assert cpu_native.available()
     src = tmp_path / "tfhe_fft.c"
     abi = cpu_native.ABI_VERSION
-    text = cpu_native.SOURCE.read_text()
+    text = cpu_native.SOURCES[0].read_text()
     assert text.count(f"return {abi}; }}") == 1
     src.write_text(text.replace(f"return {abi}; }}", f"return {abi + 1}; }}"))
-    fresh_native.setattr(cpu_native, "SOURCE", src)
+    fresh_native.setattr(cpu_native, "SOURCES", (src, cpu_native.SOURCES[1]))
     cpu_native.reset()
     assert not cpu_native.available() and f"ABI {abi + 1}" in cpu_native.status()
     assert len([p for p in tmp_path.iterdir() if p.suffix == ".so"]) == 2
 
 
-@needs_kernel
+@needs_native_set
 def test_portable_build_same_function(fresh_native, tmp_path, keys_g2):
     """Built without AVX-512 (as on CPUs that lack it): plain radix-2 stages, whose slot order is the bit
-    reversal, and the same function: the DFT in that order, the XLA kernel's words on exact products (4
-    components), and bootstraps with a key laid out again for that order (the default build's layout stays
-    cached for it)."""
+    reversal, registered under its own custom-call names; the same function: the DFT in that order, the XLA
+    kernel's words on exact products (4 components), and bootstraps with a key laid out again for that order."""
+    before = cpu_native.targets()
     fresh_native.setenv("CROSSFHE_NATIVE_CACHE", str(tmp_path))
     fresh_native.setattr(cpu_native, "FLAGS", cpu_native.FLAGS + ("-mno-avx512f",))
     cpu_native.reset()
-    assert cpu_native.available()
+    assert cpu_native.available() and cpu_native.targets() != before
     h = 1024
     order = cpu_native.slot_order(h)
     brv = np.array([int(format(i, "010b")[::-1], 2) for i in range(h)])
@@ -355,10 +456,12 @@ def test_portable_build_same_function(fresh_native, tmp_path, keys_g2):
     assert np.abs(cpu_native.fft_forward(x) - want[order]).max() <= 1e-14 * np.abs(want).max()
     test_rotation_equals_xla_kernel_on_exact_products(256, 1, Gadget(16, 2), 2, 2)
     ck, sk = keys_g2
+    portable = ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, sk.params, sk.key_id))
+    assert portable.prepared.native.target == cpu_native.targets()[0]
     m = np.arange(16)
     table = (5 * m + 2) % 16
-    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(47)), table, kernel="native")
-    np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(portable, ops.encrypt(ck, m, _seed(47)), table)), table[m])
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ops.encrypt(ck, m, _seed(47)), table)), table[m])
 
 
 def test_bench_offers_every_kernel():
@@ -373,11 +476,7 @@ def test_bench_offers_every_kernel():
 
 def test_compiler_flags_keep_ieee_results():
     """The build flags never include -ffast-math or -Ofast (they would reassociate the exact rounding steps:
-    the digits' floor(x + 0.5), the split of y into 32-bit parts)."""
+    the digits' rint, the split of y into 32-bit parts); every build is warning-clean (-Werror)."""
     assert not any(f in cpu_native.FLAGS for f in ("-ffast-math", "-Ofast", "-funsafe-math-optimizations"))
-    assert os.path.exists(cpu_native.SOURCE)
-    if cpu_native.available():  # the source compiles without warnings under -Wall -Wextra
-        cc = os.environ.get("CC", "cc")
-        proc = subprocess.run([cc, *cpu_native.FLAGS, "-Wall", "-Wextra", "-Werror", "-o", os.devnull,
-                               str(cpu_native.SOURCE), "-lm"], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr
+    assert {"-Wall", "-Wextra", "-Werror"} <= set(native.WARNINGS)
+    assert all(p.exists() for p in cpu_native.SOURCES + cpu_native.HEADERS)

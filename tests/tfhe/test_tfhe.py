@@ -520,91 +520,87 @@ def test_phase_exact_beyond_2_16_terms():
     assert int(ops.phase(ck, ct)) == (2**18 * 65535) % params.big_q
 
 
-def test_batch_chunks_cover_the_batch(monkeypatch):
-    """The CPU batch split: equal chunk sizes, the batch covered in order, each chunk at most CPU_BATCH_WORDS
-    accumulator words (or one item); elsewhere one piece."""
-    monkeypatch.setattr(ops, "_cpu_layout", lambda: False)
-    assert ops._batch_chunks(P4, 1, 100) == [(0, 100, 100)]
-    monkeypatch.setattr(ops, "_cpu_layout", lambda: True)  # the CPU split, on whatever device runs the tests
-    for params, tables, batch in ((P4, 1, 1), (P4, 1, 100), (P4, 3, 37), (testing.INSECURE_TFHE_P6_EXT, 2, 9)):
-        chunks = ops._batch_chunks(params, tables, batch)
-        assert [lo for lo, _, _ in chunks] == list(range(0, batch, chunks[0][2]))
-        assert chunks[-1][1] == batch and len({size for _, _, size in chunks}) == 1
-        per_item = tables * (params.glwe_dim + 1) * params.acc_size
-        assert chunks[0][2] == 1 or chunks[0][2] * per_item <= ops.CPU_BATCH_WORDS
+def test_batch_chunks_cover_the_batch():
+    """The NATIVE set's batch split of the XLA blind rotations: equal chunk sizes covering the rows (tables x
+    items), each chunk at most CPU_BATCH_WORDS accumulator words (or one row); one piece on the other sets and
+    for the native kernel (which runs items one at a time anyway)."""
+    from crossfhe.kernels import MATRIX, NATIVE, VECTOR
+
+    assert ops._batch_chunks(P4, 100, VECTOR, "fft") == (1, 100)
+    assert ops._batch_chunks(P4, 100, MATRIX, "ntt") == (1, 100)
+    assert ops._batch_chunks(P4, 100, NATIVE, "native") == (1, 100)
+    for params, rows in ((P4, 1), (P4, 100), (P4, 111), (testing.INSECURE_TFHE_P6_EXT, 18)):
+        for route in ("fft", "ntt"):
+            count, size = ops._batch_chunks(params, rows, NATIVE, route)
+            per_row = (params.glwe_dim + 1) * params.acc_size
+            assert count * size >= rows > (count - 1) * size
+            assert size == 1 or size * per_row <= ops.CPU_BATCH_WORDS
 
 
 def test_split_batch_equals_one_piece(keys_p4, monkeypatch):
-    """A batch blind-rotated in chunks (here 3 items each, the last padded) gives the same words as in one
-    piece, for one table and for per-input tables with KS-dedup."""
+    """A batch blind-rotated in chunks inside the program (here 3 rows each, the last padded) gives the same words
+    as in one piece, for one table and for per-input tables with KS-dedup (through the exact NTT: the XLA FFT's
+    rounding, hence its words, may depend on the shape it runs on; chunked, it still decrypts)."""
     ck, sk = keys_p4
     m = np.arange(7) % 2**P4.message_bits
     ct = ops.encrypt(ck, m, b"split".ljust(32, b"\0"))
     tables = [lambda v: (v * v) % 16, np.outer(np.arange(7), np.arange(16)) % 16]
-    monkeypatch.setattr(ops, "_cpu_layout", lambda: True)  # the CPU split, on whatever device runs the tests
-    assert len(ops._batch_chunks(P4, 2, 7)) == 1
-    whole = ops.pbs_many(sk, ct, tables)
-    monkeypatch.setattr(ops, "CPU_BATCH_WORDS", 3 * 2 * (P4.glwe_dim + 1) * P4.acc_size)
-    assert len(ops._batch_chunks(P4, 2, 7)) == 3
-    split = ops.pbs_many(sk, ct, tables)
+    monkeypatch.setattr(ops, "_batch_chunks", lambda params, rows, kernels, route: (1, rows))
+    whole = ops.pbs_many(sk, ct, tables, kernel="ntt")
+    monkeypatch.setattr(ops, "_batch_chunks", lambda params, rows, kernels, route: (-(-rows // 3), 3))
+    split = ops.pbs_many(sk, ct, tables, kernel="ntt")
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ct, tables[0], kernel="fft")), (m * m) % 16)
     for x, y in zip(whole, split, strict=True):
         np.testing.assert_array_equal(np.asarray(x.b), np.asarray(y.b))
         np.testing.assert_array_equal(np.asarray(x.a), np.asarray(y.a))
     np.testing.assert_array_equal(ops.decrypt(ck, split[1]), (np.arange(7) * m) % 16)
 
 
-def test_keyswitch_through_key_bytes(keys_p4, monkeypatch):
-    """From KS_BYTES_FROM inputs on (a CPU) the key switch multiplies the key's signed bytes, four int8
-    products: the bytes sum back to the key mod 2^32, and the short ciphertexts are the words of the int32
-    product, for every input of a batch. A gadget whose byte products could overflow int32 (or whose digits
-    do not fit int8) keeps the int32 key."""
+def test_keyswitch_through_key_bytes(keys_p4):
+    """With the key's signed bytes prepared (the NATIVE and MATRIX sets), batches of KS_BYTES_FROM inputs and more
+    key-switch through four int8 products: the bytes sum back to the key mod 2^32, and the short ciphertexts are
+    the words of the int32 product, for every input of a batch, eagerly and under jit. A gadget whose byte
+    products could overflow int32 (or whose digits do not fit int8) has no bytes."""
     import dataclasses
-    from types import SimpleNamespace
 
     ck, sk = keys_p4
-    planes = np.asarray(ops._ksk_bytes(sk)).astype(np.int64).reshape(4, sk.ksk.shape[0], -1)
+    by = ops._ksk_bytes(sk.params, sk.ksk)
+    planes = np.asarray(by).astype(np.int64).reshape(4, sk.ksk.shape[0], -1)
     assert planes.min() >= -128 and planes.max() <= 127
     total = sum(planes[b] << (8 * b) for b in range(4)) % 2**32
     np.testing.assert_array_equal(total, np.asarray(sk.ksk).view(np.uint32))
-    assert ops._ksk_bytes(sk) is ops._ksk_bytes(sk)  # made once per key object
+    with_bytes = dataclasses.replace(sk, prepared=dataclasses.replace(sk.prepared, ksk_bytes=by))
+    without = dataclasses.replace(sk, prepared=dataclasses.replace(sk.prepared, ksk_bytes=None))
+    assert ops._ks_key(with_bytes, 6).dtype == np.int8 and ops._ks_key(with_bytes, 1).dtype == np.int32
+    assert ops._ks_key(without, 6).dtype == np.int32
     ct = ops.encrypt(ck, np.arange(6) % 16, _seed(120))
-    monkeypatch.setattr(ops, "_cpu_layout", lambda: True)  # the bytes path, on whatever device runs the tests
-    used, kernel = [], ops._keyswitch
-    spy = lambda b, a, ksk, *r, **k: used.append(ksk.dtype) or kernel(b, a, ksk, *r, **k)  # noqa: E731
-    monkeypatch.setattr(ops, "_keyswitch", spy)
-    bt, at = ops.keyswitch(sk, ct)  # 6 >= KS_BYTES_FROM: the bytes
-    monkeypatch.setattr(ops, "KS_BYTES_FROM", 10**9)
-    bt32, at32 = ops.keyswitch(sk, ct)  # the int32 product
-    assert used == [np.int8, np.int32]
-    monkeypatch.setattr(ops, "KS_BYTES_FROM", 2)
-    bt_jit, at_jit = jax.jit(ops.keyswitch)(sk, ct)  # a traced key: the int32 product, the same words
-    assert used[-1] == np.int32
-    np.testing.assert_array_equal(np.asarray(bt_jit), np.asarray(bt))
-    np.testing.assert_array_equal(np.asarray(at_jit), np.asarray(at))
-    np.testing.assert_array_equal(np.asarray(bt), np.asarray(bt32))
-    np.testing.assert_array_equal(np.asarray(at), np.asarray(at32))
+    bt, at = ops.keyswitch(with_bytes, ct)  # 6 >= KS_BYTES_FROM: the bytes
+    bt32, at32 = ops.keyswitch(without, ct)  # the int32 product
+    bt_jit, at_jit = jax.jit(ops.keyswitch)(with_bytes, ct)  # a traced key: the bytes too
+    for x, y in ((bt, bt32), (at, at32), (bt_jit, bt), (at_jit, at)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     wide = dataclasses.replace(sk.params, ks_gadget=dataclasses.replace(sk.params.ks_gadget, base_log=8, levels=2))
-    fake = SimpleNamespace(params=wide, ksk=sk.ksk)
-    assert ops._ksk_bytes(fake) is sk.ksk
+    assert ops._ksk_bytes(wide, sk.ksk) is None
 
 
 def test_pbs_with_a_key_traced_under_jit(keys_p4):
-    """A server key passed to jax.jit as an argument has no Fourier form (made on the host): "auto" runs the
-    exact NTT kernel, with a warning, and decrypts correctly; "fft" is refused with a message naming the way
-    out. Closed over, the key keeps the FFT kernel (the words of the eager call)."""
+    """A server key passed to jax.jit as an argument carries its prepared forms (pytree leaves): "auto" and "fft"
+    give the eager words, and so does a key closed over. A key without them (as after a load) is prepared on its
+    first use, also inside a trace when closed over (its arrays are concrete); passed as an argument it is
+    refused with a message naming the way out, and accepted once prepared."""
     ck, sk = keys_p4
     m = np.array([0, 5, 11])
     ct = ops.encrypt(ck, m, _seed(130))
     table = (np.arange(16) * 3 + 1) % 16
-    with pytest.warns(UserWarning, match="traced under jit"):
-        out = jax.jit(lambda s, c: ops.pbs(s, c, table))(sk, ct)
-    np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
-    with pytest.raises(ParameterError, match="Fourier form"):
-        jax.jit(lambda s, c: ops.pbs(s, c, table, kernel="fft"))(sk, ct)
-    closed = jax.jit(lambda c: ops.pbs(sk, c, table))(ct)
-    _assert_same_words(closed, ops.pbs(sk, ct, table))
-    fresh = ops.ServerKey(sk.bsk, sk.ksk, sk.params)  # as after a load: no Fourier form, no key bytes yet
-    batch = ops.encrypt(ck, np.arange(4), _seed(131))
-    out = jax.jit(lambda c: ops.pbs(fresh, c, table))(batch)  # both made (concrete) inside the trace
-    np.testing.assert_array_equal(ops.decrypt(ck, out), table[np.arange(4)])
-    _assert_same_words(ops.pbs(fresh, batch, table), ops.pbs(sk, batch, table))  # and usable eagerly after
+    eager = ops.pbs(sk, ct, table)
+    np.testing.assert_array_equal(ops.decrypt(ck, eager), table[m])
+    for kernel in ("auto", "fft"):
+        _assert_same_words(jax.jit(lambda s, c, k=kernel: ops.pbs(s, c, table, kernel=k))(sk, ct), eager)
+    _assert_same_words(jax.jit(lambda c: ops.pbs(sk, c, table))(ct), eager)
+    fresh = ops.ServerKey(sk.bsk, sk.ksk, sk.params, sk.key_id)  # as after a load: nothing prepared yet
+    with pytest.raises(ParameterError, match="prepare"):
+        jax.jit(lambda s, c: ops.pbs(s, c, table))(fresh, ct)
+    _assert_same_words(jax.jit(lambda c: ops.pbs(fresh, c, table))(ct), eager)  # prepared inside the trace
+    assert fresh.prepared is not None
+    other = ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, sk.params, sk.key_id))
+    _assert_same_words(jax.jit(lambda s, c: ops.pbs(s, c, table))(other, ct), eager)
