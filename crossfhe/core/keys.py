@@ -30,6 +30,7 @@ import numpy as np
 
 from crossfhe.errors import BasisMismatchError, KeyMismatchError, ParameterError, SecretMaterialError
 from crossfhe.math import random as crandom
+from crossfhe.math.modular import fusion_barrier
 from crossfhe.math.xla import jit
 from crossfhe.ring.ntt import NTTPlan, ntt
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, neg
@@ -121,7 +122,7 @@ def sample_gaussian(
     """
     moduli = moduli_of(basis)
     e = crandom.discrete_gaussian(key, tuple(batch) + (1, int(n)), sigma, tail=GAUSSIAN_TAIL)
-    return _finish(crandom.to_residues(e, _qcol(moduli)), moduli, int(n), domain, plan)
+    return _finish(crandom.to_residues(_materialized(e, key), _qcol(moduli)), moduli, int(n), domain, plan)
 
 
 def ternary_coeffs(key, n: int, *, hamming_weight: int | None = None, batch: tuple[int, ...] = ()):
@@ -146,7 +147,14 @@ def sample_ternary(
     in [0, q_i), in ``domain`` (EVAL through ``plan`` as in :func:`sample_gaussian`)."""
     moduli = moduli_of(basis)
     s = ternary_coeffs(key, n, hamming_weight=hamming_weight, batch=batch)
-    return _finish(crandom.to_residues(s[..., None, :], _qcol(moduli)), moduli, int(n), domain, plan)
+    return _finish(crandom.to_residues(_materialized(s, key)[..., None, :], _qcol(moduli)), moduli, int(n), domain,
+                   plan)
+
+
+def _materialized(x, key):
+    """The sampled coefficients as a buffer of their own: inside a larger program XLA:CPU fuses the sampler (the
+    ChaCha20 stream, the CDT search) into the residues' broadcast over the limbs and runs it once per limb."""
+    return fusion_barrier(x, key.words)
 
 
 # --------------------------------------------------------------------------------------------------
