@@ -40,14 +40,31 @@ static ffi::Error rns_ntt(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Bu
         wp[l] = w.typed_data() + l * n;
         wsp[l] = ws.typed_data() + l * n;
     }
-    /* row order: limb-major (all rows of limb 0, then limb 1, ...) */
+    /* Rows grouped by modulus: a concatenated plan (ModUp's digits) repeats moduli, and every row of one modulus
+       takes the tables of its first limb, read once for all of them. rep[l]: the first limb with l's modulus. */
+    const uint32_t *qs = q.typed_data();
+    std::vector<int64_t> rep(limbs);
+    for (int64_t l = 0; l < limbs; l++) {
+        rep[l] = l;
+        for (int64_t m = 0; m < l; m++)
+            if (qs[m] == qs[l]) {
+                rep[l] = m;
+                break;
+            }
+    }
     std::vector<int64_t> order(rows);
     std::vector<int32_t> tab(rows);
-    for (int64_t l = 0, i = 0; l < limbs; l++)
-        for (int64_t b = 0; b < batch; b++, i++) {
-            order[i] = b * limbs + l;
-            tab[i] = static_cast<int32_t>(l);
+    int64_t i = 0;
+    for (int64_t first = 0; first < limbs; first++) {
+        if (rep[first] != first) continue;
+        for (int64_t l = first; l < limbs; l++) {
+            if (rep[l] != first) continue;
+            for (int64_t b = 0; b < batch; b++, i++) {
+                order[i] = b * limbs + l;
+                tab[i] = static_cast<int32_t>(first);
+            }
         }
+    }
     const uint32_t *in = x.typed_data();
     uint32_t *dst = out->typed_data();
     std::atomic<int> failed{0};
