@@ -68,16 +68,24 @@ def _qcol(moduli: tuple[int, ...]) -> np.ndarray:
     return np.array(moduli, dtype=np.uint32).reshape(-1, 1)
 
 
-def _finish(residues, moduli, n, domain: Domain, plan: NTTPlan | None) -> RNSPoly:
-    """Wrap coefficient-domain residues, moving them to EVAL with ``plan`` (default: the cached plan)."""
+def _plan_for(domain: Domain, n: int, moduli: tuple[int, ...], plan: NTTPlan | None) -> NTTPlan | None:
+    """The NTT plan a sample in ``domain`` needs (EVAL: ``plan``, default the cached radix-2 plan), checked."""
     if domain == Domain.EVAL:
         plan = NTTPlan.create(n, moduli) if plan is None else plan
         if plan.moduli != moduli or plan.n != n:
             raise BasisMismatchError(f"NTT plan (N = {plan.n}, moduli {plan.moduli}) is not for N = {n}, {moduli}")
-        residues = ntt(residues, plan)
-    elif domain != Domain.COEFF:
+        return plan
+    if domain != Domain.COEFF:
         raise TypeError(f"domain must be a Domain, got {domain!r}")
-    return RNSPoly.create(residues, moduli, domain)
+    return None
+
+
+def _residues(x, key, moduli: tuple[int, ...], plan: NTTPlan | None):
+    """Small integer coefficients x ``[..., 1, N]`` as residues mod every modulus, then NTT'd if ``plan``. x is
+    materialized first: inside a larger program XLA:CPU fuses the sampler (the ChaCha20 stream, the CDT search)
+    into the residues' broadcast over the limbs and runs it once per limb."""
+    r = crandom.to_residues(fusion_barrier(x, key.words), _qcol(moduli))
+    return r if plan is None else ntt(r, plan)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -121,8 +129,15 @@ def sample_gaussian(
     (N, basis); pass one explicitly when calling inside a jitted function).
     """
     moduli = moduli_of(basis)
-    e = crandom.discrete_gaussian(key, tuple(batch) + (1, int(n)), sigma, tail=GAUSSIAN_TAIL)
-    return _finish(crandom.to_residues(_materialized(e, key), _qcol(moduli)), moduli, int(n), domain, plan)
+    plan = _plan_for(domain, int(n), moduli, plan)
+    data = _k_gaussian(key, plan, moduli=moduli, n=int(n), sigma=float(sigma), batch=tuple(batch))
+    return RNSPoly.create(data, moduli, domain)
+
+
+@partial(jit, static_argnames=("moduli", "n", "sigma", "batch"))
+def _k_gaussian(key, plan, *, moduli, n, sigma, batch):
+    e = crandom.discrete_gaussian(key, batch + (1, n), sigma, tail=GAUSSIAN_TAIL)
+    return _residues(e, key, moduli, plan)
 
 
 def ternary_coeffs(key, n: int, *, hamming_weight: int | None = None, batch: tuple[int, ...] = ()):
@@ -146,15 +161,16 @@ def sample_ternary(
     """A ternary polynomial (coefficients of :func:`ternary_coeffs`) as RNSPoly ``uint32[*batch, limbs, N]``
     in [0, q_i), in ``domain`` (EVAL through ``plan`` as in :func:`sample_gaussian`)."""
     moduli = moduli_of(basis)
+    plan = _plan_for(domain, int(n), moduli, plan)
+    hw = None if hamming_weight is None else int(hamming_weight)
+    data = _k_ternary(key, plan, moduli=moduli, n=int(n), hamming_weight=hw, batch=tuple(batch))
+    return RNSPoly.create(data, moduli, domain)
+
+
+@partial(jit, static_argnames=("moduli", "n", "hamming_weight", "batch"))
+def _k_ternary(key, plan, *, moduli, n, hamming_weight, batch):
     s = ternary_coeffs(key, n, hamming_weight=hamming_weight, batch=batch)
-    return _finish(crandom.to_residues(_materialized(s, key)[..., None, :], _qcol(moduli)), moduli, int(n), domain,
-                   plan)
-
-
-def _materialized(x, key):
-    """The sampled coefficients as a buffer of their own: inside a larger program XLA:CPU fuses the sampler (the
-    ChaCha20 stream, the CDT search) into the residues' broadcast over the limbs and runs it once per limb."""
-    return fusion_barrier(x, key.words)
+    return _residues(s[..., None, :], key, moduli, plan)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -244,7 +260,8 @@ def gen_secret_key(params_like, key, *, hamming_weight: int | None = None) -> Se
         raise ParameterError(f"hamming_weight must be in [1, N = {n}], got {hamming_weight}")
     s = ternary_coeffs(key, n, hamming_weight=hamming_weight)
     moduli = q + p
-    poly = _finish(crandom.to_residues(s[None, :], _qcol(moduli)), moduli, n, Domain.EVAL, None)
+    plan = _plan_for(Domain.EVAL, n, moduli, None)
+    poly = RNSPoly.create(ntt(crandom.to_residues(s[None, :], _qcol(moduli)), plan), moduli, Domain.EVAL)
     h = None if hamming_weight is None else int(hamming_weight)
     return SecretKey(coeffs=s, poly=poly, q=q, p=p, hamming_weight=h)
 
