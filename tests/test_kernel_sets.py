@@ -20,6 +20,8 @@ from crossfhe.kernels import AUTO, MATRIX, NATIVE, VECTOR, default_kernels
 from crossfhe.math.random import seed_key
 from crossfhe.tfhe import ops as tfhe
 
+# NATIVE needs the C/C++ build on a CPU backend; on a GPU machine or without a compiler it cannot run (the fallback is
+# tests/test_ntt_native.py::test_fallback_without_compiler), so that case is skipped there, with the reason.
 OTHERS = [MATRIX, pytest.param(NATIVE, marks=pytest.mark.skipif(
     default_kernels() is not NATIVE, reason="no native CPU kernels here (a GPU backend, or no compiler)"))]
 

@@ -339,7 +339,7 @@ def test_native_kernel_set_equals_vector(relin_keys, sk):
     VECTOR words, for EVAL and COEFF inputs, a batch axis, hoisted Galois key switches, and under a user's jit."""
     from crossfhe.kernels import NATIVE, VECTOR, default_kernels
 
-    if default_kernels() is not NATIVE:
+    if default_kernels() is not NATIVE:  # the custom calls are CPU-only and need a compiler (VECTOR is tested above)
         pytest.skip("no native CPU kernels here (a GPU backend, or no compiler)")
     dnum, active = 2, 5
     ksk = relin_keys(dnum)

@@ -824,24 +824,6 @@ def _extract(acc, q, tcount: int, params: Params):
     return ob.reshape(tcount, -1, limbs), oa.reshape(tcount, -1, limbs, params.long_dim)
 
 
-@partial(jit, static_argnames=("params", "unroll"))
-def _bootstrap(b_t, a_t, tv, bsk, plan, gplan, mac, fourier, *, params: Params, unroll: int = 1):
-    """Blind rotation + sample extraction. b_t int32 [B], a_t int32 [B, n] in [0, 2N'); tv uint32
-    [T, 1 or B, 2^nu, L, N] (one per table, shared by the batch or one per input; its 2^nu components,
-    N' = 2^nu N); bsk ``[params.ggsw_count, ...]``, the key of :func:`crossfhe.core.ggsw.blind_rotate` (fourier
-    None) or of :func:`crossfhe.core.fourier.blind_rotate` (a FourierPlan, under x64), grouped by
-    :func:`_rotate`; returns (b [T, B, L], a [T, B, L, kN])."""
-    q, tcount, g = mac[0], tv.shape[0], params.grouping
-    acc = _initial_acc(b_t, tv, q, params)
-    shifts = _rotation_shifts(a_t, tcount, params)
-    if fourier is not None:
-        first, bsk = bsk
-        acc = _first_step(acc, shifts[:, :g], first, plan, gplan, mac, grouping=g)
-        shifts = shifts[:, g:]
-    acc = _rotate(acc, shifts, bsk, plan, gplan, mac, fourier, unroll=unroll, grouping=g)
-    return _extract(acc, q, tcount, params)
-
-
 def _first_step(acc, shifts, keys, plan, gplan, mac, *, grouping: int):
     """The blind rotation's first step (its first g key bits, GGSWs ``keys`` in the NTT domain) through the
     exact NTT: the FFT kernel does all but this one. The accumulator is the test vector here, whose long
@@ -851,20 +833,6 @@ def _first_step(acc, shifts, keys, plan, gplan, mac, *, grouping: int):
         return G.cmux_step(acc, shifts[:, 0], keys[0], plan, gplan, mac)
     exps = _group_exponents(shifts, grouping, 2 * acc.shape[-1] * acc.shape[1])
     return G.group_step(acc, exps[:, 0], keys, plan, gplan, mac)
-
-
-def _rotate(acc, shifts, bsk, plan, gplan, mac, fourier, *, unroll: int, grouping: int):
-    """The blind rotation by ``shifts`` int32 [B, m] (m key bits, a multiple of g unless they end the key);
-    bsk: the GGSWs of those bits (grouping 1) or of their groups' indicators (2^g - 1 per group)."""
-    if grouping > 1:
-        exps = _group_exponents(shifts, grouping, 2 * acc.shape[-1] * acc.shape[1])
-        bsk = bsk.reshape((exps.shape[1], (1 << grouping) - 1) + bsk.shape[1:])
-        if fourier is None:
-            return G.blind_rotate_grouped(acc, exps, bsk, plan, gplan, mac, unroll=unroll)
-        return F.blind_rotate_grouped(acc, exps, bsk, fourier, unroll=unroll)
-    if fourier is None:
-        return G.blind_rotate(acc, shifts, bsk, plan, gplan, mac, unroll=unroll)
-    return F.blind_rotate(acc, shifts, bsk, fourier, unroll=unroll)
 
 
 def _group_exponents(shifts, grouping: int, n2: int):
