@@ -284,6 +284,21 @@ def _rescale_finish(x, t_eval, consts):
     return shoup_mul(y, d_inv, d_inv_s, dst[0])
 
 
+def rescale_plan(params: Params, level: int):
+    """The tables (plans and constants, arrays made once) of a rescale from ``level``: an argument of
+    :func:`rescale_traced` (compiled circuits pass it into their program)."""
+    primes = params.rescale_primes(level)
+    return _rescale_tables(params.n, params.moduli_at(level), len(primes), params.kernels)
+
+
+def rescale_traced(c0: RNSPoly, c1: RNSPoly, tables) -> tuple[RNSPoly, RNSPoly]:
+    """Both polynomials rescaled with ``tables`` (:func:`rescale_plan` of their level); traceable."""
+    plan_last, plan_rest, consts = tables
+    g = len(plan_last.moduli)
+    out0, out1 = _k_rescale_pair(c0.data, c1.data, plan_last, plan_rest, consts)
+    return RNSPoly(out0, c0.basis[:-g], Domain.EVAL), RNSPoly(out1, c0.basis[:-g], Domain.EVAL)
+
+
 def _rescale_pair(c0: RNSPoly, c1: RNSPoly, g: int, kernels=None) -> tuple[RNSPoly, RNSPoly]:
     """Both polynomials of a ciphertext rescaled by the last ``g`` primes (:func:`_rescale_one`)."""
     plan_last, plan_rest, consts = _rescale_tables(c0.n, c0.basis, g, kernels)

@@ -1,0 +1,602 @@
+"""Circuits: :func:`compile` traces a function over encrypted inputs, optimizes its graph and lowers it to one
+``jax.jit`` program per backend and input batch shape.
+
+    circuit = crossfhe.compile(f, CKKSVector(1000), CKKSVector(1000), params=presets.N14_L7)
+    circuit.keygen()                          # exactly the keys the circuit needs (its rotations found by tracing)
+    out = circuit.encrypt_run_decrypt(x, y)   # or encrypt / run / decrypt, on a client and a server
+
+What a scheme gives the compiler is a :class:`Scheme` (``crossfhe.compiler.ckks``, ``bfv``, ``tfhe``). The lowered
+program takes and returns flat tuples of arrays: each encrypted value is the tuple of its arrays (``leaves``;
+what they mean is the scheme's ``pack``/``unpack`` and the value's node in the graph), and the evaluation keys,
+the plans and the constants are pytrees made once outside the trace (``Scheme.runtime``) and passed as
+arguments, never closed over. A batch of inputs (leading axes) is ``jax.vmap`` of the per-item program; with more
+than one local device the batch is sharded over them (``jax.sharding``), keys and plans replicated.
+
+Caches. Compiled programs are kept per (batch shape, devices) in the circuit; across processes, the lowered
+program is saved with ``jax.export`` under the user's cache directory (:func:`cache_dir`) keyed by the graph,
+the parameters, the kernel set, the backend and the versions, and JAX's persistent compilation cache is turned
+on for the process (when the user has not configured one) so the XLA compile is reused too. Opt out per circuit
+with ``compile(..., cache=False)`` or for the process with ``CROSSFHE_CIRCUIT_CACHE=0``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from crossfhe.compiler.ir import CircuitError, Graph
+from crossfhe.compiler.trace import Trace, Value
+from crossfhe.errors import KeyMismatchError, ParameterError, SerializationError
+
+FORMAT = b"CFHECIR1"
+"""The magic of an exported circuit file."""
+
+
+# --------------------------------------------------------------------------------------------------
+# What a scheme provides
+# --------------------------------------------------------------------------------------------------
+
+
+class Scheme:
+    """The compiler's view of one scheme. Every method is pure; ``params`` is the scheme's parameter object.
+
+    - ``trace_input(trace, index, spec) -> Value``: the symbolic value of input ``index`` (appends the ``input``
+      node and its index to ``trace.inputs``); ``output_node(trace, value) -> int``.
+    - ``passes(optimize) -> [(name, fn(graph, params) -> graph)]``: the passes, in order (``optimize`` False: only
+      the ones needed to run); the last ones annotate what lowering needs (levels, scales, ranges) and raise
+      :class:`CircuitError` for a circuit that cannot run on ``params``. ``annotated_after``: the pass names after
+      which ``cost`` may read those annotations.
+    - ``cost(graph, params, annotated=True) -> dict``: operation counts (ints) and, annotated, ``depth``.
+    - ``select(graph, precision=, bits=) -> params``: the smallest secure preset that fits;
+      ``prepare_params(params)``: checked, kernel set resolved.
+    - ``requirements(graph, params) -> dict``: the evaluation keys the graph needs (JSON-able).
+    - ``keygen(params, requirements, seed) -> (secret, public)``: exactly those keys.
+    - ``check_keys(graph, params, public, key_id)``: raise for keys that do not serve (missing, other parameters,
+      another key pair than the inputs').
+    - ``encrypt(params, public, spec, values) -> (leaves, batch_shape, key_id)``: ``public`` is what
+      ``keygen`` returned second.
+    - ``decrypt(params, secret, graph, node, leaves, batch_shape) -> np.ndarray`` for output node ``node``.
+    - ``input_shapes(graph, params, batch) -> [[(shape, dtype), ...] per input]``: the leaves' shapes.
+    - ``runtime(graph, params, public) -> pytree`` of arrays: keys, plans and constants the program takes.
+    - ``interpret(graph, params, inputs, runtime) -> [leaves per output]``: the circuit on one item (traceable;
+      ``inputs``: a tuple of leaf tuples, one per input).
+    - ``params_digest(params)``, ``kernels(params)``, ``build_id(params)``, ``custom_calls(params)``: identity,
+      kernel set, native build and custom-call targets of ``params``; ``graph_to_json``/``spec_to_json`` and
+      inverses (defaults here).
+    """
+
+    name = "?"
+    annotated_after: frozenset = frozenset()
+    """Names of the passes after which the graph carries the annotations ``cost`` reads (levels, ranges)."""
+
+    def output_node(self, trace, value, position: int = 0) -> int:
+        """The node standing for output ``position`` (default: the value's own node)."""
+        return value.node
+
+    def prepare_params(self, params):
+        """``params`` checked and with its kernel set resolved (default: unchanged)."""
+        return params
+
+    def graph_to_json(self, graph: Graph) -> dict:
+        from crossfhe.compiler.ir import graph_to_json
+
+        return graph_to_json(graph)
+
+    def graph_from_json(self, data: dict) -> Graph:
+        from crossfhe.compiler.ir import graph_from_json
+
+        return graph_from_json(data)
+
+    def spec_to_json(self, spec) -> dict:
+        import dataclasses
+
+        return {"type": type(spec).__name__, **dataclasses.asdict(spec)}
+
+    def spec_from_json(self, data: dict):
+        from crossfhe import compiler
+
+        data = dict(data)
+        cls = getattr(compiler, data.pop("type"))
+        return cls(**data)
+
+    def encrypt_input(self, graph: Graph, params, public, index: int, spec, values):
+        """Encrypt input ``index`` of ``graph`` (default: :meth:`encrypt`, which does not depend on the graph)."""
+        return self.encrypt(params, public, spec, values)
+
+    def scope(self, params):
+        """A context the program is traced and run in (default none; TFHE's Fourier kernels need 64-bit types)."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def custom_calls(self, params) -> tuple[str, ...]:
+        """The XLA custom-call targets the lowered program may contain (exported with them allowed)."""
+        return ()
+
+    def build_id(self, params) -> str:
+        """An identifier of the native build the program's custom calls come from ('' if none)."""
+        return ""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """Base of the input specifications (``CKKSVector``, ``BFVVector``, ``TFHEInt``)."""
+
+    scheme = "?"
+
+    def describe(self) -> str:
+        return repr(self)
+
+
+def schemes() -> dict[str, Scheme]:
+    """The schemes by name (imported on first use)."""
+    import importlib
+
+    out = {}
+    for name in ("ckks", "bfv", "tfhe"):
+        try:
+            out[name] = importlib.import_module(f"crossfhe.compiler.{name}").SCHEME
+        except ModuleNotFoundError as e:
+            if e.name != f"crossfhe.compiler.{name}":
+                raise
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Caches
+# --------------------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path | None:
+    """Where compiled circuits are kept across processes: $CROSSFHE_CACHE_DIR, else $XDG_CACHE_HOME/crossfhe, else
+    ~/.cache/crossfhe; None when ``CROSSFHE_CIRCUIT_CACHE`` is 0/off/false."""
+    if os.environ.get("CROSSFHE_CIRCUIT_CACHE", "1").lower() in ("0", "off", "false", "no"):
+        return None
+    root = os.environ.get("CROSSFHE_CACHE_DIR")
+    if root is None:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "crossfhe")
+    return Path(root)
+
+
+def _enable_xla_cache(root: Path) -> None:
+    """Turn on JAX's persistent compilation cache under ``root``/xla unless the process already has one (a user's
+    own setting wins)."""
+    if jax.config.jax_compilation_cache_dir:
+        return
+    jax.config.update("jax_compilation_cache_dir", str(root / "xla"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def _versions() -> str:
+    import crossfhe
+
+    return f"crossfhe {crossfhe.__version__}, jax {jax.__version__}, jaxlib {jax.lib.__version__}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Values the user holds
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Encrypted:
+    """An encrypted input or output of a circuit: its arrays (``leaves``, batch axes first), the batch shape, the
+    key pair's id and where it belongs (``circuit`` digest, ``position``, ``output`` or input). Public material
+    only; :meth:`Circuit.decrypt` reads outputs."""
+
+    leaves: tuple
+    batch_shape: tuple[int, ...]
+    key_id: str | None
+    circuit: str
+    position: int
+    output: bool
+
+    def __repr__(self) -> str:
+        kind = "output" if self.output else "input"
+        return f"Encrypted({kind} {self.position} of circuit {self.circuit[:12]}, batch {self.batch_shape})"
+
+
+@dataclass
+class CircuitKeys:
+    """A circuit's keys: ``secret`` (the key owner's; never sent) and ``public`` (evaluation keys: send these)."""
+
+    secret: Any
+    public: Any
+
+    def __getstate__(self):
+        from crossfhe.errors import SecretMaterialError
+
+        raise SecretMaterialError("CircuitKeys holds the secret key and cannot be pickled; pickle or send .public")
+
+    def __repr__(self) -> str:
+        return f"CircuitKeys(secret=<hidden>, public={self.public!r})"
+
+
+# --------------------------------------------------------------------------------------------------
+# The circuit
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Circuit:
+    """A compiled circuit: its optimized ``graph`` (print it), the ``params``, the input ``specs``, the evaluation
+    keys it needs (``requirements``), its depth and operation counts (``cost``), the counts before and after each
+    pass (``report``), and the programs per batch shape."""
+
+    graph: Graph
+    params: Any
+    specs: tuple
+    scheme: Scheme
+    traced: Graph | None = None
+    report: list = field(default_factory=list)
+    cache: bool = True
+    name: str = "circuit"
+    keys: CircuitKeys | None = None
+    _programs: dict = field(default_factory=dict, repr=False)
+    _exported: dict = field(default_factory=dict, repr=False)
+    timings: dict = field(default_factory=dict, repr=False)
+
+    # Description --------------------------------------------------------------------------------
+
+    @property
+    def digest(self) -> str:
+        """The circuit's identity: its graph and its parameters (what keys and values are checked against)."""
+        return hashlib.sha256((self.graph.digest() + self.scheme.params_digest(self.params)).encode()).hexdigest()
+
+    @property
+    def requirements(self) -> dict:
+        """The evaluation keys this circuit needs (Galois elements, relinearization, bootstrapping keys)."""
+        return self.scheme.requirements(self.graph, self.params)
+
+    @property
+    def cost(self) -> dict:
+        """Operation counts of the optimized graph (key switches, bootstraps, NTT limbs, ...) and its depth."""
+        return self.scheme.cost(self.graph, self.params)
+
+    @property
+    def depth(self) -> int:
+        return self.cost.get("depth", 0)
+
+    def __str__(self) -> str:
+        return str(self.graph)
+
+    def __repr__(self) -> str:
+        return (f"Circuit({self.name}: {self.scheme.name}, {len(self.specs)} inputs, {len(self.graph.outputs)} "
+                f"outputs, {len(self.graph.nodes)} nodes, params {self.scheme.params_digest(self.params)[:12]})")
+
+    def report_table(self) -> str:
+        """The counts before and after each pass, as a table."""
+        keys = sorted({k for _, c in self.report for k in c})
+        head = f"{'pass':<22}" + "".join(f" {k:>{max(6, len(k))}}" for k in keys)
+        rows = [f"{name:<22}" + "".join(f" {c.get(k, '-'):>{max(6, len(k))}}" for k in keys) for name, c in self.report]
+        return "\n".join([head, *rows])
+
+    # Keys and values -----------------------------------------------------------------------------
+
+    def keygen(self, seed: bytes | None = None) -> CircuitKeys:
+        """Generate exactly the keys this circuit needs (kept in ``self.keys`` and returned). ``seed``: 32 bytes for
+        reproducible keys (tests)."""
+        secret, public = self.scheme.keygen(self.params, self.requirements, seed)
+        self.keys = CircuitKeys(secret, public)
+        return self.keys
+
+    def _need_keys(self, what: str) -> CircuitKeys:
+        if self.keys is None:
+            raise ParameterError(f"{what}: the circuit has no keys; call circuit.keygen() first (or pass keys=)")
+        return self.keys
+
+    def encrypt(self, *values, keys=None) -> list[Encrypted]:
+        """Encrypt one value per input (each may carry leading batch axes; all inputs one batch shape) under
+        ``keys`` (CircuitKeys or the public keys; default the circuit's own)."""
+        if len(values) != len(self.specs):
+            raise ParameterError(f"{self.name} takes {len(self.specs)} inputs, got {len(values)}")
+        material = self._key_material(keys, "encrypt")
+        out, shapes = [], set()
+        for i, (spec, v) in enumerate(zip(self.specs, values, strict=True)):
+            leaves, batch, key_id = self.scheme.encrypt_input(self.graph, self.params, material, i, spec, v)
+            shapes.add(tuple(batch))
+            out.append(Encrypted(tuple(leaves), tuple(batch), key_id, self.digest, i, False))
+        if len(shapes) > 1:
+            raise ParameterError(f"{self.name}: the inputs have different batch shapes {sorted(shapes)}; give every "
+                                 "input the same leading axes")
+        return out
+
+    def _key_material(self, keys, what: str):
+        if keys is None:
+            keys = self._need_keys(what)
+        return keys.public if isinstance(keys, CircuitKeys) else keys
+
+    def decrypt(self, *outputs, keys: CircuitKeys | None = None):
+        """The values of encrypted outputs (one array each; a single output: the array itself)."""
+        keys = keys or self._need_keys("decrypt")
+        if not isinstance(keys, CircuitKeys):
+            raise TypeError(f"decrypt takes the CircuitKeys with the secret key, got {type(keys).__name__}")
+        res = []
+        for x in outputs:
+            if not isinstance(x, Encrypted) or not x.output:
+                raise TypeError(f"decrypt takes this circuit's encrypted outputs, got {x!r}")
+            if x.circuit != self.digest:
+                raise ParameterError(f"decrypt: {x!r} is an output of another circuit")
+            node = self.graph.outputs[x.position]
+            res.append(self.scheme.decrypt(self.params, keys.secret, self.graph, node, x.leaves, x.batch_shape))
+        return res[0] if len(res) == 1 else res
+
+    # Running ---------------------------------------------------------------------------------------
+
+    def run(self, *inputs: Encrypted, keys=None, devices=None) -> list[Encrypted]:
+        """Run the circuit on encrypted inputs (from :meth:`encrypt`): one compiled program for their batch shape,
+        the batch sharded over ``devices`` (default: all local devices, when the leading axis divides evenly).
+        ``keys``: the evaluation keys (CircuitKeys or its ``public``; default the circuit's own)."""
+        public = self._key_material(keys, "run")
+        if len(inputs) != len(self.specs):
+            raise ParameterError(f"{self.name} takes {len(self.specs)} inputs, got {len(inputs)}")
+        batch, key_id = None, None
+        for i, x in enumerate(inputs):
+            if not isinstance(x, Encrypted) or x.output or x.position != i:
+                raise ParameterError(f"{self.name}: input {i} must be the encrypted input {i} from circuit.encrypt, "
+                                     f"got {x!r}")
+            if x.circuit != self.digest:
+                raise ParameterError(f"{self.name}: input {i} was encrypted for another circuit or other parameters")
+            if batch is not None and x.batch_shape != batch:
+                raise ParameterError(f"{self.name}: inputs of batch shapes {batch} and {x.batch_shape}")
+            batch = x.batch_shape
+            if key_id is not None and x.key_id != key_id:
+                raise KeyMismatchError(f"{self.name}: inputs encrypted under different key pairs")
+            key_id = x.key_id
+        self.scheme.check_keys(self.graph, self.params, public, key_id)
+        leaves, treedef = self._runtime(public)
+        with self.scheme.scope(self.params):
+            program = self._program(batch, devices, leaves, treedef)
+            outs = program(tuple(tuple(x.leaves) for x in inputs), leaves)
+        return [Encrypted(tuple(o), batch, key_id, self.digest, j, True) for j, o in enumerate(outs)]
+
+    def encrypt_run_decrypt(self, *values):
+        """decrypt(run(encrypt(values))) with the circuit's keys (made by :meth:`keygen` if there are none)."""
+        if self.keys is None:
+            self.keygen()
+        return self.decrypt(*self.run(*self.encrypt(*values)))
+
+    def _runtime(self, public):
+        """The program's key, plan and constant arrays for ``public`` (made once per key set) and their structure."""
+        cached = self.__dict__.get("_runtime_cache")
+        if cached is not None and cached[0] is public:
+            return cached[1], cached[2]
+        with self.scheme.scope(self.params):
+            tree = self.scheme.runtime(self.graph, self.params, public)
+            leaves, treedef = jax.tree.flatten(tree)
+            leaves = [jax.device_put(x) for x in leaves]
+        expected = self.__dict__.get("_runtime_digest")
+        if expected is not None and hashlib.sha256(str(treedef).encode()).hexdigest() != expected:
+            raise ParameterError(f"{self.name}: these evaluation keys are laid out differently from the ones the "
+                                 "circuit was exported with (another dnum, key set or kernel set); export it again "
+                                 "with these keys")
+        self.__dict__["_runtime_cache"] = (public, leaves, treedef)
+        return leaves, treedef
+
+    def _flat_fn(self, batch, treedef):
+        """The program on flat arguments: (inputs: a tuple of leaf tuples, runtime leaves) -> output leaf tuples."""
+        graph, params, scheme = self.graph, self.params, self.scheme
+
+        def item(inputs, leaves):
+            rt = jax.tree.unflatten(treedef, leaves)
+            return tuple(tuple(o) for o in scheme.interpret(graph, params, inputs, rt))
+
+        fn = item
+        for _ in batch:
+            fn = jax.vmap(fn, in_axes=(0, None))
+        return fn
+
+    def _devices(self, batch, devices):
+        devices = list(jax.local_devices() if devices is None else devices)
+        if len(devices) > 1 and batch and batch[0] % len(devices) == 0:
+            return tuple(devices)
+        return tuple(devices[:1])
+
+    def _program(self, batch, devices, leaves, treedef):
+        devices = self._devices(batch, devices)
+        key = (batch, tuple(str(d) for d in devices))
+        if key in self._programs:
+            return self._programs[key]
+        t0 = time.perf_counter()
+        exported = self._exported.get((batch, len(devices)))
+        if exported is None and self.cache and cache_dir() is not None:
+            exported = self._load_exported(batch, devices, leaves)
+            if exported is None:
+                exported = self._export_to_cache(batch, devices, leaves, treedef)
+        fn = exported.call if exported is not None else self._flat_fn(batch, treedef)
+        if len(devices) > 1:
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+            mesh = Mesh(np.array(devices), ("batch",))
+            shard, repl = NamedSharding(mesh, PartitionSpec("batch")), NamedSharding(mesh, PartitionSpec())
+            jitted = jax.jit(fn, in_shardings=(shard, repl), out_shardings=shard)
+        else:
+            jitted = jax.jit(fn)
+        self._programs[key] = jitted
+        self.timings[key] = time.perf_counter() - t0
+        return jitted
+
+    # Export ----------------------------------------------------------------------------------------
+
+    def _cache_key(self, batch, ndev: int, leaves) -> str:
+        kernels = self.scheme.kernels(self.params)
+        shapes = [(tuple(np.shape(x)), str(np.asarray(x).dtype) if not hasattr(x, "dtype") else str(x.dtype))
+                  for x in leaves]
+        parts = [self.digest, repr(batch), str(ndev), jax.default_backend(), _versions(),
+                 getattr(kernels, "name", str(kernels)), self.scheme.build_id(self.params), repr(shapes)]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
+
+    def _abstract(self, batch, leaves):
+        ins = self.scheme.input_shapes(self.graph, self.params, batch)
+        ins = tuple(tuple(jax.ShapeDtypeStruct(tuple(s), d) for s, d in item) for item in ins)
+        return ins, [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in leaves]
+
+    def _lower_exported(self, batch, leaves, treedef):
+        from jax import export
+
+        checks = [export.DisabledSafetyCheck.custom_call(t) for t in self.scheme.custom_calls(self.params)]
+        with self.scheme.scope(self.params):
+            return export.export(jax.jit(self._flat_fn(batch, treedef)), disabled_checks=checks)(
+                *self._abstract(batch, leaves))
+
+    def _export_to_cache(self, batch, devices, leaves, treedef):
+        root = cache_dir()
+        _enable_xla_cache(root)
+        try:
+            exp = self._lower_exported(batch, leaves, treedef)
+            blob = exp.serialize()
+        except Exception as e:  # noqa: BLE001 - a circuit that cannot be exported still runs; the reason is kept
+            self.timings["export_error"] = f"{type(e).__name__}: {e}"
+            return None
+        path = root / "circuits" / f"{self._cache_key(batch, len(devices), leaves)}.jaxexport"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        tmp.write_bytes(bytes(blob))
+        os.replace(tmp, path)
+        self._exported[(batch, len(devices))] = exp
+        return exp
+
+    def _load_exported(self, batch, devices, leaves):
+        root = cache_dir()
+        path = root / "circuits" / f"{self._cache_key(batch, len(devices), leaves)}.jaxexport"
+        if not path.exists():
+            return None
+        _enable_xla_cache(root)
+        from jax import export
+
+        try:
+            exp = export.deserialize(bytearray(path.read_bytes()))
+        except Exception:  # noqa: BLE001 - a damaged cache entry is recompiled, never trusted
+            path.unlink(missing_ok=True)
+            return None
+        self._exported[(batch, len(devices))] = exp
+        return exp
+
+    def export(self, path, *, batch_shape=(), keys=None) -> Path:
+        """Write the circuit (its graph, parameters' digest, specs and the lowered program for ``batch_shape``) to
+        ``path``; :func:`load` reads it in a server process without the function or a trace. ``keys``: evaluation
+        keys to take the argument shapes from (default the circuit's own)."""
+        batch = tuple(int(b) for b in batch_shape)
+        leaves, treedef = self._runtime(self._key_material(keys, "export"))
+        exp = self._lower_exported(batch, leaves, treedef)
+        header = {
+            "scheme": self.scheme.name, "name": self.name, "digest": self.digest,
+            "params": self.scheme.params_digest(self.params),
+            "kernels": getattr(self.scheme.kernels(self.params), "name", "?"),
+            "build": self.scheme.build_id(self.params), "batch_shape": list(batch), "versions": _versions(),
+            "graph": self.scheme.graph_to_json(self.graph), "specs": [self.scheme.spec_to_json(s) for s in self.specs],
+            "runtime": hashlib.sha256(str(treedef).encode()).hexdigest(),
+        }
+        head = json.dumps(header).encode()
+        body = bytes(exp.serialize())
+        data = FORMAT + struct.pack("<QQ", len(head), len(body)) + head + body
+        data += hashlib.sha256(data).digest()
+        path = Path(path)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return path
+
+
+def load(path, params) -> Circuit:
+    """A circuit exported by :meth:`Circuit.export`, for ``params`` (the same parameters it was compiled for, else
+    ParameterError). Runs without the original function and without tracing; refuses evaluation keys that lack what
+    it needs and values encrypted for another circuit."""
+    from jax import export
+
+    data = Path(path).read_bytes()
+    if len(data) < len(FORMAT) + 16 + 32 or not data.startswith(FORMAT):
+        raise SerializationError(f"{path} is not an exported crossfhe circuit")
+    if hashlib.sha256(data[:-32]).digest() != data[-32:]:
+        raise SerializationError(f"{path}: the checksum does not match (truncated or altered)")
+    nh, nb = struct.unpack("<QQ", data[len(FORMAT): len(FORMAT) + 16])
+    start = len(FORMAT) + 16
+    if start + nh + nb + 32 != len(data):
+        raise SerializationError(f"{path}: the section lengths do not match the file's size")
+    header = json.loads(data[start: start + nh])
+    scheme = schemes().get(header.get("scheme"))
+    if scheme is None:
+        raise SerializationError(f"{path}: unknown scheme {header.get('scheme')!r}")
+    params = scheme.prepare_params(params)
+    if scheme.params_digest(params) != header["params"]:
+        raise ParameterError(f"{path}: the circuit was compiled for other parameters (digest {header['params'][:12]}, "
+                             f"given {scheme.params_digest(params)[:12]})")
+    kernels = getattr(scheme.kernels(params), "name", "?")
+    if kernels != header["kernels"] or scheme.build_id(params) != header["build"]:
+        raise ParameterError(f"{path}: compiled for the {header['kernels']!r} kernel set (build "
+                             f"{header['build'] or 'none'}); these parameters run on {kernels!r} (build "
+                             f"{scheme.build_id(params) or 'none'}): export it again here, or pass params with "
+                             "that kernel set")
+    graph = scheme.graph_from_json(header["graph"])
+    specs = tuple(scheme.spec_from_json(s) for s in header["specs"])
+    circuit = Circuit(graph, params, specs, scheme, name=header["name"], cache=False)
+    if circuit.digest != header["digest"]:
+        raise SerializationError(f"{path}: the graph does not match its digest")
+    exp = export.deserialize(bytearray(data[start + nh: start + nh + nb]))
+    circuit._exported[(tuple(header["batch_shape"]), 1)] = exp
+    circuit.__dict__["_runtime_digest"] = header["runtime"]
+    return circuit
+
+
+def compile(fn, *specs, params=None, precision: float | None = None, bits: int | None = None, cache: bool = True,
+            optimize: bool = True, name: str | None = None) -> Circuit:  # noqa: A001 - crossfhe.compile, as Concrete's
+    """Trace ``fn`` over symbolic inputs described by ``specs`` (``CKKSVector(length)``, ``BFVVector(length)``,
+    ``TFHEInt(bits)``; one scheme per circuit), optimize its graph and return a :class:`Circuit`.
+
+    ``params``: the scheme's parameters; if omitted, the smallest secure preset that fits the circuit's depth and
+    ``precision`` (CKKS: bits after the point) or ``bits`` (TFHE) is chosen. Errors (a depth the parameters do not
+    have, rotations without keys, mixed schemes, TFHE overflow) are raised here, naming the operation and line.
+    """
+    if not specs:
+        raise ParameterError("compile takes at least one input spec (CKKSVector(n), BFVVector(n), TFHEInt(bits))")
+    kinds = {getattr(s, "scheme", None) for s in specs}
+    if len(kinds) != 1 or None in kinds or "?" in kinds:
+        raise CircuitError(f"compile: the input specs {specs} must all be of one scheme (CKKSVector, BFVVector or "
+                           "TFHEInt); a circuit computes in one scheme")
+    scheme = schemes()[kinds.pop()]
+    if cache and cache_dir() is not None:
+        _enable_xla_cache(cache_dir())  # before keygen, encryption and the program compile: all of them reuse it
+    trace = Trace(scheme.name)
+    symbols = [scheme.trace_input(trace, i, s) for i, s in enumerate(specs)]
+    result = fn(*symbols)
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    if not outs:
+        raise CircuitError(f"compile: {getattr(fn, '__name__', 'fn')} returned no values")
+    nodes = []
+    for j, o in enumerate(outs):
+        if not isinstance(o, Value):
+            raise CircuitError(f"compile: output {j} of {getattr(fn, '__name__', 'fn')} is {type(o).__name__}, not an "
+                               "encrypted value (return values computed from the inputs)")
+        if o.trace is not trace:
+            raise CircuitError(f"compile: output {j} comes from another circuit's trace")
+        nodes.append(scheme.output_node(trace, o, j))
+    traced = trace.builder.graph(trace.inputs, nodes)
+    if params is None:
+        params = scheme.select(traced, precision=precision, bits=bits)
+    params = scheme.prepare_params(params)
+    graph, report = traced, [("traced", scheme.cost(traced, params, annotated=False))]
+    for pass_name, pass_fn in scheme.passes(optimize):
+        graph = pass_fn(graph, params)
+        report.append((pass_name, scheme.cost(graph, params, annotated=pass_name in scheme.annotated_after)))
+    return Circuit(graph, params, tuple(specs), scheme, traced=traced, report=report, cache=cache,
+                   name=name or getattr(fn, "__name__", "circuit"))
+
+
+def circuit(*specs, **options):
+    """Decorator form of :func:`compile`: ``@circuit(CKKSVector(8), params=presets.N14_L7)``."""
+    def wrap(fn):
+        return compile(fn, *specs, **options)
+
+    return wrap
+
+
+__all__ = ["Circuit", "CircuitKeys", "Encrypted", "InputSpec", "Scheme", "cache_dir", "circuit", "compile", "load"]

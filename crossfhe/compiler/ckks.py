@@ -1,0 +1,916 @@
+"""The CKKS scheme of the compiler: symbolic vectors, the passes that place relinearizations, rescales and level
+drops, and the lowering onto :mod:`crossfhe.core.evaluator` with every key, plan and constant an argument.
+
+Traced ops (what the operators record): ``input``, ``add``, ``sub``, ``neg``, ``add_scalar {c}``,
+``add_plain {const}``, ``mul`` (two ciphertexts), ``mul_scalar {c}`` (a real c), ``mul_int {c}``,
+``mul_plain {const}``, ``rotate {k}``, ``output {length, width, complex}``. The passes add ``tensor`` (the
+degree-2 product, three polynomials), ``relin``, ``rescale``, ``drop {level}``, ``rotate_many {ks}`` and
+``pick {k}``, and annotate every node with its ``level`` and ``scale``.
+
+Semantics are those of :class:`crossfhe.EncryptedVector` (NumPy-like vectors of ``length`` values replicated with
+period ``width`` over the slots; ``@`` the inner product in every slot; ``rotate(k)`` over the width-periodic
+slots), with the levels chosen by the compiler: a product is rescaled when a consumer needs it at the working
+scale (a sum of products is rescaled, and relinearized, once), plaintext and scalar factors are encoded at the
+scale that makes a sum's operands agree exactly, and an operation runs at the lowest level its consumers need.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+
+import jax
+import numpy as np
+
+from crossfhe.ckks import encoder, presets
+from crossfhe.ckks import ops as ckks_ops
+from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
+from crossfhe.ckks.params import Params
+from crossfhe.compiler import ir
+from crossfhe.compiler.circuit import Scheme
+from crossfhe.compiler.ir import Builder, CircuitError, Graph, Node
+from crossfhe.compiler.specs import CKKSVector
+from crossfhe.compiler.trace import Trace, Value, source_line
+from crossfhe.core import evaluator as ev
+from crossfhe.core import keyswitch as ks
+from crossfhe.core import rlwe
+from crossfhe.core.keys import SecretKey
+from crossfhe.errors import KeyMismatchError, ParameterError
+from crossfhe.kernels import as_kernel_set
+from crossfhe.math.modular import add_mod, shoup_mul
+from crossfhe.ring import poly
+from crossfhe.ring.poly import Domain, RNSPoly
+
+_ARRAYS = (np.ndarray, jax.Array, list, tuple)
+
+# --------------------------------------------------------------------------------------------------
+# Tracing
+# --------------------------------------------------------------------------------------------------
+
+
+def _is_int(c) -> bool:
+    return isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_))
+
+
+def _number(c, what: str) -> complex:
+    if isinstance(c, (bool, np.bool_)):
+        raise TypeError(f"{what} at {source_line()}: a bool is not a number operand")
+    z = complex(c)
+    if not (math.isfinite(z.real) and math.isfinite(z.imag)):
+        raise CircuitError(f"{what} at {source_line()}: the constant must be finite, got {c!r}")
+    return z
+
+
+class EncryptedVector(Value):
+    """A symbolic CKKS vector (:class:`~crossfhe.compiler.specs.CKKSVector`) while a circuit is traced."""
+
+    scheme = "ckks"
+
+    def __init__(self, trace: Trace, node: int, length: int, width: int, is_complex: bool):
+        for name, v in (("trace", trace), ("node", node), ("length", length), ("width", width),
+                        ("complex", is_complex)):
+            object.__setattr__(self, name, v)
+
+    def __repr__(self) -> str:
+        return f"EncryptedVector(%{self.node}, {self.length} values, traced)"
+
+    def __len__(self) -> int:
+        return self.length
+
+    def _new(self, op, args, attrs=None, *, length=None, width=None, is_complex=False) -> EncryptedVector:
+        node = self.trace.node(op, args, attrs)
+        return EncryptedVector(self.trace, node, length or self.length, width or self.width,
+                               self.complex or is_complex)
+
+    def _shape_with(self, length: int, what: str) -> tuple[int, int]:
+        if length == self.length or length == 1:
+            return self.length, self.width
+        if self.length == 1:
+            return length, 1 << max(0, (length - 1).bit_length())
+        raise CircuitError(f"{what} at {source_line()}: operands of lengths {self.length} and {length} cannot be "
+                           "combined (NumPy would not broadcast them either)")
+
+    def _plain(self, other, what: str):
+        v = np.asarray(other)
+        if not (np.issubdtype(v.dtype, np.number) or v.dtype == bool) or v.ndim != 1 or v.shape[0] == 0:
+            raise CircuitError(f"{what} at {source_line()}: a plaintext operand is a non-empty 1-D numeric array, got "
+                               f"shape {v.shape} of {v.dtype}")
+        if not np.all(np.isfinite(v)):
+            raise CircuitError(f"{what} at {source_line()}: the plaintext operand holds NaN or infinity")
+        length, width = self._shape_with(v.shape[0], what)
+        v = np.broadcast_to(v, (length,)) if v.shape[0] == 1 else v
+        out = np.zeros(width, dtype=np.complex128 if np.iscomplexobj(v) else np.float64)
+        out[:length] = v
+        return self.trace.builder.const(out), length, width, bool(np.iscomplexobj(v))
+
+    def _operand(self, other):
+        if isinstance(other, (np.ndarray, jax.Array, np.generic)) and np.ndim(other) == 0:
+            return np.asarray(other).item()
+        return other
+
+    # Arithmetic ------------------------------------------------------------------------------------
+
+    def __add__(self, other):
+        other = self._operand(other)
+        if isinstance(other, EncryptedVector):
+            self._same(other, "+")
+            length, width = self._shape_with(other.length, "+")
+            return self._new("add", (self.node, other.node), length=length, width=width, is_complex=other.complex)
+        if isinstance(other, Value):
+            self._same(other, "+")
+        if isinstance(other, numbers.Number):
+            c = _number(other, "+")
+            if c == 0:
+                return self
+            if c.imag:
+                return self + np.full(self.width, c)
+            return self._new("add_scalar", (self.node,), {"c": float(c.real)})
+        if isinstance(other, _ARRAYS):
+            key, length, width, cx = self._plain(other, "+")
+            return self._new("add_plain", (self.node,), {"const": key}, length=length, width=width, is_complex=cx)
+        return NotImplemented
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return self._new("neg", (self.node,))
+
+    def __sub__(self, other):
+        other = self._operand(other)
+        if isinstance(other, EncryptedVector):
+            self._same(other, "-")
+            length, width = self._shape_with(other.length, "-")
+            return self._new("sub", (self.node, other.node), length=length, width=width, is_complex=other.complex)
+        if isinstance(other, Value):
+            self._same(other, "-")
+        if isinstance(other, numbers.Number):
+            return self + (-_number(other, "-") if not _is_int(other) else -int(other))
+        if isinstance(other, _ARRAYS):
+            return self + (-np.asarray(other))
+        return NotImplemented
+
+    def __rsub__(self, other):
+        other = self._operand(other)
+        if isinstance(other, (numbers.Number, *_ARRAYS)):
+            return (-self) + other
+        return NotImplemented
+
+    def __mul__(self, other):
+        other = self._operand(other)
+        if isinstance(other, EncryptedVector):
+            self._same(other, "*")
+            length, width = self._shape_with(other.length, "*")
+            return self._new("mul", (self.node, other.node), length=length, width=width, is_complex=other.complex)
+        if isinstance(other, Value):
+            self._same(other, "*")
+        if _is_int(other):
+            c = int(other)
+            if c == 1:
+                return self
+            return self._new("mul_int", (self.node,), {"c": c})
+        if isinstance(other, numbers.Number):
+            c = _number(other, "*")
+            if c.imag:
+                return self * np.full(self.width, c)
+            return self._new("mul_scalar", (self.node,), {"c": float(c.real)})
+        if isinstance(other, _ARRAYS):
+            key, length, width, cx = self._plain(other, "*")
+            return self._new("mul_plain", (self.node,), {"const": key}, length=length, width=width, is_complex=cx)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __matmul__(self, other):
+        """The inner product in every slot (equal lengths): (self * other).sum()."""
+        if isinstance(other, Value) and not isinstance(other, EncryptedVector):
+            self._same(other, "@")
+        if not isinstance(other, (EncryptedVector, *_ARRAYS)):
+            return NotImplemented
+        length = other.length if isinstance(other, EncryptedVector) else np.shape(other)[-1]
+        if length != self.length:
+            raise CircuitError(f"@ at {source_line()}: operands of lengths {self.length} and {length}: an inner "
+                               "product needs equal lengths")
+        return (self * other).sum()
+
+    __rmatmul__ = __matmul__
+
+    def __pow__(self, k):
+        """x ** k for an integer k >= 1, by repeated squaring (depth ceil(log2 k))."""
+        if not _is_int(k) or k < 1:
+            raise CircuitError(f"** at {source_line()}: the exponent must be an integer >= 1, got {k!r}")
+        result, base = None, self
+        while k:
+            if k & 1:
+                result = base if result is None else result * base
+            k >>= 1
+            if k:
+                base = base * base
+        return result
+
+    # Slots -------------------------------------------------------------------------------------------
+
+    def rotate(self, k: int) -> EncryptedVector:
+        """Values rotated left by k over the width-periodic slots (slot i holds value (i + k) mod width); the
+        circuit's keys get the Galois key for k mod width."""
+        try:
+            k = operator.index(k)
+        except TypeError:
+            raise CircuitError(f"rotate at {source_line()}: the offset must be an integer, got {k!r}") from None
+        r = k % self.width
+        if r == 0:
+            return self
+        return self._new("rotate", (self.node,), {"k": r})
+
+    def sum(self) -> EncryptedVector:
+        """Every slot holds the sum of the values: log2(width) rotations by powers of two."""
+        x, step = self, 1
+        while step < self.width:
+            x = x + x.rotate(step)
+            step *= 2
+        return x
+
+
+# --------------------------------------------------------------------------------------------------
+# Passes
+# --------------------------------------------------------------------------------------------------
+
+_PRODUCTS = {"tensor", "mul_scalar", "mul_plain"}
+"""Ops whose result carries a scale factor a rescale should remove (pending)."""
+_KEEP_PENDING = {"add", "sub", "neg", "add_scalar", "add_plain", "mul_int", "relin", "drop"}
+"""Ops that take pending (and, except drop, degree-3) operands as they are."""
+
+
+def cse(g: Graph, params: Params) -> Graph:
+    """Common subexpressions merged and dead code dropped (:func:`crossfhe.compiler.ir.common_subexpressions`)."""
+    return ir.common_subexpressions(g)
+
+
+def hoist_rotations(g: Graph, params: Params) -> Graph:
+    """Rotations of one ciphertext by several offsets become one ``rotate_many {ks}`` (one decomposition and
+    ModUp shared, :func:`crossfhe.core.evaluator.galois_hoisted`) and a ``pick {k}`` per offset."""
+    groups: dict[int, set[int]] = {}
+    for n in g.nodes:
+        if n.op == "rotate":
+            groups.setdefault(n.args[0], set()).add(n.attr("k"))
+
+    def visit(b: Builder, i: int, n: Node, args: list[int]) -> int:
+        if n.op == "rotate" and len(groups[n.args[0]]) > 1:
+            many = b.add("rotate_many", args, {"ks": tuple(sorted(groups[n.args[0]]))}, n.loc)
+            return b.add("pick", (many,), {"k": n.attr("k")}, n.loc)
+        return b.add(n.op, args, dict(n.attrs), n.loc, merge=False)
+
+    return ir.dead_code(ir.rebuild(g, visit))
+
+
+def _pending_and_degree(g: Graph):
+    """Per node: (pending, degree) as the placement passes see them, pending meaning a product not rescaled yet."""
+    pend, deg = [], []
+    for n in g.nodes:
+        a = [(pend[x], deg[x]) for x in n.args]
+        if n.op in _PRODUCTS:
+            pend.append(True)
+            deg.append(3 if n.op == "tensor" else 2)
+        elif n.op in ("add", "sub"):
+            pend.append(a[0][0] and a[1][0])
+            deg.append(max(a[0][1], a[1][1]))
+        elif n.op in _KEEP_PENDING:
+            pend.append(a[0][0])
+            deg.append(2 if n.op == "relin" else a[0][1])
+        elif n.op == "rescale":
+            pend.append(False)
+            deg.append(2)
+        else:
+            pend.append(False)
+            deg.append(2)
+    return pend, deg
+
+
+def relinearize(g: Graph, params: Params, *, lazy: bool = True) -> Graph:
+    """``mul`` becomes ``tensor`` (three polynomials) and a ``relin`` placed right after it, or (``lazy``) only
+    where a consumer needs two polynomials: a rotation, another product, a rescale (a pending product added to a
+    rescaled value) or an output. A sum of k products is then relinearized once instead of k times."""
+    src_pend, _ = _pending_and_degree(_as_tensors(g))
+    b = Builder(g.scheme, g.consts)
+    where: list[int] = []
+    three: set[int] = set()  # new nodes holding three polynomials
+    relined: dict[int, int] = {}
+
+    def two(v: int, loc: str) -> int:  # node v with two polynomials
+        if v not in three:
+            return v
+        if v not in relined:
+            relined[v] = b.add("relin", (v,), {}, loc)
+        return relined[v]
+
+    uses = [len(u) for u in g.users()]
+    for i, n in enumerate(g.nodes):
+        if n.op == "mul":
+            v = b.add("tensor", tuple(two(where[a], n.loc) for a in n.args), {}, n.loc)
+            three.add(v)
+            # a product used twice is relinearized once, where it is made
+            where.append(v if lazy and uses[i] == 1 else two(v, n.loc))
+            continue
+        if n.op in ("add", "sub"):
+            mixed = src_pend[n.args[0]] != src_pend[n.args[1]]  # the pending one is rescaled first: two polys
+            args = [two(where[a], n.loc) if mixed and src_pend[a] else where[a] for a in n.args]
+        elif n.op in _KEEP_PENDING:
+            args = [where[a] for a in n.args]
+        else:
+            args = [two(where[a], n.loc) for a in n.args]
+        v = b.add(n.op, args, dict(n.attrs), n.loc)
+        if n.op in _KEEP_PENDING and any(a in three for a in args):
+            three.add(v)
+            if uses[i] > 1:
+                v = two(v, n.loc)
+        where.append(v)
+    return ir.dead_code(b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs]))
+
+
+def _as_tensors(g: Graph) -> Graph:
+    """g with ``mul`` renamed ``tensor`` (for the pending analysis before relinearization is placed)."""
+    return Graph(g.scheme, tuple(Node("tensor", n.args, n.attrs, n.loc) if n.op == "mul" else n for n in g.nodes),
+                 g.inputs, g.outputs, g.consts)
+
+
+def multiplicative_depth(g: Graph) -> int:
+    """The largest number of products (with a ciphertext, a non-integer scalar or a plaintext) on a path from an
+    input to an output: the levels the circuit consumes when nothing else costs one."""
+    depth = []
+    for n in g.nodes:
+        d = max((depth[a] for a in n.args), default=0)
+        depth.append(d + (1 if n.op in ("mul", "tensor", "mul_scalar", "mul_plain") else 0))
+    return max((depth[o] for o in g.outputs), default=0)
+
+
+class _NeedHint(Exception):
+    def __init__(self, node: int, scale: float):
+        self.node, self.scale = node, scale
+
+
+def place_levels(g: Graph, params: Params, *, lazy: bool = True) -> Graph:
+    """Rescales, level drops and scale alignment; every node annotated with its ``level`` and ``scale``.
+
+    - A pending product is rescaled where a consumer needs the working scale (``lazy``) or right after it.
+    - Operands of a sum are brought to one level by dropping primes from the higher one (exact, free). Where their
+      scales differ by more than 2^-20 relatively, a plaintext or scalar factor feeding one of them (used once) is
+      re-encoded so that the scales agree exactly; otherwise the higher one is multiplied by round(s_y q / s_x)
+      and rescaled (one level), as :func:`crossfhe.ckks.ops.add` does.
+    - Every level-preserving operation runs at the lowest level its consumers need (inputs are encrypted there):
+      the cheapest modulus dropping; outputs keep the level the products leave them at.
+
+    Raises CircuitError naming the operation, its line and a preset that fits when the depth runs out.
+    """
+    hints: dict[int, float] = {}
+    run_at: dict[int, int] = {}
+    for _ in range(64):
+        try:
+            out, old_to_new = _levels_forward(g, params, hints, run_at, lazy)
+        except _NeedHint as h:
+            hints[h.node] = h.scale
+            continue
+        need = _needed_levels(out)
+        changed = False
+        for i, n in enumerate(g.nodes):
+            v = old_to_new[i]
+            if n.op in ("rescale", "output") or v is None or need[v] >= out.nodes[v].attr("level"):
+                continue
+            if run_at.get(i, math.inf) > need[v]:
+                run_at[i] = need[v]
+                changed = True
+        if not changed:
+            return ir.dead_code(out)
+    raise CircuitError("internal: level placement did not converge")
+
+
+def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: bool):
+    b = Builder(g.scheme, g.consts)
+    info: list[tuple[int, float, bool]] = []  # per new node: (level, scale, pending)
+    where: list[int | None] = []
+    uses = [len(u) for u in g.users()]
+    origin: dict[int, int] = {}  # new node -> old plain-product node it is (or is the rescale of)
+    top = params.levels
+
+    def emit(op, args, attrs, loc, level, scale, pending) -> int:
+        attrs = dict(attrs)
+        attrs.update(level=level, scale=scale)
+        v = b.add(op, args, attrs, loc)
+        while len(info) < len(b.nodes):
+            info.append((level, scale, pending))
+        return v
+
+    def rescale(v: int, loc: str) -> int:
+        level, scale, _ = info[v]
+        if level == 0:
+            raise _depth_error(g, params, loc)
+        q = math.prod(params.rescale_primes(level))
+        r = emit("rescale", (v,), {}, loc, level - 1, scale / q, False)
+        if v in origin:
+            origin[r] = origin[v]
+        return r
+
+    def settled(v: int, loc: str) -> int:
+        return rescale(v, loc) if info[v][2] else v
+
+    def drop(v: int, level: int, loc: str) -> int:
+        lv, scale, pending = info[v]
+        if level >= lv:
+            return v
+        d = emit("drop", (v,), {"to": level}, loc, level, scale, pending)
+        if v in origin:
+            origin[d] = origin[v]
+        return d
+
+    def fresh_level(i: int, level: int) -> int:
+        return min(level, run_at.get(i, level))
+
+    for i, n in enumerate(g.nodes):
+        args = [where[a] for a in n.args]
+        loc = n.loc
+        if n.op == "input":
+            lvl = fresh_level(i, top)
+            where.append(emit("input", (), dict(n.attrs), loc, lvl, params.scale, False))
+            continue
+        if n.op in ("add", "sub"):
+            x, y = args
+            if info[x][2] != info[y][2]:
+                x, y = settled(x, loc), settled(y, loc)
+            if not _close(info[x][1], info[y][1]):
+                for mine, other in ((y, x), (x, y)):
+                    o = origin.get(mine)
+                    if o is not None and uses[o] == 1:
+                        # the factor node's own output scale that makes `mine` land on other's scale
+                        factor_scale = info[other][1]
+                        if b.nodes[mine].op in ("rescale",) or (b.nodes[mine].op == "drop"
+                                                               and _through_rescale(b, mine)):
+                            factor_scale *= _rescaled_by(b, mine, params)
+                        if not math.isclose(hints.get(o, 0.0), factor_scale, rel_tol=1e-12):
+                            raise _NeedHint(o, factor_scale)
+                x, y = _align(x, y, info, emit, rescale, drop, params, loc, g)
+            lvl = fresh_level(i, min(info[x][0], info[y][0]))
+            x, y = drop(x, lvl, loc), drop(y, lvl, loc)
+            level, scale, pending = info[x]
+            where.append(emit(n.op, (x, y), {}, loc, level, scale, pending))
+            continue
+        if n.op == "neg" or n.op == "relin":
+            x = drop(args[0], fresh_level(i, info[args[0]][0]), loc)
+            level, scale, pending = info[x]
+            where.append(emit(n.op, (x,), {}, loc, level, scale, pending))
+            continue
+        if n.op in ("add_scalar", "add_plain", "mul_int"):
+            x = drop(args[0], fresh_level(i, info[args[0]][0]), loc)
+            level, scale, pending = info[x]
+            where.append(emit(n.op, (x,), dict(n.attrs), loc, level, scale, pending))
+            if n.op == "add_scalar":
+                _check_constant(params, abs(n.attr("c")), scale, level, n)
+            continue
+        if n.op in ("mul_scalar", "mul_plain"):
+            x = settled(args[0], loc)
+            x = drop(x, fresh_level(i, info[x][0]), loc)
+            level, scale, _ = info[x]
+            if level == 0:
+                raise _depth_error(g, params, loc)
+            q = math.prod(params.rescale_primes(level))
+            factor = hints[i] / scale if i in hints else q
+            attrs = dict(n.attrs, factor=factor)
+            v = emit(n.op, (x,), attrs, loc, level, scale * factor, True)
+            _check_product(params, scale * factor, level, n)
+            origin[v] = i
+            if not lazy:
+                v = rescale(v, loc)
+            where.append(v)
+            continue
+        if n.op == "tensor":
+            x, y = (settled(a, loc) for a in args)
+            lvl = fresh_level(i, min(info[x][0], info[y][0]))
+            x, y = drop(x, lvl, loc), drop(y, lvl, loc)
+            scale = info[x][1] * info[y][1]
+            _check_product(params, scale, lvl, n)
+            where.append(emit("tensor", (x, y), {}, loc, lvl, scale, True))
+            continue
+        if n.op in ("rotate", "rotate_many", "output"):
+            x = settled(args[0], loc)
+            x = drop(x, fresh_level(i, info[x][0]), loc)
+            level, scale, _ = info[x]
+            where.append(emit(n.op, (x,), dict(n.attrs), loc, level, scale, False))
+            continue
+        if n.op == "pick":
+            level, scale, _ = info[args[0]]
+            where.append(emit("pick", tuple(args), dict(n.attrs), loc, level, scale, False))
+            continue
+        raise CircuitError(f"internal: the level pass does not know the op {n.op!r}")
+    # relin after an eager tensor: rescale right away when not lazy
+    out = b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs])
+    if not lazy:
+        out = _eager_rescales(out, params)
+    return out, where
+
+
+def _through_rescale(b: Builder, v: int) -> bool:
+    while b.nodes[v].op == "drop":
+        v = b.nodes[v].args[0]
+    return b.nodes[v].op == "rescale"
+
+
+def _rescaled_by(b: Builder, v: int, params: Params) -> float:
+    while b.nodes[v].op == "drop":
+        v = b.nodes[v].args[0]
+    level = b.nodes[b.nodes[v].args[0]].attr("level")
+    return float(math.prod(params.rescale_primes(level)))
+
+
+def _eager_rescales(g: Graph, params: Params) -> Graph:
+    """Only the graph's own order: eager placement already rescaled at every consumer; unchanged."""
+    return g
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a / b - 1.0) <= ckks_ops.SCALE_TOLERANCE
+
+
+def _align(x, y, info, emit, rescale, drop, params, loc, g):
+    """Two operands at one level whose scales differ: the higher (or x, at equal levels) multiplied by
+    round(s_y q / s_x) and rescaled by q, the prime(s) of the level above the target (one level)."""
+    swap = info[y][0] > info[x][0]
+    a, c = (y, x) if swap else (x, y)
+    target = info[c][0] if info[a][0] > info[c][0] else info[c][0] - 1
+    if target < 0:
+        raise _depth_error(g, params, loc)
+    a = drop(a, target + 1, loc)
+    q = math.prod(params.rescale_primes(target + 1))
+    k = round(info[c][1] * q / info[a][1])
+    level, scale, pending = info[a]
+    a = emit("mul_int", (a,), {"c": k}, loc, level, scale * k, pending)
+    a = rescale(a, loc)
+    c = drop(c, target, loc)
+    return (c, a) if swap else (a, c)
+
+
+def _check_product(params: Params, scale: float, level: int, n: Node) -> None:
+    log_q = sum(math.log2(q) for q in params.moduli_at(level))
+    if math.log2(scale) + 1 >= log_q:
+        raise CircuitError(f"{n.op} at {n.loc}: a product at scale 2^{math.log2(scale):.1f} would overflow the modulus "
+                           f"at level {level} (log2 Q = {log_q:.1f})")
+
+
+def _check_constant(params: Params, c: float, scale: float, level: int, n: Node) -> None:
+    log_q = sum(math.log2(q) for q in params.moduli_at(level))
+    if c and math.log2(c) + math.log2(scale) + 1 >= log_q:
+        raise CircuitError(f"{n.op} at {n.loc}: the constant {c!r} at scale 2^{math.log2(scale):.1f} does not fit the "
+                           f"modulus at level {level} (log2 Q = {log_q:.1f})")
+
+
+def _depth_error(g: Graph, params: Params, loc: str) -> CircuitError:
+    depth = multiplicative_depth(g)
+    fits = [name for name, p in presets.SECURE.items() if p.levels >= depth]
+    hint = f"; the smallest secure preset with that depth is {fits[0]}" if fits else \
+        "; no secure preset has that depth (CKKS bootstrapping is not available yet): split the circuit"
+    return CircuitError(f"depth exhausted at {loc}: this operation needs a level below 0; the parameters have "
+                        f"{params.levels} levels and the circuit has multiplicative depth {depth}{hint}")
+
+
+def _needed_levels(g: Graph) -> list[int]:
+    """Per node, the highest level any consumer needs it at (outputs: their own level)."""
+    need = [-1] * len(g.nodes)
+    for o in g.outputs:
+        need[o] = max(need[o], g.nodes[o].attr("level"))
+    for i in range(len(g.nodes) - 1, -1, -1):
+        n = g.nodes[i]
+        if need[i] < 0:
+            need[i] = n.attr("level") if n.op == "output" else 0
+        consume = need[i] + 1 if n.op == "rescale" else need[i]
+        if n.op == "drop":
+            consume = n.attr("to")
+        for a in n.args:
+            need[a] = max(need[a], min(consume, g.nodes[a].attr("level")))
+    return need
+
+
+def levels(g: Graph, params: Params) -> Graph:
+    """:func:`place_levels` with lazy rescaling."""
+    return place_levels(g, params, lazy=True)
+
+
+def _eager_relin(g: Graph, params: Params) -> Graph:
+    return relinearize(g, params, lazy=False)
+
+
+def _eager_levels(g: Graph, params: Params) -> Graph:
+    return place_levels(g, params, lazy=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# Costs
+# --------------------------------------------------------------------------------------------------
+
+
+def _keyswitch_ntts(params: Params, limbs: int) -> tuple[int, int]:
+    """(ModUp, ModDown) limb transforms of one hybrid key switch at ``limbs`` active limbs: ModUp inverts the limbs
+    once and transforms each digit's extension to the other limbs and P; ModDown inverts P and transforms the
+    limbs, for both output polynomials."""
+    k = len(params.p)
+    groups = ks.digit_groups(len(params.q), params.dnum, limbs)
+    up = limbs + sum(limbs + k - (hi - lo) for lo, hi in groups)
+    return up, 2 * (k + limbs)
+
+
+def cost(g: Graph, params: Params, annotated: bool = True) -> dict:
+    """Operation counts: ``key_switches`` (relinearizations + rotations), ``modups`` (hoisted rotations share
+    one), ``rescales``, ``tensor_products``, ``plain_products``, ``additions``, ``ntt_limbs`` (limb transforms,
+    annotated graphs only) and ``depth`` (multiplicative depth; annotated: levels consumed from the top)."""
+    c = g.counts()
+    relins = c["relin"] + (c["mul"] if "tensor" not in c else 0)
+    rotations = c["rotate"] + sum(len(n.attr("ks")) for n in g.nodes if n.op == "rotate_many")
+    out = {
+        "key_switches": relins + rotations,
+        "relinearizations": relins,
+        "rotations": rotations,
+        "modups": relins + c["rotate"] + c["rotate_many"],
+        "rescales": c["rescale"],
+        "tensor_products": c["tensor"] + c["mul"],
+        "plain_products": c["mul_plain"] + c["mul_scalar"] + c["mul_int"],
+        "additions": c["add"] + c["sub"] + c["add_plain"] + c["add_scalar"],
+        "depth": multiplicative_depth(g),
+    }
+    if annotated and all(n.attr("level") is not None for n in g.nodes):
+        ntts = 0
+        for n in g.nodes:
+            limbs = len(params.moduli_at(n.attr("level"))) if n.op != "rescale" else None
+            if n.op in ("relin", "rotate"):
+                up, down = _keyswitch_ntts(params, limbs)
+                ntts += up + down
+            elif n.op == "rotate_many":
+                up, down = _keyswitch_ntts(params, limbs)
+                ntts += up + down * len(n.attr("ks"))
+            elif n.op == "rescale":
+                ntts += 2 * len(params.moduli_at(g.nodes[n.args[0]].attr("level")))
+        out["ntt_limbs"] = ntts
+        top = max(n.attr("level") for n in g.nodes)
+        out["depth"] = params.levels - min(g.nodes[o].attr("level") for o in g.outputs)
+        out["input_level"] = top
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Lowering
+# --------------------------------------------------------------------------------------------------
+
+
+def _limbs(params: Params, level: int) -> int:
+    return len(params.moduli_at(level))
+
+
+def _poly(params: Params, level: int, data) -> RNSPoly:
+    return RNSPoly(data, params.moduli_at(level), Domain.EVAL)
+
+
+def _galois_elements(g: Graph, params: Params) -> list[int]:
+    ks_ = set()
+    for n in g.nodes:
+        if n.op == "rotate":
+            ks_.add(n.attr("k"))
+        elif n.op == "rotate_many":
+            ks_.update(n.attr("ks"))
+    return sorted({ckks_ops.galois_element(params, k) for k in ks_})
+
+
+def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
+    """The program's arguments besides the inputs: the keys it uses, a key-switch plan per level it switches at,
+    rescale tables per level, and each constant encoded at its node's level and scale (made here, once)."""
+    out = {"galois": {}, "ks": {}, "rescale": {}, "consts": {}}
+    if any(n.op == "relin" for n in g.nodes):
+        out["relin"] = keys.relin
+    for e in _galois_elements(g, params):
+        out["galois"][str(e)] = keys.galois_key(e)
+    margin = rlwe.fresh_noise_bound(params.n)
+    for i, n in enumerate(g.nodes):
+        level = n.attr("level")
+        if n.op in ("relin", "rotate", "rotate_many"):
+            limbs = _limbs(params, level)
+            if str(limbs) not in out["ks"]:
+                out["ks"][str(limbs)] = ks.keyswitch_plan(keys.relin, active=limbs, kernels=params.kernels)
+        elif n.op == "rescale":
+            src = g.nodes[n.args[0]].attr("level")
+            if str(src) not in out["rescale"]:
+                out["rescale"][str(src)] = ckks_ops.rescale_plan(params, src)
+        elif n.op == "add_scalar":
+            moduli = params.moduli_at(level)
+            w = encoder.encode_scalar_constant(n.attr("c"), moduli=moduli, scale=n.attr("scale"), margin=margin,
+                                               what="add_scalar")
+            out["consts"][str(i)] = np.asarray(w, dtype=np.uint32).reshape(-1, 1)
+        elif n.op in ("mul_int", "mul_scalar"):
+            src = g.nodes[n.args[0]]
+            c = n.attr("c") if n.op == "mul_int" else round(n.attr("c") * n.attr("factor"))
+            out["consts"][str(i)] = ev.integer_words(int(c), params.moduli_at(src.attr("level")))
+        elif n.op in ("add_plain", "mul_plain"):
+            src = g.nodes[n.args[0]]
+            scale = src.attr("scale") if n.op == "add_plain" else n.attr("factor")
+            pt = ckks_ops.encode(params, g.const(n.attr("const")), level=src.attr("level"), scale=scale)
+            out["consts"][str(i)] = pt.poly.data
+    return out
+
+
+def interpret(g: Graph, params: Params, inputs, rt) -> list:
+    """The annotated graph on one item: ``inputs`` a tuple of (c0, c1) data per input; returns (c0, c1) data per
+    output. Every operation is the evaluator's (one program under the caller's jit)."""
+    vals: list = []
+    for i, n in enumerate(g.nodes):
+        level = n.attr("level")
+        a = [vals[x] for x in n.args]
+        if n.op == "input":
+            c0, c1 = inputs[g.inputs.index(i)]
+            vals.append((_poly(params, level, c0), _poly(params, level, c1)))
+        elif n.op == "drop":
+            vals.append(tuple(ev.cut(p, _limbs(params, level)) for p in a[0]))
+        elif n.op in ("add", "sub"):
+            x, y = a
+            f = poly.add if n.op == "add" else poly.sub
+            m = max(len(x), len(y))
+            x = x + (None,) * (m - len(x))
+            y = y + (None,) * (m - len(y))
+            vals.append(tuple(p if q is None else (q if p is None and n.op == "add" else
+                                                   poly.neg(q) if p is None else f(p, q)) for p, q in zip(x, y)))
+        elif n.op == "neg":
+            vals.append(tuple(poly.neg(p) for p in a[0]))
+        elif n.op == "add_scalar":
+            x = a[0]
+            q = poly.modulus_table(x[0].basis).q
+            vals.append((x[0]._replace(add_mod(x[0].data, rt["consts"][str(i)], q)),) + x[1:])
+        elif n.op == "add_plain":
+            x = a[0]
+            vals.append((poly.add(x[0], _poly(params, level, rt["consts"][str(i)])),) + x[1:])
+        elif n.op in ("mul_int", "mul_scalar"):
+            w, ws = rt["consts"][str(i)]
+            q = poly.modulus_table(a[0][0].basis).q
+            vals.append(tuple(p._replace(shoup_mul(p.data, w, ws, q)) for p in a[0]))
+        elif n.op == "mul_plain":
+            m = _poly(params, level, rt["consts"][str(i)])
+            vals.append(tuple(poly.mul(p, m) for p in a[0]))
+        elif n.op == "tensor":
+            vals.append(ev.tensor(*a[0], *a[1]))
+        elif n.op == "relin":
+            plan = rt["ks"][str(_limbs(params, level))]
+            vals.append(ev.relinearize_traced(*a[0], rt["relin"], plan))
+        elif n.op == "rescale":
+            src = g.nodes[n.args[0]].attr("level")
+            vals.append(ckks_ops.rescale_traced(*a[0], rt["rescale"][str(src)]))
+        elif n.op == "rotate":
+            e = ckks_ops.galois_element(params, n.attr("k"))
+            plan = rt["ks"][str(_limbs(params, level))]
+            vals.append(ev.galois(*a[0], rt["galois"][str(e)], plan, np.uint32(e)))
+        elif n.op == "rotate_many":
+            elements = tuple(ckks_ops.galois_element(params, k) for k in n.attr("ks"))
+            plan = rt["ks"][str(_limbs(params, level))]
+            vals.append(ev.galois_hoisted(*a[0], tuple(rt["galois"][str(e)] for e in elements), plan, elements))
+        elif n.op == "pick":
+            src = g.nodes[n.args[0]]
+            vals.append(tuple(a[0][src.attr("ks").index(n.attr("k"))]))
+        elif n.op == "output":
+            vals.append(a[0])
+        else:
+            raise CircuitError(f"internal: no lowering for {n.op!r}")
+    return [tuple(p.data for p in vals[o]) for o in g.outputs]
+
+
+# --------------------------------------------------------------------------------------------------
+# The scheme
+# --------------------------------------------------------------------------------------------------
+
+PRECISION = {"N12_L1": 12.5, "N13_L3": 12.3, "N14_L7": 15.5, "N15_L19": 14.4, "N16_L21_DNUM3": 38.9,
+             "N16_L22_DNUM4": 38.6}
+"""Bits of precision after the point (-log2 of the largest slot error for values in [-1, 1]) of each secure preset
+at its full depth, the lowest of the figures in its docstring (:mod:`crossfhe.ckks.presets`)."""
+
+
+class CKKSScheme(Scheme):
+    name = "ckks"
+    annotated_after = frozenset({"levels", "levels (eager)", "dead_code"})
+
+    def trace_input(self, trace: Trace, index: int, spec: CKKSVector) -> EncryptedVector:
+        node = trace.node("input", (), {"index": index, "length": spec.length, "width": spec.width,
+                                        "complex": spec.complex}, loc=f"input {index}")
+        trace.inputs.append(node)
+        return EncryptedVector(trace, node, spec.length, spec.width, spec.complex)
+
+    def output_node(self, trace: Trace, value, position: int = 0) -> int:
+        return trace.node("output", (value.node,), {"length": value.length, "width": value.width,
+                                                      "complex": value.complex}, loc=f"output {position}")
+
+    def passes(self, optimize: bool = True):
+        if not optimize:
+            return [("relinearize (eager)", _eager_relin), ("levels (eager)", _eager_levels),
+                    ("dead_code", lambda g, p: ir.dead_code(g))]
+        return [("cse", cse), ("hoist_rotations", hoist_rotations), ("relinearize (lazy)", relinearize),
+                ("levels", levels), ("dead_code", lambda g, p: ir.dead_code(g))]
+
+    def cost(self, graph, params, annotated: bool = True) -> dict:
+        return cost(graph, params, annotated)
+
+    def select(self, graph, precision=None, bits=None) -> Params:
+        depth = multiplicative_depth(graph)
+        for name, p in presets.SECURE.items():
+            if p.levels >= depth and (precision is None or PRECISION[name] >= precision):
+                return p
+        raise CircuitError(f"no secure CKKS preset has depth {depth}" +
+                           (f" and {precision} bits of precision" if precision else "") +
+                           "; CKKS bootstrapping is not available yet: split the circuit or lower the precision")
+
+    def prepare_params(self, params) -> Params:
+        if not isinstance(params, Params):
+            raise ParameterError(f"a CKKS circuit takes ckks.Params (e.g. crossfhe.ckks.presets.N14_L7), got "
+                                 f"{type(params).__name__}")
+        return params.with_kernels(as_kernel_set(params.kernels).resolve())
+
+    def requirements(self, graph, params) -> dict:
+        rot = set()
+        for n in graph.nodes:
+            if n.op == "rotate":
+                rot.add(n.attr("k"))
+            elif n.op == "rotate_many":
+                rot.update(n.attr("ks"))
+        return {"relin": any(n.op == "relin" for n in graph.nodes), "rotations": sorted(rot),
+                "galois_elements": _galois_elements(graph, params)}
+
+    def keygen(self, params, req, seed):
+        return ckks_ops.keygen(params, rotations=req["rotations"], seed=seed)
+
+    def check_keys(self, graph, params, public, key_id) -> None:
+        if not isinstance(public, EvaluationKeys):
+            raise TypeError(f"a CKKS circuit runs with ckks.EvaluationKeys (circuit.keys.public), got "
+                            f"{type(public).__name__}")
+        if public.params.digest() != params.digest():
+            raise ParameterError("the evaluation keys were made for other parameters than the circuit's")
+        if key_id is not None and public.key_id != key_id:
+            raise KeyMismatchError(f"the inputs were encrypted under key pair {key_id}, the evaluation keys are of "
+                                   f"{public.key_id}")
+        missing = [e for e in _galois_elements(graph, params) if e not in public.galois]
+        if missing:
+            raise ParameterError(f"the evaluation keys hold no Galois key for the elements {missing} this circuit "
+                                 "rotates with; make keys with circuit.keygen() (it knows the rotations)")
+
+    def encrypt_input(self, graph, params, public, index: int, spec: CKKSVector, values):
+        """Encrypt input ``index`` at the level the circuit first uses it (its ``input`` node's)."""
+        if not isinstance(public, (EvaluationKeys, SecretKey)):
+            raise TypeError(f"encrypt takes the circuit's keys, got {type(public).__name__}")
+        v = np.asarray(values)
+        if not (np.issubdtype(v.dtype, np.number) or v.dtype == bool):
+            raise ParameterError(f"encrypt takes numbers, got an array of dtype {v.dtype}")
+        if v.ndim == 0 or v.shape[-1] != spec.length:
+            raise ParameterError(f"input of {spec!r} takes values of shape [..., {spec.length}], got shape {v.shape}")
+        if np.iscomplexobj(v) and not spec.complex:
+            raise ParameterError(f"{spec!r} holds real values; give complex=True for complex ones")
+        padded = np.zeros(v.shape[:-1] + (spec.width,), dtype=np.result_type(v, np.float64))
+        padded[..., : spec.length] = v
+        level = graph.nodes[graph.inputs[index]].attr("level")
+        pt = ckks_ops.encode(params, padded, level=level)
+        ct = ckks_ops.encrypt(public, pt)
+        return (ct.c0.data, ct.c1.data), v.shape[:-1], ct.key_id
+
+    def encrypt(self, params, public, spec: CKKSVector, values):
+        raise CircuitError("a CKKS input is encrypted at the level its circuit needs: use circuit.encrypt")
+
+    def decrypt(self, params, secret, graph, node, leaves, batch_shape):
+        n = graph.nodes[node]
+        level, scale = n.attr("level"), n.attr("scale")
+        key_id = secret.key_id
+        ct = Ciphertext(_poly(params, level, leaves[0]), _poly(params, level, leaves[1]), params, scale, key_id)
+        z = ckks_ops.decode(ckks_ops.decrypt(secret, ct))[..., : n.attr("length")]
+        return z if n.attr("complex") else z.real
+
+    def input_shapes(self, graph, params, batch):
+        out = []
+        for i in graph.inputs:
+            shape = tuple(batch) + (_limbs(params, graph.nodes[i].attr("level")), params.n)
+            out.append([(shape, np.uint32), (shape, np.uint32)])
+        return out
+
+    def runtime(self, graph, params, public):
+        return runtime(graph, params, public)
+
+    def interpret(self, graph, params, inputs, rt):
+        return interpret(graph, params, inputs, rt)
+
+    def params_digest(self, params) -> str:
+        return params.digest()
+
+    def kernels(self, params):
+        return params.kernels
+
+    def custom_calls(self, params) -> tuple[str, ...]:
+        from crossfhe.ring import ntt
+
+        return (ntt.NATIVE_TARGET, ntt.PERMUTE_TARGET) if params.kernels.native else ()
+
+    def build_id(self, params) -> str:
+        from crossfhe.ring import ntt
+
+        if not params.kernels.native:
+            return ""
+        lib_path = getattr(ntt.NATIVE, "path", None)
+        return str(lib_path or "native")
+
+
+SCHEME = CKKSScheme()
+
+__all__ = ["SCHEME", "EncryptedVector", "cost", "cse", "hoist_rotations", "interpret", "levels",
+           "multiplicative_depth", "place_levels", "relinearize", "runtime"]

@@ -1,0 +1,56 @@
+"""Input specifications: what each argument of a traced function is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crossfhe.compiler.circuit import InputSpec
+from crossfhe.errors import ParameterError
+
+
+@dataclass(frozen=True)
+class CKKSVector(InputSpec):
+    """An encrypted CKKS vector of ``length`` real (or ``complex``) values, padded to a power of two and replicated
+    over the slots, as :class:`crossfhe.EncryptedVector` is."""
+
+    length: int
+    complex: bool = False
+
+    scheme = "ckks"
+
+    def __post_init__(self):
+        if not isinstance(self.length, int) or self.length < 1:
+            raise ParameterError(f"CKKSVector takes a positive length, got {self.length!r}")
+
+    @property
+    def width(self) -> int:
+        return 1 << max(0, (self.length - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class BFVVector(InputSpec):
+    """An encrypted BFV vector of ``length`` integers mod t (batch encoding)."""
+
+    length: int
+
+    scheme = "bfv"
+
+    def __post_init__(self):
+        if not isinstance(self.length, int) or self.length < 1:
+            raise ParameterError(f"BFVVector takes a positive length, got {self.length!r}")
+
+
+@dataclass(frozen=True)
+class TFHEInt(InputSpec):
+    """An encrypted TFHE integer of ``bits`` bits (default: the parameters' message bits), values in [0, 2^bits)."""
+
+    bits: int | None = None
+
+    scheme = "tfhe"
+
+    def __post_init__(self):
+        if self.bits is not None and (not isinstance(self.bits, int) or not 1 <= self.bits <= 10):
+            raise ParameterError(f"TFHEInt takes bits in [1, 10], got {self.bits!r}")
+
+
+__all__ = ["BFVVector", "CKKSVector", "TFHEInt"]
