@@ -6,6 +6,7 @@ substrate's parameters and rings; the submodules (``crossfhe.ckks``, ``crossfhe.
 """
 
 from crossfhe.api import CKKSContext, CKKSPublicContext, EncryptedVector
+from crossfhe.compiler import BFVVector, CircuitError, CKKSVector, TFHEInt, circuit, compile  # noqa: A004
 from crossfhe.core.params import (
     SPARSE_ESTIMATES,
     RingParams,
@@ -33,6 +34,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SPARSE_ESTIMATES",
+    "BFVVector",
+    "CKKSVector",
+    "CircuitError",
+    "TFHEInt",
+    "circuit",
+    "compile",
     "BasisMismatchError",
     "CKKSContext",
     "CKKSPublicContext",

@@ -77,6 +77,9 @@ class Scheme:
     name = "?"
     annotated_after: frozenset = frozenset()
     """Names of the passes after which the graph carries the annotations ``cost`` reads (levels, ranges)."""
+    secret_key_encryption = False
+    """True where encryption takes the secret key (TFHE's LWE): :meth:`Circuit.encrypt` then passes
+    ``CircuitKeys.secret`` to ``encrypt`` instead of the public keys."""
 
     def output_node(self, trace, value, position: int = 0) -> int:
         """The node standing for output ``position`` (default: the value's own node)."""
@@ -299,7 +302,7 @@ class Circuit:
         ``keys`` (CircuitKeys or the public keys; default the circuit's own)."""
         if len(values) != len(self.specs):
             raise ParameterError(f"{self.name} takes {len(self.specs)} inputs, got {len(values)}")
-        material = self._key_material(keys, "encrypt")
+        material = self._key_material(keys, "encrypt", secret=self.scheme.secret_key_encryption)
         out, shapes = [], set()
         for i, (spec, v) in enumerate(zip(self.specs, values, strict=True)):
             leaves, batch, key_id = self.scheme.encrypt_input(self.graph, self.params, material, i, spec, v)
@@ -310,10 +313,12 @@ class Circuit:
                                  "input the same leading axes")
         return out
 
-    def _key_material(self, keys, what: str):
+    def _key_material(self, keys, what: str, secret: bool = False):
         if keys is None:
             keys = self._need_keys(what)
-        return keys.public if isinstance(keys, CircuitKeys) else keys
+        if isinstance(keys, CircuitKeys):
+            return keys.secret if secret else keys.public
+        return keys
 
     def decrypt(self, *outputs, keys: CircuitKeys | None = None):
         """The values of encrypted outputs (one array each; a single output: the array itself)."""
@@ -407,11 +412,14 @@ class Circuit:
         if key in self._programs:
             return self._programs[key]
         t0 = time.perf_counter()
-        exported = self._exported.get((batch, len(devices)))
+        exported, source = self._exported.get((batch, len(devices))), "loaded"
         if exported is None and self.cache and cache_dir() is not None:
-            exported = self._load_exported(batch, devices, leaves)
+            exported, source = self._load_exported(batch, devices, leaves), "cache"
             if exported is None:
-                exported = self._export_to_cache(batch, devices, leaves, treedef)
+                exported, source = self._export_to_cache(batch, devices, leaves, treedef), "exported"
+        if exported is None:
+            source = "traced"
+        self.timings.setdefault("sources", []).append(source)
         fn = exported.call if exported is not None else self._flat_fn(batch, treedef)
         if len(devices) > 1:
             from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -548,13 +556,16 @@ def load(path, params) -> Circuit:
 
 
 def compile(fn, *specs, params=None, precision: float | None = None, bits: int | None = None, cache: bool = True,
-            optimize: bool = True, name: str | None = None) -> Circuit:  # noqa: A001 - crossfhe.compile, as Concrete's
+            optimize: bool = True, name: str | None = None, keys=None) -> Circuit:  # noqa: A001 - as Concrete's
     """Trace ``fn`` over symbolic inputs described by ``specs`` (``CKKSVector(length)``, ``BFVVector(length)``,
     ``TFHEInt(bits)``; one scheme per circuit), optimize its graph and return a :class:`Circuit`.
 
     ``params``: the scheme's parameters; if omitted, the smallest secure preset that fits the circuit's depth and
     ``precision`` (CKKS: bits after the point) or ``bits`` (TFHE) is chosen. Errors (a depth the parameters do not
     have, rotations without keys, mixed schemes, TFHE overflow) are raised here, naming the operation and line.
+    ``keys``: existing keys (CircuitKeys, or the scheme's evaluation keys) the circuit must run with: checked here
+    (a rotation they hold no key for is an error naming its line) and kept as the circuit's. ``cache``: False
+    keeps this circuit out of the cross-process cache (:func:`cache_dir`).
     """
     if not specs:
         raise ParameterError("compile takes at least one input spec (CKKSVector(n), BFVVector(n), TFHEInt(bits))")
@@ -587,8 +598,17 @@ def compile(fn, *specs, params=None, precision: float | None = None, bits: int |
     for pass_name, pass_fn in scheme.passes(optimize):
         graph = pass_fn(graph, params)
         report.append((pass_name, scheme.cost(graph, params, annotated=pass_name in scheme.annotated_after)))
-    return Circuit(graph, params, tuple(specs), scheme, traced=traced, report=report, cache=cache,
-                   name=name or getattr(fn, "__name__", "circuit"))
+    result = Circuit(graph, params, tuple(specs), scheme, traced=traced, report=report, cache=cache,
+                     name=name or getattr(fn, "__name__", "circuit"))
+    if keys is not None:
+        public = keys.public if isinstance(keys, CircuitKeys) else keys
+        try:
+            scheme.check_keys(graph, params, public, None)
+        except (ParameterError, KeyMismatchError, TypeError) as e:
+            raise CircuitError(f"compile {result.name}: {e}") from None
+        if isinstance(keys, CircuitKeys):
+            result.keys = keys
+    return result
 
 
 def circuit(*specs, **options):

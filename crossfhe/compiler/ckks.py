@@ -455,7 +455,8 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
         if n.op == "neg" or n.op == "relin":
             x = drop(args[0], fresh_level(i, info[args[0]][0]), loc)
             level, scale, pending = info[x]
-            where.append(emit(n.op, (x,), {}, loc, level, scale, pending))
+            v = emit(n.op, (x,), {}, loc, level, scale, pending)
+            where.append(rescale(v, loc) if n.op == "relin" and pending and not lazy else v)
             continue
         if n.op in ("add_scalar", "add_plain", "mul_int"):
             x = drop(args[0], fresh_level(i, info[args[0]][0]), loc)
@@ -484,6 +485,8 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
             x, y = (settled(a, loc) for a in args)
             lvl = fresh_level(i, min(info[x][0], info[y][0]))
             x, y = drop(x, lvl, loc), drop(y, lvl, loc)
+            if lvl == 0:  # its rescale, needed before any use, would go below level 0
+                raise _depth_error(g, params, loc)
             scale = info[x][1] * info[y][1]
             _check_product(params, scale, lvl, n)
             where.append(emit("tensor", (x, y), {}, loc, lvl, scale, True))
@@ -499,11 +502,7 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
             where.append(emit("pick", tuple(args), dict(n.attrs), loc, level, scale, False))
             continue
         raise CircuitError(f"internal: the level pass does not know the op {n.op!r}")
-    # relin after an eager tensor: rescale right away when not lazy
-    out = b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs])
-    if not lazy:
-        out = _eager_rescales(out, params)
-    return out, where
+    return b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs]), where
 
 
 def _through_rescale(b: Builder, v: int) -> bool:
@@ -517,11 +516,6 @@ def _rescaled_by(b: Builder, v: int, params: Params) -> float:
         v = b.nodes[v].args[0]
     level = b.nodes[b.nodes[v].args[0]].attr("level")
     return float(math.prod(params.rescale_primes(level)))
-
-
-def _eager_rescales(g: Graph, params: Params) -> Graph:
-    """Only the graph's own order: eager placement already rescaled at every consumer; unchanged."""
-    return g
 
 
 def _close(a: float, b: float) -> bool:
@@ -840,13 +834,18 @@ class CKKSScheme(Scheme):
                             f"{type(public).__name__}")
         if public.params.digest() != params.digest():
             raise ParameterError("the evaluation keys were made for other parameters than the circuit's")
+        missing = [e for e in _galois_elements(graph, params) if e not in public.galois]
+        if missing:
+            where = []
+            for n in graph.nodes:
+                for k in (n.attr("ks") or (n.attr("k"),)) if n.op in ("rotate", "rotate_many") else ():
+                    if ckks_ops.galois_element(params, k) in missing:
+                        where.append(f"rotate({k}) at {n.loc}")
+            raise ParameterError(f"the evaluation keys hold no Galois key for {', '.join(where)} (elements {missing}); "
+                                 "make keys with circuit.keygen(), which knows the rotations")
         if key_id is not None and public.key_id != key_id:
             raise KeyMismatchError(f"the inputs were encrypted under key pair {key_id}, the evaluation keys are of "
                                    f"{public.key_id}")
-        missing = [e for e in _galois_elements(graph, params) if e not in public.galois]
-        if missing:
-            raise ParameterError(f"the evaluation keys hold no Galois key for the elements {missing} this circuit "
-                                 "rotates with; make keys with circuit.keygen() (it knows the rotations)")
 
     def encrypt_input(self, graph, params, public, index: int, spec: CKKSVector, values):
         """Encrypt input ``index`` at the level the circuit first uses it (its ``input`` node's)."""

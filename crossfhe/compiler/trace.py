@@ -36,7 +36,7 @@ class Trace:
         self.inputs: list[int] = []
 
     def node(self, op: str, args=(), attrs: dict | None = None, *, loc: str | None = None) -> int:
-        return self.builder.add(op, args, attrs, source_line() if loc is None else loc)
+        return self.builder.add(op, args, attrs, source_line() if loc is None else loc, merge=False)
 
 
 @dataclass(frozen=True, eq=False)
