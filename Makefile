@@ -50,6 +50,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench hmvp
 	$(BIN)/crossfhe bench tfhe
 	$(BIN)/crossfhe bench kernels
+	$(BIN)/crossfhe bench circuits
 
 bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt --quick
@@ -57,6 +58,7 @@ bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench hmvp --quick
 	$(BIN)/crossfhe bench tfhe --quick
 	$(BIN)/crossfhe bench kernels --quick
+	$(BIN)/crossfhe bench circuits --quick
 
 clean:
 	rm -rf $(VENV) .jax_cache .native_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target

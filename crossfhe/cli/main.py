@@ -7,7 +7,7 @@ import runpy
 import sys
 from pathlib import Path
 
-BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch")
+BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits")
 
 
 def _enable_compilation_cache() -> None:

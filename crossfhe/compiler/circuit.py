@@ -179,6 +179,13 @@ def _enable_xla_cache(root: Path) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
+def _options() -> dict:
+    """The library's XLA:CPU compile options (:data:`crossfhe.math.xla.CPU_OPTIONS`) on the CPU backend."""
+    from crossfhe.math import xla
+
+    return {"compiler_options": xla.CPU_OPTIONS} if xla.ENABLED and jax.default_backend() == "cpu" else {}
+
+
 def _versions() -> str:
     import crossfhe
 
@@ -426,9 +433,9 @@ class Circuit:
 
             mesh = Mesh(np.array(devices), ("batch",))
             shard, repl = NamedSharding(mesh, PartitionSpec("batch")), NamedSharding(mesh, PartitionSpec())
-            jitted = jax.jit(fn, in_shardings=(shard, repl), out_shardings=shard)
+            jitted = jax.jit(fn, in_shardings=(shard, repl), out_shardings=shard, **_options())
         else:
-            jitted = jax.jit(fn)
+            jitted = jax.jit(fn, **_options())
         self._programs[key] = jitted
         self.timings[key] = time.perf_counter() - t0
         return jitted
