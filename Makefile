@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/crossfhe demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check crossfhe tests benchmarks
+	$(BIN)/ruff check crossfhe tests benchmarks examples
 	$(BIN)/lint-imports
 
 test: lint

@@ -35,6 +35,7 @@ import numpy as np
 
 from crossfhe.compiler.ir import CircuitError, Graph
 from crossfhe.compiler.trace import Trace, Value
+from crossfhe.core.keys import SecretHolder
 from crossfhe.errors import KeyMismatchError, ParameterError, SerializationError
 
 FORMAT = b"CFHECIR1"
@@ -214,18 +215,64 @@ class Encrypted:
         kind = "output" if self.output else "input"
         return f"Encrypted({kind} {self.position} of circuit {self.circuit[:12]}, batch {self.batch_shape})"
 
+    def __getitem__(self, index) -> Encrypted:
+        """The items ``index`` (an int or a slice) of the first batch axis."""
+        if not self.batch_shape:
+            raise ParameterError("this encrypted value has no batch axis to index")
+        if not isinstance(index, (int, slice)):
+            raise TypeError(f"index the batch with an int or a slice, got {type(index).__name__}")
+        leaves = tuple(x[index] for x in self.leaves)
+        batch = tuple(np.shape(leaves[0])[: len(self.batch_shape) - (1 if isinstance(index, int) else 0)])
+        return Encrypted(leaves, batch, self.key_id, self.circuit, self.position, self.output)
 
-@dataclass
-class CircuitKeys:
-    """A circuit's keys: ``secret`` (the key owner's; never sent) and ``public`` (evaluation keys: send these)."""
+    @staticmethod
+    def concatenate(values) -> Encrypted:
+        """Values of one circuit position joined along the first batch axis (the inverse of slicing)."""
+        values = list(values)
+        first = values[0]
+        for v in values[1:]:
+            if (v.circuit, v.position, v.output, v.key_id) != (first.circuit, first.position, first.output,
+                                                                first.key_id) or not v.batch_shape:
+                raise ParameterError("concatenate takes batched values of one circuit position and key pair")
+        leaves = tuple(np.concatenate([np.asarray(v.leaves[i]) for v in values]) for i in range(len(first.leaves)))
+        batch = (sum(v.batch_shape[0] for v in values),) + first.batch_shape[1:]
+        return Encrypted(leaves, batch, first.key_id, first.circuit, first.position, first.output)
+
+    KIND = "circuit.value"
+
+    def serialize(self) -> bytes:
+        """A checked blob (kind ``circuit.value``, :mod:`crossfhe.io.format`): the arrays and where they belong;
+        also ``crossfhe.io.dumps(x)``."""
+        from crossfhe.io import format as fmt
+
+        fields = {"batch_shape": list(self.batch_shape), "key_id": self.key_id, "circuit": self.circuit,
+                  "position": self.position, "output": self.output}
+        return fmt.pack(self.KIND, fields, {f"leaf{i}": np.asarray(x) for i, x in enumerate(self.leaves)})
+
+    @classmethod
+    def load(cls, blob) -> Encrypted:
+        """The value of a :meth:`serialize` blob (SerializationError if it is damaged or of another kind)."""
+        from crossfhe.io import format as fmt
+
+        c = fmt.unpack(blob, expected_kind=cls.KIND)
+        f = c.fields
+        try:
+            leaves = tuple(c.arrays[f"leaf{i}"] for i in range(len(c.arrays)))
+            return cls(leaves, tuple(int(b) for b in f["batch_shape"]), f["key_id"], str(f["circuit"]),
+                       int(f["position"]), bool(f["output"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise SerializationError(f"a circuit value blob with a malformed header: {e}") from None
+
+
+@dataclass(frozen=True)
+class CircuitKeys(SecretHolder):
+    """A circuit's keys: ``secret`` (the key owner's; never sent, never pickled) and ``public`` (evaluation keys:
+    send these, e.g. ``crossfhe.io.dumps(keys.public)``)."""
 
     secret: Any
     public: Any
 
-    def __getstate__(self):
-        from crossfhe.errors import SecretMaterialError
-
-        raise SecretMaterialError("CircuitKeys holds the secret key and cannot be pickled; pickle or send .public")
+    SAVE_WITH = "crossfhe.io.save_secret_key(keys.secret, path, params=circuit.params); send keys.public"
 
     def __repr__(self) -> str:
         return f"CircuitKeys(secret=<hidden>, public={self.public!r})"
@@ -625,5 +672,14 @@ def circuit(*specs, **options):
 
     return wrap
 
+
+def _register_io() -> None:
+    from crossfhe.io.registry import register_kind, register_type
+
+    register_type(Encrypted, Encrypted.KIND, lambda x, params: x.serialize())
+    register_kind(Encrypted.KIND, lambda blob, params, context: Encrypted.load(blob), params=(object,))
+
+
+_register_io()
 
 __all__ = ["Circuit", "CircuitKeys", "Encrypted", "InputSpec", "Scheme", "cache_dir", "circuit", "compile", "load"]
