@@ -590,14 +590,34 @@ def _tensor_scale(a0, a1, b0, b1, plan: MulPlan):
     return fast_basis_conversion(mod_down(dc, plan.down), plan.back)
 
 
+def tensor_traced(a0: RNSPoly, a1: RNSPoly, b0: RNSPoly, b1: RNSPoly, plan: MulPlan):
+    """The HPS product of two ciphertexts over Q before relinearization; traceable (``plan``: :func:`mul_plan`).
+
+    Returns (d0, d1, d2), RNSPoly ``[..., L, N]`` over Q (d0, d1 EVAL; d2 COEFF, the domain the key switch reads
+    without a transform), with d_i = round(t D_i / Q) for the integer tensor (D0, D1, D2) of the centered operands:
+    a degree-2 ciphertext of the product, decrypting under (1, s, s^2). The sum of such ciphertexts (word by word
+    mod Q) is a degree-2 ciphertext of the sum of the products, with the sum of their noises, so a sum of products
+    can be relinearized once (:func:`crossfhe.core.evaluator.relinearize_traced`); the rounding is done per
+    product, where R leaves room for one tensor (``Params.mult_primes``)."""
+    d = _tensor_scale(a0.data, a1.data, b0.data, b1.data, plan)  # coefficient words [..., 3, k, N]
+    moduli = a0.basis
+    e = ntt(d[..., :2, :, :], plan.ntt_q)
+    return (RNSPoly(e[..., 0, :, :], moduli, Domain.EVAL), RNSPoly(e[..., 1, :, :], moduli, Domain.EVAL),
+            RNSPoly(d[..., 2, :, :], moduli, Domain.COEFF))
+
+
+def mul_traced(a0: RNSPoly, a1: RNSPoly, b0: RNSPoly, b1: RNSPoly, plan: MulPlan, rlk, ks_plan):
+    """:func:`mul` on the ciphertexts' polynomials (EVAL over Q), traceable: :func:`tensor_traced`, then the key
+    switch of d2 with the relinearization key ``rlk`` (``ks_plan``: ``keyswitch_plan`` of the ring). (c0, c1), EVAL."""
+    return ev.relinearize_traced(*tensor_traced(a0, a1, b0, b1, plan), rlk, ks_plan)
+
+
 @jit
 def _k_mul(a0, a1, b0, b1, plan: MulPlan, rlk, ks_plan):
     """The HPS tensor scaled by t / Q, then relinearized: one program. (d0, d1) + keyswitch(d2), EVAL."""
-    d = _tensor_scale(a0, a1, b0, b1, plan)  # coefficient words [..., 3, k, N]
     moduli = ks_plan.q
-    e = ntt(d[..., :2, :, :], plan.ntt_q)
-    return ev.relinearize_traced(RNSPoly(e[..., 0, :, :], moduli, Domain.EVAL), RNSPoly(e[..., 1, :, :], moduli,
-                                 Domain.EVAL), RNSPoly(d[..., 2, :, :], moduli, Domain.COEFF), rlk, ks_plan)
+    a0, a1, b0, b1 = (RNSPoly(x, moduli, Domain.EVAL) for x in (a0, a1, b0, b1))
+    return mul_traced(a0, a1, b0, b1, plan, rlk, ks_plan)
 
 
 def mul(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
@@ -663,6 +683,7 @@ __all__ = [
     "mul_plan",
     "mul_scalar",
     "mul",
+    "mul_traced",
     "negate",
     "noise_budget",
     "rotate_rows",
@@ -673,4 +694,5 @@ __all__ = [
     "sub",
     "sub_plain",
     "swap_rows",
+    "tensor_traced",
 ]
