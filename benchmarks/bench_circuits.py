@@ -240,6 +240,24 @@ def _eager_tfhe(circuit, values):
     return lambda: [o.b for o in ctfhe.sixteen_lookups_eager(sk, *xs)]
 
 
+def ntt_ms_per_limb(params, reps: int) -> float:
+    """Median time of one limb's forward NTT at the parameters' N on their kernel set (a transform of all L+K
+    limbs at once, divided by their number): the unit of the floor."""
+    import jax
+    import numpy as np
+
+    from crossfhe.ring.ntt import NTTPlan, ntt
+
+    params = params.with_kernels(params.kernels.resolve())
+    moduli = params.q + params.p
+    plan = NTTPlan.create(params.n, moduli, params.kernels)
+    rng = np.random.default_rng(0)
+    x = jax.device_put(np.stack([rng.integers(0, q, params.n, dtype=np.uint64) for q in moduli]).astype(np.uint32))
+    f = jax.jit(ntt)
+    med, _, _ = _median_ms(lambda: f(x, plan), max(reps, 10))
+    return med / len(moduli)
+
+
 def measure(name: str, reps: int, threads: int) -> dict:
     import crossfhe
 
@@ -262,13 +280,17 @@ def measure(name: str, reps: int, threads: int) -> dict:
     eager_first_s = time.perf_counter() - t0
     emed, elo, ehi = _median_ms(eager, reps)
     cost = circuit.cost
+    floor = None
+    if "ntt_limbs" in cost:  # CKKS: the limb transforms alone, at the measured rate of one
+        floor = cost["ntt_limbs"] * ntt_ms_per_limb(params, reps)
     return {"suite": "circuits", "name": name, "params": {"preset": pname}, "median_ms": med, "min_ms": lo,
             "max_ms": hi, "reps": reps, "eager_median_ms": emed, "eager_min_ms": elo, "eager_max_ms": ehi,
             "ratio": med / emed, "trace_s": trace_s, "first_run_s": first_s, "eager_first_run_s": eager_first_s,
             "cost": cost, "report": circuit.report, "device": jax.default_backend(), "jax": jax.__version__,
             "threads": threads, "kernels": getattr(circuit.scheme.kernels(circuit.params), "name", "?"),
             "per_op_ms": med / PER_OP.get(name, 1) if name in PER_OP else None,
-            "peer": None, "floor_ms": None, "note": ""}
+            "peer": None, "floor_ms": floor, "note": "floor: the circuit's NTT limbs at the measured rate of one"
+            if floor else ""}
 
 
 PER_OP = {"adds64": 64, "mults4": 4}
@@ -307,14 +329,20 @@ def main(args) -> None:
                 rec["note"] = "tenseal not installed: no peer"
         records.append(rec)
     print()
-    head = (f"{'workload':<9} {'circuit ms':>11} {'eager ms':>9} {'ratio':>6} {'first run s':>12} {'cold s':>7} "
-            f"{'warm s':>7} {'peer s':>7}  counts")
+    head = (f"{'workload':<9} {'circuit ms':>11} {'eager ms':>9} {'ratio':>6} {'floor ms':>9} {'/floor':>7} "
+            f"{'first run s':>12} {'cold s':>7} {'warm s':>7} {'peer s':>7}  counts")
     print(head)
     for r in records:
         counts = ", ".join(f"{k}={v}" for k, v in r["cost"].items())
         peer = f"{r['peer_fresh_s']:>7.2f}" if r.get("peer_fresh_s") else f"{'-':>7}"
-        print(f"{r['name']:<9} {r['median_ms']:>11.2f} {r['eager_median_ms']:>9.2f} {r['ratio']:>6.2f} "
+        fl = (f"{r['floor_ms']:>9.2f} {r['median_ms'] / r['floor_ms']:>7.2f}" if r["floor_ms"] else
+              f"{'-':>9} {'-':>7}")
+        print(f"{r['name']:<9} {r['median_ms']:>11.2f} {r['eager_median_ms']:>9.2f} {r['ratio']:>6.2f} {fl} "
               f"{r['first_run_s']:>12.2f} {r['cold_s']:>7.2f} {r['warm_s']:>7.2f} {peer}  {counts}")
+    for r in records:
+        if r.get("per_op_ms"):
+            what = "HE-Add" if r["name"] == "adds64" else "HE-Mult+relin+rescale"
+            print(f"{r['name']}: {r['per_op_ms'] * 1e3:.1f} us per {what} inside the circuit ({r['device']})")
     print()
     for r in records:
         w = r["warm_phases"]

@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_session.sh tests   the default test suite on the GPU, the kernels' exactness and timings
 #   bash benchmarks/gpu_session.sh bench   CKKS (both kernel sets), TFHE and HMVP benchmarks, no peers
 #   bash benchmarks/gpu_session.sh eager   eager operations against the same under a user's jit (bench_dispatch)
+#   bash benchmarks/gpu_session.sh circuits  issue 26's targets: HE-Add and N16 HE-Mult+relin+rescale inside a circuit
 # Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
 # under $OUT (tests.txt, failures.txt, *.json, *.txt) and a short table is printed last. Each step has its own
 # time limit, so one slow step leaves the others' figures.
@@ -29,7 +30,13 @@ step() {  # step SECONDS NAME COMMAND...: run with a limit, output to $OUT/NAME.
   echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
 }
 
-if [ "$STAGE" = eager ]; then
+if [ "$STAGE" = circuits ]; then
+  # issue 26: per-operation time inside one compiled circuit (targets on an H100: HE-Add <= 15 us at N14_L7,
+  # HE-Mult+relin+rescale <= 1.5 ms at N16_L21_DNUM3), and the README circuit's fresh-process runs
+  step 500 circuits $PY benchmarks/bench_circuits.py --workloads adds64,mults4,readme --reps 20 \
+    --json "$OUT/circuits.json"
+  tail -14 "$OUT/circuits.txt"
+elif [ "$STAGE" = eager ]; then
   # issue 25: HE-Add dispatch overhead, and each eager operation against the same call under a user's jit
   step 400 dispatch $PY benchmarks/bench_dispatch.py --threads 4 --reps 100 --json "$OUT/dispatch.json"
   tail -16 "$OUT/dispatch.txt"
