@@ -979,6 +979,134 @@ def pbs_many(
     return [LWECiphertext(b, a, params.moduli, sk.key_id) for b, a in outs]
 
 
+# --------------------------------------------------------------------------------------------------
+# Bootstraps inside a caller's program (the circuit compiler, crossfhe.compiler.tfhe)
+# --------------------------------------------------------------------------------------------------
+
+
+def _route_of(params: Params, kernel: str = "auto") -> str:
+    """The route :func:`_route` takes for a key of ``params`` prepared by :func:`prepare`, from the parameters
+    alone (no key): "ntt", "fft" or "native"."""
+    if kernel == "ntt" or (kernel == "auto" and not params.fft_kernel):
+        return "ntt"
+    kernels = params.kernels.resolve()
+    if kernels.native and params.grouping > 1 and cpu_native.available():
+        return "native"
+    if kernel == "native":
+        raise ParameterError(f"kernel='native' cannot run for {params!r}; use kernel='fft'")
+    return "fft"
+
+
+def program_key(sk: ServerKey, kernel: str = "auto") -> dict:
+    """The arrays :func:`pbs_rows` reads, as a pytree that a caller passes to its ``jax.jit`` program as an argument
+    (made here on the host from the prepared key; nothing is created inside the trace): ``ksk`` (the key-switching
+    key, as its signed bytes where the prepared key has them: the same words), ``bsk``, the plans ``ms_plan``,
+    ``plan``, ``gplan`` and ``mac``, and on the FFT routes ``fkey`` and ``fourier`` (and ``native`` on the native
+    kernel), None elsewhere. The route is the one :func:`pbs` takes with ``kernel`` on this key, decided here;
+    inside the program it is the pytree's structure. The FFT routes' arrays are float64 and complex128: make,
+    pass and trace them under ``jax.enable_x64(True)``."""
+    params = _params_of(sk, ServerKey)
+    route = _route(sk, kernel)
+    prep, t = sk.prepared, _Tables(params)
+    fft = route != "ntt"
+    return {
+        "ksk": prep.ksk_bytes if prep.ksk_bytes is not None else sk.ksk,
+        "bsk": sk.bsk,
+        "fkey": prep.fourier_key if fft else None,
+        "fourier": prep.fourier if fft else None,
+        "native": prep.native if route == "native" else None,
+        "ms_plan": t.ms_plan,
+        "plan": t.plan,
+        "gplan": t.gplan,
+        "mac": t.mac,
+    }
+
+
+def program_key_shapes(params: Params, kernel: str = "auto") -> dict:
+    """:func:`program_key` of any key of ``params`` (prepared for its kernel set) as ``jax.ShapeDtypeStruct`` s,
+    without a key (for ``jax.export``): the plans are made, the keys' shapes computed. Call under
+    ``jax.enable_x64(True)`` for the FFT routes' dtypes."""
+    route = _route_of(params, kernel)
+    kernels = params.kernels.resolve()
+    k1, levels, big_n = params.glwe_dim + 1, params.pbs_gadget.levels, params.poly_size
+    rows, ks_cols = k1 * levels, params.long_dim * params.ks_gadget.levels
+    g = params.ks_gadget
+    by = kernels in (NATIVE, MATRIX) and not (ks_cols * 128 * (1 << (g.base_log - 1)) >= 2**31 or g.base_log > 7)
+    per = (1 << params.grouping) - 1
+    sds = jax.ShapeDtypeStruct
+    out = {
+        "ksk": sds((4 * (params.lwe_dim + 1), ks_cols), jnp.int8) if by else sds((params.lwe_dim + 1, ks_cols), I32),
+        "bsk": sds((params.ggsw_count, rows, k1, len(params.moduli), big_n), U32),
+        "fkey": None,
+        "fourier": None,
+        "native": None,
+    }
+    t = _Tables(params)
+    plans = {"ms_plan": t.ms_plan, "plan": t.plan, "gplan": t.gplan, "mac": t.mac}
+    if route != "ntt":
+        plan = _fourier_plan(params)
+        plans["fourier"] = jax.tree_util.tree_map(jnp.asarray, plan)
+        if route == "native":
+            blk = cpu_native.BLOCK
+            out["fkey"] = sds((params.groups - 1, big_n // 2 // blk, per, rows, k1, 2, blk), jnp.float64)
+            plans["native"] = F.NativeTables.create(plan)
+        else:
+            out["fkey"] = sds((params.ggsw_count - per, rows, k1, big_n // 2), jnp.complex128)
+    plans = jax.tree_util.tree_map(lambda a: sds(np.shape(a), np.asarray(a).dtype), plans)
+    return {**out, **plans}
+
+
+def make_test_vectors(params: Params, tables):
+    """The test vectors of ``tables`` int ``[..., 2^p]`` (entries in [0, 2^p)) in the accumulator's 2^nu components:
+    uint32 ``[..., 2^nu, L, N]`` (traceable; :func:`pbs_rows` starts its accumulators from them)."""
+    return _components(params, _test_vector(params, tables))
+
+
+def pbs_rows(key: dict, b, a, tv, inputs: tuple[int, ...], tables_of: tuple[int, ...], *, params: Params,
+             unroll: int = 1):
+    """Bootstraps of m inputs against R (input, table) rows in one program (traceable: a caller's ``jax.jit`` and
+    ``vmap``): each input is key-switched once (KS-dedup), and row r blind-rotates the test vector
+    ``tv[tables_of[r]]`` by input ``inputs[r]``, all rows through each step of the bootstrapping key together.
+
+    ``key``: :func:`program_key` (an argument of the caller's program); ``b`` uint32 ``[m, L]``, ``a`` uint32
+    ``[m, L, kN]``; ``tv``: :func:`make_test_vectors` ``[T, 2^nu, L, N]``; ``inputs`` and ``tables_of``: static
+    tuples of R ints in [0, m) and [0, T). Returns (b ``[R, L]``, a ``[R, L, kN]``): row r encrypts
+    table_r(m_input_r), the same words as ``pbs`` through the NTT route, through the FFT the same up to its
+    rounding."""
+    if len(inputs) != len(tables_of) or not inputs:
+        raise ParameterError(f"pbs_rows takes as many input as table indices (at least one), got {len(inputs)} and "
+                             f"{len(tables_of)}")
+    route = "ntt" if key["fkey"] is None else "native" if key["native"] is not None else "fft"
+    chunks = _batch_chunks(params, len(inputs), params.kernels.resolve(), route)
+    return _pbs_rows_program(key, b, a, tv, params=params, inputs=tuple(inputs), tables_of=tuple(tables_of),
+                             unroll=unroll, chunks=chunks)
+
+
+@partial(jit, static_argnames=("params", "inputs", "tables_of", "unroll", "chunks"))
+def _pbs_rows_program(key, b, a, tv, *, params: Params, inputs: tuple, tables_of: tuple, unroll: int,
+                      chunks: tuple[int, int]):
+    bt, at = _keyswitch(b, a, key["ksk"], key["ms_plan"], params=params)  # one key switch per input
+    if inputs != tuple(range(b.shape[0])):
+        pick = np.asarray(inputs, dtype=np.int32)
+        bt, at = bt[pick], at[pick]
+    if len(set(tables_of)) == 1:
+        tv = tv[tables_of[0]][None, None]  # one test vector for every row
+    else:
+        tv = tv[np.asarray(tables_of, dtype=np.int32)][None]
+    q, g, mac = key["mac"][0], params.grouping, key["mac"]
+    acc = _initial_acc(bt, tv, q, params)  # [R, 2^nu, k+1, L, N]
+    shifts = _rotation_shifts(at, 1, params)
+    keys, fourier = key["bsk"], key["fourier"]
+    if fourier is not None:
+        per = (1 << g) - 1
+        acc = _first_step(acc, shifts[:, :g], keys[:per], key["plan"], key["gplan"], mac, grouping=g)
+        shifts, keys = shifts[:, g:], key["fkey"]
+    acc = _rotate_all(acc, shifts, keys, key["plan"], key["gplan"], mac, fourier, key["native"], unroll=unroll,
+                      grouping=g, chunks=chunks)
+    ob, oa = _extract(acc, q, 1, params)
+    return ob[0], oa[0]
+
+
 def _rotate(acc, shifts, bsk, plan, gplan, mac, fourier, native, *, unroll: int, grouping: int):
     """The blind rotation by ``shifts`` int32 [B, m] (m key bits, a multiple of g unless they end the key);
     bsk: the GGSWs of those bits (grouping 1) or of their groups' indicators (2^g - 1 per group), in the NTT
@@ -1068,6 +1196,7 @@ __all__ = [
     "keygen",
     "keyswitch",
     "lookup_table",
+    "make_test_vectors",
     "mul_const",
     "negate",
     "noise",
@@ -1075,8 +1204,11 @@ __all__ = [
     "pbs_many",
     "patterns",
     "per_input_tables",
+    "pbs_rows",
     "phase",
     "prepare",
+    "program_key",
+    "program_key_shapes",
     "sub",
     "trivial",
 ]

@@ -1,0 +1,869 @@
+"""The TFHE scheme of the compiler: symbolic integers, range and noise checks, the Taurus deduplications, batched
+bootstraps, and the lowering onto :func:`crossfhe.tfhe.ops.pbs_rows` with the server key, its plans and the
+lookup tables as arguments of the program.
+
+Values. An encrypted integer (:class:`EncryptedInt`; input spec :class:`~crossfhe.compiler.specs.TFHEInt`) holds a
+message m in [0, 2^p), p = ``params.message_bits``, as m Delta plus noise, with one padding bit above it
+(:mod:`crossfhe.tfhe.params`). Users write ``x + y``, ``x - y``, ``-x``, ``x + 3``, ``3 - x``, ``x * 3`` (int
+constants) and lookups ``x.apply(f)``: f a callable on ints or an array of ints, applied as f(m) mod 2^p (as
+:func:`crossfhe.tfhe.ops.pbs`). Linear operations are exact mod 2^(p+1) (the message and its padding bit), so a
+value in between may leave [0, 2^p) (``x - y + 8`` is fine); what a lookup reads and what an output holds must lie
+in [0, 2^p) for every input in its declared range, else :class:`~crossfhe.compiler.ir.CircuitError` names the
+operation that made the value and its source line.
+
+Analysis (:func:`analyze`). Every value is an affine form c + sum_s w_s v_s over sources s (inputs and lookup
+results), each in a known interval: an input in [0, 2^bits), a lookup's result in its table's image over its
+input's interval. The form gives the value's interval (exact over independent sources; x - x is 0) and its noise
+as a multiple of a bootstrap's, sum_s w_s^2; a lookup's input and an output may carry up to
+:func:`noise_budget`: ``params.norm2`` (``max_norm2``, the squared norm the presets' failure probability is quoted
+at, :mod:`crossfhe.tfhe.presets`) or more while a bootstrap still fails with probability at most 2^-64.
+
+Traced ops: ``input {index[, bits]}``, ``add``, ``sub``, ``neg``, ``add_const {c}``, ``mul_const {c}``, ``lookup
+{raw[, raw_error]}`` (``raw``: the user's table, f(m) mod 2^10 for m in [0, L), L <= :data:`MAX_TABLE`;
+``raw_error``: why a callable stopped before 2^10). The passes (:meth:`TFHEScheme.passes`), each a pure
+``Graph, Params -> Graph``:
+
+=============  ================================================================================================
+``dead_code``  drops what no output needs (required: what is dropped is not checked either)
+``tables``     each lookup's table for p (``lookup {table}``: 2^p ints mod 2^p); every value annotated with its
+               interval (``range``); raises for overflow or noise beyond the budget (required)
+``cse``        merges equal values (operands of + ordered): equal (input, table mod 2^p) lookups become one
+``ks_dedup``   the lookups of one input become one ``pbs`` node, its input key-switched once (Taurus §V
+               KS-dedup), and a ``pick {index}`` per table
+``acc_dedup``  the launches read the program's test vectors (``shared``): one per distinct table, however many
+               inputs and launches apply it (Taurus §V ACC-dedup)
+``batch``      the launches at one bootstrap depth (hence independent) become one ``pbs`` over the stacked
+               inputs, one (input, table) row per result, tables per row where they differ
+=============  ================================================================================================
+
+A ``pbs`` node's args are its inputs (each key-switched once); ``tables`` are content keys, ``rows`` the (input
+position, table position) pair of each result. :func:`cost` counts ``bootstraps`` (blind rotations),
+``pbs_calls`` (launches), ``key_switches``, ``test_vectors`` (built by the program), ``linear_ops`` and ``depth``
+(bootstraps on the longest path).
+
+Lowering (:func:`interpret`): one item's circuit, each launch one :func:`crossfhe.tfhe.ops.pbs_rows`. The runtime
+(:func:`runtime`) is :func:`crossfhe.tfhe.ops.program_key` of the server key (the route of the eager ``pbs``,
+decided there on the host) and the tables, int32 ``[T, 2^p]``. The FFT routes' float64 arrays need
+``jax.enable_x64``: :meth:`TFHEScheme.scope`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from contextlib import nullcontext
+from functools import cache
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from crossfhe.compiler import ir
+from crossfhe.compiler.circuit import Scheme
+from crossfhe.compiler.ir import Builder, CircuitError, Graph, Node
+from crossfhe.compiler.specs import TFHEInt
+from crossfhe.compiler.trace import Trace, Value, source_line
+from crossfhe.core.lwe import LWECiphertext
+from crossfhe.errors import KeyMismatchError, ParameterError
+from crossfhe.kernels import cpu_native
+from crossfhe.tfhe import ops, presets
+from crossfhe.tfhe.params import MAX_MESSAGE_BITS, Params
+
+MAX_TABLE = 1 << MAX_MESSAGE_BITS
+"""A traced table keeps f(m) mod 2^10 for m < 2^10: enough for every p (f(m) mod 2^p is its residue)."""
+
+LINEAR = ("add", "sub", "neg", "add_const", "mul_const")
+LAUNCHES = ("lookup", "pbs")
+
+LOG2_P_FAIL = -64
+"""The failure probability a lookup may have (log2, per bootstrap): the presets' target."""
+
+SELECTABLE = (presets.P2, presets.P4, presets.P6, presets.P8, presets.P10)
+"""The secure presets :meth:`TFHEScheme.select` chooses from, smallest first."""
+
+
+def _is_int(c) -> bool:
+    return isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_))
+
+
+# --------------------------------------------------------------------------------------------------
+# Tracing
+# --------------------------------------------------------------------------------------------------
+
+
+def _raw_table(table, what: str) -> tuple[np.ndarray, str | None]:
+    """(f(m) mod 2^10 for m in [0, L), int64 [L]; why L < 2^10 or None) of a callable or a 1-D integer array."""
+    if callable(table):
+        vals, why = [], None
+        for m in range(MAX_TABLE):
+            try:
+                v = table(m)
+            except Exception as e:  # noqa: BLE001 - the table may be partial; reachable entries are checked later
+                why = f"raised {type(e).__name__}: {e} at {m}"
+                break
+            if not _is_int(v):
+                why = f"returned {v!r} ({type(v).__name__}) at {m}, not an int"
+                break
+            vals.append(int(v) % MAX_TABLE)
+        if not vals:
+            raise CircuitError(f"{what} at {source_line()}: the table {why}")
+        return np.array(vals, dtype=np.int64), why
+    arr = np.asarray(table)
+    ok = arr.ndim == 1 and 1 <= arr.shape[0] <= MAX_TABLE and (
+        (arr.dtype == object and all(_is_int(v) for v in arr.tolist()))
+        or (np.issubdtype(arr.dtype, np.integer) and arr.dtype != bool))
+    if not ok:
+        raise CircuitError(f"{what} at {source_line()}: a table is a callable on ints or a 1-D array of at most "
+                           f"{MAX_TABLE} ints (entry m is f(m)), got {type(table).__name__} of shape {arr.shape} "
+                           f"and dtype {arr.dtype}")
+    return np.array([int(v) % MAX_TABLE for v in arr.tolist()], dtype=np.int64), None
+
+
+class EncryptedInt(Value):
+    """A symbolic TFHE integer (:class:`~crossfhe.compiler.specs.TFHEInt`) while a circuit is traced: ``+``, ``-``
+    (with another value or an int), unary ``-``, ``*`` by an int, and :meth:`apply` (a lookup table)."""
+
+    scheme = "tfhe"
+    __array_ufunc__ = None  # NumPy operands defer to the reflected operators here (and are refused there)
+
+    def __repr__(self) -> str:
+        return f"EncryptedInt(%{self.node}, traced)"
+
+    def _new(self, op: str, args, attrs=None) -> EncryptedInt:
+        return EncryptedInt(self.trace, self.trace.node(op, args, attrs))
+
+    def _const(self, other, what: str) -> int:
+        if isinstance(other, (np.ndarray, jax.Array, np.generic)) and np.ndim(other) == 0:
+            other = np.asarray(other).item()
+        if not _is_int(other):
+            raise CircuitError(f"{what} at {source_line()}: a TFHE value combines with encrypted TFHE values and int "
+                               f"constants, got {type(other).__name__} {other!r}")
+        return int(other)
+
+    def __add__(self, other):
+        if isinstance(other, Value):
+            self._same(other, "+")
+            return self._new("add", (self.node, other.node))
+        c = self._const(other, "+")
+        return self if c == 0 else self._new("add_const", (self.node,), {"c": c})
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        if isinstance(other, Value):
+            self._same(other, "-")
+            return self._new("sub", (self.node, other.node))
+        c = self._const(other, "-")
+        return self if c == 0 else self._new("add_const", (self.node,), {"c": -c})
+
+    def __rsub__(self, other):
+        c = self._const(other, "-")
+        return (-self) + c
+
+    def __neg__(self):
+        return self._new("neg", (self.node,))
+
+    def __mul__(self, other):
+        if isinstance(other, Value):
+            self._same(other, "*")
+            raise CircuitError(f"* at {source_line()}: TFHE multiplies an encrypted value by int constants only; for "
+                               "the product of two values apply a table to a packed value, e.g. "
+                               "(x * 2**k + y).apply(lambda v: (v >> k) * (v % 2**k)) with x, y < 2**k")
+        c = self._const(other, "*")
+        return self if c == 1 else self._new("mul_const", (self.node,), {"c": c})
+
+    __rmul__ = __mul__
+
+    def apply(self, table) -> EncryptedInt:
+        """The lookup ``table(m) mod 2^p`` (one programmable bootstrap): ``table`` a callable on ints or a 1-D array
+        of ints (entry m is the value at m; it must cover every m this value may take). The result's interval is
+        the table's image over this value's."""
+        raw, why = _raw_table(table, "apply")
+        attrs = {"raw": self.trace.builder.const(raw)}
+        if why is not None:
+            attrs["raw_error"] = why
+        return self._new("lookup", (self.node,), attrs)
+
+
+def lookup(x: EncryptedInt, table) -> EncryptedInt:
+    """``x.apply(table)``."""
+    return x.apply(table)
+
+
+# --------------------------------------------------------------------------------------------------
+# Analysis: intervals and noise
+# --------------------------------------------------------------------------------------------------
+
+
+def _table_key(n: Node) -> str:
+    key = n.attr("table")
+    if key is None:
+        raise CircuitError(f"internal: the lookup at {n.loc} has no table for p; run the tables pass first")
+    return key
+
+
+def _launch_tables(n: Node) -> tuple[str, ...]:
+    """The table keys a launch applies (a traced lookup: its raw table)."""
+    if n.op == "lookup":
+        return (n.attr("table") or n.attr("raw"),)
+    return tuple(n.attr("tables"))
+
+
+def _rows(n: Node) -> tuple[tuple[int, int], ...]:
+    return ((0, 0),) if n.op == "lookup" else tuple(n.attr("rows"))
+
+
+def describe(g: Graph, i: int) -> str:
+    """Node i in the user's terms: "`a + b` at f.py:12", "input 0 (TFHEInt(bits=3))"."""
+    n = g.nodes[i]
+    if n.op == "input":
+        bits = n.attr("bits")
+        return f"input {n.attr('index')} ({f'TFHEInt(bits={bits})' if bits else 'TFHEInt()'})"
+    text = {"add": "a + b", "sub": "a - b", "neg": "-a", "add_const": f"a + {n.attr('c')}",
+            "mul_const": f"a * {n.attr('c')}", "lookup": "a.apply(table)", "pick": "a.apply(table)",
+            "pbs": "a.apply(table)"}.get(n.op, n.op)
+    if n.op == "add_const" and n.attr("c") < 0:
+        text = f"a - {-n.attr('c')}"
+    return f"`{text}` at {n.loc or '?'}"
+
+
+def _image(table: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
+    part = table[lo: hi + 1]
+    return int(part.min()), int(part.max())
+
+
+def table_for(g: Graph, n: Node, params: Params, lo: int, hi: int) -> np.ndarray:
+    """The table of lookup ``n`` for ``params``: int32 [2^p], f(m) mod 2^p (0 where the user's table has no entry,
+    which the interval [lo, hi] of its input must not reach: CircuitError)."""
+    size = 1 << params.message_bits
+    if n.attr("table") is not None:
+        t = g.const(n.attr("table"))
+        if t.shape != (size,):
+            raise CircuitError(f"internal: the lookup at {n.loc} has a table for {t.shape[0]} messages, not {size}")
+        return t
+    raw = g.const(n.attr("raw"))
+    if hi >= raw.shape[0]:
+        why = n.attr("raw_error")
+        raise CircuitError(
+            f"`a.apply(table)` at {n.loc}: its input may reach {hi}, but the table "
+            + (f"{why}" if why else f"has {raw.shape[0]} entries") + f"; it must cover every value in [{lo}, {hi}]")
+    t = np.zeros(size, dtype=np.int32)
+    m = min(size, raw.shape[0])
+    t[:m] = raw[:m] % size
+    return t
+
+
+class Analysis:
+    """Per node: the affine form (``const``, ``form`` {source node: weight}) and the interval (``lo``, ``hi``) of its
+    value; for a ``pbs`` node the intervals of its rows (``rows``); the materialized tables (``tables``: node ->
+    list of int32 [2^p], one per table of the launch)."""
+
+    def __init__(self):
+        self.const: dict[int, int] = {}
+        self.form: dict[int, dict[int, int]] = {}
+        self.lo: dict[int, int] = {}
+        self.hi: dict[int, int] = {}
+        self.rows: dict[int, list[tuple[int, int]]] = {}
+        self.tables: dict[int, list[np.ndarray]] = {}
+
+    def norm2(self, i: int) -> int:
+        return sum(w * w for w in self.form[i].values())
+
+
+@cache
+def noise_budget(params: Params) -> int:
+    """The largest squared norm (noise, in bootstraps' noise) a lookup's input may carry on ``params``: its
+    ``norm2`` (the one its failure probability is quoted at), or more while ``log2_p_fail`` stays at most
+    :data:`LOG2_P_FAIL`."""
+    lo, hi = params.norm2, params.norm2
+    while hi < 1 << 40 and params.log2_p_fail(2 * hi) <= LOG2_P_FAIL:
+        hi *= 2
+    hi *= 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if params.log2_p_fail(mid) <= LOG2_P_FAIL else (lo, mid)
+    return lo
+
+
+def _too_big(g: Graph, params: Params, a: Analysis, i: int, use: str) -> None:
+    """Raise if value i may leave [0, 2^p) or carries more noise than :func:`noise_budget`; ``use`` says who reads
+    it."""
+    p, size = params.message_bits, 1 << params.message_bits
+    name = params.name or "these parameters"
+    lo, hi = a.lo[i], a.hi[i]
+    if lo < 0 or hi >= size:
+        reach = f"reach {hi}, beyond" if hi >= size else f"reach {lo}, below"
+        raise CircuitError(
+            f"{describe(g, i)} may {reach} the {p}-bit message space [0, {size}) of {name}; {use}. Linear operations "
+            f"are exact mod 2^{p + 1}, but what a lookup reads and what an output holds must lie in [0, {size}): "
+            "narrow the inputs (TFHEInt(bits=...)), reduce the value with a lookup first, or use parameters with "
+            "more message bits (compile without params= picks them)")
+    nu2 = a.norm2(i)
+    if nu2 > noise_budget(params):
+        raise CircuitError(
+            f"{describe(g, i)}: its noise is {nu2} times a bootstrap's (the sum of its squared weights), beyond the "
+            f"{noise_budget(params)} that {name} allows (a bootstrap's failure probability 2^"
+            f"{params.log2_p_fail(nu2):.1f} > 2^{LOG2_P_FAIL}); {use}. Apply a lookup (a bootstrap) in between, use "
+            "smaller constants, or larger parameters")
+
+
+def analyze(g: Graph, params: Params) -> Analysis:
+    """The intervals and noise of every value of ``g`` on ``params`` (module docstring), the tables materialized;
+    raises CircuitError for an input wider than p bits, a lookup's input or an output that may leave [0, 2^p) or
+    carries noise beyond ``params.norm2``, a table without entries its input may reach."""
+    a = Analysis()
+    p = params.message_bits
+    for i, n in enumerate(g.nodes):
+        args = n.args
+        if n.op == "input":
+            bits = n.attr("bits") or p
+            if bits > p:
+                raise CircuitError(f"{describe(g, i)} holds values up to {2**bits - 1}, beyond the {p}-bit message "
+                                   f"space of {params.name or 'these parameters'}; use parameters with at least "
+                                   f"{bits} message bits")
+            a.const[i], a.form[i], a.lo[i], a.hi[i] = 0, {i: 1}, 0, 2**bits - 1
+            continue
+        if n.op in LINEAR:
+            c, form = 0, {}
+            if n.op in ("add", "sub"):
+                sign = 1 if n.op == "add" else -1
+                c = a.const[args[0]] + sign * a.const[args[1]]
+                form = dict(a.form[args[0]])
+                for s, w in a.form[args[1]].items():
+                    form[s] = form.get(s, 0) + sign * w
+            elif n.op == "neg":
+                c, form = -a.const[args[0]], {s: -w for s, w in a.form[args[0]].items()}
+            elif n.op == "add_const":
+                c, form = a.const[args[0]] + n.attr("c"), dict(a.form[args[0]])
+            else:
+                k = n.attr("c")
+                c, form = k * a.const[args[0]], {s: k * w for s, w in a.form[args[0]].items()}
+            form = {s: w for s, w in form.items() if w}
+            a.const[i], a.form[i] = c, form
+            a.lo[i] = c + sum(w * (a.lo[s] if w > 0 else a.hi[s]) for s, w in form.items())
+            a.hi[i] = c + sum(w * (a.hi[s] if w > 0 else a.lo[s]) for s, w in form.items())
+            continue
+        if n.op in LAUNCHES:
+            where = f"the lookup at {n.loc or '?'} reads it"
+            for x in args:
+                _too_big(g, params, a, x, where)
+            if n.op == "lookup":
+                tabs = [table_for(g, n, params, a.lo[args[0]], a.hi[args[0]])]
+            else:
+                tabs = [g.const(k) for k in n.attr("tables")]
+                if any(t.shape != (1 << p,) for t in tabs):
+                    raise CircuitError(f"internal: the launch at {n.loc} has tables for other parameters")
+            a.tables[i] = tabs
+            a.rows[i] = [_image(tabs[t], a.lo[args[x]], a.hi[args[x]]) for x, t in _rows(n)]
+            if n.op == "lookup":
+                a.const[i], a.form[i] = 0, {i: 1}
+                a.lo[i], a.hi[i] = a.rows[i][0]
+            continue
+        if n.op == "pick":
+            a.const[i], a.form[i] = 0, {i: 1}
+            a.lo[i], a.hi[i] = a.rows[args[0]][n.attr("index")]
+            continue
+        raise CircuitError(f"internal: the TFHE analysis does not know the op {n.op!r}")
+    for j, o in enumerate(g.outputs):
+        if o not in a.form:
+            raise CircuitError(f"internal: output {j} is not a value")
+        _too_big(g, params, a, o, f"it is output {j} of the circuit")
+    return a
+
+
+def evaluate_plain(g: Graph, params: Params, *inputs) -> list[np.ndarray]:
+    """The circuit on messages in the clear (the reference an encrypted run equals): ``inputs`` integer arrays of
+    one shape, the linear operations on Python integers, each lookup its table for p; int64 per output. The
+    graph is checked first (:func:`analyze`), so every lookup's input and every output lies in [0, 2^p)."""
+    a = analyze(g, params)
+    vals: list = []
+    for i, n in enumerate(g.nodes):
+        x = [vals[j] for j in n.args]
+        if n.op == "input":
+            vals.append(np.asarray(inputs[g.inputs.index(i)]).astype(np.int64).astype(object))
+        elif n.op in ("add", "sub"):
+            vals.append(x[0] + x[1] if n.op == "add" else x[0] - x[1])
+        elif n.op == "neg":
+            vals.append(-x[0])
+        elif n.op == "add_const":
+            vals.append(x[0] + n.attr("c"))
+        elif n.op == "mul_const":
+            vals.append(x[0] * n.attr("c"))
+        elif n.op in LAUNCHES:
+            outs = [a.tables[i][t].astype(np.int64)[x[j].astype(np.int64)].astype(object) for j, t in _rows(n)]
+            vals.append(outs[0] if n.op == "lookup" else outs)
+        elif n.op == "pick":
+            vals.append(x[0][n.attr("index")])
+    return [np.asarray(vals[o]).astype(np.int64) for o in g.outputs]
+
+
+def bootstrap_depth(g: Graph) -> list[int]:
+    """Per node: the most bootstraps on a path from an input to it (a launch counts itself)."""
+    d: list[int] = []
+    for n in g.nodes:
+        below = max((d[x] for x in n.args), default=0)
+        d.append(below + 1 if n.op in LAUNCHES else below)
+    return d
+
+
+# --------------------------------------------------------------------------------------------------
+# Passes
+# --------------------------------------------------------------------------------------------------
+
+
+def tables(g: Graph, params: Params) -> Graph:
+    """Each lookup's table for p (``lookup {table}``, the user's ``raw`` table dropped), every value annotated with
+    its interval ``range`` (lo, hi); CircuitError where :func:`analyze` finds the circuit cannot run on
+    ``params``. Every node stays (dead code is :func:`dead_code`'s)."""
+    a = analyze(g, params)
+
+    def visit(b: Builder, i: int, n: Node, args: list[int]) -> int:
+        attrs = dict(n.attrs)
+        if n.op == "lookup" and "raw" in attrs:
+            attrs.pop("raw")
+            attrs.pop("raw_error", None)
+            attrs["table"] = b.const(a.tables[i][0])
+        if i in a.lo:
+            attrs["range"] = (a.lo[i], a.hi[i])
+        return b.add(n.op, args, attrs, n.loc, merge=False)
+
+    out = ir.rebuild(g, visit)
+    used = {v for n in out.nodes for _, v in n.attrs if isinstance(v, str)}
+    used |= {k for n in out.nodes for _, v in n.attrs if isinstance(v, tuple) for k in v if isinstance(k, str)}
+    return Graph(out.scheme, out.nodes, out.inputs, out.outputs, {k: a for k, a in out.consts.items() if k in used})
+
+
+def dead_code(g: Graph, params: Params) -> Graph:
+    """Values no output depends on dropped (:func:`crossfhe.compiler.ir.dead_code`)."""
+    return ir.dead_code(g)
+
+
+def cse(g: Graph, params: Params) -> Graph:
+    """Equal values merged (:func:`crossfhe.compiler.ir.common_subexpressions`, with the operands of ``+`` in order
+    first): two lookups of one value with tables equal mod 2^p are one bootstrap."""
+    def visit(b: Builder, i: int, n: Node, args: list[int]) -> int:
+        if n.op == "add":
+            args = sorted(args)
+        return b.add(n.op, args, dict(n.attrs), n.loc)
+
+    return ir.dead_code(ir.rebuild(g, visit))
+
+
+def ks_dedup(g: Graph, params: Params) -> Graph:
+    """Taurus KS-dedup: the lookups of one value become one ``pbs`` node (its input key-switched once, a row per
+    distinct table) placed at the first of them, and each lookup a ``pick {index}`` of its row."""
+    groups: dict[int, list[int]] = {}
+    for i, n in enumerate(g.nodes):
+        if n.op == "lookup":
+            groups.setdefault(n.args[0], []).append(i)
+    groups = {x: ids for x, ids in groups.items() if len({_table_key(g.nodes[j]) for j in ids}) > 1}
+    made: dict[int, tuple[int, list[str]]] = {}
+
+    def visit(b: Builder, i: int, n: Node, args: list[int]) -> int:
+        if n.op != "lookup" or n.args[0] not in groups:
+            return b.add(n.op, args, dict(n.attrs), n.loc, merge=False)
+        x = n.args[0]
+        if x not in made:
+            members = [g.nodes[j] for j in groups[x]]
+            keys = list(dict.fromkeys(_table_key(m) for m in members))
+            attrs = {"tables": tuple(keys), "rows": tuple((0, t) for t in range(len(keys)))}
+            if all(m.attr("shared") for m in members):
+                attrs["shared"] = True
+            made[x] = (b.add("pbs", args, attrs, n.loc, merge=False), keys)
+        node, keys = made[x]
+        return b.add("pick", (node,), {"index": keys.index(_table_key(n)), "range": n.attr("range")}, n.loc)
+
+    return ir.dead_code(ir.rebuild(g, visit))
+
+
+def acc_dedup(g: Graph, params: Params) -> Graph:
+    """Taurus ACC-dedup: every launch marked ``shared``: the program builds the test vector of each distinct table
+    once and every launch's accumulators start from those (instead of a launch building its own)."""
+    def visit(b: Builder, i: int, n: Node, args: list[int]) -> int:
+        attrs = dict(n.attrs)
+        if n.op in LAUNCHES:
+            attrs["shared"] = True
+        return b.add(n.op, args, attrs, n.loc, merge=False)
+
+    return ir.rebuild(g, visit)
+
+
+def batch(g: Graph, params: Params) -> Graph:
+    """Batched bootstraps: the launches at one bootstrap depth (none depends on another: a launch's result is one
+    bootstrap deeper than its input) become one ``pbs`` over the distinct inputs of them all, one row per distinct
+    (input, table), placed after every value of the depth below; each former result is a ``pick`` of its row.
+    The nodes are reordered by (depth, launches first, position), a topological order."""
+    depth = bootstrap_depth(g)
+    levels: dict[int, list[int]] = {}
+    for i, n in enumerate(g.nodes):
+        if n.op in LAUNCHES:
+            levels.setdefault(depth[i], []).append(i)
+    merged = {d for d, ids in levels.items() if len(ids) > 1}
+    order = sorted(range(len(g.nodes)), key=lambda i: (depth[i], g.nodes[i].op not in LAUNCHES, i))
+    b = Builder(g.scheme, g.consts)
+    where: dict[int, int] = {}
+    rows_of: dict[int, tuple[int, list[int]]] = {}  # old launch -> (new pbs node, its rows' new indices)
+
+    def merge(ids: list[int]) -> None:
+        inputs: list[int] = []
+        keys: list[str] = []
+        rows: dict[tuple[int, int], int] = {}
+        parts = {}
+        for j in ids:
+            n = g.nodes[j]
+            mine = []
+            for x, t in _rows(n):
+                arg = where[n.args[x]]
+                key = _table_key(n) if n.op == "lookup" else n.attr("tables")[t]
+                if arg not in inputs:
+                    inputs.append(arg)
+                if key not in keys:
+                    keys.append(key)
+                row = (inputs.index(arg), keys.index(key))
+                mine.append(rows.setdefault(row, len(rows)))
+            parts[j] = mine
+        attrs = {"tables": tuple(keys), "rows": tuple(rows)}
+        if all(g.nodes[j].attr("shared") for j in ids):
+            attrs["shared"] = True
+        node = b.add("pbs", inputs, attrs, g.nodes[ids[0]].loc, merge=False)
+        for j in ids:
+            rows_of[j] = (node, parts[j])
+
+    for i in order:
+        n = g.nodes[i]
+        if n.op in LAUNCHES and depth[i] in merged:
+            if i not in rows_of:
+                merge(levels[depth[i]])
+            node, rows = rows_of[i]
+            if n.op == "lookup":
+                where[i] = b.add("pick", (node,), {"index": rows[0], "range": n.attr("range")}, n.loc)
+            continue
+        if n.op == "pick" and n.args[0] in rows_of:
+            node, rows = rows_of[n.args[0]]
+            where[i] = b.add("pick", (node,), {"index": rows[n.attr("index")], "range": n.attr("range")}, n.loc)
+            continue
+        where[i] = b.add(n.op, [where[a] for a in n.args], dict(n.attrs), n.loc, merge=False)
+    return ir.dead_code(b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs]))
+
+
+PASSES = (("dead_code", dead_code), ("tables", tables), ("cse", cse), ("ks_dedup", ks_dedup),
+          ("acc_dedup", acc_dedup), ("batch", batch))
+"""The passes of an optimized compile, in order (``optimize=False``: ``dead_code`` and ``tables``, what running
+needs: a value no output needs is neither checked nor computed)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Costs
+# --------------------------------------------------------------------------------------------------
+
+
+def cost(g: Graph, params: Params | None = None, annotated: bool = True) -> dict:
+    """Counts: ``bootstraps`` (blind rotations: one per lookup, one per row of a ``pbs``), ``pbs_calls`` (launches),
+    ``key_switches`` (one per input of a launch), ``test_vectors`` (the program builds one per table of each launch,
+    and one per distinct table for all ``shared`` launches together), ``linear_ops`` (additions, subtractions,
+    negations, constant additions and products) and ``depth`` (bootstraps on the longest path)."""
+    boots = calls = switches = own = 0
+    shared: set[str] = set()
+    for n in g.nodes:
+        if n.op not in LAUNCHES:
+            continue
+        calls += 1
+        boots += len(_rows(n))
+        switches += len(n.args)
+        keys = set(_launch_tables(n))
+        if n.attr("shared"):
+            shared |= keys
+        else:
+            own += len(keys)
+    counts = g.counts()
+    return {
+        "bootstraps": boots,
+        "pbs_calls": calls,
+        "key_switches": switches,
+        "test_vectors": own + len(shared),
+        "linear_ops": sum(counts[op] for op in LINEAR),
+        "depth": max(bootstrap_depth(g), default=0),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Lowering
+# --------------------------------------------------------------------------------------------------
+
+
+def table_keys(g: Graph) -> list[str]:
+    """The distinct tables the launches apply, in order of first use: the rows of the runtime's ``tables``."""
+    keys: dict[str, None] = {}
+    for n in g.nodes:
+        if n.op in LAUNCHES:
+            for k in (_table_key(n),) if n.op == "lookup" else n.attr("tables"):
+                keys.setdefault(k)
+    return list(keys)
+
+
+_REPREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _key_for(sk: ops.ServerKey, params: Params) -> ops.ServerKey:
+    """The server key prepared for ``params``' kernel set and route (the same key, or once per key object the same
+    arrays prepared again where it was prepared for another set)."""
+    want = ops._route_of(params)
+    if sk.prepared is not None and sk.prepared.kernels == params.kernels.resolve() and ops._route(sk, "auto") == want:
+        return sk
+    if sk not in _REPREPARED:
+        _REPREPARED[sk] = ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, params, sk.key_id))
+    return _REPREPARED[sk]
+
+
+def runtime(g: Graph, params: Params, sk: ops.ServerKey) -> dict:
+    """The program's arguments besides the inputs: ``tables`` int32 [T, 2^p] (:func:`table_keys`) and, where the
+    circuit bootstraps, ``key``: :func:`crossfhe.tfhe.ops.program_key` of the server key (made here, on the host)."""
+    keys = table_keys(g)
+    size = 1 << params.message_bits
+    out = {"tables": np.stack([g.const(k) for k in keys]).astype(np.int32) if keys else np.zeros((0, size), np.int32)}
+    if keys:
+        out["key"] = ops.program_key(_key_for(sk, params))
+    return out
+
+
+def runtime_shapes(g: Graph, params: Params) -> dict:
+    """:func:`runtime` as ``jax.ShapeDtypeStruct`` s, without a key (export)."""
+    keys = table_keys(g)
+    out = {"tables": jax.ShapeDtypeStruct((len(keys), 1 << params.message_bits), np.int32)}
+    if keys:
+        out["key"] = ops.program_key_shapes(params)
+    return out
+
+
+def interpret(g: Graph, params: Params, inputs, rt) -> list:
+    """The circuit on one item (traceable): ``inputs`` a tuple of (b uint32 [L], a uint32 [L, kN]) per input;
+    returns (b, a) per output. Linear operations are :mod:`crossfhe.tfhe.ops`' (exact mod Q); each launch is one
+    :func:`crossfhe.tfhe.ops.pbs_rows`, its test vectors made from ``rt["tables"]`` (once for the ``shared``
+    launches)."""
+    moduli = params.moduli
+    index = {k: t for t, k in enumerate(table_keys(g))}
+    shared = sorted({index[k] for n in g.nodes if n.op in LAUNCHES and n.attr("shared") for k in _launch_tables(n)})
+    tv_shared = ops.make_test_vectors(params, rt["tables"][np.asarray(shared, np.int32)]) if shared else None
+    vals: list = []
+    for i, n in enumerate(g.nodes):
+        a = [vals[x] for x in n.args]
+        if n.op == "input":
+            b_, a_ = inputs[g.inputs.index(i)]
+            vals.append((b_, a_))
+        elif n.op in ("add", "sub"):
+            vals.append(ops._linear(a[0][0], a[0][1], a[1][0], a[1][1], moduli=moduli, op=n.op))
+        elif n.op == "neg":
+            vals.append(ops._linear(a[0][0], a[0][1], None, None, moduli=moduli, op="neg"))
+        elif n.op == "add_const":
+            vals.append((ops._add_const(a[0][0], ops.encode(params, n.attr("c")), moduli=moduli), a[0][1]))
+        elif n.op == "mul_const":
+            cr = np.array([n.attr("c") % q for q in moduli], dtype=np.uint32)
+            vals.append(ops._mul_const(a[0][0], a[0][1], cr, moduli=moduli))
+        elif n.op in LAUNCHES:
+            keys, rows = _launch_tables(n), _rows(n)
+            if n.attr("shared"):
+                tv, slot = tv_shared, [shared.index(index[k]) for k in keys]
+            else:
+                tv = ops.make_test_vectors(params, rt["tables"][np.asarray([index[k] for k in keys], np.int32)])
+                slot = list(range(len(keys)))
+            b = jnp.stack([v[0] for v in a])
+            x = jnp.stack([v[1] for v in a])
+            ob, oa = ops.pbs_rows(rt["key"], b, x, tv, tuple(r[0] for r in rows), tuple(slot[r[1]] for r in rows),
+                                  params=params)
+            outs = [(ob[r], oa[r]) for r in range(len(rows))]
+            vals.append(outs[0] if n.op == "lookup" else outs)
+        elif n.op == "pick":
+            vals.append(a[0][n.attr("index")])
+        else:
+            raise CircuitError(f"internal: no TFHE lowering for {n.op!r}")
+    return [vals[o] for o in g.outputs]
+
+
+# --------------------------------------------------------------------------------------------------
+# The scheme
+# --------------------------------------------------------------------------------------------------
+
+
+class TFHEScheme(Scheme):
+    """The compiler's TFHE (:mod:`crossfhe.tfhe`): keys are (ClientKey, ServerKey) of :func:`crossfhe.tfhe.ops.keygen`;
+    encryption takes the client key (TFHE's LWE encryption is secret-key)."""
+
+    name = "tfhe"
+    annotated_after = frozenset(name for name, _ in PASSES)
+    secret_key_encryption = True
+
+    def trace_input(self, trace: Trace, index: int, spec: TFHEInt) -> EncryptedInt:
+        if not isinstance(spec, TFHEInt):
+            raise CircuitError(f"input {index}: a TFHE circuit takes TFHEInt specs, got {spec!r}")
+        attrs = {"index": index} if spec.bits is None else {"index": index, "bits": spec.bits}
+        node = trace.node("input", (), attrs, loc=f"input {index}")
+        trace.inputs.append(node)
+        return EncryptedInt(trace, node)
+
+    def passes(self, optimize: bool = True):
+        return list(PASSES) if optimize else list(PASSES[:2])
+
+    def cost(self, graph, params, annotated: bool = True) -> dict:
+        return cost(graph, params, annotated)
+
+    def select(self, graph, precision=None, bits=None) -> Params:
+        if precision is not None:
+            raise ParameterError("precision= is a CKKS option; a TFHE circuit takes bits= (its message bits)")
+        why = None
+        for params in SELECTABLE:
+            if bits is not None and params.message_bits < bits:
+                continue
+            try:
+                analyze(ir.dead_code(graph), params)
+            except CircuitError as e:
+                why = e
+                continue
+            return params
+        raise CircuitError(f"no TFHE preset (P2 to P10) fits this circuit{f' with {bits} bits' if bits else ''}: at "
+                           f"{SELECTABLE[-1].name}, {why}")
+
+    def prepare_params(self, params) -> Params:
+        if not isinstance(params, Params):
+            raise ParameterError(f"a TFHE circuit takes tfhe.Params (e.g. crossfhe.tfhe.presets.P4), got "
+                                 f"{type(params).__name__}")
+        return params.with_kernels(params.kernels.resolve())
+
+    def requirements(self, graph, params) -> dict:
+        """Whether the circuit needs the server key (it bootstraps) and how many bootstraps it runs; :meth:`keygen`
+        makes the key pair either way (the client key's id is the server key's)."""
+        c = cost(graph, params)
+        return {"server_key": c["bootstraps"] > 0, "bootstraps": c["bootstraps"]}
+
+    def keygen(self, params, req, seed):
+        return ops.keygen(params, seed)
+
+    def check_keys(self, graph, params, public, key_id) -> None:
+        if not isinstance(public, ops.ServerKey):
+            raise TypeError(f"a TFHE circuit runs with a tfhe ServerKey (circuit.keys.public), got "
+                            f"{type(public).__name__}")
+        if public.params.digest() != params.digest():
+            raise ParameterError(f"the server key was made for {public.params.name or 'other parameters'}, the "
+                                 f"circuit for {params.name or 'other ones'} (their digests differ)")
+        if key_id is not None and public.key_id is not None and public.key_id != key_id:
+            raise KeyMismatchError(f"the inputs were encrypted under key pair {key_id}, the server key is of "
+                                   f"{public.key_id}: run with the server key of the client key that encrypted them")
+
+    def encrypt(self, params, secret, spec: TFHEInt, values):
+        if not isinstance(secret, ops.ClientKey):
+            raise TypeError(f"TFHE encrypts with the client key (circuit.keys, or its .secret), got "
+                            f"{type(secret).__name__}")
+        if secret.params.digest() != params.digest():
+            raise ParameterError(f"the client key was made for {secret.params.name or 'other parameters'}, the "
+                                 f"circuit for {params.name or 'other ones'}")
+        v = np.asarray(values)
+        if v.dtype == bool or not np.issubdtype(v.dtype, np.integer):
+            raise ParameterError(f"a TFHE input takes integers, got dtype {v.dtype}")
+        bits = spec.bits or params.message_bits
+        if v.size and (v.min() < 0 or v.max() >= 1 << bits):
+            bad = v[(v < 0) | (v >= 1 << bits)].flat[0]
+            raise ParameterError(f"{spec!r} takes values in [0, {1 << bits}), got {bad}")
+        ct = ops.encrypt(secret, v.astype(np.int64))
+        return (ct.b, ct.a), v.shape, secret.key_id
+
+    def decrypt(self, params, secret, graph, node, leaves, batch_shape):
+        b, a = leaves
+        return ops.decrypt(secret, LWECiphertext(jnp.asarray(b), jnp.asarray(a), params.moduli, secret.key_id))
+
+    def input_shapes(self, graph, params, batch):
+        limbs = len(params.moduli)
+        leaves = [(tuple(batch) + (limbs,), np.uint32), (tuple(batch) + (limbs, params.long_dim), np.uint32)]
+        return [list(leaves) for _ in graph.inputs]
+
+    def runtime(self, graph, params, public):
+        return runtime(graph, params, public)
+
+    def runtime_shapes(self, graph, params):
+        with self.scope(params):
+            return runtime_shapes(graph, params)
+
+    def interpret(self, graph, params, inputs, rt):
+        return interpret(graph, params, inputs, rt)
+
+    def scope(self, params):
+        """``jax.enable_x64`` where the bootstraps run through the FFT (its float64 key and plans), else nothing."""
+        return jax.enable_x64(True) if ops._route_of(params) != "ntt" else nullcontext()
+
+    def params_digest(self, params) -> str:
+        return params.digest()
+
+    def kernels(self, params):
+        return params.kernels.resolve()
+
+    def custom_calls(self, params) -> tuple[str, ...]:
+        from crossfhe.ring import ntt
+
+        out = (ntt.NATIVE_TARGET, ntt.PERMUTE_TARGET) if params.kernels.resolve().native else ()
+        return out + (cpu_native.targets() if ops._route_of(params) == "native" else ())
+
+    def build_id(self, params) -> str:
+        from crossfhe.ring import ntt
+
+        parts = []
+        if params.kernels.resolve().native:
+            lib = ntt.NATIVE.library()
+            parts.append(Path(lib._name).name if lib is not None else "none")
+        if ops._route_of(params) == "native":
+            parts.append(cpu_native.targets()[0])
+        return "|".join(parts)
+
+
+SCHEME = TFHEScheme()
+
+
+# --------------------------------------------------------------------------------------------------
+# A benchmark workload
+# --------------------------------------------------------------------------------------------------
+
+FEATURES = (lambda v: v % 4, lambda v: v // 4, lambda v: (v % 4 + v // 4) % 4, lambda v: (v % 4) * (v // 4) % 4)
+"""Four base-4 features of a 4-bit value v = 4 h + l: l, h, (l + h) mod 4, l h mod 4 (each in [0, 4))."""
+
+
+def sixteen_lookups(x, y):
+    """A TFHE program of 16 lookups sharing inputs (for 4-bit x, y: ``TFHEInt(4)`` at P4): the four
+    :data:`FEATURES` f_k of x and of y (8 lookups of two inputs through four tables), then for each k the pair
+    u_k = 4 f_k(x) + f_k(y) in [0, 16) (noise 4^2 + 1 = 17 bootstraps', P4's budget) through two tables, the
+    product f_k(x) f_k(y) mod 4 and the sum f_k(x) + f_k(y) (8 lookups of four inputs through two tables). Returns
+    the 8 results (product, sum) for k = 0..3; :func:`sixteen_lookups_reference` computes them in the clear.
+    Before the passes: 16 bootstraps, 16 launches, 16 key switches, 16 test vectors, depth 2; after: 2 launches, 6
+    key switches, 5 test vectors (the product table of the second level is the fourth feature's)."""
+    fx = [x.apply(f) for f in FEATURES]
+    fy = [y.apply(f) for f in FEATURES]
+    out = []
+    for a, b in zip(fx, fy):
+        u = a * 4 + b
+        out += [u.apply(lambda v: (v // 4) * (v % 4) % 4), u.apply(lambda v: v // 4 + v % 4)]
+    return tuple(out)
+
+
+def sixteen_lookups_eager(sk: ops.ServerKey, x: LWECiphertext, y: LWECiphertext) -> list[LWECiphertext]:
+    """:func:`sixteen_lookups` through :mod:`crossfhe.tfhe.ops` eagerly, as written without the compiler: one
+    ``ops.pbs`` per lookup (16 key switches, 16 launches), ``ops.mul_const`` and ``ops.add`` in between."""
+    fx = [ops.pbs(sk, x, f) for f in FEATURES]
+    fy = [ops.pbs(sk, y, f) for f in FEATURES]
+    out = []
+    for a, b in zip(fx, fy):
+        u = ops.add(ops.mul_const(a, 4), b)
+        out += [ops.pbs(sk, u, lambda v: (v // 4) * (v % 4) % 4), ops.pbs(sk, u, lambda v: v // 4 + v % 4)]
+    return out
+
+
+def sixteen_lookups_reference(x, y) -> tuple[np.ndarray, ...]:
+    """:func:`sixteen_lookups` on plain integers (NumPy arrays of values in [0, 16))."""
+    x, y = np.asarray(x), np.asarray(y)
+    out = []
+    for f in FEATURES:
+        a, b = f(x), f(y)
+        out += [a * b % 4, a + b]
+    return tuple(out)
+
+
+__all__ = ["FEATURES", "LAUNCHES", "LINEAR", "LOG2_P_FAIL", "MAX_TABLE", "PASSES", "SCHEME", "SELECTABLE",
+           "Analysis", "EncryptedInt", "TFHEScheme", "acc_dedup", "analyze", "batch", "bootstrap_depth", "cost", "cse",
+           "dead_code", "describe", "evaluate_plain", "interpret", "ks_dedup", "lookup", "noise_budget", "runtime",
+           "runtime_shapes", "sixteen_lookups", "sixteen_lookups_eager", "sixteen_lookups_reference", "table_for",
+           "table_keys", "tables"]

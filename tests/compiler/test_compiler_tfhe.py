@@ -1,0 +1,442 @@
+"""TFHE circuits: tracing, intervals and noise (errors naming the line), each pass on its own (counts before and
+after, and the same results on every input in the clear), the lowered program against plain Python (exact: TFHE
+decrypts exactly), preset selection, keys, and the benchmark's sixteen lookups.
+
+Keys: one P4 key pair per module (seconds); each encrypted test compiles one program at P4.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+import crossfhe.compiler as fhe
+from crossfhe.compiler import CircuitError, TFHEInt, ir
+from crossfhe.compiler import tfhe as ct
+from crossfhe.compiler.circuit import Circuit
+from crossfhe.errors import KeyMismatchError, ParameterError
+from crossfhe.tfhe import ops, presets
+
+P2, P4 = presets.P2, presets.P4
+FILE = "test_compiler_tfhe.py"
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CROSSFHE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def keys_p4():
+    """A P4 key pair as CircuitKeys (any P4 circuit runs with it: the server key is all a TFHE circuit needs)."""
+    ck, sk = ops.keygen(P4, b"compiler-tfhe-p4".ljust(32, b"\0"))
+    return fhe.CircuitKeys(ck, sk)
+
+
+def _sq(v):
+    return v * v % 16
+
+
+def _half(v):
+    return v // 2
+
+
+def _compile(fn, *bits, params=P4, optimize=True):
+    return fhe.compile(fn, *(TFHEInt(b) for b in bits), params=params, optimize=optimize, cache=False)
+
+
+def _line(fn, offset: int) -> str:
+    """"test_compiler_tfhe.py:N" of the line ``offset`` lines below ``fn``'s ``def``."""
+    return f"{FILE}:{fn.__code__.co_firstlineno + offset}"
+
+
+def _all_pairs(bits: int):
+    v = np.arange(1 << bits)
+    return np.repeat(v, 1 << bits), np.tile(v, 1 << bits)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The program the pass tests share (3-bit x, y at P4)
+# ---------------------------------------------------------------------------------------------------
+
+
+def program(x, y):
+    unused = (x + 1).apply(_sq)  # dead code
+    a = x.apply(_sq)
+    a2 = x.apply(lambda v: v * v + 32)  # the same table mod 16: one bootstrap after CSE
+    h, b, c = x.apply(_half), y.apply(_sq), y.apply(_half)  # x and y each through two tables (KS-dedup)
+    u = h * 4 + c  # in [0, 16), noise 4^2 + 1
+    del unused
+    return a, a2 + 1, u.apply(_sq), b - c + 3
+
+
+def program_reference(x, y):
+    a, h, b, c = x * x % 16, x // 2, y * y % 16, y // 2
+    return a, a + 1, (h * 4 + c) ** 2 % 16, b - c + 3
+
+
+def _check_plain(graph, params=P4):
+    x, y = _all_pairs(3)
+    for got, want in zip(ct.evaluate_plain(graph, params, x, y), program_reference(x, y), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def _tables_graph():
+    """The traced program with its tables for P4 (its dead lookup too)."""
+    return ct.tables(_compile(program, 3, 3).traced, P4)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tracing and the tables pass
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_operators_record_the_graph():
+    def f(x, y):
+        swap = [1, 0, 3, 2, 5, 4, 7, 6]
+        return x + y, x - y + 8, -x + 7, np.int64(9) - y, x * 2 + 0, x * 1, 1 * (x + 0), x.apply(swap)
+
+    c = _compile(f, 3, 3, optimize=False)
+    g = c.traced
+    assert g.counts() == {"input": 2, "add": 1, "sub": 1, "add_const": 3, "neg": 2, "mul_const": 1, "lookup": 1}
+    assert [n.attr("c") for n in g.nodes if n.op == "add_const"] == [8, 7, 9]
+    x, y = _all_pairs(3)
+    want = [x + y, x - y + 8, 7 - x, 9 - y, 2 * x, x, x, x ^ 1]
+    for got, w in zip(ct.evaluate_plain(c.graph, P4, x, y), want, strict=True):
+        np.testing.assert_array_equal(got, w)
+    assert [c.graph.nodes[o].attr("range") for o in c.graph.outputs] == [(0, 14), (1, 15), (0, 7), (2, 9), (0, 14),
+                                                                        (0, 7), (0, 7), (0, 7)]
+
+
+def test_tables_pass_materializes_tables_and_ranges():
+    traced = _compile(program, 3, 3).traced
+    assert all(n.attr("raw") is not None for n in traced.nodes if n.op == "lookup")
+    g = ct.tables(traced, P4)
+    looks = [n for n in g.nodes if n.op == "lookup"]
+    assert all(n.attr("raw") is None and g.const(n.attr("table")).shape == (16,) for n in looks)
+    np.testing.assert_array_equal(g.const(looks[1].attr("table")), np.arange(16) ** 2 % 16)
+    # x * x + 32 and x * x agree mod 16: the same constant (CSE then merges the lookups)
+    assert looks[1].attr("table") == looks[2].attr("table")
+    # the image of the table over the input's interval: squares of 0..7 mod 16
+    assert looks[1].attr("range") == (0, 9)
+    assert ct.cost(traced, P4) == ct.cost(g, P4)
+
+
+def test_intermediate_values_may_leave_the_message_space():
+    def f(x, y):
+        # x - y in [-7, 7] and 2 (x - y) in [-14, 14]: exact mod 2^5; the forms know the last is x - y + 7
+        return (x - y + 7).apply(_half), (x - y) * 2 - x + y + 7
+
+    c = _compile(f, 3, 3)
+    x, y = _all_pairs(3)
+    lo, hi = ct.evaluate_plain(c.graph, P4, x, y)
+    np.testing.assert_array_equal(lo, (x - y + 7) // 2)
+    np.testing.assert_array_equal(hi, x - y + 7)
+    assert c.graph.nodes[c.graph.outputs[1]].attr("range") == (0, 14)
+
+
+def test_overflow_names_the_operation_and_line():
+    def f(x, y):
+        s = x + y
+        return s.apply(_sq)
+
+    with pytest.raises(CircuitError, match=rf"`a \+ b` at {_line(f, 1)} may reach 6, beyond the 2-bit message space "
+                                           rf"\[0, 4\) of P2; the lookup at {_line(f, 2)} reads it"):
+        _compile(f, 2, 2, params=P2)
+
+    def g(x):
+        return 5 - x * 2
+
+    with pytest.raises(CircuitError, match=rf"`a \+ 5` at {_line(g, 1)} may reach -1, below .* output 0"):
+        _compile(g, 2, params=P4)
+    with pytest.raises(CircuitError, match=r"input 0 \(TFHEInt\(bits=3\)\) holds values up to 7, beyond the 2-bit"):
+        _compile(lambda x: x.apply(_sq), 3, params=P2)
+
+
+def test_noise_beyond_the_budget_names_the_line():
+    def f(x):
+        return (x * 9).apply(_half)
+
+    budget = ct.noise_budget(P4)
+    assert P4.norm2 <= budget < 81 and P4.log2_p_fail(budget) <= -64 < P4.log2_p_fail(budget + 1)
+    with pytest.raises(CircuitError, match=rf"`a \* 9` at {_line(f, 1)}: its noise is 81 times a bootstrap's"):
+        _compile(f, 1, params=P4)
+
+
+def test_table_errors():
+    with pytest.raises(CircuitError, match=r"may reach 3, but the table has 3 entries"):
+        _compile(lambda x: x.apply([0, 1, 2]), 2, params=P2)
+    digits = [3, 2, 1, 0]
+    np.testing.assert_array_equal(ct.evaluate_plain(_compile(lambda x: x.apply(lambda v: digits[v]), 2).graph, P4,
+                                                    np.arange(4))[0], [3, 2, 1, 0])
+    with pytest.raises(CircuitError, match=r"may reach 7, but the table raised IndexError: list index out of range "
+                                           r"at 4"):
+        _compile(lambda x: x.apply(lambda v: digits[v]), 3)
+
+    def f(x):
+        return x.apply(lambda v: v / 2)
+
+    with pytest.raises(CircuitError, match=rf"apply at {_line(f, 1)}: the table returned 0.0 \(float\) at 0"):
+        _compile(f, 2)
+    for bad in ("abc", np.ones((2, 2), int), [0.5, 1.0], np.zeros(1025, int), [True, False]):
+        with pytest.raises(CircuitError, match="a table is a callable on ints or a 1-D array"):
+            _compile(lambda x, t=bad: x.apply(t), 1)
+
+
+def test_operand_errors():
+    def prod(x, y):
+        return x * y
+
+    with pytest.raises(CircuitError, match=rf"\* at {_line(prod, 1)}: TFHE multiplies an encrypted value by int"):
+        _compile(prod, 2, 2)
+    for bad in (lambda x: x + 0.5, lambda x: x * 1.5, lambda x: x - True, lambda x: x + np.arange(3),
+                lambda x: np.arange(3) - x):
+        with pytest.raises(CircuitError, match="combines with encrypted TFHE values and int constants"):
+            _compile(bad, 2)
+
+
+def test_mixing_schemes_is_refused():
+    from crossfhe.compiler.ckks import EncryptedVector
+    from crossfhe.compiler.trace import Trace
+
+    def f(x):
+        other = EncryptedVector(Trace("ckks"), 0, 4, 4, False)
+        return x + other
+
+    with pytest.raises(CircuitError, match=rf"\+ at {_line(f, 2)}: a TFHE value and a CKKS value are combined"):
+        _compile(f, 2)
+
+    def g(x):
+        return EncryptedVector(Trace("ckks"), 0, 4, 4, False) - x
+
+    with pytest.raises(CircuitError, match="a CKKS value and a TFHE value"):
+        _compile(g, 2)
+    with pytest.raises(CircuitError, match="must all be of one scheme"):
+        fhe.compile(lambda x, y: x, TFHEInt(2), fhe.CKKSVector(4), cache=False)
+
+
+def test_select_takes_the_smallest_preset_that_fits():
+    def sel(fn, *bits, **kw):
+        return fhe.compile(fn, *(TFHEInt(b) for b in bits), cache=False, **kw).params.name
+
+    assert sel(lambda x, y: (x.apply(_half), y), 2, 2) == "P2"
+    assert sel(lambda x, y: (x + y).apply(_sq), 3, 3) == "P4"  # x + y reaches 14
+    assert sel(lambda x: (x * 9).apply(_half), 1) == "P6"  # fits 4 bits, but not P4's noise budget
+    assert sel(lambda x: x.apply(_half), 2, bits=5) == "P6"
+    assert sel(lambda x: x.apply(_half), 8) == "P8"
+    with pytest.raises(CircuitError, match=r"no TFHE preset \(P2 to P10\) fits this circuit: at P10, `a \* 2000`"):
+        sel(lambda x: x * 2000, 1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Passes, each on its own
+# ---------------------------------------------------------------------------------------------------
+
+
+def _counts(g):
+    return ct.cost(g, P4)
+
+
+def test_pipeline_report():
+    c = _compile(program, 3, 3)
+    keys = ("bootstraps", "pbs_calls", "key_switches", "test_vectors", "linear_ops", "depth")
+    rows = {name: tuple(cost[k] for k in keys) for name, cost in c.report}
+    assert rows == {
+        "traced": (7, 7, 7, 7, 6, 2),
+        "dead_code": (6, 6, 6, 6, 5, 2),
+        "tables": (6, 6, 6, 6, 5, 2),
+        "cse": (5, 5, 5, 5, 5, 2),
+        "ks_dedup": (5, 3, 3, 5, 5, 2),
+        "acc_dedup": (5, 3, 3, 2, 5, 2),
+        "batch": (5, 2, 3, 2, 5, 2),
+    }
+    assert c.cost == dict(c.report)["batch"]
+    _check_plain(c.graph)
+
+
+def test_dead_code_pass():
+    g = _tables_graph()
+    out = ct.dead_code(g, P4)
+    assert (_counts(g)["bootstraps"], _counts(out)["bootstraps"]) == (7, 6)
+    assert (_counts(g)["linear_ops"], _counts(out)["linear_ops"]) == (6, 5)
+    _check_plain(out)
+
+
+def test_cse_pass_merges_equal_tables_and_sums():
+    g = _tables_graph()
+    out = ct.cse(g, P4)
+    assert (_counts(g)["bootstraps"], _counts(out)["bootstraps"]) == (7, 5)  # the dead one and x * x + 32
+    _check_plain(out)
+    # operands of + in either order are one value
+    c = _compile(lambda x, y: ((x + y).apply(_half), (y + x).apply(_half)), 2, 2, optimize=False)
+    assert (_counts(c.graph)["bootstraps"], _counts(ct.cse(c.graph, P4))["bootstraps"]) == (2, 1)
+
+
+def test_ks_dedup_pass():
+    g = ct.cse(_tables_graph(), P4)
+    out = ct.ks_dedup(g, P4)
+    before, after = _counts(g), _counts(out)
+    assert (before["key_switches"], after["key_switches"]) == (5, 3)  # x and y once each, then u
+    assert (before["pbs_calls"], after["pbs_calls"]) == (5, 3)
+    assert before["bootstraps"] == after["bootstraps"] == 5
+    pbs = [n for n in out.nodes if n.op == "pbs"]
+    assert [(len(n.args), n.attr("rows")) for n in pbs] == [(1, ((0, 0), (0, 1)))] * 2
+    _check_plain(out)
+
+
+def test_acc_dedup_pass():
+    g = ct.cse(_tables_graph(), P4)
+    out = ct.acc_dedup(g, P4)
+    # _sq on x, on y and on u, _half on x and y: two test vectors for the whole program
+    assert (_counts(g)["test_vectors"], _counts(out)["test_vectors"]) == (5, 2)
+    assert {k: v for k, v in _counts(g).items() if k != "test_vectors"} == \
+        {k: v for k, v in _counts(out).items() if k != "test_vectors"}
+    _check_plain(out)
+
+
+def test_batch_pass():
+    g = ct.cse(_tables_graph(), P4)
+    out = ct.batch(g, P4)
+    assert (_counts(g)["pbs_calls"], _counts(out)["pbs_calls"]) == (5, 2)  # depth 1 (4 lookups), depth 2 (1)
+    assert (_counts(g)["key_switches"], _counts(out)["key_switches"]) == (5, 3)  # the batch's inputs: x, y
+    assert (_counts(g)["test_vectors"], _counts(out)["test_vectors"]) == (5, 3)  # per launch: {sq, half}, {sq}
+    (first,) = [n for n in out.nodes if n.op == "pbs"]
+    assert len(first.args) == 2 and len(first.attr("rows")) == 4 and len(first.attr("tables")) == 2
+    _check_plain(out)
+    # independent lookups at one depth only: chains stay apart
+    chain = _compile(lambda x: x.apply(_half).apply(_half).apply(_half), 3, optimize=False).graph
+    assert _counts(ct.batch(chain, P4))["pbs_calls"] == 3
+
+
+def test_graph_round_trips_through_json():
+    g = _compile(program, 3, 3).graph
+    back = ir.graph_from_json(ir.graph_to_json(g))
+    assert back.digest() == g.digest() and str(back) == str(g)
+
+
+def test_sixteen_lookups_counts():
+    c = fhe.compile(ct.sixteen_lookups, TFHEInt(4), TFHEInt(4), params=P4, cache=False)
+    rep = dict(c.report)
+    assert rep["traced"] == {"bootstraps": 16, "pbs_calls": 16, "key_switches": 16, "test_vectors": 16,
+                             "linear_ops": 8, "depth": 2}
+    assert rep["cse"] == rep["traced"]
+    assert (rep["ks_dedup"]["key_switches"], rep["ks_dedup"]["pbs_calls"]) == (6, 6)
+    assert rep["acc_dedup"]["test_vectors"] == 5
+    assert c.cost == {"bootstraps": 16, "pbs_calls": 2, "key_switches": 6, "test_vectors": 5, "linear_ops": 8,
+                      "depth": 2}
+    x, y = _all_pairs(4)
+    for got, want in zip(ct.evaluate_plain(c.graph, P4, x, y), ct.sixteen_lookups_reference(x, y), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Encrypted runs (exact)
+# ---------------------------------------------------------------------------------------------------
+
+
+def _run(graph, keys, *values):
+    c = Circuit(graph, P4, (TFHEInt(3), TFHEInt(3)), ct.SCHEME, cache=False, keys=keys)
+    return c.encrypt_run_decrypt(*values)
+
+
+def test_encrypt_run_decrypt_on_a_batch(keys_p4):
+    c = _compile(program, 3, 3)
+    c.keys = keys_p4
+    rng = np.random.default_rng(1)
+    x, y = rng.integers(0, 8, (2, 3)), rng.integers(0, 8, (2, 3))
+    out = c.encrypt_run_decrypt(x, y)
+    for got, want in zip(out, program_reference(x, y), strict=True):
+        assert got.shape == (2, 3)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("passes", [("tables",), ("tables", "cse", "ks_dedup")], ids=["lookups", "ks_dedup"])
+def test_unbatched_launches_run(keys_p4, passes):
+    """The other forms the lowering meets: single lookups with their own test vectors; pbs nodes of one input."""
+    g = _compile(program, 3, 3).traced
+    for name in passes:
+        g = dict(ct.PASSES)[name](g, P4)
+    x, y = np.array([0, 7, 3, 5]), np.array([7, 0, 4, 6])
+    for got, want in zip(_run(g, keys_p4, x, y), program_reference(x, y), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Keys and values
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_keys_are_checked(keys_p4):
+    c = _compile(program, 3, 3)
+    c.keys = keys_p4
+    assert c.requirements == {"server_key": True, "bootstraps": 5}
+    ins = c.encrypt(np.arange(4), np.arange(4))
+    other = fhe.CircuitKeys(*ops.keygen(P4, b"another key pair".ljust(32, b"\0")))
+    with pytest.raises(KeyMismatchError, match="the inputs were encrypted under key pair"):
+        c.run(*ins, keys=other)
+    sk = keys_p4.public
+    with pytest.raises(ParameterError, match="the server key was made for P2, the circuit for P4"):
+        c.run(*ins, keys=ops.ServerKey(sk.bsk, sk.ksk, P2, sk.key_id))
+    with pytest.raises(TypeError, match="runs with a tfhe ServerKey"):
+        c.run(*ins, keys=keys_p4.secret)
+    with pytest.raises(TypeError, match="TFHE encrypts with the client key"):
+        c.encrypt(np.arange(4), np.arange(4), keys=sk)
+    with pytest.raises(ParameterError, match=r"TFHEInt\(bits=3\) takes values in \[0, 8\), got 8"):
+        c.encrypt(np.arange(9), np.arange(9))
+    with pytest.raises(ParameterError, match="takes integers"):
+        c.encrypt(np.ones(2), np.ones(2))
+
+
+def test_runtime_shapes_match_the_runtime(keys_p4):
+    g = _compile(program, 3, 3).graph
+    with ct.SCHEME.scope(P4):
+        leaves, tree = jax.tree.flatten(ct.runtime(g, P4, keys_p4.public))
+        shapes, tree2 = jax.tree.flatten(ct.SCHEME.runtime_shapes(g, P4))
+    assert tree == tree2
+    assert [(np.shape(x), np.asarray(x).dtype) for x in leaves] == [(s.shape, s.dtype) for s in shapes]
+    assert ct.runtime(g, P4, keys_p4.public)["tables"].shape == (2, 16)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Heavier: the benchmark's program encrypted, export/load, pbs_rows against pbs through the exact NTT
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_sixteen_lookups_encrypted(keys_p4):
+    c = fhe.compile(ct.sixteen_lookups, TFHEInt(4), TFHEInt(4), params=P4, cache=False)
+    c.keys = keys_p4
+    x, y = np.arange(16), np.arange(16) * 7 % 16
+    for got, want in zip(c.encrypt_run_decrypt(x, y), ct.sixteen_lookups_reference(x, y), strict=True):
+        np.testing.assert_array_equal(got, want)
+    ex, ey = ops.encrypt(keys_p4.secret, x), ops.encrypt(keys_p4.secret, y)
+    eager = ct.sixteen_lookups_eager(keys_p4.public, ex, ey)
+    for got, want in zip(eager, ct.sixteen_lookups_reference(x, y), strict=True):
+        np.testing.assert_array_equal(ops.decrypt(keys_p4.secret, got), want)
+
+
+@pytest.mark.slow
+def test_export_and_load(keys_p4, tmp_path):
+    c = _compile(program, 3, 3)
+    c.keys = keys_p4
+    path = c.export(tmp_path / "program.cfhe", batch_shape=(4,))
+    server = fhe.load(path, P4)
+    x, y = np.array([1, 2, 3, 4]), np.array([7, 6, 5, 4])
+    outs = server.run(*c.encrypt(x, y), keys=keys_p4.public)
+    for got, want in zip(c.decrypt(*outs), program_reference(x, y), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
+def test_pbs_rows_matches_pbs_through_the_ntt(keys_p4):
+    ck, sk = keys_p4.secret, keys_p4.public
+    x = ops.encrypt(ck, np.array([3, 9, 14]), b"pbs rows".ljust(32, b"\0"))
+    tabs = np.stack([ops.lookup_table(P4, _sq), ops.lookup_table(P4, _half)]).astype(np.int32)
+    key = ops.program_key(sk, "ntt")
+    assert key["fkey"] is None
+    ob, oa = jax.jit(lambda k, b, a: ops.pbs_rows(k, b, a, ops.make_test_vectors(P4, tabs), (0, 1, 2, 2),
+                                                  (0, 0, 0, 1), params=P4))(key, x.b, x.a)
+    want = ops.pbs_many(sk, x, [_sq, _half], kernel="ntt")
+    np.testing.assert_array_equal(np.asarray(ob[:3]), np.asarray(want[0].b))
+    np.testing.assert_array_equal(np.asarray(oa[:3]), np.asarray(want[0].a))
+    np.testing.assert_array_equal(np.asarray(ob[3]), np.asarray(want[1].b[2]))
+    np.testing.assert_array_equal(np.asarray(oa[3]), np.asarray(want[1].a[2]))
