@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 from collections import OrderedDict
 
 import jax
@@ -49,7 +48,7 @@ from crossfhe.compiler.circuit import Scheme
 from crossfhe.compiler.ckks import CKKSScheme, hoist_rotations
 from crossfhe.compiler.ir import Builder, CircuitError, Graph, Node
 from crossfhe.compiler.specs import BFVVector
-from crossfhe.compiler.trace import Trace, Value, source_line
+from crossfhe.compiler.trace import SlotVector, Trace, Value, source_line
 from crossfhe.core import evaluator as ev
 from crossfhe.core import keyswitch as ks
 from crossfhe.core.keys import SIGMA, PublicKey, SecretKey
@@ -89,7 +88,7 @@ def slot_matrix(values, width: int, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 
 
-class EncryptedVector(Value):
+class EncryptedVector(SlotVector):
     """A symbolic BFV vector (:class:`~crossfhe.compiler.specs.BFVVector`) while a circuit is traced: ``length``
     integers mod t, zero-padded to ``width`` and repeated over the slots (module docstring)."""
 
@@ -102,20 +101,9 @@ class EncryptedVector(Value):
     def __repr__(self) -> str:
         return f"bfv.EncryptedVector(%{self.node}, {self.length} values, traced)"
 
-    def __len__(self) -> int:
-        return self.length
-
     def _new(self, op, args, attrs=None, *, length=None, width=None) -> EncryptedVector:
         node = self.trace.node(op, args, attrs)
         return EncryptedVector(self.trace, node, length or self.length, width or self.width)
-
-    def _shape_with(self, length: int, what: str) -> tuple[int, int]:
-        if length == self.length or length == 1:
-            return self.length, self.width
-        if self.length == 1:
-            return length, _width(length)
-        raise CircuitError(f"{what} at {source_line()}: operands of lengths {self.length} and {length} cannot be "
-                           "combined (NumPy would not broadcast them either)")
 
     def _array(self, other, what: str) -> np.ndarray:
         v = np.asarray(other)
@@ -201,56 +189,6 @@ class EncryptedVector(Value):
         return NotImplemented
 
     __rmul__ = __mul__
-
-    def __matmul__(self, other):
-        """The inner product mod t in every slot (equal lengths): ``(self * other).sum()``."""
-        if isinstance(other, Value) and not isinstance(other, EncryptedVector):
-            self._same(other, "@")
-        if not isinstance(other, (EncryptedVector, *_ARRAYS)):
-            return NotImplemented
-        length = other.length if isinstance(other, EncryptedVector) else np.shape(other)[-1]
-        if length != self.length:
-            raise CircuitError(f"@ at {source_line()}: operands of lengths {self.length} and {length}: an inner "
-                               "product needs equal lengths")
-        return (self * other).sum()
-
-    __rmatmul__ = __matmul__
-
-    def __pow__(self, k):
-        """x ** k mod t for an integer k >= 1, by repeated squaring (multiplicative depth ceil(log2 k))."""
-        if not _is_int(k) or k < 1:
-            raise CircuitError(f"** at {source_line()}: the exponent must be an integer >= 1, got {k!r}")
-        result, base = None, self
-        while k:
-            if k & 1:
-                result = base if result is None else result * base
-            k >>= 1
-            if k:
-                base = base * base
-        return result
-
-    # Slots -------------------------------------------------------------------------------------------
-
-    def rotate(self, k: int) -> EncryptedVector:
-        """Values rotated left by k over the width-periodic slots (value j of the result is value (j + k) mod width),
-        any integer k: one row rotation (Galois element 5^(k mod width)); the circuit's keys get its key."""
-        try:
-            k = operator.index(k)
-        except TypeError:
-            raise CircuitError(f"rotate at {source_line()}: the offset must be an integer, got {k!r}") from None
-        r = k % self.width
-        if r == 0:
-            return self
-        return self._new("rotate", (self.node,), {"k": r})
-
-    def sum(self) -> EncryptedVector:
-        """Every slot holds the sum mod t of the width slots: log2(width) rotations by powers of two and sums."""
-        x, step = self, 1
-        while step < self.width:
-            x = x + x.rotate(step)
-            step *= 2
-        return x
-
 
 # --------------------------------------------------------------------------------------------------
 # Passes

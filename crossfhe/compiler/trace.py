@@ -8,9 +8,12 @@ refused there (:class:`~crossfhe.compiler.ir.CircuitError`, naming the operation
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 from dataclasses import dataclass
+
+import numpy as np
 
 from crossfhe.compiler.ir import Builder, CircuitError
 
@@ -65,4 +68,85 @@ class Value:
         )
 
 
-__all__ = ["Trace", "Value", "source_line"]
+def _is_int(c) -> bool:
+    return isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_))
+
+
+def width_of(length: int) -> int:
+    """The power of two a vector of ``length`` values is padded to."""
+    return 1 << max(0, (length - 1).bit_length())
+
+
+class SlotVector(Value):
+    """What the CKKS and BFV vectors share: ``length`` values zero-padded to the power of two ``width`` and repeated
+    over the slots; NumPy broadcasting of lengths, ``@``, ``**``, ``rotate`` and ``sum``. Subclasses give ``_new``
+    (a value of their kind for a new node) and the arithmetic operators."""
+
+    length: int = 1
+    width: int = 1
+    _ARRAYS = (np.ndarray, list, tuple)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def _new(self, op, args, attrs=None, **shape):  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def _shape_with(self, length: int, what: str) -> tuple[int, int]:
+        """(length, width) of the result with an operand of ``length`` values: equal lengths, or one of them 1."""
+        if length == self.length or length == 1:
+            return self.length, self.width
+        if self.length == 1:
+            return length, width_of(length)
+        raise CircuitError(f"{what} at {source_line()}: operands of lengths {self.length} and {length} cannot be "
+                           "combined (NumPy would not broadcast them either)")
+
+    def __matmul__(self, other):
+        """The inner product in every slot (equal lengths): ``(self * other).sum()``."""
+        if isinstance(other, Value) and not isinstance(other, type(self)):
+            self._same(other, "@")
+        if not isinstance(other, (type(self), *self._ARRAYS)) and not hasattr(other, "__array__"):
+            return NotImplemented
+        length = other.length if isinstance(other, type(self)) else np.shape(other)[-1]
+        if length != self.length:
+            raise CircuitError(f"@ at {source_line()}: operands of lengths {self.length} and {length}: an inner "
+                               "product needs equal lengths")
+        return (self * other).sum()
+
+    __rmatmul__ = __matmul__
+
+    def __pow__(self, k):
+        """x ** k for an integer k >= 1, by repeated squaring (multiplicative depth ceil(log2 k))."""
+        if not _is_int(k) or k < 1:
+            raise CircuitError(f"** at {source_line()}: the exponent must be an integer >= 1, got {k!r}")
+        result, base = None, self
+        while k:
+            if k & 1:
+                result = base if result is None else result * base
+            k >>= 1
+            if k:
+                base = base * base
+        return result
+
+    def rotate(self, k: int):
+        """Values rotated left by k over the width-periodic slots (value j of the result is value (j + k) mod
+        width), any integer k: one rotation by k mod width, whose key the circuit's keys get."""
+        try:
+            k = operator.index(k)
+        except TypeError:
+            raise CircuitError(f"rotate at {source_line()}: the offset must be an integer, got {k!r}") from None
+        r = k % self.width
+        if r == 0:
+            return self
+        return self._new("rotate", (self.node,), {"k": r})
+
+    def sum(self):
+        """Every slot holds the sum of the values: log2(width) rotations by powers of two and additions."""
+        x, step = self, 1
+        while step < self.width:
+            x = x + x.rotate(step)
+            step *= 2
+        return x
+
+
+__all__ = ["SlotVector", "Trace", "Value", "source_line", "width_of"]
