@@ -9,9 +9,10 @@ either row holds value j mod width. Operations are slot-wise mod t, like NumPy o
 operand of length 1 (a scalar, or a 1-value vector) broadcasts. ``rotate(k)`` rotates the width-periodic slots left
 by k (value j of the result is value (j + k) mod width: one row rotation, X -> X^(5^k), which moves every period the
 same way); ``sum()`` puts the sum of the width slots in every slot (log2(width) rotations); ``x @ y`` is
-``(x * y).sum()``. For a length that is not a power of two, the padding slots take part as NumPy on the padded
-vector would: they hold 0 in the inputs and whatever the operations make of them (a scalar added to a vector is added
-to its padding too). Integer constants are taken mod t when the parameters are known; inputs must lie in [0, t).
+``(x * y).sum()``. For a length that is not a power of two, the values are those of NumPy on the zero-padded
+vector: a scalar is added as a plaintext zero-padded like the vector, and where a rotation or a broadcast single
+value has filled the padding, ``sum()`` and ``rotate`` first multiply by a 0/1 plaintext (:class:`~crossfhe.compiler.
+trace.SlotVector`). Integer constants are taken mod t when the parameters are known; inputs must lie in [0, t).
 
 Traced ops (what the operators record): ``input {index, length, width}``, ``add``, ``sub``, ``neg``,
 ``add_scalar {c}``, ``add_plain {const}``, ``mul`` (two ciphertexts: HPS tensor, scale and relinearization),
@@ -94,16 +95,15 @@ class EncryptedVector(SlotVector):
 
     scheme = "bfv"
 
-    def __init__(self, trace: Trace, node: int, length: int, width: int):
-        for name, v in (("trace", trace), ("node", node), ("length", length), ("width", width)):
+    def __init__(self, trace: Trace, node: int, length: int, width: int, clean: bool = True):
+        for name, v in (("trace", trace), ("node", node), ("length", length), ("width", width), ("clean", clean)):
             object.__setattr__(self, name, v)
 
     def __repr__(self) -> str:
         return f"bfv.EncryptedVector(%{self.node}, {self.length} values, traced)"
 
-    def _new(self, op, args, attrs=None, *, length=None, width=None) -> EncryptedVector:
-        node = self.trace.node(op, args, attrs)
-        return EncryptedVector(self.trace, node, length or self.length, width or self.width)
+    def _make(self, node, length, width, clean) -> EncryptedVector:
+        return EncryptedVector(self.trace, node, length, width, clean)
 
     def _array(self, other, what: str) -> np.ndarray:
         v = np.asarray(other)
@@ -140,10 +140,12 @@ class EncryptedVector(SlotVector):
         if isinstance(other, EncryptedVector):
             self._same(other, "+")
             length, width = self._shape_with(other.length, "+")
-            return self._new("add", (self.node, other.node), length=length, width=width)
+            return self._new("add", (self.node, other.node), length=length, width=width, other=other)
         if _is_int(other):
             if other == 0:
                 return self
+            if self._scalar_fills_padding():
+                return self + np.full(self.length, int(other), dtype=np.int64)
             return self._new("add_scalar", (self.node,), {"c": int(other)})
         if isinstance(other, _ARRAYS):
             key, length, width = self._plain(other, "+")
@@ -160,7 +162,7 @@ class EncryptedVector(SlotVector):
         if isinstance(other, EncryptedVector):
             self._same(other, "-")
             length, width = self._shape_with(other.length, "-")
-            return self._new("sub", (self.node, other.node), length=length, width=width)
+            return self._new("sub", (self.node, other.node), length=length, width=width, other=other)
         if _is_int(other):
             return self + (-int(other))
         if isinstance(other, _ARRAYS):
@@ -178,7 +180,7 @@ class EncryptedVector(SlotVector):
         if isinstance(other, EncryptedVector):
             self._same(other, "*")
             length, width = self._shape_with(other.length, "*")
-            return self._new("mul", (self.node, other.node), length=length, width=width)
+            return self._new("mul", (self.node, other.node), length=length, width=width, other=other)
         if _is_int(other):
             if other == 1:
                 return self

@@ -21,6 +21,7 @@ with ``compile(..., cache=False)`` or for the process with ``CROSSFHE_CIRCUIT_CA
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -187,10 +188,24 @@ def _options() -> dict:
     return {"compiler_options": xla.CPU_OPTIONS} if xla.ENABLED and jax.default_backend() == "cpu" else {}
 
 
+@functools.cache
+def _source_digest() -> str:
+    """A digest of the library's sources (Python and native): a cached program is reused only by the code that
+    lowered it."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*")):
+        if f.suffix in (".py", ".c", ".cc", ".h") and f.is_file():
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:24]
+
+
 def _versions() -> str:
     import crossfhe
 
-    return f"crossfhe {crossfhe.__version__}, jax {jax.__version__}, jaxlib {jax.lib.__version__}"
+    return (f"crossfhe {crossfhe.__version__} ({_source_digest()}), jax {jax.__version__}, "
+            f"jaxlib {jax.lib.__version__}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -298,13 +313,14 @@ class Circuit:
     cache: bool = True
     name: str = "circuit"
     keys: CircuitKeys | None = None
+    public_keys: Any = None
     _programs: dict = field(default_factory=dict, repr=False)
     _exported: dict = field(default_factory=dict, repr=False)
     timings: dict = field(default_factory=dict, repr=False)
 
     # Description --------------------------------------------------------------------------------
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """The circuit's identity: its graph and its parameters (what keys and values are checked against)."""
         return hashlib.sha256((self.graph.digest() + self.scheme.params_digest(self.params)).encode()).hexdigest()
@@ -368,6 +384,8 @@ class Circuit:
         return out
 
     def _key_material(self, keys, what: str, secret: bool = False):
+        if keys is None and self.keys is None and self.public_keys is not None and not secret:
+            keys = self.public_keys  # evaluation keys given to compile(keys=...)
         if keys is None:
             keys = self._need_keys(what)
         if isinstance(keys, CircuitKeys):
@@ -385,6 +403,10 @@ class Circuit:
                 raise TypeError(f"decrypt takes this circuit's encrypted outputs, got {x!r}")
             if x.circuit != self.digest:
                 raise ParameterError(f"decrypt: {x!r} is an output of another circuit")
+            mine = getattr(keys.secret, "key_id", None)
+            if x.key_id is not None and mine is not None and x.key_id != mine:
+                raise KeyMismatchError(f"decrypt: {x!r} was computed under key pair {x.key_id}, these keys are "
+                                       f"{mine}; decrypt with the keys it was encrypted under")
             node = self.graph.outputs[x.position]
             res.append(self.scheme.decrypt(self.params, keys.secret, self.graph, node, x.leaves, x.batch_shape))
         return res[0] if len(res) == 1 else res
@@ -412,6 +434,11 @@ class Circuit:
                 raise KeyMismatchError(f"{self.name}: inputs encrypted under different key pairs")
             key_id = x.key_id
         self.scheme.check_keys(self.graph, self.params, public, key_id)
+        for i, (x, want) in enumerate(zip(inputs, self.scheme.input_shapes(self.graph, self.params, batch),
+                                          strict=True)):
+            got = [(tuple(np.shape(a)), np.dtype(getattr(a, "dtype", np.asarray(a).dtype))) for a in x.leaves]
+            if got != [(tuple(sh), np.dtype(dt)) for sh, dt in want]:
+                raise ParameterError(f"{self.name}: input {i} holds arrays {got}, the circuit takes {want}")
         leaves, treedef = self._runtime(public)
         with self.scheme.scope(self.params):
             program = self._program(batch, devices, leaves, treedef)
@@ -522,7 +549,7 @@ class Circuit:
         path = root / "circuits" / f"{self._cache_key(batch, len(devices), leaves)}.jaxexport"
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_bytes(bytes(blob))
+        tmp.write_bytes(bytes(blob) + hashlib.sha256(bytes(blob)).digest())
         os.replace(tmp, path)
         self._exported[(batch, len(devices))] = exp
         return exp
@@ -535,8 +562,11 @@ class Circuit:
         _enable_xla_cache(root)
         from jax import export
 
+        data = path.read_bytes()
         try:
-            exp = export.deserialize(bytearray(path.read_bytes()))
+            if len(data) < 32 or hashlib.sha256(data[:-32]).digest() != data[-32:]:
+                raise SerializationError("checksum")
+            exp = export.deserialize(bytearray(data[:-32]))
         except Exception:  # noqa: BLE001 - a damaged cache entry is recompiled, never trusted
             path.unlink(missing_ok=True)
             return None
@@ -628,8 +658,6 @@ def compile(fn, *specs, params=None, precision: float | None = None, bits: int |
         raise CircuitError(f"compile: the input specs {specs} must all be of one scheme (CKKSVector, BFVVector or "
                            "TFHEInt); a circuit computes in one scheme")
     scheme = schemes()[kinds.pop()]
-    if cache and cache_dir() is not None:
-        _enable_xla_cache(cache_dir())  # before keygen, encryption and the program compile: all of them reuse it
     trace = Trace(scheme.name)
     symbols = [scheme.trace_input(trace, i, s) for i, s in enumerate(specs)]
     result = fn(*symbols)
@@ -662,6 +690,10 @@ def compile(fn, *specs, params=None, precision: float | None = None, bits: int |
             raise CircuitError(f"compile {result.name}: {e}") from None
         if isinstance(keys, CircuitKeys):
             result.keys = keys
+        else:
+            result.public_keys = keys
+    if cache and cache_dir() is not None:
+        _enable_xla_cache(cache_dir())  # before keygen, encryption and the program compile: all of them reuse it
     return result
 
 

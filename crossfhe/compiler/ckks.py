@@ -66,18 +66,16 @@ class EncryptedVector(SlotVector):
 
     scheme = "ckks"
 
-    def __init__(self, trace: Trace, node: int, length: int, width: int, is_complex: bool):
+    def __init__(self, trace: Trace, node: int, length: int, width: int, is_complex: bool, clean: bool = True):
         for name, v in (("trace", trace), ("node", node), ("length", length), ("width", width),
-                        ("complex", is_complex)):
+                        ("complex", is_complex), ("clean", clean)):
             object.__setattr__(self, name, v)
 
     def __repr__(self) -> str:
         return f"EncryptedVector(%{self.node}, {self.length} values, traced)"
 
-    def _new(self, op, args, attrs=None, *, length=None, width=None, is_complex=False) -> EncryptedVector:
-        node = self.trace.node(op, args, attrs)
-        return EncryptedVector(self.trace, node, length or self.length, width or self.width,
-                               self.complex or is_complex)
+    def _make(self, node, length, width, clean, is_complex=False) -> EncryptedVector:
+        return EncryptedVector(self.trace, node, length, width, self.complex or is_complex, clean)
 
     def _plain(self, other, what: str):
         v = np.asarray(other)
@@ -104,15 +102,16 @@ class EncryptedVector(SlotVector):
         if isinstance(other, EncryptedVector):
             self._same(other, "+")
             length, width = self._shape_with(other.length, "+")
-            return self._new("add", (self.node, other.node), length=length, width=width, is_complex=other.complex)
+            return self._new("add", (self.node, other.node), length=length, width=width, other=other,
+                             is_complex=other.complex)
         if isinstance(other, Value):
             self._same(other, "+")
         if isinstance(other, numbers.Number):
             c = _number(other, "+")
             if c == 0:
                 return self
-            if c.imag:
-                return self + np.full(self.width, c)
+            if c.imag or self._scalar_fills_padding():
+                return self + np.full(self.length, c)
             return self._new("add_scalar", (self.node,), {"c": float(c.real)})
         if isinstance(other, _ARRAYS):
             key, length, width, cx = self._plain(other, "+")
@@ -129,7 +128,8 @@ class EncryptedVector(SlotVector):
         if isinstance(other, EncryptedVector):
             self._same(other, "-")
             length, width = self._shape_with(other.length, "-")
-            return self._new("sub", (self.node, other.node), length=length, width=width, is_complex=other.complex)
+            return self._new("sub", (self.node, other.node), length=length, width=width, other=other,
+                             is_complex=other.complex)
         if isinstance(other, Value):
             self._same(other, "-")
         if isinstance(other, numbers.Number):
@@ -149,7 +149,8 @@ class EncryptedVector(SlotVector):
         if isinstance(other, EncryptedVector):
             self._same(other, "*")
             length, width = self._shape_with(other.length, "*")
-            return self._new("mul", (self.node, other.node), length=length, width=width, is_complex=other.complex)
+            return self._new("mul", (self.node, other.node), length=length, width=width, other=other,
+                             is_complex=other.complex)
         if isinstance(other, Value):
             self._same(other, "*")
         if _is_int(other):
@@ -160,7 +161,7 @@ class EncryptedVector(SlotVector):
         if isinstance(other, numbers.Number):
             c = _number(other, "*")
             if c.imag:
-                return self * np.full(self.width, c)
+                return self * np.full(self.length, c)
             return self._new("mul_scalar", (self.node,), {"c": float(c.real)})
         if isinstance(other, _ARRAYS):
             key, length, width, cx = self._plain(other, "*")
@@ -281,36 +282,33 @@ def multiplicative_depth(g: Graph) -> int:
     return max((depth[o] for o in g.outputs), default=0)
 
 
-class _NeedHint(Exception):
-    def __init__(self, node: int, scale: float):
-        self.node, self.scale = node, scale
-
-
 def place_levels(g: Graph, params: Params, *, lazy: bool = True) -> Graph:
     """Rescales, level drops and scale alignment; every node annotated with its ``level`` and ``scale``.
 
-    - A pending product is rescaled where a consumer needs the working scale (``lazy``) or right after it.
+    - A pending product is rescaled where a consumer needs the working scale (``lazy``) or right after it; a
+      rescale of three polynomials is preceded by their relinearization.
     - Operands of a sum are brought to one level by dropping primes from the higher one (exact, free). Where their
       scales differ by more than 2^-20 relatively, a plaintext or scalar factor feeding one of them (used once) is
-      re-encoded so that the scales agree exactly; otherwise the higher one is multiplied by round(s_y q / s_x)
-      and rescaled (one level), as :func:`crossfhe.ckks.ops.add` does.
+      re-encoded so that the scales agree exactly; otherwise both are rescaled if pending, and the higher one is
+      multiplied by round(s_y q / s_x) and rescaled (one level), as :func:`crossfhe.ckks.ops.add` does.
     - Every level-preserving operation runs at the lowest level its consumers need (inputs are encrypted there):
       the cheapest modulus dropping; outputs keep the level the products leave them at.
 
-    Raises CircuitError naming the operation, its line and a preset that fits when the depth runs out.
+    A fixpoint of forward passes: each pass finds every factor to re-encode and every operation that can run lower;
+    the next one applies them. Raises CircuitError naming the operation, its line and a preset that fits when the
+    depth runs out.
     """
     hints: dict[int, float] = {}
     run_at: dict[int, int] = {}
-    for _ in range(64):
-        try:
-            out, old_to_new = _levels_forward(g, params, hints, run_at, lazy)
-        except _NeedHint as h:
-            hints[h.node] = h.scale
+    for _ in range(4 * len(g.nodes) + 8):
+        out, made, new_hints = _levels_forward(g, params, hints, run_at, lazy)
+        if new_hints:
+            hints.update(new_hints)
             continue
         need = _needed_levels(out)
         changed = False
         for i, n in enumerate(g.nodes):
-            v = old_to_new[i]
+            v = made[i]
             if n.op in ("rescale", "output") or v is None or need[v] >= out.nodes[v].attr("level"):
                 continue
             if run_at.get(i, math.inf) > need[v]:
@@ -322,138 +320,139 @@ def place_levels(g: Graph, params: Params, *, lazy: bool = True) -> Graph:
 
 
 def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: bool):
+    """One forward pass of :func:`place_levels`: (the annotated graph, the node each old node made before any
+    eager rescale, the factor scales still to apply {old node: scale}; when not empty, the graph is discarded)."""
     b = Builder(g.scheme, g.consts)
-    info: list[tuple[int, float, bool]] = []  # per new node: (level, scale, pending)
+    info: list[tuple[int, float, bool, int]] = []  # per new node: (level, scale, pending, polynomials)
     where: list[int | None] = []
+    made: list[int | None] = []
+    new_hints: dict[int, float] = {}
     uses = [len(u) for u in g.users()]
-    origin: dict[int, int] = {}  # new node -> old plain-product node it is (or is the rescale of)
+    # new node -> (the old scalar/plaintext factor nodes that set its scale, the primes rescaled since): a value
+    # made only of single-use factor products, whose factors can be re-encoded to put it on another scale
+    origin: dict[int, tuple[frozenset, float]] = {}
     top = params.levels
 
-    def emit(op, args, attrs, loc, level, scale, pending) -> int:
+    def emit(op, args, attrs, loc, level, scale, pending, polys=2) -> int:
         attrs = dict(attrs)
         attrs.update(level=level, scale=scale)
         v = b.add(op, args, attrs, loc)
         while len(info) < len(b.nodes):
-            info.append((level, scale, pending))
+            info.append((level, scale, pending, polys))
         return v
 
     def rescale(v: int, loc: str) -> int:
-        level, scale, _ = info[v]
+        level, scale, _, polys = info[v]
         if level == 0:
             raise _depth_error(g, params, loc)
+        src = origin.get(v)
+        if polys == 3:
+            v = emit("relin", (v,), {}, loc, level, scale, True)
         q = math.prod(params.rescale_primes(level))
         r = emit("rescale", (v,), {}, loc, level - 1, scale / q, False)
-        if v in origin:
-            origin[r] = origin[v]
+        if src is not None:
+            origin[r] = (src[0], src[1] * q)
         return r
 
     def settled(v: int, loc: str) -> int:
         return rescale(v, loc) if info[v][2] else v
 
     def drop(v: int, level: int, loc: str) -> int:
-        lv, scale, pending = info[v]
+        lv, scale, pending, polys = info[v]
         if level >= lv:
             return v
-        d = emit("drop", (v,), {"to": level}, loc, level, scale, pending)
+        d = emit("drop", (v,), {"to": level}, loc, level, scale, pending, polys)
         if v in origin:
             origin[d] = origin[v]
         return d
 
-    def fresh_level(i: int, level: int) -> int:
+    def at(i: int, level: int) -> int:
         return min(level, run_at.get(i, level))
+
+    def follow(i: int, v: int, *sources) -> None:
+        """Old node i made v from ``sources`` (new nodes): v keeps their factors if i is used once and all have."""
+        got = [origin.get(x) for x in sources]
+        if uses[i] == 1 and got and all(o is not None and o[1] == got[0][1] for o in got):
+            origin[v] = (frozenset().union(*(o[0] for o in got)), got[0][1])
 
     for i, n in enumerate(g.nodes):
         args = [where[a] for a in n.args]
         loc = n.loc
+        v = None
         if n.op == "input":
-            lvl = fresh_level(i, top)
-            where.append(emit("input", (), dict(n.attrs), loc, lvl, params.scale, False))
-            continue
-        if n.op in ("add", "sub"):
+            v = emit("input", (), dict(n.attrs), loc, at(i, top), params.scale, False)
+        elif n.op in ("add", "sub"):
             x, y = args
             if info[x][2] != info[y][2]:
                 x, y = settled(x, loc), settled(y, loc)
-            if not _close(info[x][1], info[y][1]):
+            aligned = _close(info[x][1], info[y][1])
+            if not aligned:
                 for mine, other in ((y, x), (x, y)):
-                    o = origin.get(mine)
-                    if o is not None and uses[o] == 1:
-                        # the factor node's own output scale that makes `mine` land on other's scale
-                        factor_scale = info[other][1]
-                        if b.nodes[mine].op in ("rescale",) or (b.nodes[mine].op == "drop"
-                                                               and _through_rescale(b, mine)):
-                            factor_scale *= _rescaled_by(b, mine, params)
-                        if not math.isclose(hints.get(o, 0.0), factor_scale, rel_tol=1e-12):
-                            raise _NeedHint(o, factor_scale)
-                x, y = _align(x, y, info, emit, rescale, drop, params, loc, g)
-            lvl = fresh_level(i, min(info[x][0], info[y][0]))
+                    if mine in origin:
+                        factors, mult = origin[mine]
+                        for o in factors:
+                            if not math.isclose(hints.get(o, 0.0), info[other][1] * mult, rel_tol=1e-12):
+                                new_hints[o] = info[other][1] * mult
+                        aligned = True  # this pass is discarded when a hint is new; the next one has it
+                        break
+            if not aligned:
+                x, y = settled(x, loc), settled(y, loc)
+                if not _close(info[x][1], info[y][1]):
+                    x, y = _align(x, y, info, emit, rescale, drop, params, loc, g)
+            lvl = at(i, min(info[x][0], info[y][0]))
             x, y = drop(x, lvl, loc), drop(y, lvl, loc)
-            level, scale, pending = info[x]
-            where.append(emit(n.op, (x, y), {}, loc, level, scale, pending))
-            continue
-        if n.op == "neg" or n.op == "relin":
-            x = drop(args[0], fresh_level(i, info[args[0]][0]), loc)
-            level, scale, pending = info[x]
-            v = emit(n.op, (x,), {}, loc, level, scale, pending)
-            where.append(rescale(v, loc) if n.op == "relin" and pending and not lazy else v)
-            continue
-        if n.op in ("add_scalar", "add_plain", "mul_int"):
-            x = drop(args[0], fresh_level(i, info[args[0]][0]), loc)
-            level, scale, pending = info[x]
-            where.append(emit(n.op, (x,), dict(n.attrs), loc, level, scale, pending))
+            level, scale, pending, _ = info[x]
+            v = emit(n.op, (x, y), {}, loc, level, scale, pending, max(info[x][3], info[y][3]))
+            follow(i, v, x, y)
+        elif n.op == "relin" and info[args[0]][3] == 2:  # already relinearized here (before a rescale it needed)
+            v = args[0]
+        elif n.op in ("neg", "relin"):
+            x = drop(args[0], at(i, info[args[0]][0]), loc)
+            level, scale, pending, polys = info[x]
+            v = emit(n.op, (x,), {}, loc, level, scale, pending, 2 if n.op == "relin" else polys)
+            follow(i, v, x)
+        elif n.op in ("add_scalar", "add_plain", "mul_int"):
+            x = drop(args[0], at(i, info[args[0]][0]), loc)
+            level, scale, pending, polys = info[x]
+            v = emit(n.op, (x,), dict(n.attrs), loc, level, scale, pending, polys)
+            if n.op != "mul_int":
+                follow(i, v, x)
             if n.op == "add_scalar":
                 _check_constant(params, abs(n.attr("c")), scale, level, n)
-            continue
-        if n.op in ("mul_scalar", "mul_plain"):
+        elif n.op in ("mul_scalar", "mul_plain"):
             x = settled(args[0], loc)
-            x = drop(x, fresh_level(i, info[x][0]), loc)
-            level, scale, _ = info[x]
+            x = drop(x, at(i, info[x][0]), loc)
+            level, scale, _, _ = info[x]
             if level == 0:
                 raise _depth_error(g, params, loc)
-            q = math.prod(params.rescale_primes(level))
-            factor = hints[i] / scale if i in hints else q
-            attrs = dict(n.attrs, factor=factor)
-            v = emit(n.op, (x,), attrs, loc, level, scale * factor, True)
+            factor = hints[i] / scale if i in hints else math.prod(params.rescale_primes(level))
+            v = emit(n.op, (x,), dict(n.attrs, factor=factor), loc, level, scale * factor, True)
             _check_product(params, scale * factor, level, n)
-            origin[v] = i
-            if not lazy:
-                v = rescale(v, loc)
-            where.append(v)
-            continue
-        if n.op == "tensor":
+            if uses[i] == 1:
+                origin[v] = (frozenset({i}), 1.0)
+        elif n.op == "tensor":
             x, y = (settled(a, loc) for a in args)
-            lvl = fresh_level(i, min(info[x][0], info[y][0]))
-            x, y = drop(x, lvl, loc), drop(y, lvl, loc)
+            lvl = at(i, min(info[x][0], info[y][0]))
             if lvl == 0:  # its rescale, needed before any use, would go below level 0
                 raise _depth_error(g, params, loc)
+            x, y = drop(x, lvl, loc), drop(y, lvl, loc)
             scale = info[x][1] * info[y][1]
             _check_product(params, scale, lvl, n)
-            where.append(emit("tensor", (x, y), {}, loc, lvl, scale, True))
-            continue
-        if n.op in ("rotate", "rotate_many", "output"):
+            v = emit("tensor", (x, y), {}, loc, lvl, scale, True, 3)
+        elif n.op in ("rotate", "rotate_many", "output"):
             x = settled(args[0], loc)
-            x = drop(x, fresh_level(i, info[x][0]), loc)
-            level, scale, _ = info[x]
-            where.append(emit(n.op, (x,), dict(n.attrs), loc, level, scale, False))
-            continue
-        if n.op == "pick":
-            level, scale, _ = info[args[0]]
-            where.append(emit("pick", tuple(args), dict(n.attrs), loc, level, scale, False))
-            continue
-        raise CircuitError(f"internal: the level pass does not know the op {n.op!r}")
-    return b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs]), where
-
-
-def _through_rescale(b: Builder, v: int) -> bool:
-    while b.nodes[v].op == "drop":
-        v = b.nodes[v].args[0]
-    return b.nodes[v].op == "rescale"
-
-
-def _rescaled_by(b: Builder, v: int, params: Params) -> float:
-    while b.nodes[v].op == "drop":
-        v = b.nodes[v].args[0]
-    level = b.nodes[b.nodes[v].args[0]].attr("level")
-    return float(math.prod(params.rescale_primes(level)))
+            x = drop(x, at(i, info[x][0]), loc)
+            level, scale, _, _ = info[x]
+            v = emit(n.op, (x,), dict(n.attrs), loc, level, scale, False)
+        elif n.op == "pick":
+            level, scale, _, _ = info[args[0]]
+            v = emit("pick", tuple(args), dict(n.attrs), loc, level, scale, False)
+        else:
+            raise CircuitError(f"internal: the level pass does not know the op {n.op!r}")
+        made.append(v)
+        eager = not lazy and (n.op in ("mul_scalar", "mul_plain") or (n.op == "relin" and info[v][2]))
+        where.append(rescale(v, loc) if eager else v)
+    return b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs]), made, new_hints
 
 
 def _close(a: float, b: float) -> bool:
@@ -471,10 +470,13 @@ def _align(x, y, info, emit, rescale, drop, params, loc, g):
     a = drop(a, target + 1, loc)
     q = math.prod(params.rescale_primes(target + 1))
     k = round(info[c][1] * q / info[a][1])
-    level, scale, pending = info[a]
-    a = emit("mul_int", (a,), {"c": k}, loc, level, scale * k, pending)
+    level, scale, pending, _ = info[a]
+    a = emit("mul_int", (a,), {"c": k}, loc, level, scale * k, pending, info[a][3])
     a = rescale(a, loc)
     c = drop(c, target, loc)
+    if not _close(info[a][1], info[c][1]):  # k too small to carry the ratio: the alignment would lose precision
+        raise CircuitError(f"add at {loc}: the operands' scales 2^{math.log2(info[a][1]):.4f} and "
+                           f"2^{math.log2(info[c][1]):.4f} cannot be aligned exactly; rescale one side differently")
     return (c, a) if swap else (a, c)
 
 
@@ -494,7 +496,7 @@ def _check_constant(params: Params, c: float, scale: float, level: int, n: Node)
 
 def _depth_error(g: Graph, params: Params, loc: str) -> CircuitError:
     depth = multiplicative_depth(g)
-    fits = [name for name, p in presets.SECURE.items() if p.levels >= depth]
+    fits = [name for name, p in presets.SECURE.items() if p.levels >= max(depth, params.levels + 1)]
     hint = f"; the smallest secure preset with that depth is {fits[0]}" if fits else \
         "; no secure preset has that depth (CKKS bootstrapping is not available yet): split the circuit"
     return CircuitError(f"depth exhausted at {loc}: this operation needs a level below 0; the parameters have "
@@ -722,7 +724,7 @@ class CKKSScheme(Scheme):
         node = trace.node("input", (), {"index": index, "length": spec.length, "width": spec.width,
                                         "complex": spec.complex}, loc=f"input {index}")
         trace.inputs.append(node)
-        return EncryptedVector(trace, node, spec.length, spec.width, spec.complex)
+        return EncryptedVector(trace, node, spec.length, spec.width, spec.complex, True)
 
     def output_node(self, trace: Trace, value, position: int = 0) -> int:
         return trace.node("output", (value.node,), {"length": value.length, "width": value.width,

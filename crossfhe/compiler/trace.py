@@ -84,13 +84,52 @@ class SlotVector(Value):
 
     length: int = 1
     width: int = 1
+    clean: bool = True
+    """Whether the padding slots (``length`` to ``width``) hold zeros, as NumPy's padded vector would: a scalar
+    added, a rotation or a broadcast single value fills them; :meth:`sum` and :meth:`rotate` clear them first."""
     _ARRAYS = (np.ndarray, list, tuple)
 
     def __len__(self) -> int:
         return self.length
 
-    def _new(self, op, args, attrs=None, **shape):  # pragma: no cover - every subclass defines it
+    def _make(self, node: int, length: int, width: int, clean: bool, **extra):  # pragma: no cover - subclasses
         raise NotImplementedError
+
+    def _new(self, op, args, attrs=None, *, length=None, width=None, other=None, **extra):
+        """The value of a new node ``op`` (``other``: the second vector operand), with its padding state."""
+        length, width = length or self.length, width or self.width
+        node = self.trace.node(op, args, attrs)
+        return self._make(node, length, width, self._result_clean(op, other, length, width), **extra)
+
+    def _clean_as(self, length: int, width: int) -> bool:
+        """Whether this operand leaves zeros in the padding of a result of ``length`` values in ``width`` slots."""
+        if length == width:
+            return True
+        return self.clean if self.length == length else False  # a broadcast single value fills every slot
+
+    def _result_clean(self, op: str, other, length: int, width: int) -> bool:
+        if length == width:
+            return True
+        if op in ("add", "sub"):
+            return self._clean_as(length, width) and other._clean_as(length, width)
+        if op == "mul":
+            return self._clean_as(length, width) or other._clean_as(length, width)
+        if op == "mul_plain":  # the constant is zero-padded
+            return True
+        if op == "rotate":  # values wrap into the padding
+            return False
+        return self._clean_as(length, width)
+
+    def _masked(self):
+        """This value with its padding slots zeroed (a product with a 0/1 plaintext; for CKKS it costs a level)."""
+        if self.clean or self.length == self.width:
+            return self
+        return self * np.ones(self.length, dtype=np.int64)
+
+    def _scalar_fills_padding(self) -> bool:
+        """Whether adding a scalar to every slot would put it into zero padding (then it is added as a plaintext
+        zero-padded like the vector)."""
+        return self.length < self.width and self.clean
 
     def _shape_with(self, length: int, what: str) -> tuple[int, int]:
         """(length, width) of the result with an operand of ``length`` values: equal lengths, or one of them 1."""
@@ -138,13 +177,15 @@ class SlotVector(Value):
         r = k % self.width
         if r == 0:
             return self
-        return self._new("rotate", (self.node,), {"k": r})
+        x = self._masked()
+        return x._new("rotate", (x.node,), {"k": r})
 
     def sum(self):
-        """Every slot holds the sum of the values: log2(width) rotations by powers of two and additions."""
-        x, step = self, 1
+        """Every value holds the sum of the values: log2(width) rotations by powers of two and additions, on the
+        padding cleared first (it then holds the sum too)."""
+        x, step = self._masked(), 1
         while step < self.width:
-            x = x + x.rotate(step)
+            x = x + x._new("rotate", (x.node,), {"k": step})
             step *= 2
         return x
 

@@ -406,3 +406,15 @@ def test_export_and_load_roundtrip(circuit, values, tmp_path):
     outs = loaded.run(*loaded.encrypt(*values))
     for g, w in zip(loaded.decrypt(*outs), reference(*values)):
         np.testing.assert_array_equal(g, w)
+
+
+def test_padding_stays_out_of_sums_and_rotations():
+    """Regression: a scalar added to a 3-vector must not reach its padding slot (sum over 4 slots)."""
+    import crossfhe.compiler as fhe
+    from crossfhe.bfv import presets as bp
+
+    c = fhe.compile(lambda x: ((x + 5).sum(), x.rotate(1).sum()), fhe.BFVVector(3), params=bp.N8192, cache=False)
+    c.keygen(seed=bytes(32))
+    a = np.array([1, 2, 3])
+    s, r = c.encrypt_run_decrypt(a)
+    assert (s == (a + 5).sum()).all() and (r == a[1:].sum()).all()

@@ -320,3 +320,84 @@ def test_cost_counts_ntt_limbs():
     limbs = len(p.moduli_at(p.levels))
     up, down = cc._keyswitch_ntts(p, limbs)
     assert c.cost["ntt_limbs"] == up + down + 2 * limbs  # one relinearization and one rescale
+
+
+# ---------------------------------------------------------------------------------------------------
+# Regressions found in review
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_padding_stays_out_of_sums_and_rotations():
+    """Lengths that are not powers of two: values are NumPy's on the zero-padded vector (a scalar is not added to
+    the padding; a rotation's or a broadcast's fill is cleared before sum and rotate)."""
+    a, one = np.array([0.1, 0.7, -0.3]), np.array([0.5])
+    cases = [
+        (lambda x: ((x - 0.5) ** 2).sum(), np.full(3, ((a - 0.5) ** 2).sum())),
+        (lambda x: (x + 1.0).sum(), np.full(3, (a + 1).sum())),
+        (lambda x: x.rotate(1).sum(), np.full(3, a[1:].sum())),
+        # [.1 .7 -.3 | 0] -> [-.3 0 .1 | .7]; the .7 in the padding is cleared before the next rotation
+        (lambda x: x.rotate(2).rotate(2), np.array([0.1, 0.0, -0.3])),
+        (lambda x: x * 1j + 0.5j, a * 1j + 0.5j),
+    ]
+    for f, want in cases:
+        c = fhe.compile(f, fhe.CKKSVector(3, complex=True), params=presets.N13_L3, cache=False)
+        c.keygen(seed=bytes(32))
+        assert np.abs(c.encrypt_run_decrypt(a) - want).max() < TOL13, f
+    c = _trace(lambda x, y: (x + y).sum(), 1, 3)
+    c.keygen(seed=bytes(32))
+    assert np.abs(c.encrypt_run_decrypt(one, a) - (one + a).sum()).max() < TOL13
+
+
+def test_alignment_of_products_and_relinearized_sums():
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(-1, 1, 8), rng.uniform(-1, 1, 8)
+
+    def shared(x, y):
+        p = x * x
+        s = p + p * x
+        return s + p, s
+
+    p, s = a * a, a * a + a * a * a
+    for f, want in [(lambda x, y: x * y + x ** 3, [a * b + a ** 3]), (shared, [s + p, s]),
+                    (lambda x, y: x * 0.5 + y ** 4, [a * 0.5 + b ** 4])]:
+        for optimize in (True, False):
+            c = _trace(f, 8, 8, optimize=optimize)
+            c.keygen(seed=bytes(32))
+            got = c.encrypt_run_decrypt(a, b)
+            got = got if isinstance(got, list) else [got]
+            assert max(np.abs(g - w).max() for g, w in zip(got, want)) < 2.0**-11  # N13_L3: 2^-12.3 per product
+
+
+def test_many_scalar_terms_converge():
+    def f(x):
+        acc = x * x
+        for i in range(40):
+            acc = acc + (0.001 * (i + 1)) * x
+        return acc
+
+    c = _trace(f, 8, params=presets.N12_L1)
+    assert c.cost["depth"] == 1 and c.cost["rescales"] == 1
+
+
+def test_decrypt_checks_the_key_pair_and_run_checks_shapes():
+    c = _trace(lambda x: x * x, 8, params=presets.N12_L1)
+    c.keygen(seed=bytes(32))
+    ins = c.encrypt(np.linspace(-1, 1, 8))
+    out = c.run(*ins)
+    first = c.keys
+    c.keygen(seed=bytes(range(32)))
+    with pytest.raises(KeyMismatchError):
+        c.decrypt(*out)
+    assert np.abs(c.decrypt(*out, keys=first) - np.linspace(-1, 1, 8) ** 2).max() < TOL13
+    bad = fhe.Encrypted(tuple(x[..., :-1] for x in ins[0].leaves), (), ins[0].key_id, c.digest, 0, False)
+    with pytest.raises(ParameterError, match="holds arrays"):
+        c.run(bad, keys=first)
+
+
+def test_evaluation_keys_given_to_compile_are_used():
+    owner = _trace(lambda x: x.rotate(1) * 2.0, 8)
+    keys = owner.keygen(seed=bytes(32))
+    server = fhe.compile(lambda x: x.rotate(1) * 2.0, fhe.CKKSVector(8), params=presets.N13_L3, keys=keys.public,
+                         cache=False)
+    out = server.run(*owner.encrypt(np.linspace(-1, 1, 8)))
+    assert np.abs(owner.decrypt(*out) - 2 * np.roll(np.linspace(-1, 1, 8), -1)).max() < TOL13
