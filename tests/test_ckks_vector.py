@@ -135,3 +135,21 @@ def test_kernel_set_chosen_once_at_creation():
         assert np.max(np.abs(got - x * x)) < 1e-3
     with pytest.raises(ValueError, match="unknown kernel set"):
         CKKSContext.create(P, seed=bytes(32), kernels="tensor")
+
+
+def test_padding_stays_zero_for_sums_and_rotations():
+    """A length that is not a power of two: sums and rotations see NumPy's zero-padded vector (a scalar is not added
+    to the padding; a rotation's or broadcast's fill is cleared first), and the state survives serialization."""
+    import crossfhe
+    from crossfhe.ckks import presets
+
+    ctx = crossfhe.CKKSContext.create(presets.N13_L3, seed=bytes(32))
+    a, one = np.array([0.1, 0.7, -0.3]), np.array([0.5])
+    x, o = ctx.encrypt(a), ctx.encrypt(one)
+    tol = 2.0**-9  # N13_L3 keeps 2^-12.3 per slot; a sum of four values loses two bits, one mask a few more
+    assert np.abs(ctx.decrypt(((x - 0.5) * (x - 0.5)).sum()) - ((a - 0.5) ** 2).sum()).max() < tol
+    assert np.abs(ctx.decrypt((x + 1.0).sum()) - (a + 1).sum()).max() < tol
+    assert np.abs(ctx.decrypt(x.rotate(1).sum()) - a[1:].sum()).max() < tol
+    assert np.abs(ctx.decrypt((o + x).sum()) - (one + a).sum()).max() < tol
+    assert crossfhe.EncryptedVector.load(ctx, (x + 1.0).serialize()).clean
+    assert not crossfhe.EncryptedVector.load(ctx, x.rotate(1).serialize()).clean

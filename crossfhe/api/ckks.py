@@ -88,6 +88,27 @@ def _values(values, what: str) -> np.ndarray:
     return v
 
 
+def padding_clean(op: str, length: int, width: int, a: tuple[int, bool], b: tuple[int, bool] | None = None) -> bool:
+    """Whether the padding slots (``length`` to ``width``) of the result of ``op`` hold zeros, from its operands'
+    (length, clean): the NumPy view of a zero-padded vector holds only where they do. A broadcast single value and a
+    rotation fill the padding; a product with a zero-padded plaintext or a clean operand clears it."""
+    if length == width:
+        return True
+
+    def as_result(x):
+        return x[1] if x[0] == length else False  # a single value broadcast over every slot
+
+    if op in ("add", "sub"):
+        return as_result(a) and as_result(b)
+    if op == "mul":
+        return as_result(a) or as_result(b)
+    if op == "mul_plain":
+        return True
+    if op in ("rotate", "sum"):
+        return False
+    return as_result(a)
+
+
 @dataclass(frozen=True, repr=False)
 class CKKSPublicContext:
     """Parameters and evaluation keys (public key, relinearization and Galois keys): what encrypted vectors
@@ -235,6 +256,9 @@ class EncryptedVector:
     complex: bool = False
     length: int = 1
     width: int = 1
+    clean: bool = True
+    """Whether the padding slots hold zeros (:func:`padding_clean`); :meth:`sum` and :meth:`rotate` clear them first
+    where they do not (a product with a 0/1 plaintext: one level)."""
 
     @property
     def level(self) -> int:
@@ -257,7 +281,7 @@ class EncryptedVector:
     def serialize(self) -> bytes:
         """The vector's blob (kind ``ckks.vector``: the ciphertext, its key id, length, width, complex);
         no key material. Read it back with :meth:`load` and the public context."""
-        return io.dumps_vector(self.ct, length=self.length, width=self.width, complex=self.complex)
+        return io.dumps_vector(self.ct, length=self.length, width=self.width, complex=self.complex, clean=self.clean)
 
     @classmethod
     def load(cls, ctx, blob) -> EncryptedVector:
@@ -268,12 +292,21 @@ class EncryptedVector:
             raise TypeError(f"load takes a CKKSContext or CKKSPublicContext, got {type(ctx).__name__}")
         ct, shape = io.loads_vector(blob, params=public.params)
         _same_keys("EncryptedVector.load", public.key_id, ct.key_id)
-        return cls(ct, public, shape["complex"], shape["length"], shape["width"])
+        return cls(ct, public, shape["complex"], shape["length"], shape["width"], shape["clean"])
 
     # Operands --------------------------------------------------------------------------------------
 
-    def _wrap(self, ct: Ciphertext, length: int, width: int, is_complex: bool) -> EncryptedVector:
-        return EncryptedVector(ct, self.ctx, self.complex or is_complex, length, width)
+    def _wrap(self, ct: Ciphertext, length: int, width: int, is_complex: bool, op: str = "same",
+              other: EncryptedVector | None = None) -> EncryptedVector:
+        b = None if other is None else (other.length, other.clean)
+        clean = padding_clean(op, length, width, (self.length, self.clean), b)
+        return EncryptedVector(ct, self.ctx, self.complex or is_complex, length, width, clean)
+
+    def _masked(self) -> EncryptedVector:
+        """This vector with zeros in its padding slots (unchanged if they hold zeros already)."""
+        if self.clean or self.length == self.width:
+            return self
+        return self * np.ones(self.length)
 
     def _shape_with(self, length: int, what: str) -> tuple[int, int]:
         """(length, width) of the result of combining with an operand of ``length`` values, NumPy-style:
@@ -305,8 +338,10 @@ class EncryptedVector:
         other = _operand(other)
         if isinstance(other, EncryptedVector):
             length, width = self._vector(other, "add")
-            return self._wrap(ops.add(self.ct, other.ct), length, width, other.complex)
+            return self._wrap(ops.add(self.ct, other.ct), length, width, other.complex, "add", other)
         if isinstance(other, numbers.Number):
+            if self.clean and self.length < self.width:  # as NumPy's padded vector: the padding stays zero
+                return self + np.full(self.length, other)
             return self._wrap(ops.add_scalar(self.ct, other), self.length, self.width, _is_complex(other))
         if isinstance(other, _ARRAYS):
             values, length, width, is_complex = self._plain(other, "add")
@@ -323,7 +358,7 @@ class EncryptedVector:
         other = _operand(other)
         if isinstance(other, EncryptedVector):
             length, width = self._vector(other, "sub")
-            return self._wrap(ops.sub(self.ct, other.ct), length, width, other.complex)
+            return self._wrap(ops.sub(self.ct, other.ct), length, width, other.complex, "sub", other)
         if isinstance(other, numbers.Number):
             return self + (-other)
         if isinstance(other, _ARRAYS):
@@ -341,7 +376,7 @@ class EncryptedVector:
         if isinstance(other, EncryptedVector):
             length, width = self._vector(other, "mul")
             ct = ops.rescale(ops.mul(self.ct, other.ct, self.ctx.keys))
-            return self._wrap(ct, length, width, other.complex)
+            return self._wrap(ct, length, width, other.complex, "mul", other)
         if isinstance(other, (int, np.integer)) and not isinstance(other, (bool, np.bool_)):
             return self._wrap(ops.mul_scalar(self.ct, int(other)), self.length, self.width, False)
         if isinstance(other, numbers.Number):
@@ -350,7 +385,7 @@ class EncryptedVector:
         if isinstance(other, _ARRAYS):
             values, length, width, is_complex = self._plain(other, "mul")
             pt = ops.encode(self.ctx.params, values, level=self.level)
-            return self._wrap(ops.rescale(ops.mul_plain(self.ct, pt)), length, width, is_complex)
+            return self._wrap(ops.rescale(ops.mul_plain(self.ct, pt)), length, width, is_complex, "mul_plain")
         return NotImplemented
 
     __rmul__ = __mul__
@@ -382,9 +417,10 @@ class EncryptedVector:
         if r == 0:
             return self
         keys, params = self.ctx.keys, self.ctx.params
+        x = self._masked()  # values the padding holds would wrap into view
         for offset in (k, r, r - self.width):
             if ops.galois_element(params, offset) in keys.galois:
-                return self._wrap(ops.rotate(self.ct, offset, keys), self.length, self.width, False)
+                return x._wrap(ops.rotate(x.ct, offset, keys), self.length, self.width, False, "rotate")
         steps = [1 << i for i in range(r.bit_length()) if r >> i & 1]
         missing = [s for s in steps if ops.galois_element(params, s) not in keys.galois]
         if missing:
@@ -392,18 +428,20 @@ class EncryptedVector:
                 f"rotate({k}): the context holds no Galois key for {k} (or {r} or {r - self.width}) nor the "
                 f"power-of-two keys {missing} to compose it; create the context with rotations=[{k}]"
             )
-        ct = self.ct
+        ct = x.ct
         for s in steps:
             ct = ops.rotate(ct, s, keys)
-        return self._wrap(ct, self.length, self.width, False)
+        return x._wrap(ct, self.length, self.width, False, "rotate")
 
     def conjugate(self) -> EncryptedVector:
         """Complex conjugate of every value (needs the context's conjugation key)."""
         return self._wrap(ops.conjugate(self.ct, self.ctx.keys), self.length, self.width, False)
 
     def sum(self) -> EncryptedVector:
-        """Every slot holds the sum of the vector's values (log2(width) rotations by powers of two)."""
-        return self._wrap(ops.sum_slots(self.ct, self.ctx.keys, width=self.width), self.length, self.width, False)
+        """Every slot holds the sum of the vector's values (log2(width) rotations by powers of two; where the padding
+        holds something, it is cleared first, one level)."""
+        x = self._masked()
+        return x._wrap(ops.sum_slots(x.ct, self.ctx.keys, width=self.width), self.length, self.width, False, "sum")
 
 
 # crossfhe.io.dumps / loads take these objects (io cannot import the api: the api registers them).

@@ -101,24 +101,11 @@ class SlotVector(Value):
         node = self.trace.node(op, args, attrs)
         return self._make(node, length, width, self._result_clean(op, other, length, width), **extra)
 
-    def _clean_as(self, length: int, width: int) -> bool:
-        """Whether this operand leaves zeros in the padding of a result of ``length`` values in ``width`` slots."""
-        if length == width:
-            return True
-        return self.clean if self.length == length else False  # a broadcast single value fills every slot
-
     def _result_clean(self, op: str, other, length: int, width: int) -> bool:
-        if length == width:
-            return True
-        if op in ("add", "sub"):
-            return self._clean_as(length, width) and other._clean_as(length, width)
-        if op == "mul":
-            return self._clean_as(length, width) or other._clean_as(length, width)
-        if op == "mul_plain":  # the constant is zero-padded
-            return True
-        if op == "rotate":  # values wrap into the padding
-            return False
-        return self._clean_as(length, width)
+        from crossfhe.api.ckks import padding_clean
+
+        return padding_clean(op, length, width, (self.length, self.clean),
+                             None if other is None else (other.length, other.clean))
 
     def _masked(self):
         """This value with its padding slots zeroed (a product with a 0/1 plaintext; for CKKS it costs a level)."""
@@ -187,7 +174,7 @@ class SlotVector(Value):
         while step < self.width:
             x = x + x._new("rotate", (x.node,), {"k": step})
             step *= 2
-        return x
+        return x._make(x.node, x.length, x.width, x.length == x.width)  # the padding holds the sum too
 
 
 __all__ = ["SlotVector", "Trace", "Value", "source_line", "width_of"]

@@ -182,15 +182,16 @@ def _vector_shape(length, width, is_complex, params: Params, what) -> dict:
     return {"length": length, "width": width, "complex": is_complex}
 
 
-def dumps_vector(ct: Ciphertext, *, length: int, width: int, complex: bool) -> bytes:
+def dumps_vector(ct: Ciphertext, *, length: int, width: int, complex: bool, clean: bool = False) -> bytes:
     """The blob (kind ``ckks.vector``) of an encrypted vector: the ciphertext as :func:`dumps` stores it and
-    ``length``, ``width``, ``complex`` (:data:`VECTOR_SHAPE`) in its meta. No key material is stored; a
+    ``length``, ``width``, ``complex`` (:data:`VECTOR_SHAPE`) and ``clean`` (its padding slots hold zeros) in its
+    meta. No key material is stored; a
     reader pairs it with the public context whose key id it carries (``crossfhe.api``)."""
     if not isinstance(ct, Ciphertext):
         raise TypeError(f"dumps_vector takes a ckks.Ciphertext, got {type(ct).__name__}")
     shape = _vector_shape(length, width, complex, ct.params, SerializationError)
     meta, arrays = _ciphertext_parts(ct)
-    return com.pack(SCHEME, KIND_VECTOR, ct.params, {**meta, **shape}, arrays)
+    return com.pack(SCHEME, KIND_VECTOR, ct.params, {**meta, **shape, "clean": bool(clean)}, arrays)
 
 
 def loads_vector(blob, *, params: Params | None = None) -> tuple[Ciphertext, dict]:
@@ -198,10 +199,13 @@ def loads_vector(blob, *, params: Params | None = None) -> tuple[Ciphertext, dic
     (:data:`VECTOR_SHAPE`). ``params``: if given, the blob must be for exactly these parameters."""
     c = fmt.unpack(blob, expected_kind=KIND_VECTOR)
     params = com.header_params(SCHEME, c.fields, params)
-    scale, moduli, domain, meta = _read_leveled_meta(c.fields, params, com.KEY_ID | set(VECTOR_SHAPE))
+    scale, moduli, domain, meta = _read_leveled_meta(c.fields, params, com.KEY_ID | set(VECTOR_SHAPE) | {"clean"})
     if any(meta[k] is None for k in VECTOR_SHAPE):
         raise SerializationError(f"a ckks.vector blob's meta must hold {list(VECTOR_SHAPE)}")
     shape = _vector_shape(*(meta[k] for k in VECTOR_SHAPE), params, SerializationError)
+    if meta.get("clean") not in (None, True, False):
+        raise SerializationError(f"a ckks.vector blob's meta.clean must be a bool, got {meta['clean']!r}")
+    shape["clean"] = meta.get("clean") is True  # absent (older blobs): the padding is not known to be zero
     c0, c1 = com.read_pair(c.arrays, moduli, params.n, domain)
     return Ciphertext(c0, c1, params, scale, com.read_key_id(meta["key_id"])), shape
 
