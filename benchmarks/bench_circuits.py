@@ -135,6 +135,10 @@ def _reference(name, values):
         return [values[1] * 32 - values[0] * 31]
     if name == "mults4":
         return [values[0] * values[1] ** 4]
+    if name == "tfhe16":
+        from crossfhe.compiler import tfhe as ctfhe
+
+        return list(ctfhe.sixteen_lookups_reference(*values))
     return None
 
 
