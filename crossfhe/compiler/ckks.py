@@ -202,6 +202,31 @@ def hoist_rotations(g: Graph, params: Params) -> Graph:
     return ir.dead_code(ir.rebuild(g, visit))
 
 
+def sink_factors(g: Graph, params: Params) -> Graph:
+    """c (a b) becomes (c a) b, the scalar or plaintext factor moved onto the shallower operand of a product used only
+    there: the factor's level is then spent beside the deeper operand's, and the product needs one level less.
+    Exact up to the factor's encoding (the same rounding either way)."""
+    depth: list[int] = []
+    for n in g.nodes:
+        d = max((depth[a] for a in n.args), default=0)
+        depth.append(d + (1 if n.op in ("mul", "mul_scalar", "mul_plain") else 0))
+    uses = [len(u) for u in g.users()]
+
+    def visit(b: Builder, i: int, n: Node, args: list[int]) -> int:
+        m = g.nodes[n.args[0]] if n.args else None
+        if n.op in ("mul_scalar", "mul_plain") and m.op == "mul" and uses[n.args[0]] == 1:
+            x, y = m.args
+            if depth[x] != depth[y]:
+                low, high = (x, y) if depth[x] < depth[y] else (y, x)
+                where = b.nodes[args[0]].args  # the product's operands in the new graph, in m's order
+                new_low, new_high = (where[0], where[1]) if low == x else (where[1], where[0])
+                f = b.add(n.op, (new_low,), dict(n.attrs), n.loc, merge=False)
+                return b.add("mul", (f, new_high), dict(m.attrs), m.loc, merge=False)
+        return b.add(n.op, args, dict(n.attrs), n.loc, merge=False)
+
+    return ir.dead_code(ir.rebuild(g, visit))
+
+
 def _pending_and_degree(g: Graph):
     """Per node: (pending, degree) as the placement passes see them, pending meaning a product not rescaled yet."""
     pend, deg = [], []
@@ -734,7 +759,8 @@ class CKKSScheme(Scheme):
         if not optimize:
             return [("relinearize (eager)", _eager_relin), ("levels (eager)", _eager_levels),
                     ("dead_code", lambda g, p: ir.dead_code(g))]
-        return [("cse", cse), ("hoist_rotations", hoist_rotations), ("relinearize (lazy)", relinearize),
+        return [("cse", cse), ("sink_factors", sink_factors), ("hoist_rotations", hoist_rotations),
+                ("relinearize (lazy)", relinearize),
                 ("levels", levels), ("dead_code", lambda g, p: ir.dead_code(g))]
 
     def cost(self, graph, params, annotated: bool = True) -> dict:
@@ -852,4 +878,4 @@ class CKKSScheme(Scheme):
 SCHEME = CKKSScheme()
 
 __all__ = ["SCHEME", "EncryptedVector", "cost", "cse", "hoist_rotations", "interpret", "levels",
-           "multiplicative_depth", "place_levels", "relinearize", "runtime"]
+           "multiplicative_depth", "place_levels", "relinearize", "runtime", "sink_factors"]

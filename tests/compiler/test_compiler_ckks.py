@@ -165,12 +165,23 @@ def test_power_and_polynomial_depth():
         return coeffs[0] + coeffs[1] * x + coeffs[2] * x2 + (coeffs[3] * x) * x2
 
     c = _trace(poly, 16)
-    assert c.cost["depth"] == 2  # c3 x^3 = (c3 x) x^2: two levels; c3 (x^2 x) would take three, as eagerly
-    assert _trace(lambda x: 0.5 * ((x * x) * x), 4).cost["depth"] == 3
+    assert c.cost["depth"] == 2  # c3 x^3 = (c3 x) x^2: two levels
     c.keygen(seed=bytes(32))
     a = np.linspace(-1, 1, 16)
     assert np.abs(c.encrypt_run_decrypt(a) - np.polyval(coeffs[::-1], a)).max() < TOL13
     assert _trace(lambda x: x ** 5, 4).cost["tensor_products"] == 3
+
+
+def test_factors_sink_to_the_shallower_operand():
+    """c (x^2 x) takes three levels as written (and eagerly); sink_factors makes it (c x) x^2, two."""
+    c = _trace(lambda x: 0.5 * ((x * x) * x), 4)
+    assert _before(c, "sink_factors")["depth"] == 3 and _after(c, "sink_factors")["depth"] == 2
+    assert c.cost["depth"] == 2
+    c.keygen(seed=bytes(32))
+    a = np.linspace(-1, 1, 4)
+    assert np.abs(c.encrypt_run_decrypt(a) - 0.5 * a**3).max() < TOL13
+    shared = _trace(lambda x: (0.5 * ((x * x) * x), (x * x) * x), 4)  # the product is used twice: left as written
+    assert _after(shared, "sink_factors")["depth"] == 3
 
 
 # ---------------------------------------------------------------------------------------------------
