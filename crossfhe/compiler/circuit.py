@@ -202,10 +202,7 @@ def _source_digest() -> str:
 
 
 def _versions() -> str:
-    import crossfhe
-
-    return (f"crossfhe {crossfhe.__version__} ({_source_digest()}), jax {jax.__version__}, "
-            f"jaxlib {jax.lib.__version__}")
+    return f"crossfhe sources {_source_digest()}, jax {jax.__version__}, jaxlib {jax.lib.__version__}"
 
 
 # --------------------------------------------------------------------------------------------------
