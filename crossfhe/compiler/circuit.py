@@ -7,16 +7,20 @@
 
 What a scheme gives the compiler is a :class:`Scheme` (``crossfhe.compiler.ckks``, ``bfv``, ``tfhe``). The lowered
 program takes and returns flat tuples of arrays: each encrypted value is the tuple of its arrays (``leaves``;
-what they mean is the scheme's ``pack``/``unpack`` and the value's node in the graph), and the evaluation keys,
+what they mean is the scheme's ``interpret``/``decrypt`` and the value's node in the graph), and the evaluation keys,
 the plans and the constants are pytrees made once outside the trace (``Scheme.runtime``) and passed as
 arguments, never closed over. A batch of inputs (leading axes) is ``jax.vmap`` of the per-item program; with more
 than one local device the batch is sharded over them (``jax.sharding``), keys and plans replicated.
 
 Caches. Compiled programs are kept per (batch shape, devices) in the circuit; across processes, the lowered
 program is saved with ``jax.export`` under the user's cache directory (:func:`cache_dir`) keyed by the graph,
-the parameters, the kernel set, the backend and the versions, and JAX's persistent compilation cache is turned
-on for the process (when the user has not configured one) so the XLA compile is reused too. Opt out per circuit
+the parameters, the kernel set, the backend, the jax versions and a digest of the library's sources (each entry
+checksummed), and JAX's persistent compilation cache is turned on for the process (when the user has not
+configured one) so the XLA compiles of keygen, encryption and the program are reused too. Opt out per circuit
 with ``compile(..., cache=False)`` or for the process with ``CROSSFHE_CIRCUIT_CACHE=0``.
+
+Security. :class:`CircuitKeys` holds the secret key and refuses pickling and ``crossfhe.io.dumps``; encrypted
+values (:class:`Encrypted`), exported files and cache entries hold public material only.
 """
 
 from __future__ import annotations
