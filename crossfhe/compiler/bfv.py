@@ -732,12 +732,6 @@ class BFVScheme(Scheme):
     def interpret(self, graph, params, inputs, rt):
         return interpret(graph, params, inputs, rt)
 
-    def params_digest(self, params) -> str:
-        return params.digest()
-
-    def kernels(self, params):
-        return params.kernels
-
     custom_calls = CKKSScheme.custom_calls
     build_id = CKKSScheme.build_id
 

@@ -117,6 +117,14 @@ class Scheme:
         cls = getattr(compiler, data.pop("type"))
         return cls(**data)
 
+    def params_digest(self, params) -> str:
+        """The identity of ``params`` (default: their ``digest()``)."""
+        return params.digest()
+
+    def kernels(self, params):
+        """The kernel set ``params`` run on (default: their ``kernels``)."""
+        return params.kernels
+
     def encrypt_input(self, graph: Graph, params, public, index: int, spec, values):
         """Encrypt input ``index`` of ``graph`` (default: :meth:`encrypt`, which does not depend on the graph)."""
         return self.encrypt(params, public, spec, values)
@@ -185,11 +193,19 @@ def _enable_xla_cache(root: Path) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
-def _options() -> dict:
-    """The library's XLA:CPU compile options (:data:`crossfhe.math.xla.CPU_OPTIONS`) on the CPU backend."""
+def _platform(device) -> str:
+    """The platform name jax.export uses for ``device`` ("cpu", "cuda", "rocm", "tpu")."""
+    if device.platform == "gpu":
+        return "rocm" if "rocm" in str(getattr(device.client, "platform_version", "")).lower() else "cuda"
+    return device.platform
+
+
+def _options(platform: str) -> dict:
+    """The library's XLA:CPU compile options (:data:`crossfhe.math.xla.CPU_OPTIONS`) for a program that runs on the
+    ``platform`` of the devices the circuit was given."""
     from crossfhe.math import xla
 
-    return {"compiler_options": xla.CPU_OPTIONS} if xla.ENABLED and jax.default_backend() == "cpu" else {}
+    return {"compiler_options": xla.CPU_OPTIONS} if xla.ENABLED and platform == "cpu" else {}
 
 
 @functools.cache
@@ -494,7 +510,7 @@ class Circuit:
         if key in self._programs:
             return self._programs[key]
         t0 = time.perf_counter()
-        exported, source = self._exported.get((batch, len(devices))), "loaded"
+        exported, source = self._exported.get((batch, len(devices), _platform(devices[0]))), "loaded"
         if exported is None and self.cache and cache_dir() is not None:
             exported, source = self._load_exported(batch, devices, leaves), "cache"
             if exported is None:
@@ -508,20 +524,20 @@ class Circuit:
 
             mesh = Mesh(np.array(devices), ("batch",))
             shard, repl = NamedSharding(mesh, PartitionSpec("batch")), NamedSharding(mesh, PartitionSpec())
-            jitted = jax.jit(fn, in_shardings=(shard, repl), out_shardings=shard, **_options())
+            jitted = jax.jit(fn, in_shardings=(shard, repl), out_shardings=shard, **_options(_platform(devices[0])))
         else:
-            jitted = jax.jit(fn, **_options())
+            jitted = jax.jit(fn, **_options(_platform(devices[0])))
         self._programs[key] = jitted
         self.timings[key] = time.perf_counter() - t0
         return jitted
 
     # Export ----------------------------------------------------------------------------------------
 
-    def _cache_key(self, batch, ndev: int, leaves) -> str:
+    def _cache_key(self, batch, devices, leaves) -> str:
         kernels = self.scheme.kernels(self.params)
         shapes = [(tuple(np.shape(x)), str(np.asarray(x).dtype) if not hasattr(x, "dtype") else str(x.dtype))
                   for x in leaves]
-        parts = [self.digest, repr(batch), str(ndev), jax.default_backend(), _versions(),
+        parts = [self.digest, repr(batch), str(len(devices)), _platform(devices[0]), _versions(),
                  getattr(kernels, "name", str(kernels)), self.scheme.build_id(self.params), repr(shapes)]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
@@ -530,34 +546,34 @@ class Circuit:
         ins = tuple(tuple(jax.ShapeDtypeStruct(tuple(s), d) for s, d in item) for item in ins)
         return ins, [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in leaves]
 
-    def _lower_exported(self, batch, leaves, treedef):
+    def _lower_exported(self, batch, leaves, treedef, platform: str):
         from jax import export
 
         checks = [export.DisabledSafetyCheck.custom_call(t) for t in self.scheme.custom_calls(self.params)]
         with self.scheme.scope(self.params):
-            return export.export(jax.jit(self._flat_fn(batch, treedef)), disabled_checks=checks)(
-                *self._abstract(batch, leaves))
+            return export.export(jax.jit(self._flat_fn(batch, treedef)), platforms=(platform,),
+                                 disabled_checks=checks)(*self._abstract(batch, leaves))
 
     def _export_to_cache(self, batch, devices, leaves, treedef):
         root = cache_dir()
         _enable_xla_cache(root)
         try:
-            exp = self._lower_exported(batch, leaves, treedef)
+            exp = self._lower_exported(batch, leaves, treedef, _platform(devices[0]))
             blob = exp.serialize()
         except Exception as e:  # noqa: BLE001 - a circuit that cannot be exported still runs; the reason is kept
             self.timings["export_error"] = f"{type(e).__name__}: {e}"
             return None
-        path = root / "circuits" / f"{self._cache_key(batch, len(devices), leaves)}.jaxexport"
+        path = root / "circuits" / f"{self._cache_key(batch, devices, leaves)}.jaxexport"
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         tmp.write_bytes(bytes(blob) + hashlib.sha256(bytes(blob)).digest())
         os.replace(tmp, path)
-        self._exported[(batch, len(devices))] = exp
+        self._exported[(batch, len(devices), _platform(devices[0]))] = exp
         return exp
 
     def _load_exported(self, batch, devices, leaves):
         root = cache_dir()
-        path = root / "circuits" / f"{self._cache_key(batch, len(devices), leaves)}.jaxexport"
+        path = root / "circuits" / f"{self._cache_key(batch, devices, leaves)}.jaxexport"
         if not path.exists():
             return None
         _enable_xla_cache(root)
@@ -571,16 +587,17 @@ class Circuit:
         except Exception:  # noqa: BLE001 - a damaged cache entry is recompiled, never trusted
             path.unlink(missing_ok=True)
             return None
-        self._exported[(batch, len(devices))] = exp
+        self._exported[(batch, len(devices), _platform(devices[0]))] = exp
         return exp
 
-    def export(self, path, *, batch_shape=(), keys=None) -> Path:
+    def export(self, path, *, batch_shape=(), keys=None, platform: str | None = None) -> Path:
         """Write the circuit (its graph, parameters' digest, specs and the lowered program for ``batch_shape``) to
         ``path``; :func:`load` reads it in a server process without the function or a trace. ``keys``: evaluation
-        keys to take the argument shapes from (default the circuit's own)."""
+        keys to take the argument shapes from (default the circuit's own). ``platform``: where the server runs it
+        ("cpu", "cuda", ...; default that of this process's first local device)."""
         batch = tuple(int(b) for b in batch_shape)
         leaves, treedef = self._runtime(self._key_material(keys, "export"))
-        exp = self._lower_exported(batch, leaves, treedef)
+        exp = self._lower_exported(batch, leaves, treedef, platform or _platform(jax.local_devices()[0]))
         header = {
             "scheme": self.scheme.name, "name": self.name, "digest": self.digest,
             "params": self.scheme.params_digest(self.params),
@@ -635,7 +652,7 @@ def load(path, params) -> Circuit:
     if circuit.digest != header["digest"]:
         raise SerializationError(f"{path}: the graph does not match its digest")
     exp = export.deserialize(bytearray(data[start + nh: start + nh + nb]))
-    circuit._exported[(tuple(header["batch_shape"]), 1)] = exp
+    circuit._exported[(tuple(header["batch_shape"]), 1, exp.platforms[0])] = exp
     circuit.__dict__["_runtime_digest"] = header["runtime"]
     return circuit
 

@@ -855,12 +855,6 @@ class CKKSScheme(Scheme):
     def interpret(self, graph, params, inputs, rt):
         return interpret(graph, params, inputs, rt)
 
-    def params_digest(self, params) -> str:
-        return params.digest()
-
-    def kernels(self, params):
-        return params.kernels
-
     def custom_calls(self, params) -> tuple[str, ...]:
         from crossfhe.ring import ntt
 
