@@ -116,12 +116,20 @@ class CKKSPublicContext:
 
     params: Params
     keys: EvaluationKeys
+    bootstrap_keys: object = None
+    """The bootstrapping keys (:class:`crossfhe.ckks.bootstrap.Keys`, public material), or None."""
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
             raise TypeError(f"params must be ckks.Params, got {type(self.params).__name__}")
         if not isinstance(self.keys, EvaluationKeys):
             raise TypeError(f"keys must be ckks.EvaluationKeys, got {type(self.keys).__name__}")
+        if self.bootstrap_keys is not None:
+            from crossfhe.ckks import bootstrap as bt
+
+            if not isinstance(self.bootstrap_keys, bt.Keys):
+                raise TypeError(f"bootstrap_keys must be ckks.bootstrap.Keys, got {type(self.bootstrap_keys).__name__}")
+            _same_keys("CKKSPublicContext", self.keys.key_id, self.bootstrap_keys.key_id)
         if self.params.kernels.name == "auto":  # the kernel set is chosen here, once (crossfhe.kernels)
             object.__setattr__(self, "params", self.params.with_kernels(self.params.kernels.resolve()))
         if self.keys.params != self.params:
@@ -201,10 +209,15 @@ class CKKSContext(SecretHolder):
 
     @classmethod
     def create(cls, params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None,
-               kernels=None):
+               kernels=None, bootstrap: bool = False, progress=None):
         """Generate keys for ``params``; ``rotations``: slot offsets (any sign) to hold exact Galois keys for.
         The powers of two 1 ... N/4 are always added: ``sum()`` needs them, and :meth:`EncryptedVector.rotate`
         composes any other rotation from them. ``seed``: 32 bytes for reproducible keys (tests).
+
+        ``bootstrap``: also make the bootstrapping keys (:func:`crossfhe.ckks.bootstrap.keygen`; the parameters
+        must reserve bootstrapping levels, as the presets in ``crossfhe.ckks.presets.BOOTSTRAP`` do, else
+        ParameterError), so that :meth:`EncryptedVector.bootstrap` works. ``progress(done, total, what)`` is called
+        after each bootstrapping key (at N 2^16 there are about 40, a few seconds each).
 
         ``kernels``: the kernel set every operation of this context runs on (``crossfhe.kernels.VECTOR``,
         ``NATIVE``, ``MATRIX``, or their names); by default the parameters' own, where AUTO is resolved here, once,
@@ -214,8 +227,17 @@ class CKKSContext(SecretHolder):
         params = params.with_kernels(chosen)
         wanted = {int(r) % params.slots for r in rotations} - {0}  # 0: the identity, no key
         rotations = sorted(wanted | set(ops.power_of_two_rotations(params)))
+        boot = None
+        if bootstrap:
+            from crossfhe.ckks import bootstrap as bt
+
+            config = bt.config_for(params)  # refuses a set that cannot bootstrap before any key is made
         sk, ek = ops.keygen(params, rotations=rotations, conjugation=conjugation, seed=seed)
-        return cls(CKKSPublicContext(params, ek), sk)
+        if bootstrap:
+            sub = None if seed is None else bytes(b ^ 0x5A for b in seed)
+            boot = bt.keygen(sk, ek, config, seed=sub, progress=progress)
+            ek = boot.evaluation
+        return cls(CKKSPublicContext(params, ek, boot), sk)
 
     @property
     def params(self) -> Params:
@@ -432,6 +454,17 @@ class EncryptedVector:
         for s in steps:
             ct = ops.rotate(ct, s, keys)
         return x._wrap(ct, self.length, self.width, False, "rotate")
+
+    def bootstrap(self) -> EncryptedVector:
+        """The same values at the top user level (``params.user_levels``), so computation can go on: CKKS
+        bootstrapping (:func:`crossfhe.ckks.bootstrap.bootstrap`), within the preset's stated precision. Needs a
+        context made with ``bootstrap=True``; values must stay within [-1, 1] (larger ones wrap)."""
+        boot = self.ctx.bootstrap_keys
+        if boot is None:
+            raise ParameterError(
+                "this context holds no bootstrapping keys: create it with CKKSContext.create(params, bootstrap=True) "
+                "on a bootstrappable preset (crossfhe.ckks.presets.BOOTSTRAP)")
+        return self._wrap(ops.bootstrap(self.ct, boot), self.length, self.width, False)
 
     def conjugate(self) -> EncryptedVector:
         """Complex conjugate of every value (needs the context's conjugation key)."""

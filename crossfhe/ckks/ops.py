@@ -88,11 +88,11 @@ def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: byt
 
 
 def encode(params: Params, values, *, level: int | None = None, scale: float | None = None) -> Plaintext:
-    """Encode complex (or real) values into a plaintext at ``level`` (default: top) and ``scale``
-    (default Delta). ``values``: up to N/2 numbers (fewer: a power of two, replicated). Refuses values
+    """Encode complex (or real) values into a plaintext at ``level`` (default: the top user level,
+    :attr:`Params.user_levels`) and ``scale`` (default Delta). ``values``: up to N/2 numbers (fewer: a power of two, replicated). Refuses values
     whose largest coefficient plus the fresh-encryption noise bound (:func:`~crossfhe.core.rlwe.fresh_noise_bound`)
     exceeds Q/2 at that level: they, or their encryption, would decrypt with the wrong sign."""
-    level = params.levels if level is None else int(level)
+    level = params.user_levels if level is None else int(level)
     scale = params.scale if scale is None else float(scale)
     moduli = params.moduli_at(level)
     coeffs = encoder.encode(values, n=params.n, moduli=moduli, scale=scale, margin=rlwe.fresh_noise_bound(params.n))
@@ -520,6 +520,15 @@ def sum_slots(a: Ciphertext, keys: EvaluationKeys, *, width: int | None = None) 
 def inner_product(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     """sum_i a_i b_i in every slot (multiply, rescale, sum_slots)."""
     return sum_slots(rescale(mul(a, b, keys)), keys)
+
+
+def bootstrap(a: Ciphertext, keys) -> Ciphertext:
+    """The same message at level ``params.user_levels`` (CKKS bootstrapping, :func:`crossfhe.ckks.bootstrap.bootstrap`
+    with the keys of :func:`crossfhe.ckks.bootstrap.keygen`): slot values within [-1, 1], error within the preset's
+    stated precision."""
+    from crossfhe.ckks import bootstrap as bt  # bootstrap builds on this module
+
+    return bt.bootstrap(a, keys)
 
 
 def power_of_two_rotations(params: Params) -> list[int]:

@@ -42,6 +42,10 @@ class ParamsLiteral:
     to exceed the largest key-switching digit). dnum: number of key-switching digits.
     hamming_weight: None for a uniform ternary secret, else a fixed Hamming weight (a sparse secret: accepted
     as secure only where a published estimate covers it, :data:`crossfhe.core.params.SPARSE_ESTIMATES`).
+    bootstrap_levels: the top levels reserved for bootstrapping (:mod:`crossfhe.ckks.bootstrap`); fresh
+    encryptions go to level ``levels - bootstrap_levels``. wide_levels: how many of the top levels rest on
+    primes near 2^wide_bits instead of 2^(log_scale / primes_per_level) (bootstrapping's CoeffToSlot and
+    EvalMod run there, at a scale near 2^(wide_bits primes_per_level), for precision).
     """
 
     log_n: int
@@ -54,6 +58,9 @@ class ParamsLiteral:
     hamming_weight: int | None = None
     security: SecurityLevel = SecurityLevel.BITS_128
     insecure: bool = False
+    bootstrap_levels: int = 0
+    wide_levels: int = 0
+    wide_bits: int = 30
 
 
 @dataclass(frozen=True)
@@ -71,11 +78,16 @@ class Params:
     primes_per_level: int
     base_count: int
     dnum: int
+    bootstrap_levels: int = 0
 
     def __post_init__(self):
         q = self.ring.q
         if self.levels < 1:
             raise ParameterError(f"levels must be >= 1, got {self.levels}")
+        if not 0 <= self.bootstrap_levels < self.levels:
+            raise ParameterError(
+                f"bootstrap_levels must be in [0, levels = {self.levels}) (at least one level left for computation), "
+                f"got {self.bootstrap_levels}")
         if self.primes_per_level not in (1, 2):
             raise ParameterError(f"primes_per_level must be 1 or 2, got {self.primes_per_level}")
         if len(q) != self.base_count + self.levels * self.primes_per_level:
@@ -110,6 +122,11 @@ class Params:
         if ppl not in (1, 2):
             raise ParameterError(f"primes_per_level must be 1 or 2, got {ppl}")
         bits = lit.log_scale / ppl
+        if not 0 <= lit.wide_levels <= lit.bootstrap_levels:
+            raise ParameterError(
+                f"wide_levels must be in [0, bootstrap_levels = {lit.bootstrap_levels}], got {lit.wide_levels}")
+        if lit.wide_levels and not 17 <= lit.wide_bits <= 31:
+            raise ParameterError(f"wide_bits must be in [17, 31], got {lit.wide_bits}")
         if not 17 <= bits <= 31:
             raise ParameterError(
                 f"log_scale {lit.log_scale} with {ppl} prime(s) per level needs primes of {bits:.1f} bits; "
@@ -118,7 +135,9 @@ class Params:
         base_bits = lit.base_bits or (31,) * math.ceil((lit.log_scale + MESSAGE_HEADROOM_BITS) / 31)
         used: list[int] = []
         base = _take_primes(base_bits, n, used)
-        scale_primes = _scale_primes(round(bits), n, lit.levels * ppl, used)
+        scale_primes = _scale_primes(round(bits), n, (lit.levels - lit.wide_levels) * ppl, used)
+        if lit.wide_levels:
+            scale_primes += _scale_primes(lit.wide_bits, n, lit.wide_levels * ppl, used)
         q = base + scale_primes
         dnum = lit.dnum
         digit = math.ceil(len(q) / dnum)
@@ -128,7 +147,7 @@ class Params:
         secret = SecretDistribution.TERNARY
         ring = RingParams(n=n, q=q, p=p, security=lit.security, secret=secret, insecure=lit.insecure,
                           hamming_weight=lit.hamming_weight)
-        return cls(ring, lit.levels, lit.log_scale, ppl, len(base), dnum)
+        return cls(ring, lit.levels, lit.log_scale, ppl, len(base), dnum, lit.bootstrap_levels)
 
     @property
     def n(self) -> int:
@@ -153,6 +172,12 @@ class Params:
         multiplication, rotation, encoding and encryption use the set; key generation and decryption run the
         radix-2 kernels on either (client-side work, the same words)."""
         return dataclasses.replace(self, ring=self.ring.with_kernels(kernels))
+
+    @property
+    def user_levels(self) -> int:
+        """The level fresh encryptions start at: ``levels - bootstrap_levels`` (the levels left for computation
+        after each bootstrap, :mod:`crossfhe.ckks.bootstrap`); ``levels`` for a set that does not bootstrap."""
+        return self.levels - self.bootstrap_levels
 
     @property
     def slots(self) -> int:
@@ -198,6 +223,8 @@ class Params:
         """SHA-256 of the ring's canonical encoding and the CKKS fields (for serialization headers)."""
         extra = f"ckks:{self.levels}:{self.log_scale}:{self.primes_per_level}:{self.base_count}:{self.dnum}:"
         extra += f"{self.hamming_weight}"
+        if self.bootstrap_levels:
+            extra += f":boot{self.bootstrap_levels}"
         return hashlib.sha256(self.ring.canonical_encoding() + extra.encode()).hexdigest()
 
 

@@ -53,3 +53,25 @@ log PQ far above 1747. For reproducing the paper only."""
 SECURE = {"N12_L1": N12_L1, "N13_L3": N13_L3, "N14_L7": N14_L7, "N15_L19": N15_L19,
           "N16_L21_DNUM3": N16_L21_DNUM3, "N16_L22_DNUM4": N16_L22_DNUM4}
 INSECURE = {"CROSS_SET6_INSECURE": CROSS_SET6_INSECURE, "ALCHEMIST_INSECURE": ALCHEMIST_INSECURE}
+
+# Bootstrappable sets (crossfhe.ckks.bootstrap): the chain is base (two 28-bit primes: q0 / Delta = 2^4, EvalMod's
+# message ratio) + the user's levels and SlotToCoeff's 3 (two 26-bit primes each, scale 2^52) + EvalMod's 11 and
+# CoeffToSlot's 3 (two 30-bit primes each, scale about 2^60); bootstrappable_params(log_n=16, levels_left=...,
+# log_scale=52, dnum=..., base_bits=(28, 28)) builds the same literal.
+N16_BOOT_L9 = Params.from_literal(ParamsLiteral(
+    log_n=16, levels=26, log_scale=52, dnum=8, primes_per_level=2, base_bits=(28, 28), bootstrap_levels=17,
+    wide_levels=14, wide_bits=30))
+"""Bootstrappable, 128-bit: N 2^16, 9 levels left after each bootstrap (scale 2^52), 2^15 slots, dnum 8, log PQ
+~1736 <= 1747 (HomomorphicEncryption.org, uniform ternary secret). Bootstrapping uses an ephemeral secret of
+Hamming weight 32 modulo q0 p0 only (log2 ~87 <= 121, the sparse-secret estimate of
+:data:`crossfhe.core.params.SPARSE_ESTIMATES`). Failure probability 0 from the ModRaise overflow (|I| <= 16 always,
+K = 16.5). Measured precision: see benchmarks/README.md ("CKKS bootstrapping")."""
+
+N16_BOOT_L3 = Params.from_literal(ParamsLiteral(
+    log_n=16, levels=20, log_scale=52, dnum=3, primes_per_level=2, base_bits=(28, 28), bootstrap_levels=17,
+    wide_levels=14, wide_bits=30))
+"""Bootstrappable, 128-bit, the faster set: N 2^16, 3 levels left after each bootstrap (scale 2^52), dnum 3 (smaller
+keys, cheaper key switches), log PQ ~1642 <= 1747, uniform ternary secret; ephemeral secret as N16_BOOT_L9.
+Failure probability 0 from ModRaise. Measured precision: benchmarks/README.md ("CKKS bootstrapping")."""
+
+BOOTSTRAP = {"N16_BOOT_L9": N16_BOOT_L9, "N16_BOOT_L3": N16_BOOT_L3}

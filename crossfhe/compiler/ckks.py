@@ -356,7 +356,7 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
     # new node -> (the old scalar/plaintext factor nodes that set its scale, the primes rescaled since): a value
     # made only of single-use factor products, whose factors can be re-encoded to put it on another scale
     origin: dict[int, tuple[frozenset, float]] = {}
-    top = params.levels
+    top = params.user_levels
 
     def emit(op, args, attrs, loc, level, scale, pending, polys=2) -> int:
         attrs = dict(attrs)

@@ -88,9 +88,15 @@ _BTH22 = (
     "failure-probability by using sparse-secret encapsulation', ACNS 2022 (ePrint 2022/024), parameter set {}, "
     "estimated at 128 bits with the lattice estimator; Lattigo v5 ships it as a default bootstrapping set"
 )
+_BTH22_EPHEMERAL = (
+    "Bossuat, Troncoso-Pastoriza, Hubaux, ACNS 2022 (ePrint 2022/024): the ephemeral secret of sparse-secret "
+    "encapsulation, Hamming weight 32, defined only modulo Q0 P0 (log2 about 60 + 61 = 121 at their N = 2^16 sets); "
+    "Lattigo v4-v6 generate it so (bootstrapping GenEncapsulationSwitchingKeys: Q[:1], P[:1])"
+)
 SPARSE_ESTIMATES: tuple[SparseEstimate, ...] = (
     SparseEstimate(2**15, 192, 768, SecurityLevel.BITS_128, _BTH22.format("N15QP768H192H32")),
     SparseEstimate(2**16, 192, 1553, SecurityLevel.BITS_128, _BTH22.format("N16QP1553H192H32")),
+    SparseEstimate(2**16, 32, 121, SecurityLevel.BITS_128, _BTH22_EPHEMERAL),
 )
 """The sparse-secret estimates the parameter check accepts. An estimate at weight h_e also covers any weight
 h >= h_e (every attack the estimator runs gets no cheaper as nonzero coefficients are added: the secret's

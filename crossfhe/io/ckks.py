@@ -77,21 +77,26 @@ _INT_KEYS = ("levels", "log_scale", "primes_per_level", "base_count", "dnum")
 
 
 def describe_params(params: Params) -> dict:
-    """The canonical JSON description of ``params`` (every field needed to rebuild it exactly)."""
-    return {
+    """The canonical JSON description of ``params`` (every field needed to rebuild it exactly);
+    ``bootstrap_levels`` appears only when nonzero, so the descriptions of other sets are unchanged."""
+    desc = {
         **com.describe_ring(params.ring), "levels": params.levels, "log_scale": params.log_scale,
         "primes_per_level": params.primes_per_level, "base_count": params.base_count, "dnum": params.dnum,
     }  # fmt: skip
+    if params.bootstrap_levels:
+        desc["bootstrap_levels"] = params.bootstrap_levels
+    return desc
 
 
 def _build(ring, ints: dict) -> Params:
     return Params(ring, ints["levels"], ints["log_scale"], ints["primes_per_level"], ints["base_count"],
-                  ints["dnum"])
+                  ints["dnum"], ints.get("bootstrap_levels", 0))
 
 
 def params_from_description(desc) -> Params:
     """Rebuild (and re-check) the Params of a :func:`describe_params` dict; SerializationError if invalid."""
-    return com.params_from_description(desc, _INT_KEYS, _build)
+    keys = _INT_KEYS + ("bootstrap_levels",) if isinstance(desc, dict) and "bootstrap_levels" in desc else _INT_KEYS
+    return com.params_from_description(desc, keys, _build)
 
 
 def _params_summary(params: Params) -> str:

@@ -1,0 +1,499 @@
+"""CKKS bootstrapping: a ciphertext at any level back to ``params.user_levels`` levels, same message.
+
+The algorithm (Cheon, Han, Kim, Kim, Song, Eurocrypt 2018; Chen, Chillotti, Song, Eurocrypt 2019; Bossuat,
+Mouchet, Troncoso-Pastoriza, Hubaux, Eurocrypt 2021; sparse-secret encapsulation: Bossuat, Troncoso-Pastoriza,
+Hubaux, ACNS 2022), for a ciphertext of n slots (n a power of two, n <= N/2) whose message m has scale
+Delta_in:
+
+1. **Encapsulation and ModRaise.** At level 0 (modulus q0, the base primes) the ciphertext is key-switched
+   from the dense secret s to an ephemeral sparse secret s' of Hamming weight h (32), with a key that lives
+   only modulo q0 p0 (p0 one special prime), then both polynomials are lifted centered to the top modulus
+   Q_L: the phase becomes c = m + q0 I over the integers with ||I||_inf <= h / 2 (each coefficient of
+   c0 + c1 s' is a sum of h + 1 terms of absolute value at most q0 / 2), and a key switch from s' to s at the
+   top (key under the dense s) returns to the user's secret. Nothing fails with some probability here:
+   |I| <= 16 always for h = 32 (the EvalMod interval K = 16.5 covers it).
+2. **SubSum** (n < N/2 only): log2(N / 2n) rotations by n, 2n, ... keep the coefficients of the subring
+   Z[X^(N/2n)] (times N/2n), the only ones a sparse-slot message has.
+3. **CoeffToSlot**: the inverse special DFT (the slots then hold w = c_k + i c_{N/2+k}, bit-reversed), as
+   ``cts_levels`` merged factors of the radix-2 special FFT (:func:`dft_factors`), each one level, applied
+   with baby-step giant-step and hoisted rotations (:mod:`crossfhe.ckks.lintrans`); a conjugation splits
+   the real and imaginary parts into two ciphertexts holding t = coefficient / (K q0) in [-1, 1].
+4. **EvalMod**: x = (q0 / (2 pi Delta_in)) arcsin(sin(2 pi K t)), i.e. m / Delta_in = (c mod q0) / Delta_in
+   for |m| << q0: a Chebyshev interpolant of cos(2 pi (K t - 1/4) / 2^r) of degree ``degree`` (Paterson-
+   Stockmeyer, :mod:`crossfhe.ckks.polynomial`), r double-angle steps c <- 2 c^2 - 1 (which turn it into
+   sin(2 pi K t)), and arcsin's degree-3 Taylor polynomial y + y^3 / 6. The message ratio q0 / Delta_in is
+   small (2^4 in the presets): CoeffToSlot's noise reaches the result multiplied by K q0 / Delta_in, and the
+   arcsine removes the sine's cubic error (relative (2 pi m / q0)^2 / 6), leaving 3 (2 pi m / q0)^4 / 40. The
+   constant q0 / (2 pi Delta) is spread over the steps (each double angle becomes c <- 2 c^2 - beta).
+   Coefficients, not slots, enter EvalMod: slot values uniform in [-1, 1] give coefficients of about
+   2^-6 Delta at N 2^16, where the residual is negligible (2^-38.7 in the float64 model of EvalMod); a message
+   concentrated in few coefficients loses precision with the 5th power of its largest coefficient: the model
+   gives 29.1 bits at Delta / 16, 19.1 at Delta / 4 and 9.2 at Delta (a constant vector of value 1), so scale
+   such messages down before bootstrapping.
+5. **SlotToCoeff**: the special DFT on re + i im (``stc_levels`` merged factors), at the user's levels.
+
+Levels, top down: CoeffToSlot uses levels L ... L - cts + 1, EvalMod the next :func:`evalmod_levels`,
+SlotToCoeff the next ``stc_levels``; the result is at L - bootstrap_levels = ``params.user_levels``, scale
+Delta_in. CoeffToSlot and EvalMod run on the wide primes of the chain (:class:`~crossfhe.ckks.params.ParamsLiteral`
+``wide_levels``, near 2^60 per level), SlotToCoeff on the user's. Error: see the presets' measured precision
+(:mod:`crossfhe.ckks.presets`); the dominant terms are the rescale noise of CoeffToSlot's output amplified by
+2 pi K q0 / Delta_in and the EvalMod approximation error (module constants below).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from crossfhe.ckks import lintrans, ops, polynomial
+from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
+from crossfhe.ckks.encoder import SpecialFFTPlan
+from crossfhe.ckks.params import Params
+from crossfhe.core import keyswitch as ks
+from crossfhe.core.keys import SecretKey, check_key_ids, gen_secret_key
+from crossfhe.core.params import RingParams
+from crossfhe.errors import ParameterError
+from crossfhe.math import random as crandom
+from crossfhe.math.xla import plan_cache
+from crossfhe.ring import poly
+from crossfhe.ring.ntt import NTTPlan, ntt
+from crossfhe.ring.poly import Domain, RNSPoly
+
+EPHEMERAL_WEIGHT = 32
+"""Hamming weight h of the ephemeral secret (BTH22's and Lattigo's): ||I||_inf <= h / 2 after ModRaise."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """How a parameter set bootstraps: ``slots`` n (a power of two <= N/2), the levels of CoeffToSlot and
+    SlotToCoeff (each merges log2(n) / levels radix-2 stages), EvalMod's interval K (|I| <= K - 1/2), its
+    Chebyshev ``degree`` and ``double_angle`` steps r (the arcsine correction always runs: 2 levels)."""
+
+    slots: int
+    cts_levels: int = 3
+    stc_levels: int = 3
+    K: float = 16.5
+    degree: int = 47
+    double_angle: int = 3
+
+    @property
+    def evalmod_levels(self) -> int:
+        return evalmod_levels(self.degree, self.double_angle)
+
+    @property
+    def depth(self) -> int:
+        return self.cts_levels + self.evalmod_levels + self.stc_levels
+
+
+def evalmod_levels(degree: int = 47, double_angle: int = 3) -> int:
+    """Levels EvalMod spends: the polynomial's :func:`~crossfhe.ckks.polynomial.depth`, one per double angle,
+    two for the arcsine correction."""
+    return polynomial.depth(degree) + double_angle + 2
+
+
+def config_for(params: Params, slots: int | None = None, **evalmod) -> Config:
+    """The :class:`Config` of a bootstrappable set: SlotToCoeff on the non-wide bootstrap levels, EvalMod
+    (``evalmod``: degree, double_angle, K) and CoeffToSlot on the wide ones. ParameterError if the
+    set does not bootstrap or the levels do not add up."""
+    if not isinstance(params, Params):
+        raise TypeError(f"bootstrapping takes ckks.Params, got {type(params).__name__}")
+    if not params.bootstrap_levels:
+        raise ParameterError(
+            "these parameters reserve no bootstrapping levels (bootstrap_levels = 0): use a bootstrappable preset "
+            "(crossfhe.ckks.presets.BOOTSTRAP) or crossfhe.ckks.bootstrap.bootstrappable_params")
+    slots = params.slots if slots is None else int(slots)
+    if slots < 2 or slots & (slots - 1) or slots > params.slots:
+        raise ParameterError(f"slots must be a power of two in [2, N/2 = {params.slots}], got {slots}")
+    wide = _wide_levels(params)
+    stc = params.bootstrap_levels - wide
+    em = evalmod_levels(**{k: v for k, v in evalmod.items() if k != "K"})
+    cts = wide - em
+    if stc < 1 or cts < 1:
+        raise ParameterError(
+            f"the chain reserves {params.bootstrap_levels} bootstrap levels ({wide} wide); EvalMod needs {em} wide "
+            f"levels plus at least one for CoeffToSlot, and SlotToCoeff at least one more")
+    log_n = slots.bit_length() - 1
+    return Config(slots=slots, cts_levels=min(cts, log_n), stc_levels=min(stc, log_n), **evalmod)
+
+
+def _wide_levels(params: Params) -> int:
+    """How many top levels rest on the wide primes (read off the primes: those above the scale's)."""
+    ppl, base = params.primes_per_level, params.base_count
+    nominal = params.log_scale / ppl
+    count = 0
+    for level in range(params.levels, 0, -1):
+        primes = params.q[base + (level - 1) * ppl : base + level * ppl]
+        if min(math.log2(p) for p in primes) > nominal + 2:
+            count += 1
+        else:
+            break
+    return count
+
+
+def bootstrappable_params(*, log_n: int, levels_left: int, log_scale: int = 45, dnum: int, cts_levels: int = 3,
+                          stc_levels: int = 3, base_bits: tuple[int, ...] | None = None, wide_bits: int = 30,
+                          special_bits: tuple[int, ...] | None = None, insecure: bool = False, **evalmod) -> Params:
+    """A CKKS chain that bootstraps with ``levels_left`` levels after each bootstrap: user and SlotToCoeff
+    levels on two primes near 2^(log_scale / 2), CoeffToSlot and EvalMod levels on two primes near 2^wide_bits,
+    base primes of about log_scale + 4 bits (q0 / Delta = 2^4, EvalMod's message ratio). Checked for security
+    like any set (ParameterError / InsecureParametersError)."""
+    from crossfhe.ckks.params import ParamsLiteral
+
+    wide = cts_levels + evalmod_levels(**evalmod)
+    boot = wide + stc_levels
+    if base_bits is None:
+        half = (log_scale + 4) / 2
+        base_bits = (math.floor(half), math.ceil(half))
+    lit = ParamsLiteral(log_n=log_n, levels=levels_left + boot, log_scale=log_scale, dnum=dnum, primes_per_level=2,
+                        base_bits=base_bits, special_bits=special_bits, insecure=insecure, bootstrap_levels=boot,
+                        wide_levels=wide, wide_bits=wide_bits)
+    return Params.from_literal(lit)
+
+
+# --------------------------------------------------------------------------------------------------
+# The special DFT as merged radix-2 factors
+# --------------------------------------------------------------------------------------------------
+
+
+def _stage(n: int, h: int, inverse: bool) -> lintrans.Diagonals:
+    """Stage h of :func:`crossfhe.ckks.encoder.special_fft` of size n (or its inverse) in diagonal form."""
+    roots = SpecialFFTPlan.create(n).roots[h - 1 : 2 * h - 1]
+    i = np.arange(n)
+    p = i % (2 * h)
+    low = p < h
+    r = roots[np.where(low, p, p - h)]
+    one = np.ones(n, dtype=np.complex128)
+    if not inverse:  # out[i] = v[i] + r v[i+h] (low);  v[i-h] - r v[i] (high)
+        d0 = np.where(low, one, -r)
+        dp = np.where(low, r, 0)
+        dm = np.where(low, 0, one)
+    else:  # v[i] = (o[i] + o[i+h]) / 2 (low);  (o[i-h] - o[i]) conj(r) / 2 (high)
+        d0 = np.where(low, 0.5, -np.conj(r) / 2)
+        dp = np.where(low, 0.5, 0)
+        dm = np.where(low, 0, np.conj(r) / 2)
+    diags = {0: d0.astype(np.complex128), h % n: dp.astype(np.complex128)}
+    key = (n - h) % n
+    diags[key] = diags[key] + dm if key in diags else dm.astype(np.complex128)
+    return lintrans.Diagonals(n, diags)
+
+
+def _chunks(items: list, parts: int) -> list[list]:
+    k, extra = divmod(len(items), parts)
+    out, start = [], 0
+    for j in range(parts):
+        size = k + (1 if j < extra else 0)
+        out.append(items[start : start + size])
+        start += size
+    return [c for c in out if c]
+
+
+def dft_factors(n: int, levels: int, *, inverse: bool) -> list[lintrans.Diagonals]:
+    """The special DFT of n slots (:func:`~crossfhe.ckks.encoder.special_fft`) without its bit reversal, as
+    ``levels`` merged factors in the order they are applied: forward, z = F_last ... F_1 (P w) with P the
+    bit reversal; inverse, P w = G_last ... G_1 z. Each factor merges about log2(n) / levels radix-2 stages
+    and has at most 2^(stages + 1) - 1 diagonals."""
+    hs = [1 << e for e in range(n.bit_length() - 1)]
+    order = list(reversed(hs)) if inverse else hs  # inverse: undo the last stage first
+    out = []
+    for group in _chunks(order, levels):
+        m = _stage(n, group[0], inverse)
+        for h in group[1:]:
+            m = lintrans.compose(_stage(n, h, inverse), m)
+        out.append(m)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Plans: everything public that a bootstrap needs, made once per (params, config)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """The encoded CoeffToSlot factors, the EvalMod coefficients and the rotation set of (params, config).
+    Public (no key material); made once by :func:`plan_for` and cached."""
+
+    params: Params
+    config: Config
+    cts: tuple  # lintrans.Encoded, applied in order
+    stc_factors: tuple  # lintrans.Diagonals, applied in order (encoded at first use: their input scale)
+    cheb: np.ndarray
+    betas: tuple  # beta_1 .. beta_r of the double-angle steps
+    kappa: float  # the arcsine correction's cubic coefficient on the scaled sine
+    gamma: float  # the nominal message ratio q0 / Delta
+    raise_scale: float
+    subsum: tuple  # SubSum rotations (sparse slots)
+    _stc_cache: dict = dataclasses.field(default_factory=dict)
+
+    def rotations(self) -> list[int]:
+        """Every rotation offset a bootstrap uses (slots of N/2, 0 left out)."""
+        rots = set(self.subsum)
+        for enc in self.cts:
+            rots |= enc.plan.rotations()
+        for m in self.stc_factors:
+            rots |= lintrans.plan(m).rotations()
+        return sorted(r % self.params.slots for r in rots if r % self.params.slots)
+
+    def stc(self, in_scale: float) -> tuple:
+        """SlotToCoeff's factors encoded for inputs at ``in_scale`` (cached: EvalMod's output scale is fixed by
+        the parameters)."""
+        key = float(in_scale)
+        if key not in self._stc_cache:
+            params, cfg = self.params, self.config
+            level = params.levels - cfg.cts_levels - cfg.evalmod_levels
+            out, scale = [], key
+            for m in self.stc_factors:
+                target = params.scale
+                out.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=target))
+                scale, level = target, level - 1
+            self._stc_cache[key] = tuple(out)
+        return self._stc_cache[key]
+
+
+def plan_for(params: Params, config: Config | None = None) -> Plan:
+    """The cached :class:`Plan` of (params, config) (default config: :func:`config_for` at N/2 slots)."""
+    config = config_for(params) if config is None else config
+    return _plan(params, config)
+
+
+@plan_cache(maxsize=2)
+def _plan(params: Params, cfg: Config) -> Plan:
+    n = cfg.slots
+    if params.levels - cfg.depth != params.user_levels:
+        raise ParameterError(f"the configuration spends {cfg.depth} levels; the parameters reserve "
+                             f"{params.bootstrap_levels} for bootstrapping")
+    q0 = math.prod(params.moduli_at(0))
+    g = params.slots // n
+    raise_scale = 2.0 * cfg.K * q0 * g
+    level = params.levels
+    cts, scale = [], raise_scale
+    for m in dft_factors(n, cfg.cts_levels, inverse=True):
+        target = float(math.prod(params.rescale_primes(level - 1)))
+        cts.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=target))
+        scale, level = target, level - 1
+    gamma = q0 / params.scale
+    r = cfg.double_angle
+    alpha = gamma / (2 * math.pi)
+    betas = tuple(alpha ** (1.0 / 2 ** (r - k)) for k in range(r + 1))
+    b0, K = betas[0], cfg.K
+    cheb = polynomial.chebyshev_coefficients(lambda t: b0 * np.cos(2 * np.pi * (K * t - 0.25) / 2**r), cfg.degree)
+    subsum = tuple(n << j for j in range((params.slots // n).bit_length() - 1))
+    stc = tuple(dft_factors(n, cfg.stc_levels, inverse=False))
+    return Plan(params, cfg, tuple(cts), stc, cheb, betas[1:], 1.0 / (6 * alpha**2), gamma, raise_scale, subsum)
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Keys:
+    """Public bootstrapping material: ``evaluation`` (relinearization, the Galois keys of every rotation the
+    plan uses, conjugation), ``to_sparse`` (dense s -> ephemeral s', modulo q0 p0 only) and ``to_dense`` (s' -> s,
+    at the top), with the plan's ``config``. Safe to send to an evaluator (it holds no secret)."""
+
+    evaluation: EvaluationKeys
+    to_sparse: ks.KeySwitchKey
+    to_dense: ks.KeySwitchKey
+    sparse_ring: RingParams
+    config: Config
+
+    @property
+    def params(self) -> Params:
+        return self.evaluation.params
+
+    @property
+    def key_id(self) -> str | None:
+        return self.evaluation.key_id
+
+    def nbytes(self) -> int:
+        """Bytes of the key material held in memory (a and b of every key-switching key)."""
+        keys = [self.evaluation.relin, *self.evaluation.galois.values(), self.to_sparse, self.to_dense]
+        return sum(int(k.a.data.nbytes) + int(k.b.data.nbytes) for k in keys)
+
+    def __repr__(self) -> str:
+        return (f"bootstrap.Keys(N={self.params.n}, slots={self.config.slots}, "
+                f"{len(self.evaluation.galois)} Galois keys, {self.nbytes() / 2**20:.0f} MiB)")
+
+
+def sparse_ring(params: Params) -> RingParams:
+    """The ring of the ephemeral secret: q0's primes and the first special prime, Hamming weight
+    :data:`EPHEMERAL_WEIGHT`; checked against the sparse-secret estimates (insecure sets stay insecure)."""
+    return RingParams(n=params.n, q=params.moduli_at(0), p=params.p[:1], security=params.ring.security,
+                      insecure=params.ring.insecure, hamming_weight=EPHEMERAL_WEIGHT)
+
+
+def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *, seed: bytes | None = None,
+           progress: Callable[[int, int, str], None] | None = None) -> Keys:
+    """The bootstrapping keys of ``keys.params`` for the secret ``sk`` (whose public material ``keys`` is): the
+    Galois keys of :meth:`Plan.rotations` and conjugation added to ``keys``, and the two encapsulation keys.
+    ``progress(done, total, what)`` is called after each key. ``seed``: 32 bytes for reproducible keys (tests)."""
+    params = keys.params
+    config = config_for(params) if config is None else config
+    pl = plan_for(params, config)
+    rng = crandom.Rng(seed)
+    elements = sorted({ops.galois_element(params, r) for r in pl.rotations()} | {ops.conjugation_element(params)})
+    todo = [g for g in elements if g not in keys.galois]
+    total = len(todo) + 2
+    galois = dict(keys.galois)
+    for i, g in enumerate(todo):
+        galois[g] = ks.gen_galois_key(sk, params, rng.next_key(), g, dnum=params.dnum)
+        if progress:
+            progress(i + 1, total, "Galois keys")
+    ring = sparse_ring(params)
+    sk_sparse = gen_secret_key(ring, rng.next_key(), hamming_weight=EPHEMERAL_WEIGHT)
+    to_sparse = ks.gen_keyswitch_key(sk_sparse, sk.residues(ring.q + ring.p), ring, rng.next_key(),
+                                     dnum=len(ring.q))
+    if progress:
+        progress(total - 1, total, "encapsulation keys")
+    s_full = _residues_eval(sk_sparse.coeffs, params.q + params.p, params.n)
+    to_dense = ks.gen_keyswitch_key(sk, s_full, params, rng.next_key(), dnum=params.dnum)
+    if progress:
+        progress(total, total, "encapsulation keys")
+    evaluation = dataclasses.replace(keys, galois=galois)
+    return Keys(evaluation, to_sparse, to_dense, ring, config)
+
+
+def _residues_eval(coeffs, moduli: tuple[int, ...], n: int) -> RNSPoly:
+    col = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
+    data = ntt(crandom.to_residues(jnp.asarray(coeffs)[None, :], col), NTTPlan.create(n, moduli))
+    return RNSPoly.create(data, moduli, Domain.EVAL)
+
+
+# --------------------------------------------------------------------------------------------------
+# The steps
+# --------------------------------------------------------------------------------------------------
+
+
+@plan_cache(maxsize=8)
+def _raise_tables(q_in: tuple[int, ...], q_out: tuple[int, ...]):
+    q0 = math.prod(q_in)
+    inv = np.array([pow(q0 // q, -1, q) for q in q_in], dtype=np.uint64).reshape(-1, 1)
+    w = np.array([[(q0 // q) % p for p in q_out] for q in q_in], dtype=np.uint64)  # [k, L]
+    q0_mod = np.array([q0 % p for p in q_out], dtype=np.uint64)
+    return np.array(q_in, dtype=np.uint64).reshape(-1, 1), inv, w, q0_mod
+
+
+def mod_raise_coeffs(x: np.ndarray, q_in: tuple[int, ...], q_out: tuple[int, ...]) -> np.ndarray:
+    """Residues mod q_out of the centered lifts of x (uint32 [k, N], residues mod q_in, coefficients), k <= 3:
+    v_i = x_i (q0/q_i)^-1 mod q_i, the lift sum_i v_i q0/q_i - a q0 with a = round(sum_i v_i / q_i) (in
+    (-q0/2, q0/2] except where a coefficient lies within 2^-40 q0 of +-q0/2, where either representative is
+    taken: both differ by q0, a change of I by one, which EvalMod's interval absorbs). Exact otherwise."""
+    qi, inv, w, q0_mod = _raise_tables(tuple(q_in), tuple(q_out))
+    if len(q_in) > 3:
+        raise ParameterError("ModRaise takes at most 3 base primes")
+    v = (x.astype(np.uint64) * inv) % qi  # [k, N]
+    a = np.rint(np.sum(v.astype(np.float64) / qi.astype(np.float64), axis=0)).astype(np.uint64)  # [N]
+    p = np.array(q_out, dtype=np.uint64).reshape(-1, 1)
+    acc = np.zeros((len(q_out), x.shape[-1]), dtype=np.uint64)
+    for i in range(len(q_in)):
+        acc = (acc + v[i][None, :] * w[i][:, None]) % p
+    return ((acc + p * np.uint64(len(q_in) + 1) - (a[None, :] * q0_mod[:, None]) % p) % p).astype(np.uint32)
+
+
+def _mod_raise(x: RNSPoly, q_out: tuple[int, ...], kernels) -> RNSPoly:
+    n = x.n
+    coeff = poly.to_coeff(x, NTTPlan.create(n, x.basis, kernels))
+    lifted = mod_raise_coeffs(np.asarray(coeff.data), x.basis, q_out)
+    return poly.to_eval(RNSPoly.create(jnp.asarray(lifted), q_out), NTTPlan.create(n, q_out, kernels))
+
+
+@plan_cache(maxsize=16)
+def _monomial(n: int, moduli: tuple[int, ...], power: int, sign: int, kernels) -> RNSPoly:
+    """sign X^power (EVAL over moduli): multiplies every slot by sign * i^(power / (N/2)) for power = N/2."""
+    c = np.zeros((len(moduli), n), dtype=np.uint32)
+    for j, q in enumerate(moduli):
+        c[j, power] = 1 if sign > 0 else q - 1
+    return poly.to_eval(RNSPoly.create(jnp.asarray(c), moduli), NTTPlan.create(n, moduli, kernels))
+
+
+def times_i(ct: Ciphertext, sign: int = 1) -> Ciphertext:
+    """sign * i * ct, exactly (the product by the monomial sign X^(N/2): no level, no scale change)."""
+    from crossfhe.core import evaluator as ev
+
+    m = _monomial(ct.params.n, ct.c0.basis, ct.params.n // 2, sign, ct.params.kernels)
+    return ops._like(ct, *ev.mul_plain(ct.c0, ct.c1, m))
+
+
+def encapsulate_and_raise(ct: Ciphertext, keys: Keys, scale: float) -> Ciphertext:
+    """Step 1: ct at level 0, switched to s', lifted to the top, switched back to s; declared at ``scale``."""
+    params = keys.params
+    ct = ops.drop_level(ct, 0)
+    q0 = ct.c0.basis
+    kernels = params.kernels
+    plan0 = ks.keyswitch_plan(keys.to_sparse, active=len(q0), kernels=kernels)
+    u0, u1 = ks.keyswitch(ct.c1, keys.to_sparse, plan=plan0)
+    c0, c1 = poly.add(ct.c0, u0), u1
+    top = params.moduli_at(params.levels)
+    c0, c1 = _mod_raise(c0, top, kernels), _mod_raise(c1, top, kernels)
+    plan_top = ks.keyswitch_plan(keys.to_dense, active=len(top), kernels=kernels)
+    v0, v1 = ks.keyswitch(c1, keys.to_dense, plan=plan_top)
+    return Ciphertext(poly.add(c0, v0), v1, params, scale, ct.key_id)
+
+
+def coeff_to_slot(ct: Ciphertext, pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, Ciphertext]:
+    """Steps 2-3: (re, im), each holding t = coefficient / (K q0) in its slots (bit-reversed order)."""
+    for r in pl.subsum:
+        ct = ops.add(ct, ops.rotate(ct, r, keys))
+    for enc in pl.cts:
+        ct = lintrans.apply(ct, enc, keys)
+    conj = ops.conjugate(ct, keys)
+    return ops.add(ct, conj), times_i(ops.sub(ct, conj), -1)
+
+
+def eval_mod(t: Ciphertext, pl: Plan, keys: EvaluationKeys) -> Ciphertext:
+    """Step 4: gamma (c mod q0) / q0 per slot, gamma = q0 / Delta (the nominal message ratio), at scale
+    ``params.scale`` (SlotToCoeff's plaintexts then sit at about that scale too: precise)."""
+    c = polynomial.evaluate(t, pl.cheb, keys)
+    for beta in pl.betas:
+        prod = ops.mul(c, c, keys)
+        c = ops.rescale(ops.add_scalar(ops._mul_integer(prod, 2, prod.scale), -beta))
+    sq = ops.rescale(ops.mul(c, c, keys))
+    q_last = math.prod(c.params.rescale_primes(sq.level))
+    cub = polynomial.scale_to(c, pl.kappa, 0.0, c.params.scale * q_last / sq.scale)
+    prod = ops.mul(cub, sq, keys)
+    return ops.rescale(ops.add(prod, polynomial.lift(c, prod.level, prod.scale)))
+
+
+def slot_to_coeff(re: Ciphertext, im: Ciphertext, pl: Plan, keys: EvaluationKeys) -> Ciphertext:
+    """Step 5: the special DFT of re + i im, at the user's top level, scale ``params.scale``."""
+    level = min(re.level, im.level)
+    ct = ops.add(ops.drop_level(re, level), times_i(ops.drop_level(im, level)))
+    for enc in pl.stc(ct.scale):
+        ct = lintrans.apply(ct, enc, keys)
+    return ct
+
+
+def bootstrap(ct: Ciphertext, keys: Keys) -> Ciphertext:
+    """A fresh-level encryption of ct's message: level ``params.user_levels``, scale ct.scale (values within
+    the preset's measured precision). Slot values must lie in [-1, 1]; coefficients of the message beyond about
+    q0 / (2 Delta) wrap (module docstring, step 4, for messages concentrated in few coefficients)."""
+    if not isinstance(ct, Ciphertext):
+        raise TypeError(f"bootstrap takes a ckks.Ciphertext, got {type(ct).__name__}")
+    if not isinstance(keys, Keys):
+        raise TypeError(f"bootstrap takes bootstrap.Keys (crossfhe.ckks.bootstrap.keygen), got {type(keys).__name__}")
+    params = keys.params
+    ops._same_params(ct.params, params, "bootstrap")
+    check_key_ids("bootstrap", ct.key_id, keys.key_id)
+    if ct.c0.data.ndim != 2:
+        raise ParameterError("bootstrap takes one ciphertext (no batch axes)")
+    pl = plan_for(params, keys.config)
+    scale_in = ct.scale
+    raised = encapsulate_and_raise(ct, keys, pl.raise_scale)
+    re, im = coeff_to_slot(raised, pl, keys.evaluation)
+    re, im = eval_mod(re, pl, keys.evaluation), eval_mod(im, pl, keys.evaluation)
+    out = slot_to_coeff(re, im, pl, keys.evaluation)
+    # out holds gamma m / q0 = (Delta_in / params.scale) m / Delta_in at scale params.scale: declared at Delta_in
+    ratio = (math.prod(params.moduli_at(0)) / scale_in) / pl.gamma
+    return ops._like(out, out.c0, out.c1, out.scale / ratio)
+
+
+__all__ = ["EPHEMERAL_WEIGHT", "Config", "Keys", "Plan", "bootstrap", "bootstrappable_params", "coeff_to_slot",
+           "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod", "evalmod_levels", "keygen",
+           "mod_raise_coeffs", "plan_for", "slot_to_coeff", "sparse_ring", "times_i"]

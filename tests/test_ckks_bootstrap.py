@@ -1,0 +1,238 @@
+"""CKKS bootstrapping and its pieces (crossfhe.ckks.bootstrap, lintrans, polynomial) at a small insecure set.
+
+Bounds: the linear pieces are exact to float64 (1e-12) in NumPy and within the CKKS noise homomorphically; a
+bootstrap at the N 2^11 test set measures 26-27 bits (max slot error, values uniform in [-1, 1]); the tests
+ask for 22 bits, a margin for other seeds (the error is a maximum over 1024 slots of noise).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from crossfhe import CKKSContext
+from crossfhe.ckks import bootstrap as bt
+from crossfhe.ckks import encoder, lintrans, ops, polynomial, presets
+from crossfhe.core import params as core_params
+from crossfhe.errors import InsecureParametersError, KeyMismatchError, ParameterError
+from crossfhe.testing import INSECURE_CKKS_BOOT_N11 as P
+from crossfhe.testing import INSECURE_CKKS_N11_COMPOSITE
+
+BITS = 22
+
+
+@pytest.fixture(scope="module")
+def keys():
+    sk, ek = ops.keygen(P, seed=bytes(range(32)))
+    return sk, ek, bt.keygen(sk, ek, seed=bytes(range(1, 33)))
+
+
+def _bits(got, want) -> float:
+    return -math.log2(np.abs(np.asarray(got) - np.asarray(want)).max())
+
+
+# --- the linear transforms -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [8, 64, 1024])
+@pytest.mark.parametrize("levels", [1, 2, 3, 4])
+def test_dft_factors_are_the_special_fft(n, levels):
+    rng = np.random.default_rng(n + levels)
+    z = rng.normal(size=n) + 1j * rng.normal(size=n)
+    w = encoder.special_fft_inverse(z)
+    br = encoder.SpecialFFTPlan.create(n).bitrev
+    v = z
+    for f in bt.dft_factors(n, levels, inverse=True):
+        v = f.apply(v)
+    np.testing.assert_allclose(v, w[br], atol=1e-12)
+    u = w[br]
+    for f in bt.dft_factors(n, levels, inverse=False):
+        u = f.apply(u)
+    np.testing.assert_allclose(u, z, atol=1e-12)
+
+
+def test_compose_matches_dense_matrices():
+    rng = np.random.default_rng(3)
+    n = 16
+
+    def rand():
+        return lintrans.Diagonals(n, {k: rng.normal(size=n) + 1j * rng.normal(size=n) for k in (0, 1, 5, 12)})
+
+    a, b = rand(), rand()
+    dense = lambda m: np.stack([m.apply(e) for e in np.eye(n)], axis=1)  # noqa: E731
+    np.testing.assert_allclose(dense(lintrans.compose(a, b)), dense(a) @ dense(b), atol=1e-12)
+
+
+def test_homomorphic_transform_matches_numpy():
+    p = INSECURE_CKKS_N11_COMPOSITE
+    rng = np.random.default_rng(5)
+    n = 64
+    m = lintrans.Diagonals(n, {k: rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n) for k in (0, 2, 6, 60, 62)})
+    pl = lintrans.plan(m)
+    sk, ek = ops.keygen(p, rotations=sorted(pl.rotations()), seed=bytes(32))
+    z = rng.uniform(-1, 1, n) + 1j * rng.uniform(-1, 1, n)
+    ct = ops.encrypt(ek, ops.encode(p, z))
+    enc = lintrans.encode(p, m, level=ct.level, in_scale=ct.scale, out_scale=p.scale)
+    out = lintrans.apply(ct, enc, ek)
+    assert out.level == ct.level - 1 and out.scale == p.scale
+    got = ops.decode(ops.decrypt(sk, out))[:n]
+    assert _bits(got, m.apply(z)) > 20  # scale 2^50: fresh noise about 2^-35, five rotations and a rescale
+
+
+def test_plan_rotations_cover_the_baby_and_giant_steps():
+    m = bt.dft_factors(1024, 2, inverse=True)[0]
+    pl = lintrans.plan(m)
+    js = {lintrans._signed(k, 1024) // pl.stride for k in m.diags}
+    assert {g + b for g, bs in pl.giants for b in bs} == js
+
+
+# --- polynomials ---------------------------------------------------------------------------------------
+
+
+def test_chebyshev_divmod_identity():
+    rng = np.random.default_rng(7)
+    c = rng.normal(size=40)
+    q, r = polynomial.chebyshev_divmod(c, 32)
+    x = np.linspace(-1, 1, 101)
+    t32 = np.polynomial.chebyshev.chebval(x, [0] * 32 + [1])
+    np.testing.assert_allclose(polynomial.chebyshev_eval(q, x) * t32 + polynomial.chebyshev_eval(r, x),
+                               polynomial.chebyshev_eval(c, x), atol=1e-10)
+
+
+@pytest.mark.parametrize("degree", [5, 15, 27])
+def test_polynomial_evaluation(keys, degree):
+    sk, ek, _ = keys
+    f = lambda x: 1 / (1 + np.exp(-4 * x))  # noqa: E731
+    c = polynomial.chebyshev_coefficients(f, degree, (-2, 2))
+    rng = np.random.default_rng(degree)
+    x = rng.uniform(-2, 2, P.slots)
+    ct = ops.encrypt(ek, ops.encode(P, x, level=P.levels))
+    out = polynomial.evaluate(ct, c, ek, interval=(-2, 2))
+    assert ct.level - out.level <= polynomial.depth(degree) + 1
+    got = ops.decode(ops.decrypt(sk, out)).real
+    assert _bits(got, polynomial.chebyshev_eval(c, x, (-2, 2))) > 28
+
+
+def test_polynomial_errors():
+    with pytest.raises(ParameterError, match="degree"):
+        polynomial.chebyshev_coefficients(np.sin, 0)
+    with pytest.raises(ParameterError, match="interval"):
+        polynomial.chebyshev_coefficients(np.sin, 3, (1, -1))
+
+
+def test_evalmod_polynomial_within_its_bound():
+    """EvalMod in float64 (the plan's Chebyshev coefficients, double angles, arcsine) against (c mod q0) / q0 on
+    the whole interval |I| <= 16 with message coefficients |m| / Delta up to 2^-6 (those of slots in [-1, 1] at
+    N 2^16), i.e. |m| / q0 up to 2^-6 / gamma; the error in units of Delta."""
+    pl = bt.plan_for(P)
+    K = pl.config.K
+    I = np.arange(-16, 17)[:, None]
+    frac = np.linspace(-(2.0**-6), 2.0**-6, 513)[None, :] / pl.gamma
+    t = ((I + frac) / K).ravel()
+    c = polynomial.chebyshev_eval(pl.cheb, t)
+    for beta in pl.betas:
+        c = 2 * c * c - beta
+    y = c + pl.kappa * c**3
+    err = np.abs(y - pl.gamma * np.tile(frac.ravel(), len(I))).max()
+    assert err < 2.0**-36  # the approximation alone (2^-38.7 measured), far below the noise of a bootstrap
+
+
+def test_mod_raise_is_exact():
+    rng = np.random.default_rng(1)
+    q_in, q_out = P.moduli_at(0), P.moduli_at(P.levels)
+    q0 = math.prod(q_in)
+    edge = q0 // 2 - 1  # within 2^-40 q0 of q0 / 2: either representative (the docstring's exception)
+    v = [int(x) for x in rng.integers(-(q0 // 2) + 2**20, q0 // 2 - 2**20, 64, dtype=np.int64)] + [0, 1, -1, edge]
+    x = np.array([[c % q for c in v] for q in q_in], dtype=np.uint32)
+    out = bt.mod_raise_coeffs(x, q_in, q_out)
+    want = np.array([[c % p for c in v] for p in q_out], dtype=np.uint32)
+    np.testing.assert_array_equal(out[:, :-1], want[:, :-1])
+    other = np.array([(edge - q0) % p for p in q_out], dtype=np.uint32)
+    assert np.array_equal(out[:, -1], want[:, -1]) or np.array_equal(out[:, -1], other)
+
+
+# --- bootstrapping -------------------------------------------------------------------------------------
+
+
+def test_bootstrap_round_trip(keys):
+    sk, ek, bk = keys
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, P.slots)
+    ct = ops.drop_level(ops.encrypt(ek, ops.encode(P, x)), 0)
+    out = bt.bootstrap(ct, bk)
+    assert out.level == P.user_levels and abs(out.scale / ct.scale - 1) < 1e-12
+    assert _bits(ops.decode(ops.decrypt(sk, out)).real, x) > BITS
+
+
+def test_depth_beyond_the_chain(keys):
+    """x -> 0.9 x^2 - 0.5, 6 times at 2 levels each: 12 levels on a chain that leaves 2, one bootstrap per step."""
+    sk, ek, bk = keys
+    rng = np.random.default_rng(12)
+    x = rng.uniform(-1, 1, P.slots)
+    want = x.copy()
+    ct = ops.encrypt(ek, ops.encode(P, x))
+    boots = 0
+    for _ in range(6):
+        if ct.level < 2:
+            ct, boots = bt.bootstrap(ct, bk), boots + 1
+        sq = ops.rescale(ops.mul(ct, ct, ek))
+        ct = ops.add_scalar(ops.rescale(ops.mul_scalar(sq, 0.9)), -0.5)
+        want = 0.9 * want**2 - 0.5
+    assert boots >= 5
+    assert _bits(ops.decode(ops.decrypt(sk, ct)).real, want) > BITS - 2  # errors pass through |d/dx| <= 1.8
+
+
+def test_sparse_slots():
+    n = 64
+    cfg = bt.config_for(P, n)
+    sk, ek = ops.keygen(P, seed=bytes(range(2, 34)))
+    bk = bt.keygen(sk, ek, cfg, seed=bytes(range(3, 35)))
+    rng = np.random.default_rng(13)
+    x = rng.uniform(-1, 1, n)
+    ct = ops.drop_level(ops.encrypt(ek, ops.encode(P, x)), 0)
+    out = bt.bootstrap(ct, bk)
+    got = ops.decode(ops.decrypt(sk, out)).real
+    # 21.7 bits measured: 64 slots put the message on 128 coefficients, each about 8x larger than at 1024 slots,
+    # and EvalMod's residual grows with the coefficient (crossfhe.ckks.bootstrap, step 4)
+    assert _bits(got[:n], x) > 20 and _bits(got[n : 2 * n], x) > 20  # still replicated
+
+
+def test_encrypted_vector_bootstrap():
+    ctx = CKKSContext.create(P, bootstrap=True, seed=bytes(range(4, 36)))
+    x = np.linspace(-1, 1, 100)
+    v = ctx.encrypt(x)
+    for _ in range(P.user_levels):
+        v = v * 1.0
+    assert v.level == 0
+    b = v.bootstrap()
+    assert b.level == P.user_levels and len(b) == 100
+    assert _bits(ctx.decrypt(b), x) > BITS
+    assert _bits(ctx.decrypt(b * b), x * x) > BITS - 1
+
+
+def test_errors(keys):
+    sk, ek, bk = keys
+    with pytest.raises(ParameterError, match="bootstrap"):
+        bt.config_for(INSECURE_CKKS_N11_COMPOSITE)
+    with pytest.raises(ParameterError, match="bootstrapping keys"):
+        CKKSContext.create(P, seed=bytes(32)).encrypt([0.5]).bootstrap()
+    with pytest.raises(ParameterError, match="bootstrap"):
+        CKKSContext.create(INSECURE_CKKS_N11_COMPOSITE, bootstrap=True)
+    other_sk, other_ek = ops.keygen(P, seed=bytes(range(5, 37)))
+    ct = ops.drop_level(ops.encrypt(other_ek, ops.encode(P, [0.5])), 0)
+    with pytest.raises(KeyMismatchError):
+        bt.bootstrap(ct, bk)
+    with pytest.raises(TypeError):
+        bt.bootstrap(ct, ek)
+    with pytest.raises(ParameterError, match="slots"):
+        bt.config_for(P, 3)
+
+
+def test_ephemeral_secret_is_certified_only_where_an_estimate_covers_it():
+    p = presets.N16_BOOT_L3
+    ring = bt.sparse_ring(p)
+    assert ring.hamming_weight == bt.EPHEMERAL_WEIGHT and not ring.insecure and ring.log_pq <= 121
+    est = [e for e in core_params.SPARSE_ESTIMATES if e.hamming_weight == 32]
+    assert est and "2022/024" in est[0].source
+    with pytest.raises(InsecureParametersError):  # h = 32 over the whole modulus: far above the estimate
+        core_params.check_security(p.n, p.log_pq, hamming_weight=32)
