@@ -51,6 +51,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench tfhe
 	$(BIN)/crossfhe bench kernels
 	$(BIN)/crossfhe bench circuits
+	$(BIN)/crossfhe bench bootstrap
 
 bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench ntt --quick
@@ -59,6 +60,7 @@ bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench tfhe --quick
 	$(BIN)/crossfhe bench kernels --quick
 	$(BIN)/crossfhe bench circuits --quick
+	$(BIN)/crossfhe bench bootstrap --quick
 
 clean:
 	rm -rf $(VENV) .jax_cache .native_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target

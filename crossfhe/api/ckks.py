@@ -37,6 +37,7 @@ from crossfhe.ckks.params import Params
 from crossfhe.core.keys import SecretHolder, SecretKey
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.io import ckks as io
+from crossfhe.io import format as fmt
 from crossfhe.io.registry import register_kind, register_type
 from crossfhe.kernels import as_kernel_set
 
@@ -173,13 +174,19 @@ class CKKSPublicContext:
 
     def serialize(self) -> bytes:
         """The context's blob (kind ``ckks.public_context``, laid out as its evaluation keys: parameters,
-        public, relinearization and Galois keys; no secret); also ``crossfhe.io.dumps(ctx)``."""
+        public, relinearization and Galois keys; no secret); also ``crossfhe.io.dumps(ctx)``. A context with
+        bootstrapping keys writes ``ckks.bootstrap_keys`` (the same layout plus the encapsulation keys)."""
+        if self.bootstrap_keys is not None:
+            return io.dumps_bootstrap_keys(self.bootstrap_keys)
         return io.dumps_public_context(self.keys)
 
     @classmethod
     def load(cls, blob, *, params: Params | None = None) -> CKKSPublicContext:
         """The public context of a :meth:`serialize` blob or of its evaluation keys' blob (for ``params``, if
         given); every check of :func:`crossfhe.io.ckks.loads`."""
+        if fmt.peek_kind(blob) == io.KIND_BOOTSTRAP_KEYS:
+            boot = io.loads_bootstrap_keys(blob, params=params)
+            return cls(boot.params, boot.evaluation, boot)
         keys = io.loads_public_context(blob, params=params)
         return cls(keys.params, keys)
 
@@ -480,6 +487,8 @@ class EncryptedVector:
 # crossfhe.io.dumps / loads take these objects (io cannot import the api: the api registers them).
 register_type(CKKSPublicContext, io.KIND_PUBLIC_CONTEXT, lambda c, params: c.serialize(), params_of=lambda c: c.params)
 register_kind(io.KIND_PUBLIC_CONTEXT, lambda blob, params, context: CKKSPublicContext.load(blob, params=params),
+              params=Params)
+register_kind(io.KIND_BOOTSTRAP_KEYS, lambda blob, params, context: CKKSPublicContext.load(blob, params=params),
               params=Params)
 register_type(EncryptedVector, io.KIND_VECTOR, lambda x, params: x.serialize(), params_of=lambda x: x.ctx.params)
 register_kind(io.KIND_VECTOR, lambda blob, params, context: EncryptedVector.load(context, blob), params=Params,

@@ -25,11 +25,15 @@ Delta_in:
    small (2^4 in the presets): CoeffToSlot's noise reaches the result multiplied by K q0 / Delta_in, and the
    arcsine removes the sine's cubic error (relative (2 pi m / q0)^2 / 6), leaving 3 (2 pi m / q0)^4 / 40. The
    constant q0 / (2 pi Delta) is spread over the steps (each double angle becomes c <- 2 c^2 - beta).
-   Coefficients, not slots, enter EvalMod: slot values uniform in [-1, 1] give coefficients of about
-   2^-6 Delta at N 2^16, where the residual is negligible (2^-38.7 in the float64 model of EvalMod); a message
-   concentrated in few coefficients loses precision with the 5th power of its largest coefficient: the model
-   gives 29.1 bits at Delta / 16, 19.1 at Delta / 4 and 9.2 at Delta (a constant vector of value 1), so scale
-   such messages down before bootstrapping.
+   Coefficients, not slots, enter EvalMod: slot values uniform in [-1, 1] over all N/2 slots give coefficients
+   of about 2^-6 Delta at N 2^16, where the residual is negligible (2^-38.7 in the float64 model of EvalMod). A
+   message concentrated in few coefficients loses precision with the 5th power of its largest coefficient: the
+   model gives 29.1 bits at Delta / 16, 19.1 at Delta / 4, 14.1 at Delta / 2 and 9.2 at Delta. Such messages are
+   vectors with a large mean (coefficient 0 is the mean of the slots' real parts) and short vectors replicated
+   over the slots (n distinct values sit on 2n coefficients of about |x| / sqrt(2n)): center them, or scale them
+   down, before bootstrapping. A smaller message ratio is what buys the 25 bits of random data at N 2^16 (the
+   noise of CoeffToSlot reaches the result multiplied by K q0 / Delta); a larger one would trade them for the
+   concentrated case.
 5. **SlotToCoeff**: the special DFT on re + i im (``stc_levels`` merged factors), at the user's levels.
 
 Levels, top down: CoeffToSlot uses levels L ... L - cts + 1, EvalMod the next :func:`evalmod_levels`,
@@ -47,6 +51,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -59,6 +64,7 @@ from crossfhe.core.keys import SecretKey, check_key_ids, gen_secret_key
 from crossfhe.core.params import RingParams
 from crossfhe.errors import ParameterError
 from crossfhe.math import random as crandom
+from crossfhe.math.rns import BasisConversion, RNSBasis, fast_basis_conversion
 from crossfhe.math.xla import plan_cache
 from crossfhe.ring import poly
 from crossfhe.ring.ntt import NTTPlan, ntt
@@ -215,50 +221,57 @@ def dft_factors(n: int, levels: int, *, inverse: bool) -> list[lintrans.Diagonal
 
 @dataclass(frozen=True, eq=False)
 class Plan:
-    """The encoded CoeffToSlot factors, the EvalMod coefficients and the rotation set of (params, config).
-    Public (no key material); made once by :func:`plan_for` and cached."""
+    """The encoded CoeffToSlot and SlotToCoeff factors, the EvalMod coefficients and the rotation set of
+    (params, config). Public (no key material); made once by :func:`plan_for` and cached."""
 
     params: Params
     config: Config
     cts: tuple  # lintrans.Encoded, applied in order
-    stc_factors: tuple  # lintrans.Diagonals, applied in order (encoded at first use: their input scale)
+    stc: tuple  # lintrans.Encoded, applied in order (inputs at params.scale, EvalMod's output scale)
     cheb: np.ndarray
     betas: tuple  # beta_1 .. beta_r of the double-angle steps
     kappa: float  # the arcsine correction's cubic coefficient on the scaled sine
     gamma: float  # the nominal message ratio q0 / Delta
     raise_scale: float
     subsum: tuple  # SubSum rotations (sparse slots)
-    _stc_cache: dict = dataclasses.field(default_factory=dict)
 
     def rotations(self) -> list[int]:
         """Every rotation offset a bootstrap uses (slots of N/2, 0 left out)."""
         rots = set(self.subsum)
-        for enc in self.cts:
+        for enc in self.cts + self.stc:
             rots |= enc.plan.rotations()
-        for m in self.stc_factors:
-            rots |= lintrans.plan(m).rotations()
         return sorted(r % self.params.slots for r in rots if r % self.params.slots)
 
-    def stc(self, in_scale: float) -> tuple:
-        """SlotToCoeff's factors encoded for inputs at ``in_scale`` (cached: EvalMod's output scale is fixed by
-        the parameters)."""
-        key = float(in_scale)
-        if key not in self._stc_cache:
-            params, cfg = self.params, self.config
-            level = params.levels - cfg.cts_levels - cfg.evalmod_levels
-            out, scale = [], key
-            for m in self.stc_factors:
-                target = params.scale
-                out.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=target))
-                scale, level = target, level - 1
-            self._stc_cache[key] = tuple(out)
-        return self._stc_cache[key]
+    def nbytes(self) -> int:
+        return sum(e.nbytes() for e in self.cts + self.stc)
 
 
 def plan_for(params: Params, config: Config | None = None) -> Plan:
     """The cached :class:`Plan` of (params, config) (default config: :func:`config_for` at N/2 slots)."""
     config = config_for(params) if config is None else config
     return _plan(params, config)
+
+
+def giant_step_cost(params: Params, level: int) -> float:
+    """A full rotation's cost in units of a hoisted one at ``level``, counted in limb NTTs: a full one pays the
+    ModUp of every digit (the inverse transform of the limbs, each digit's extension to the others and P) and a
+    ModDown (2 (K + limbs)), a hoisted one only its ModDown. The weight :func:`crossfhe.ckks.lintrans.plan` gives
+    giant steps (about 2.5 at dnum 3, 5 at dnum 8 at the top of the N 2^16 presets)."""
+    limbs, k = len(params.moduli_at(level)), len(params.p)
+    up = limbs + sum(limbs + k - (hi - lo) for lo, hi in ks.digit_groups(len(params.q), params.dnum, limbs))
+    down = 2 * (k + limbs)
+    return (up + down) / down
+
+
+KEY_BYTES_FOR_16_BABIES = 128 * 2**20
+"""Where one key-switching key is larger (dnum digits x (L + K) limbs x N x 8 bytes), the transforms take at most 8
+baby steps, fewer keys: N16_BOOT_L9's keys are 244 MiB each, 39 of them 10 GiB, and 16 baby steps would add 12."""
+
+
+def _max_babies(params: Params) -> int:
+    digits = len(ks.digit_groups(len(params.q), params.dnum))
+    key = digits * (len(params.q) + len(params.p)) * params.n * 8
+    return 16 if key <= KEY_BYTES_FOR_16_BABIES else 8
 
 
 @plan_cache(maxsize=2)
@@ -274,8 +287,15 @@ def _plan(params: Params, cfg: Config) -> Plan:
     cts, scale = [], raise_scale
     for m in dft_factors(n, cfg.cts_levels, inverse=True):
         target = float(math.prod(params.rescale_primes(level - 1)))
-        cts.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=target))
+        cts.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=target,
+                                   giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params)))
         scale, level = target, level - 1
+    level = params.levels - cfg.cts_levels - cfg.evalmod_levels
+    stc = []
+    for m in dft_factors(n, cfg.stc_levels, inverse=False):
+        stc.append(lintrans.encode(params, m, level=level, in_scale=params.scale, out_scale=params.scale,
+                                   giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params)))
+        level -= 1
     gamma = q0 / params.scale
     r = cfg.double_angle
     alpha = gamma / (2 * math.pi)
@@ -283,8 +303,8 @@ def _plan(params: Params, cfg: Config) -> Plan:
     b0, K = betas[0], cfg.K
     cheb = polynomial.chebyshev_coefficients(lambda t: b0 * np.cos(2 * np.pi * (K * t - 0.25) / 2**r), cfg.degree)
     subsum = tuple(n << j for j in range((params.slots // n).bit_length() - 1))
-    stc = tuple(dft_factors(n, cfg.stc_levels, inverse=False))
-    return Plan(params, cfg, tuple(cts), stc, cheb, betas[1:], 1.0 / (6 * alpha**2), gamma, raise_scale, subsum)
+    return Plan(params, cfg, tuple(cts), tuple(stc), cheb, betas[1:], 1.0 / (6 * alpha**2), gamma, raise_scale,
+                subsum)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -292,6 +312,7 @@ def _plan(params: Params, cfg: Config) -> Plan:
 # --------------------------------------------------------------------------------------------------
 
 
+@jax.tree_util.register_dataclass
 @dataclass(frozen=True, eq=False, repr=False)
 class Keys:
     """Public bootstrapping material: ``evaluation`` (relinearization, the Galois keys of every rotation the
@@ -301,8 +322,8 @@ class Keys:
     evaluation: EvaluationKeys
     to_sparse: ks.KeySwitchKey
     to_dense: ks.KeySwitchKey
-    sparse_ring: RingParams
-    config: Config
+    sparse_ring: RingParams = dataclasses.field(metadata={"static": True})
+    config: Config = dataclasses.field(metadata={"static": True})
 
     @property
     def params(self) -> Params:
@@ -372,36 +393,33 @@ def _residues_eval(coeffs, moduli: tuple[int, ...], n: int) -> RNSPoly:
 
 
 @plan_cache(maxsize=8)
-def _raise_tables(q_in: tuple[int, ...], q_out: tuple[int, ...]):
-    q0 = math.prod(q_in)
-    inv = np.array([pow(q0 // q, -1, q) for q in q_in], dtype=np.uint64).reshape(-1, 1)
-    w = np.array([[(q0 // q) % p for p in q_out] for q in q_in], dtype=np.uint64)  # [k, L]
-    q0_mod = np.array([q0 % p for p in q_out], dtype=np.uint64)
-    return np.array(q_in, dtype=np.uint64).reshape(-1, 1), inv, w, q0_mod
+def raise_plan(q_in: tuple[int, ...], q_out: tuple[int, ...], kernels=None):
+    """The tables of :func:`mod_raise`: the exact (HPS) basis conversion from q0's primes to the others of
+    ``q_out`` and the NTT plans of both bases (a pytree: an argument of compiled code)."""
+    rest = q_out[len(q_in):]
+    if q_out[: len(q_in)] != tuple(q_in):
+        raise ParameterError("ModRaise targets a basis that starts with q0's primes")
+    conv = BasisConversion.create(RNSBasis(tuple(q_in)), RNSBasis(rest), exact=True)
+    return conv
+
+
+def mod_raise(x: RNSPoly, q_out: tuple[int, ...], conv, ntt_in: NTTPlan, ntt_out: NTTPlan) -> RNSPoly:
+    """The centered lift of x (EVAL over q0's primes) to ``q_out`` (EVAL): residues mod the other primes of the
+    representative in (-q0/2, q0/2] (:func:`crossfhe.math.rns.fast_basis_conversion` with ``exact``: where a
+    coefficient lies within 2^-22 q0 of +-q0/2 the other representative may be taken, which changes I by one
+    and keeps |c| <= (h + 1) q0 / 2 + 2^-22 q0, inside EvalMod's interval). Traceable."""
+    coeff = poly.to_coeff(x, ntt_in)
+    ext = fast_basis_conversion(coeff.data, conv)
+    data = jnp.concatenate([coeff.data, ext], axis=-2)
+    return poly.to_eval(RNSPoly(data, tuple(q_out), Domain.COEFF), ntt_out)
 
 
 def mod_raise_coeffs(x: np.ndarray, q_in: tuple[int, ...], q_out: tuple[int, ...]) -> np.ndarray:
-    """Residues mod q_out of the centered lifts of x (uint32 [k, N], residues mod q_in, coefficients), k <= 3:
-    v_i = x_i (q0/q_i)^-1 mod q_i, the lift sum_i v_i q0/q_i - a q0 with a = round(sum_i v_i / q_i) (in
-    (-q0/2, q0/2] except where a coefficient lies within 2^-40 q0 of +-q0/2, where either representative is
-    taken: both differ by q0, a change of I by one, which EvalMod's interval absorbs). Exact otherwise."""
-    qi, inv, w, q0_mod = _raise_tables(tuple(q_in), tuple(q_out))
-    if len(q_in) > 3:
-        raise ParameterError("ModRaise takes at most 3 base primes")
-    v = (x.astype(np.uint64) * inv) % qi  # [k, N]
-    a = np.rint(np.sum(v.astype(np.float64) / qi.astype(np.float64), axis=0)).astype(np.uint64)  # [N]
-    p = np.array(q_out, dtype=np.uint64).reshape(-1, 1)
-    acc = np.zeros((len(q_out), x.shape[-1]), dtype=np.uint64)
-    for i in range(len(q_in)):
-        acc = (acc + v[i][None, :] * w[i][:, None]) % p
-    return ((acc + p * np.uint64(len(q_in) + 1) - (a[None, :] * q0_mod[:, None]) % p) % p).astype(np.uint32)
-
-
-def _mod_raise(x: RNSPoly, q_out: tuple[int, ...], kernels) -> RNSPoly:
-    n = x.n
-    coeff = poly.to_coeff(x, NTTPlan.create(n, x.basis, kernels))
-    lifted = mod_raise_coeffs(np.asarray(coeff.data), x.basis, q_out)
-    return poly.to_eval(RNSPoly.create(jnp.asarray(lifted), q_out), NTTPlan.create(n, q_out, kernels))
+    """:func:`mod_raise` on coefficients: uint32 [k, N] residues mod q_in -> uint32 [len(q_out), N] residues of the
+    centered lift (the same words as inside a bootstrap)."""
+    conv = raise_plan(tuple(q_in), tuple(q_out))
+    ext = np.asarray(fast_basis_conversion(jnp.asarray(x, dtype=jnp.uint32), conv))
+    return np.concatenate([np.asarray(x, dtype=np.uint32), ext], axis=0)
 
 
 @plan_cache(maxsize=16)
@@ -431,7 +449,9 @@ def encapsulate_and_raise(ct: Ciphertext, keys: Keys, scale: float) -> Ciphertex
     u0, u1 = ks.keyswitch(ct.c1, keys.to_sparse, plan=plan0)
     c0, c1 = poly.add(ct.c0, u0), u1
     top = params.moduli_at(params.levels)
-    c0, c1 = _mod_raise(c0, top, kernels), _mod_raise(c1, top, kernels)
+    conv = raise_plan(q0, top)
+    ntt_in, ntt_out = NTTPlan.create(params.n, q0, kernels), NTTPlan.create(params.n, top, kernels)
+    c0, c1 = mod_raise(c0, top, conv, ntt_in, ntt_out), mod_raise(c1, top, conv, ntt_in, ntt_out)
     plan_top = ks.keyswitch_plan(keys.to_dense, active=len(top), kernels=kernels)
     v0, v1 = ks.keyswitch(c1, keys.to_dense, plan=plan_top)
     return Ciphertext(poly.add(c0, v0), v1, params, scale, ct.key_id)
@@ -458,14 +478,15 @@ def eval_mod(t: Ciphertext, pl: Plan, keys: EvaluationKeys) -> Ciphertext:
     q_last = math.prod(c.params.rescale_primes(sq.level))
     cub = polynomial.scale_to(c, pl.kappa, 0.0, c.params.scale * q_last / sq.scale)
     prod = ops.mul(cub, sq, keys)
-    return ops.rescale(ops.add(prod, polynomial.lift(c, prod.level, prod.scale)))
+    out = ops.rescale(ops.add(prod, polynomial.lift(c, prod.level, prod.scale)))
+    return ops._like(out, out.c0, out.c1, c.params.scale)  # equal to it up to float rounding, by construction
 
 
 def slot_to_coeff(re: Ciphertext, im: Ciphertext, pl: Plan, keys: EvaluationKeys) -> Ciphertext:
     """Step 5: the special DFT of re + i im, at the user's top level, scale ``params.scale``."""
     level = min(re.level, im.level)
     ct = ops.add(ops.drop_level(re, level), times_i(ops.drop_level(im, level)))
-    for enc in pl.stc(ct.scale):
+    for enc in pl.stc:
         ct = lintrans.apply(ct, enc, keys)
     return ct
 

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from crossfhe.ckks import ops
-from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
+from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
 from crossfhe.errors import ParameterError
+from crossfhe.math.xla import jit
+from crossfhe.ring import poly
 
 DROP = 2.0**-60
 """Diagonals whose entries are all below this (relative to the largest entry of the transform) are dropped."""
@@ -112,8 +114,10 @@ class Plan:
         return {r % self.n for r in self.baby_rotations + self.giant_rotations if r % self.n}
 
 
-def plan(m: Diagonals, n1: int | None = None) -> Plan:
-    """The BSGS split of ``m``: n1 (a power of two) defaults to the one that minimizes baby + giant rotations."""
+def plan(m: Diagonals, n1: int | None = None, giant_cost: float = 1.0, max_n1: int | None = None) -> Plan:
+    """The BSGS split of ``m``: n1 (a power of two, at most ``max_n1``) defaults to the one that minimizes baby
+    rotations + ``giant_cost`` x giant rotations (a giant one is a full key switch, a baby one shares the ModUp).
+    Each distinct rotation needs its key: ``max_n1`` bounds the key count where keys are large."""
     s = m.stride()
     js = sorted(_signed(k, m.n) // s for k in m.diags)
     if not js:
@@ -128,9 +132,9 @@ def plan(m: Diagonals, n1: int | None = None) -> Plan:
 
     if n1 is None:
         span = js[-1] - js[0] + 1
-        cands = [1 << e for e in range(max(1, span).bit_length() + 1)]
+        cands = [1 << e for e in range(max(1, span).bit_length() + 1) if max_n1 is None or 1 << e <= max_n1]
         n1 = min(cands, key=lambda c: (len({b for bs in split(c).values() for b in bs if b})
-                                       + len([g for g in split(c) if g]), c))
+                                       + giant_cost * len([g for g in split(c) if g]), c))
     giants = split(n1)
     return Plan(m.n, s, n1, tuple((g, tuple(sorted(bs))) for g, bs in sorted(giants.items())))
 
@@ -151,14 +155,14 @@ class Encoded:
 
 
 def encode(params: Params, m: Diagonals, *, level: int, in_scale: float, out_scale: float,
-           n1: int | None = None) -> Encoded:
+           n1: int | None = None, giant_cost: float = 1.0, max_n1: int | None = None) -> Encoded:
     """The diagonals of ``m`` pre-rotated for :func:`plan` and encoded at ``level`` and scale out_scale q_l /
     in_scale (module docstring). ``m.n`` must divide N/2."""
     if params.slots % m.n:
         raise ParameterError(f"a transform of {m.n} slots does not fit N/2 = {params.slots} slots")
     if level < 1:
         raise ParameterError("a linear transform needs a level to rescale")
-    p = plan(m, n1)
+    p = plan(m, n1, giant_cost, max_n1)
     s_pt = out_scale * math.prod(params.rescale_primes(level)) / in_scale
     groups = []
     for g, bs in p.giants:
@@ -185,11 +189,11 @@ def apply(ct: Ciphertext, enc: Encoded, keys: EvaluationKeys) -> Ciphertext:
     rotated = ops.rotate_many(ct, [(p.stride * b) % p.n for b in babies], keys)
     baby = {p.stride * b: rotated[(p.stride * b) % p.n] for b in babies}
     acc = None
+    product_scale = ct.scale * enc.plaintexts[0][0][1].scale
     for (g, _), row in zip(p.giants, enc.plaintexts):
-        inner = None
-        for b, pt in row:
-            t = _mul_plain_exact(baby[p.stride * b], pt, ct.scale)
-            inner = t if inner is None else ops.add(inner, t)
+        xs = [baby[p.stride * b] for b, _ in row]
+        s0, s1 = _k_inner(tuple(x.c0 for x in xs), tuple(x.c1 for x in xs), tuple(pt.poly for _, pt in row))
+        inner = ops._like(ct, s0, s1, product_scale)
         if (p.stride * g) % p.n:
             inner = ops.rotate(inner, (p.stride * g) % p.n, keys)
         acc = inner if acc is None else ops.add(acc, inner)
@@ -197,11 +201,14 @@ def apply(ct: Ciphertext, enc: Encoded, keys: EvaluationKeys) -> Ciphertext:
     return ops._like(out, out.c0, out.c1, enc.out_scale)
 
 
-def _mul_plain_exact(x: Ciphertext, pt: Plaintext, in_scale: float) -> Ciphertext:
-    """x pt with the product's scale computed from the transform's input scale (so every term of a sum has
-    the same scale)."""
-    out = ops.mul_plain(x, pt)
-    return ops._like(out, out.c0, out.c1, in_scale * pt.scale)
+@jit
+def _k_inner(xs0: tuple, xs1: tuple, pts: tuple):
+    """(sum_t xs0[t] pts[t], sum_t xs1[t] pts[t]) over the ciphertexts' primes (EVAL): one giant step's baby
+    products and their sum in one program (one pass over its operands)."""
+    acc0, acc1 = poly.mul(xs0[0], pts[0]), poly.mul(xs1[0], pts[0])
+    for x0, x1, m in zip(xs0[1:], xs1[1:], pts[1:]):
+        acc0, acc1 = poly.add(acc0, poly.mul(x0, m)), poly.add(acc1, poly.mul(x1, m))
+    return acc0, acc1
 
 
 __all__ = ["Diagonals", "Encoded", "Plan", "apply", "compose", "encode", "plan"]

@@ -89,9 +89,10 @@ def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: byt
 
 def encode(params: Params, values, *, level: int | None = None, scale: float | None = None) -> Plaintext:
     """Encode complex (or real) values into a plaintext at ``level`` (default: the top user level,
-    :attr:`Params.user_levels`) and ``scale`` (default Delta). ``values``: up to N/2 numbers (fewer: a power of two, replicated). Refuses values
-    whose largest coefficient plus the fresh-encryption noise bound (:func:`~crossfhe.core.rlwe.fresh_noise_bound`)
-    exceeds Q/2 at that level: they, or their encryption, would decrypt with the wrong sign."""
+    :attr:`Params.user_levels`) and ``scale`` (default Delta). ``values``: up to N/2 numbers (fewer: a power of
+    two, replicated). Refuses values whose largest coefficient plus the fresh-encryption noise bound
+    (:func:`~crossfhe.core.rlwe.fresh_noise_bound`) exceeds Q/2 at that level: they, or their encryption, would
+    decrypt with the wrong sign."""
     level = params.user_levels if level is None else int(level)
     scale = params.scale if scale is None else float(scale)
     moduli = params.moduli_at(level)

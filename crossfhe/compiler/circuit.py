@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.compiler.ir import CircuitError, Graph
@@ -75,6 +76,8 @@ class Scheme:
     - ``runtime(graph, params, public) -> pytree`` of arrays: keys, plans and constants the program takes.
     - ``interpret(graph, params, inputs, runtime) -> [leaves per output]``: the circuit on one item (traceable;
       ``inputs``: a tuple of leaf tuples, one per input).
+    - ``eager(graph) -> bool``: True where the graph runs operation by operation, each its own compiled program,
+      instead of as one program (CKKS circuits that bootstrap); default False.
     - ``params_digest(params)``, ``kernels(params)``, ``build_id(params)``, ``custom_calls(params)``: identity,
       kernel set, native build and custom-call targets of ``params``; ``graph_to_json``/``spec_to_json`` and
       inverses (defaults here).
@@ -90,6 +93,9 @@ class Scheme:
     def output_node(self, trace, value, position: int = 0) -> int:
         """The node standing for output ``position`` (default: the value's own node)."""
         return value.node
+
+    def eager(self, graph) -> bool:
+        return False
 
     def prepare_params(self, params):
         """``params`` checked and with its kernel set resolved (default: unchanged)."""
@@ -458,9 +464,24 @@ class Circuit:
                 raise ParameterError(f"{self.name}: input {i} holds arrays {got}, the circuit takes {want}")
         leaves, treedef = self._runtime(public)
         with self.scheme.scope(self.params):
-            program = self._program(batch, devices, leaves, treedef)
-            outs = program(tuple(tuple(x.leaves) for x in inputs), leaves)
+            if self.scheme.eager(self.graph):
+                outs = self._run_eager(batch, tuple(tuple(x.leaves) for x in inputs), leaves, treedef)
+            else:
+                program = self._program(batch, devices, leaves, treedef)
+                outs = program(tuple(tuple(x.leaves) for x in inputs), leaves)
         return [Encrypted(tuple(o), batch, key_id, self.digest, j, True) for j, o in enumerate(outs)]
+
+    def _run_eager(self, batch, inputs, leaves, treedef):
+        """The graph operation by operation (each a cached compiled program), item by item over the batch."""
+        rt = jax.tree.unflatten(treedef, leaves)
+        items = int(np.prod(batch)) if batch else 1
+        flat = [tuple(tuple(np.reshape(a, (items,) + np.shape(a)[len(batch):])[j] for a in x) for x in inputs)
+                for j in range(items)] if batch else [inputs]
+        outs = [self.scheme.interpret(self.graph, self.params, item, rt) for item in flat]
+        if not batch:
+            return [tuple(o) for o in outs[0]]
+        return [tuple(jnp.stack([outs[j][k][m] for j in range(items)]).reshape(tuple(batch) + outs[0][k][m].shape)
+                      for m in range(len(outs[0][k]))) for k in range(len(outs[0]))]
 
     def encrypt_run_decrypt(self, *values):
         """decrypt(run(encrypt(values))) with the circuit's keys (made by :meth:`keygen` if there are none)."""
@@ -596,6 +617,9 @@ class Circuit:
         keys to take the argument shapes from (default the circuit's own). ``platform``: where the server runs it
         ("cpu", "cuda", ...; default that of this process's first local device)."""
         batch = tuple(int(b) for b in batch_shape)
+        if self.scheme.eager(self.graph):
+            raise ParameterError(f"{self.name} bootstraps, so it runs operation by operation and has no single program "
+                                 "to export; ship the function and compile it where it runs")
         leaves, treedef = self._runtime(self._key_material(keys, "export"))
         exp = self._lower_exported(batch, leaves, treedef, platform or _platform(jax.local_devices()[0]))
         header = {

@@ -22,7 +22,7 @@ import numbers
 import jax
 import numpy as np
 
-from crossfhe.ckks import encoder, presets
+from crossfhe.ckks import bootstrap, encoder, presets
 from crossfhe.ckks import ops as ckks_ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
@@ -382,6 +382,13 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
     def settled(v: int, loc: str) -> int:
         return rescale(v, loc) if info[v][2] else v
 
+    def refreshed(v: int, loc: str) -> int:
+        """v (settled) bootstrapped back to the top user level when it sits at level 0 and the parameters can
+        bootstrap: a product there would need a level below 0."""
+        if info[v][0] or not params.bootstrap_levels:
+            return v
+        return emit("bootstrap", (v,), {}, loc, params.user_levels, info[v][1], False)
+
     def drop(v: int, level: int, loc: str) -> int:
         lv, scale, pending, polys = info[v]
         if level >= lv:
@@ -445,7 +452,7 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
             if n.op == "add_scalar":
                 _check_constant(params, abs(n.attr("c")), scale, level, n)
         elif n.op in ("mul_scalar", "mul_plain"):
-            x = settled(args[0], loc)
+            x = refreshed(settled(args[0], loc), loc)
             x = drop(x, at(i, info[x][0]), loc)
             level, scale, _, _ = info[x]
             if level == 0:
@@ -457,6 +464,9 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
                 origin[v] = (frozenset({i}), 1.0)
         elif n.op == "tensor":
             x, y = (settled(a, loc) for a in args)
+            if min(info[x][0], info[y][0]) == 0:
+                x = refreshed(x, loc)
+                y = x if args[0] == args[1] else refreshed(y, loc)
             lvl = at(i, min(info[x][0], info[y][0]))
             if lvl == 0:  # its rescale, needed before any use, would go below level 0
                 raise _depth_error(g, params, loc)
@@ -523,7 +533,8 @@ def _depth_error(g: Graph, params: Params, loc: str) -> CircuitError:
     depth = multiplicative_depth(g)
     fits = [name for name, p in presets.SECURE.items() if p.levels >= max(depth, params.levels + 1)]
     hint = f"; the smallest secure preset with that depth is {fits[0]}" if fits else \
-        "; no secure preset has that depth (CKKS bootstrapping is not available yet): split the circuit"
+        ("; no secure preset has that depth without bootstrapping: compile for a bootstrappable preset (" +
+         ", ".join(presets.BOOTSTRAP) + "), where the circuit bootstraps where its levels run out")
     return CircuitError(f"depth exhausted at {loc}: this operation needs a level below 0; the parameters have "
                         f"{params.levels} levels and the circuit has multiplicative depth {depth}{hint}")
 
@@ -540,6 +551,8 @@ def _needed_levels(g: Graph) -> list[int]:
         consume = need[i] + 1 if n.op == "rescale" else need[i]
         if n.op == "drop":
             consume = n.attr("to")
+        if n.op == "bootstrap":
+            consume = 0
         for a in n.args:
             need[a] = max(need[a], min(consume, g.nodes[a].attr("level")))
     return need
@@ -589,6 +602,7 @@ def cost(g: Graph, params: Params, annotated: bool = True) -> dict:
         "tensor_products": c["tensor"] + c["mul"],
         "plain_products": c["mul_plain"] + c["mul_scalar"] + c["mul_int"],
         "additions": c["add"] + c["sub"] + c["add_plain"] + c["add_scalar"],
+        "bootstraps": c["bootstrap"],
         "depth": multiplicative_depth(g),
     }
     if annotated and all(n.attr("level") is not None for n in g.nodes):
@@ -623,6 +637,11 @@ def _poly(params: Params, level: int, data) -> RNSPoly:
     return RNSPoly(data, params.moduli_at(level), Domain.EVAL)
 
 
+def _evaluation(keys):
+    """The EvaluationKeys of ``keys`` (bootstrapping keys hold them)."""
+    return keys.evaluation if isinstance(keys, bootstrap.Keys) else keys
+
+
 def _galois_elements(g: Graph, params: Params) -> list[int]:
     ks_ = set()
     for n in g.nodes:
@@ -637,6 +656,9 @@ def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
     """The program's arguments besides the inputs: the keys it uses, a key-switch plan per level it switches at,
     rescale tables per level, and each constant encoded at its node's level and scale (made here, once)."""
     out = {"galois": {}, "ks": {}, "rescale": {}, "consts": {}}
+    if any(n.op == "bootstrap" for n in g.nodes):
+        out["bootstrap"] = keys
+    keys = _evaluation(keys)
     if any(n.op == "relin" for n in g.nodes):
         out["relin"] = keys.relin
     for e in _galois_elements(g, params):
@@ -724,6 +746,11 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
         elif n.op == "pick":
             src = g.nodes[n.args[0]]
             vals.append(tuple(a[0][src.attr("ks").index(n.attr("k"))]))
+        elif n.op == "bootstrap":  # eager only (CKKSScheme.eager): its tables are not arguments of one program
+            src = g.nodes[n.args[0]]
+            ct = Ciphertext(*a[0], params, src.attr("scale"), rt["bootstrap"].key_id)
+            out = bootstrap.bootstrap(ct, rt["bootstrap"])
+            vals.append((out.c0, out.c1))
         elif n.op == "output":
             vals.append(a[0])
         else:
@@ -773,7 +800,8 @@ class CKKSScheme(Scheme):
                 return p
         raise CircuitError(f"no secure CKKS preset has depth {depth}" +
                            (f" and {precision} bits of precision" if precision else "") +
-                           "; CKKS bootstrapping is not available yet: split the circuit or lower the precision")
+                           "; pass params= a bootstrappable preset (" + ", ".join(presets.BOOTSTRAP) +
+                           "): the circuit then bootstraps where its levels run out")
 
     def prepare_params(self, params) -> Params:
         if not isinstance(params, Params):
@@ -789,12 +817,26 @@ class CKKSScheme(Scheme):
             elif n.op == "rotate_many":
                 rot.update(n.attr("ks"))
         return {"relin": any(n.op == "relin" for n in graph.nodes), "rotations": sorted(rot),
-                "galois_elements": _galois_elements(graph, params)}
+                "galois_elements": _galois_elements(graph, params),
+                "bootstrap": any(n.op == "bootstrap" for n in graph.nodes)}
 
     def keygen(self, params, req, seed):
-        return ckks_ops.keygen(params, rotations=req["rotations"], seed=seed)
+        sk, ek = ckks_ops.keygen(params, rotations=req["rotations"], seed=seed)
+        if req.get("bootstrap"):
+            sub = None if seed is None else bytes(b ^ 0x5A for b in seed)
+            return sk, bootstrap.keygen(sk, ek, seed=sub)
+        return sk, ek
+
+    def eager(self, graph) -> bool:
+        """A circuit that bootstraps runs its operations one compiled program each (the bootstrap's CoeffToSlot
+        plaintexts and keys, gigabytes at N 2^16, are not embedded in one exported program)."""
+        return any(n.op == "bootstrap" for n in graph.nodes)
 
     def check_keys(self, graph, params, public, key_id) -> None:
+        if self.eager(graph) and not isinstance(public, bootstrap.Keys):
+            raise ParameterError("this circuit bootstraps where its levels run out: run it with bootstrapping keys "
+                                 "(circuit.keygen() makes them)")
+        public = _evaluation(public)
         if not isinstance(public, EvaluationKeys):
             raise TypeError(f"a CKKS circuit runs with ckks.EvaluationKeys (circuit.keys.public), got "
                             f"{type(public).__name__}")
@@ -815,6 +857,7 @@ class CKKSScheme(Scheme):
 
     def encrypt_input(self, graph, params, public, index: int, spec: CKKSVector, values):
         """Encrypt input ``index`` at the level the circuit first uses it (its ``input`` node's)."""
+        public = _evaluation(public)
         if not isinstance(public, (EvaluationKeys, SecretKey)):
             raise TypeError(f"encrypt takes the circuit's keys, got {type(public).__name__}")
         v = np.asarray(values)

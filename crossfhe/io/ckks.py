@@ -67,6 +67,7 @@ KIND_EVALUATION_KEYS = "ckks.evaluation_keys"
 KIND_SECRET_KEY = "ckks.secret_key"
 KIND_VECTOR = "ckks.vector"
 KIND_PUBLIC_CONTEXT = "ckks.public_context"
+KIND_BOOTSTRAP_KEYS = "ckks.bootstrap_keys"
 
 _INT_KEYS = ("levels", "log_scale", "primes_per_level", "base_count", "dnum")
 
@@ -231,6 +232,66 @@ def loads_public_context(blob, *, params: Params | None = None) -> EvaluationKey
     """The evaluation keys of a :func:`dumps_public_context` blob, or of a ``ckks.evaluation_keys`` blob
     (how public contexts were written before they had a kind), after every check of :func:`loads`."""
     return com.loads_evaluation_keys(SCHEME, blob, params, (KIND_PUBLIC_CONTEXT, KIND_EVALUATION_KEYS))
+
+
+# --------------------------------------------------------------------------------------------------
+# Bootstrapping keys
+# --------------------------------------------------------------------------------------------------
+
+_CONFIG_INTS = ("slots", "cts_levels", "stc_levels", "degree", "double_angle")
+
+
+def dumps_bootstrap_keys(keys) -> bytes:
+    """The blob (kind ``ckks.bootstrap_keys``) of :class:`crossfhe.ckks.bootstrap.Keys`: the evaluation keys'
+    layout (so a public context with bootstrapping is this blob), plus the two encapsulation keys (``to_sparse``
+    over q0 and the first special prime, ``to_dense`` over the whole chain; both public) and the configuration.
+    No secret."""
+    from crossfhe.ckks import bootstrap as bt
+
+    if not isinstance(keys, bt.Keys):
+        raise TypeError(f"expected ckks.bootstrap.Keys, got {type(keys).__name__}")
+    params = keys.params
+    meta, arrays = com._evaluation_keys_parts(SCHEME, keys.evaluation)
+    for name, ksk, ring in (("to_sparse", keys.to_sparse, keys.sparse_ring), ("to_dense", keys.to_dense, params)):
+        m, a = com._ksk_parts(ksk, ring, f"{name}.")
+        meta[name] = m
+        arrays.update(a)
+    cfg = keys.config
+    meta["config"] = {**{k: int(getattr(cfg, k)) for k in _CONFIG_INTS}, "K": com.float_hex(cfg.K, "config.K")}
+    return com.pack(SCHEME, KIND_BOOTSTRAP_KEYS, params, meta, arrays)
+
+
+def loads_bootstrap_keys(blob, *, params: Params | None = None):
+    """The :class:`crossfhe.ckks.bootstrap.Keys` of a :func:`dumps_bootstrap_keys` blob, after every check of
+    :func:`loads` (and the configuration re-checked against the parameters)."""
+    from crossfhe.ckks import bootstrap as bt
+
+    c = fmt.unpack(blob, expected_kind=KIND_BOOTSTRAP_KEYS)
+    params = com.header_params(SCHEME, c.fields, params)
+    m = dict(c.fields.get("meta") or {})
+    extra = {k: m.pop(k, None) for k in ("to_sparse", "to_dense", "config")}
+    if any(v is None for v in extra.values()):
+        raise SerializationError("a ckks.bootstrap_keys blob needs meta.to_sparse, meta.to_dense and meta.config")
+    names = {n for n in c.arrays if n.startswith(("to_sparse.", "to_dense."))}
+    ek_fields = dict(c.fields, meta=m)
+    ek = com._read_evaluation_keys(SCHEME, fmt.Container(c.kind, ek_fields, {k: v for k, v in c.arrays.items()
+                                                                             if k not in names}), params)
+    cfg_meta = com.keys(extra["config"], {*_CONFIG_INTS, "K"}, "meta.config")
+    try:
+        config = bt.Config(**{k: com.json_int(cfg_meta[k], f"config.{k}") for k in _CONFIG_INTS},
+                           K=com.float_from_hex(cfg_meta["K"], "config.K"))
+        ring = bt.sparse_ring(params)
+        if bt.config_for(params, config.slots, degree=config.degree, double_angle=config.double_angle,
+                         K=config.K) != config:
+            raise SerializationError("meta.config does not match the parameters' bootstrapping levels")
+    except CrossFHEError as e:
+        raise SerializationError(f"the bootstrapping configuration is invalid: {e}") from None
+    sub = {n: v for n, v in c.arrays.items() if n in names}
+    for name in ("to_sparse", "to_dense"):
+        com.keys(extra[name], {"sigma", "dnum", *com.A_KEYS}, f"meta.{name}")
+    to_sparse = com._read_ksk(extra["to_sparse"], sub, ring, "to_sparse.")
+    to_dense = com._read_ksk(extra["to_dense"], sub, params, "to_dense.")
+    return bt.Keys(ek, to_sparse, to_dense, ring, config)
 
 
 SCHEME = com.Scheme(

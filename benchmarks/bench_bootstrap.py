@@ -1,0 +1,226 @@
+"""CKKS bootstrapping: latency of one bootstrap and its stages, key sizes, precision, against OpenFHE in the same run.
+
+    python benchmarks/bench_bootstrap.py [--presets N16_BOOT_L3,N16_BOOT_L9] [--threads 1,2] [--reps 2]
+                                         [--repeats 10] [--no-peer] [--openfhe-python PATH] [--quick] [--json PATH]
+
+For each preset and thread count, ours runs in its own process (pinned to that many CPUs before JAX starts, as
+``crossfhe.cli.benchutil.pin_threads`` does): key generation (seconds, MiB of bootstrapping keys), then a
+full-slot bootstrap of 2^15 values uniform in [-1, 1] from level 0, timed ``reps`` times after a first (compiling)
+call, and its stages (encapsulation + ModRaise, CoeffToSlot, EvalMod on both halves, SlotToCoeff) timed
+separately; precision = -log2 of the max slot error; with ``--repeats`` k, the precision after each of k
+bootstraps in a row (the value goes back in each time: the drift curve). OpenFHE 1.6.1 (``openfhe_boot_peer.py``,
+its own interpreter) runs after ours at the same N, slots and levels left, level budget (3, 3) like our
+CoeffToSlot and SlotToCoeff, ``FLEXIBLEAUTO`` with 59/60-bit moduli, at the same thread count. OpenFHE refuses
+these chains at HEStd_128_classic at N 2^16 (its bootstrap is deeper for a uniform ternary secret: log PQ 2491
+for 9 levels left), so its runs use HEStd_NotSet: the comparison is ours at 128 bits against OpenFHE with the
+security check off. ``--quick``: the N 2^11 test set against OpenFHE at N 2^12 (a smoke test, not a comparison).
+Prints a table and writes JSON (``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import openfhe_boot_peer  # noqa: E402
+
+
+def _parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--presets", default="N16_BOOT_L3,N16_BOOT_L9")
+    p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    p.add_argument("--reps", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=0, help="bootstraps in a row for the drift curve (0: none)")
+    p.add_argument("--no-peer", action="store_true")
+    p.add_argument("--openfhe-python", default=None)
+    p.add_argument("--quick", action="store_true", help="the N 2^11 test set (smoke test)")
+    p.add_argument("--json", default=None)
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def _params(name: str):
+    if name == "TEST_N11":
+        from crossfhe.testing import INSECURE_CKKS_BOOT_N11
+
+        return INSECURE_CKKS_BOOT_N11
+    from crossfhe.ckks import presets
+
+    return presets.BOOTSTRAP[name]
+
+
+def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
+    from crossfhe.cli.benchutil import enable_compilation_cache, pin_threads
+
+    pin_threads(threads)
+    enable_compilation_cache()
+    import jax
+    import numpy as np
+
+    from crossfhe.ckks import bootstrap as bt
+    from crossfhe.ckks import ops
+
+    p = _params(name)
+    cfg = bt.config_for(p)
+    t0 = time.perf_counter()
+    sk, ek = ops.keygen(p)
+    t1 = time.perf_counter()
+    bk = bt.keygen(sk, ek, cfg)
+    t2 = time.perf_counter()
+    pl = bt.plan_for(p, cfg)
+    t3 = time.perf_counter()
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, p.slots)
+    ct = ops.drop_level(ops.encrypt(ek, ops.encode(p, x)), 0)
+    ev = bk.evaluation
+
+    def block(c):
+        jax.block_until_ready((c.c0.data, c.c1.data))
+        return c
+
+    def stages():
+        s, c = {}, time.perf_counter()
+        raised = block(bt.encapsulate_and_raise(ct, bk, pl.raise_scale))
+        s["modraise_ms"], c = (time.perf_counter() - c) * 1e3, time.perf_counter()
+        re, im = bt.coeff_to_slot(raised, pl, ev)
+        block(re), block(im)
+        s["coeff_to_slot_ms"], c = (time.perf_counter() - c) * 1e3, time.perf_counter()
+        re, im = block(bt.eval_mod(re, pl, ev)), block(bt.eval_mod(im, pl, ev))
+        s["eval_mod_ms"], c = (time.perf_counter() - c) * 1e3, time.perf_counter()
+        block(bt.slot_to_coeff(re, im, pl, ev))
+        s["slot_to_coeff_ms"] = (time.perf_counter() - c) * 1e3
+        return s
+
+    c = time.perf_counter()
+    out = block(bt.bootstrap(ct, bk))
+    first_s = time.perf_counter() - c
+    times = []
+    for _ in range(reps):
+        c = time.perf_counter()
+        out = block(bt.bootstrap(ct, bk))
+        times.append((time.perf_counter() - c) * 1e3)
+    st = [stages() for _ in range(max(1, reps))]
+    counts = _count_key_switches(lambda: block(bt.bootstrap(ct, bk)))
+    bits = float(-np.log2(np.abs(ops.decode(ops.decrypt(sk, out)).real - x).max()))
+    curve = []
+    y = ct
+    for _ in range(repeats):
+        y = bt.bootstrap(y, bk)
+        curve.append(float(-np.log2(np.abs(ops.decode(ops.decrypt(sk, y)).real - x).max())))
+        y = ops.drop_level(y, 0)
+    import resource
+
+    return {
+        "peer": "crossfhe", "preset": name, "threads": threads, "n": p.n, "slots": cfg.slots,
+        "levels_left": p.user_levels, "log_pq": p.log_pq, "dnum": p.dnum, "config": cfg.__dict__,
+        "keygen_s": t1 - t0, "bootstrap_keygen_s": t2 - t1, "plan_s": t3 - t2, "key_mib": bk.nbytes() / 2**20,
+        "galois_keys": len(ev.galois), "plan_mib": pl.nbytes() / 2**20,
+        "first_call_s": first_s, "median_ms": statistics.median(times), "min_ms": min(times), "times_ms": times,
+        "stages_ms": {k: statistics.median(s[k] for s in st) for k in st[0]}, "precision_bits": bits,
+        "key_switches": counts,
+        "precision_curve_bits": curve, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "load": os.getloadavg(),
+    }
+
+
+def _count_key_switches(fn) -> dict:
+    """Calls of the key-switching operations during fn(): relinearizations (ops.mul), rotations (ops.rotate),
+    hoisted rotation sets (ops.rotate_many: one ModUp, one ModDown per offset) and their offsets, conjugations."""
+    from crossfhe.ckks import ops
+
+    counts = {"mul": 0, "rotate": 0, "rotate_many": 0, "hoisted_offsets": 0, "conjugate": 0}
+    saved = {k: getattr(ops, k) for k in ("mul", "rotate", "rotate_many", "conjugate")}
+
+    def wrap(name):
+        def f(*a, **k):
+            counts[name] += 1
+            if name == "rotate_many":
+                counts["hoisted_offsets"] += len([r for r in a[1] if r % a[0].params.slots])
+            return saved[name](*a, **k)
+        return f
+
+    try:
+        for k in saved:
+            setattr(ops, k, wrap(k))
+        fn()
+    finally:
+        for k, v in saved.items():
+            setattr(ops, k, v)
+    return counts
+
+
+def _run_ours(name: str, threads: int, reps: int, repeats: int) -> dict | None:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", f"{name}:{threads}:{reps}:{repeats}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
+    if r.returncode:
+        print(f"# crossfhe worker failed:\n{r.stderr[-3000:]}", file=sys.stderr)
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
+    if args.worker:
+        name, threads, reps, repeats = args.worker.split(":")
+        print(json.dumps(worker(name, int(threads), int(reps), int(repeats))))
+        return 0
+    names = ["TEST_N11"] if args.quick else args.presets.split(",")
+    threads = [int(t) for t in args.threads.split(",")]
+    python = None if args.no_peer else openfhe_boot_peer.find_python(args.openfhe_python)
+    records = []
+    for name in names:
+        for t in threads:
+            ours = _run_ours(name, t, args.reps, args.repeats)
+            if ours is None:
+                continue
+            records.append(ours)
+            print(f"# {name} {t} thread(s): {ours['median_ms']:.0f} ms, {ours['precision_bits']:.2f} bits", flush=True)
+            if python:
+                log_n = 12 if args.quick else ours["n"].bit_length() - 1
+                slots = (1 << (log_n - 1))
+                of = openfhe_boot_peer.run_bootstrap(python, log_n=log_n, slots=slots, levels_left=ours["levels_left"],
+                                                     level_budget=(3, 3), threads=t, reps=args.reps,
+                                                     repeats=args.repeats, security="none")
+                if of:
+                    of.update(peer="openfhe", preset=name, threads=t)
+                    records.append(of)
+                    ours["ratio_openfhe"] = ours["median_ms"] / of["bootstrap_ms"]["median"]
+    print(f"\n{'preset':<13}{'thr':>4}{'peer':>10}{'boot ms':>10}{'bits':>7}{'left':>6}{'keys MiB':>10}"
+          f"{'keygen s':>10}{'ours/OFHE':>10}")
+    for r in records:
+        if r["peer"] == "crossfhe":
+            print(f"{r['preset']:<13}{r['threads']:>4}{'crossfhe':>10}{r['median_ms']:>10.0f}{r['precision_bits']:>7.2f}"
+                  f"{r['levels_left']:>6}{r['key_mib']:>10.0f}{r['keygen_s'] + r['bootstrap_keygen_s']:>10.1f}"
+                  f"{r.get('ratio_openfhe', float('nan')):>10.2f}")
+            st = r["stages_ms"]
+            print(f"{'':<17}stages ms: ModRaise {st['modraise_ms']:.0f}, CoeffToSlot {st['coeff_to_slot_ms']:.0f}, "
+                  f"EvalMod x2 {st['eval_mod_ms']:.0f}, SlotToCoeff {st['slot_to_coeff_ms']:.0f}")
+            print(f"{'':<17}key switches: {r['key_switches']}")
+            if r["precision_curve_bits"]:
+                print(f"{'':<17}bits over {len(r['precision_curve_bits'])} bootstraps: "
+                      + " ".join(f"{b:.2f}" for b in r["precision_curve_bits"]))
+        else:
+            mem = r.get("memory", {})
+            print(f"{r['preset']:<13}{r['threads']:>4}{'openfhe':>10}{r['bootstrap_ms']['median']:>10.0f}"
+                  f"{r['precision_bits']:>7.2f}{r['levels_left']:>6}{'':>10}{r['keygen_s']['total_s']:>10.1f}"
+                  f"   N {r['params']['N']}, log PQ {r['params'].get('log_pq', float('nan')):.0f}, no security "
+                  f"check; peak {mem.get('peak_rss_mb', mem)}")
+            if r.get("precision_curve_bits"):
+                print(f"{'':<17}bits over {len(r['precision_curve_bits'])} bootstraps: "
+                      + " ".join(f"{b:.2f}" for b in r["precision_curve_bits"]))
+    print(json.dumps(records))
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
