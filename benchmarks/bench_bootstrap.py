@@ -62,11 +62,17 @@ def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
 
     pin_threads(threads)
     enable_compilation_cache()
+    import resource
+
     import jax
     import numpy as np
 
     from crossfhe.ckks import bootstrap as bt
     from crossfhe.ckks import ops
+
+    def rss() -> float:  # the process's current resident set, MiB
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
     p = _params(name)
     cfg = bt.config_for(p)
@@ -75,8 +81,10 @@ def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
     t1 = time.perf_counter()
     bk = bt.keygen(sk, ek, cfg)
     t2 = time.perf_counter()
+    mem = {"after_keygen_mib": rss()}
     pl = bt.plan_for(p, cfg)
     t3 = time.perf_counter()
+    mem["after_plan_mib"] = rss()
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, p.slots)
     ct = ops.drop_level(ops.encrypt(ek, ops.encode(p, x)), 0)
@@ -93,15 +101,16 @@ def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
         re, im = bt.coeff_to_slot(raised, pl, ev)
         block(re), block(im)
         s["coeff_to_slot_ms"], c = (time.perf_counter() - c) * 1e3, time.perf_counter()
-        re, im = block(bt.eval_mod(re, pl, ev)), block(bt.eval_mod(im, pl, ev))
+        both = block(bt.eval_mod(bt._stack(re, im), pl, ev))
         s["eval_mod_ms"], c = (time.perf_counter() - c) * 1e3, time.perf_counter()
-        block(bt.slot_to_coeff(re, im, pl, ev))
+        block(bt.slot_to_coeff(bt._item(both, 0), bt._item(both, 1), pl, ev))
         s["slot_to_coeff_ms"] = (time.perf_counter() - c) * 1e3
         return s
 
     c = time.perf_counter()
     out = block(bt.bootstrap(ct, bk))
     first_s = time.perf_counter() - c
+    mem["after_first_call_mib"] = rss()
     times = []
     for _ in range(reps):
         c = time.perf_counter()
@@ -116,7 +125,6 @@ def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
         y = bt.bootstrap(y, bk)
         curve.append(float(-np.log2(np.abs(ops.decode(ops.decrypt(sk, y)).real - x).max())))
         y = ops.drop_level(y, 0)
-    import resource
 
     return {
         "peer": "crossfhe", "preset": name, "threads": threads, "n": p.n, "slots": cfg.slots,
@@ -127,6 +135,7 @@ def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
         "stages_ms": {k: statistics.median(s[k] for s in st) for k in st[0]}, "precision_bits": bits,
         "key_switches": counts,
         "precision_curve_bits": curve, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_mib": mem,
         "load": os.getloadavg(),
     }
 

@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_session.sh bench   CKKS (both kernel sets), TFHE and HMVP benchmarks, no peers
 #   bash benchmarks/gpu_session.sh eager   eager operations against the same under a user's jit (bench_dispatch)
 #   bash benchmarks/gpu_session.sh circuits  issue 26's targets: HE-Add and N16 HE-Mult+relin+rescale inside a circuit
+#   bash benchmarks/gpu_session.sh bootstrap issue 27's target: one full-slot bootstrap at N 2^16 (<= 100 ms on an H100)
 # Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
 # under $OUT (tests.txt, failures.txt, *.json, *.txt) and a short table is printed last. Each step has its own
 # time limit, so one slow step leaves the others' figures.
@@ -36,6 +37,11 @@ if [ "$STAGE" = circuits ]; then
   step 500 circuits $PY benchmarks/bench_circuits.py --workloads adds64,mults4,readme --reps 20 \
     --json "$OUT/circuits.json"
   tail -14 "$OUT/circuits.txt"
+elif [ "$STAGE" = bootstrap ]; then
+  # issue 27: latency and stages of a full-slot bootstrap at both N16 presets (no OpenFHE peer on the device image)
+  step 550 bootstrap $PY benchmarks/bench_bootstrap.py --presets N16_BOOT_L3,N16_BOOT_L9 --threads 16 --reps 5 \
+    --no-peer --json "$OUT/bootstrap.json"
+  tail -12 "$OUT/bootstrap.txt"
 elif [ "$STAGE" = eager ]; then
   # issue 25: HE-Add dispatch overhead, and each eager operation against the same call under a user's jit
   step 400 dispatch $PY benchmarks/bench_dispatch.py --threads 4 --reps 100 --json "$OUT/dispatch.json"

@@ -101,7 +101,11 @@ def test_sparse_estimates():
     check_security(2**16, 1553, hamming_weight=192)
     with pytest.raises(InsecureParametersError, match="log2\\(PQ\\) <= 1553 \\(published estimate, sparse secret"):
         check_security(2**16, 1553.5, hamming_weight=192)
-    for n, h, level in ((2**16, 191, B128), (2**14, 192, B128), (2**16, 192, B192)):
+    # the ephemeral secret of bootstrapping (h = 32, log PQ <= 121) covers weights 32 ... 191 at that modulus only
+    assert max_log_pq(2**16, hamming_weight=191) == 121 and max_log_pq(2**16, hamming_weight=32) == 121
+    with pytest.raises(InsecureParametersError, match="log2\\(PQ\\) <= 121"):
+        check_security(2**16, 122, hamming_weight=64)
+    for n, h, level in ((2**16, 31, B128), (2**14, 192, B128), (2**16, 192, B192)):
         with pytest.raises(ParameterError, match=f"Hamming weight {h} at N = {n} has no published {int(level)}-bit"):
             max_log_pq(n, level, hamming_weight=h)
     check_security(2**14, 400, hamming_weight=1, insecure=True)

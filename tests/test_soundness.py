@@ -152,9 +152,12 @@ def test_sparse_secret_accepted_only_under_an_estimate():
     q16 = ntt_primes(31, 2**16, 50)  # 1550 bits: within the h = 192 estimate at N 2^16 (1553)
     RingParams(n=2**16, q=q16, hamming_weight=192)
     RingParams(n=2**16, q=q16, hamming_weight=20000)  # any weight above an estimate's
-    for h in (191, 64):
-        with pytest.raises(InsecureParametersError, match=f"Hamming weight {h} at N = 65536 has no published"):
+    for h in (191, 64):  # covered by the h = 32 estimate of bootstrapping's ephemeral secret: log PQ <= 121 only
+        with pytest.raises(InsecureParametersError, match="log2\\(PQ\\) <= 121"):
             RingParams(n=2**16, q=q16, hamming_weight=h)
+    RingParams(n=2**16, q=q16[:3], hamming_weight=32)  # 93 bits: under the h = 32 estimate
+    with pytest.raises(InsecureParametersError, match="Hamming weight 31 at N = 65536 has no published"):
+        RingParams(n=2**16, q=q16[:3], hamming_weight=31)
     with pytest.raises(InsecureParametersError, match="exceeds the 128-bit security bound log2\\(PQ\\) <= 1553"):
         RingParams(n=2**16, q=q16 + ntt_primes(30, 2**16, 1, exclude=q16), hamming_weight=192)
     with pytest.raises(InsecureParametersError, match="no published 128-bit estimate"):

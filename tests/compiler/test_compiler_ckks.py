@@ -85,7 +85,7 @@ def test_dead_code_drops_unused_values():
     c = _trace(f, 8, 8)
     assert dict(c.report)["traced"]["rotations"] == 1
     assert c.cost["rotations"] == 0 and c.cost["tensor_products"] == 0
-    assert c.requirements == {"relin": False, "rotations": [], "galois_elements": []}
+    assert c.requirements == {"relin": False, "rotations": [], "galois_elements": [], "bootstrap": False}
 
 
 def test_hoisting_shares_one_modup():
