@@ -53,7 +53,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,7 +60,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # openfhe_peer.py, also when this file is loaded by path
-from openfhe_peer import find_python  # noqa: E402
+from openfhe_peer import find_python, run_worker  # noqa: E402
 
 __all__ = ["find_python", "run_bootstrap"]
 
@@ -95,23 +94,12 @@ def run_bootstrap(python: str | None, *, log_n: int, slots: int, levels_left: in
            "--levels-left", str(levels_left), "--level-budget", str(level_budget[0]), str(level_budget[1]),
            "--threads", str(threads), "--reps", str(reps), "--repeats", str(repeats), "--security", security,
            "--dnum", str(dnum), "--scaling", scaling]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    try:
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        _say(f"worker did not finish ({e}), bootstrapping peer skipped")
-        return None
-    if r.returncode != 0:
-        _say(f"worker failed (exit {r.returncode}), bootstrapping peer skipped:\n{r.stderr[-2000:]}")
-        return None
-    try:
-        rec = json.loads(r.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        _say(f"worker printed no JSON record, bootstrapping peer skipped:\n{r.stdout[-500:]}")
+    rec, stderr = run_worker(cmd, threads, timeout_s, "bootstrapping peer")
+    if rec is None:
         return None
     # OpenFHE's own notices (e.g. "level budget for encoding too large. Setting it to 3" when log2(slots) is
     # below a budget entry, which leaves more levels than requested), printed by the library to the worker's stderr
-    rec["openfhe_warnings"] = sorted({ln.strip() for ln in r.stderr.splitlines() if "Warning" in ln})
+    rec["openfhe_warnings"] = sorted({ln.strip() for ln in stderr.splitlines() if "Warning" in ln})
     return rec
 
 

@@ -71,20 +71,26 @@ def run(python: str, *, log_n: int, levels: int, log_scale: int, dnum: int, thre
     cmd = [python, str(Path(__file__).resolve()), "--log-n", str(log_n), "--levels", str(levels),
            "--log-scale", str(log_scale), "--dnum", str(dnum), "--threads", str(threads), "--reps", str(reps),
            "--min-seconds", str(min_seconds), "--max-seconds", str(max_seconds)]
+    return run_worker(cmd, threads, timeout_s)[0]
+
+
+def run_worker(cmd: list[str], threads: int, timeout_s: float, what: str = "peer") -> tuple[dict | None, str]:
+    """Run a worker command with ``threads`` OpenMP threads; (its last stdout line as JSON, its stderr), or (None,
+    stderr) with a message on stderr if it fails, times out or prints no record."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as e:
-        _say(f"worker did not finish ({e}), peer skipped")
-        return None
+        _say(f"worker did not finish ({e}), {what} skipped")
+        return None, ""
     if r.returncode != 0:
-        _say(f"worker failed (exit {r.returncode}), peer skipped:\n{r.stderr[-2000:]}")
-        return None
+        _say(f"worker failed (exit {r.returncode}), {what} skipped:\n{r.stderr[-2000:]}")
+        return None, r.stderr
     try:
-        return json.loads(r.stdout.strip().splitlines()[-1])
+        return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
     except (ValueError, IndexError):
-        _say(f"worker printed no JSON record, peer skipped:\n{r.stdout[-500:]}")
-        return None
+        _say(f"worker printed no JSON record, {what} skipped:\n{r.stdout[-500:]}")
+        return None, r.stderr
 
 
 # --------------------------------------------------------------------------------------------------
