@@ -59,6 +59,7 @@ from crossfhe.ckks import lintrans, ops, polynomial
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.encoder import SpecialFFTPlan
 from crossfhe.ckks.params import Params
+from crossfhe.core import evaluator as ev
 from crossfhe.core import keyswitch as ks
 from crossfhe.core.keys import SecretKey, check_key_ids, gen_secret_key
 from crossfhe.core.params import RingParams
@@ -433,8 +434,6 @@ def _monomial(n: int, moduli: tuple[int, ...], power: int, sign: int, kernels) -
 
 def times_i(ct: Ciphertext, sign: int = 1) -> Ciphertext:
     """sign * i * ct, exactly (the product by the monomial sign X^(N/2): no level, no scale change)."""
-    from crossfhe.core import evaluator as ev
-
     m = _monomial(ct.params.n, ct.c0.basis, ct.params.n // 2, sign, ct.params.kernels)
     return ops._like(ct, *ev.mul_plain(ct.c0, ct.c1, m))
 

@@ -59,9 +59,6 @@ class Diagonals:
             out += d * np.roll(z, -k)
         return out
 
-    def scaled(self, c: complex) -> Diagonals:
-        return Diagonals(self.n, {k: c * d for k, d in self.diags.items()})
-
     def pruned(self) -> Diagonals:
         top = max((float(np.max(np.abs(d))) for d in self.diags.values()), default=0.0)
         return Diagonals(self.n, {k: d for k, d in self.diags.items() if np.max(np.abs(d)) > DROP * top})
