@@ -24,12 +24,12 @@ def _plan(log_n, bits, limbs):
 def _random(plan, batch=(), seed=0):
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 2**32, batch + (plan.limbs, plan.n), dtype=np.uint64)
-    return (x % plan.q.astype(np.uint64)).astype(np.uint32)
+    return (x % np.asarray(plan.q).astype(np.uint64)).astype(np.uint32)
 
 
 def _edge(plan):
     """Rows of zeros, of q - 1, and an alternating 0 / q - 1 pattern."""
-    q = plan.q.astype(np.uint32)
+    q = np.asarray(plan.q).astype(np.uint32)
     zeros = np.zeros((plan.limbs, plan.n), np.uint32)
     top = np.broadcast_to(q - 1, (plan.limbs, plan.n)).astype(np.uint32)
     alt = np.where(np.arange(plan.n) % 2 == 0, top, 0).astype(np.uint32)
@@ -51,7 +51,7 @@ def test_forward_matches_reference_and_inverse(log_n, bits, limbs, radix4_from, 
     assert (np.asarray(T.intt(y, plan)) == x).all()
     assert (T.intt_reference(y, plan) == x).all()
     lazy = np.asarray(T.ntt_lazy(x, plan)).astype(np.int64)
-    q = plan.q.astype(np.int64)
+    q = np.asarray(plan.q).astype(np.int64)
     assert (lazy < 2 * q).all() and ((lazy % q) == y).all()
 
 
@@ -66,7 +66,7 @@ def test_reference_matches_definition(log_n, bits):
 def test_product_through_ntt_is_negacyclic_convolution(log_n, bits):
     plan = _plan(log_n, bits, 2)
     a, b = _random(plan, seed=1), _random(plan, seed=2)
-    q = plan.q.astype(np.uint64)
+    q = np.asarray(plan.q).astype(np.uint64)
     pointwise = (np.asarray(T.ntt(a, plan)).astype(np.uint64) * np.asarray(T.ntt(b, plan)) % q).astype(np.uint32)
     assert (np.asarray(T.intt(pointwise, plan)) == T.negacyclic_convolution(a, b, plan.moduli)).all()
 

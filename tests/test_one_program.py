@@ -1,6 +1,8 @@
-"""One compiled program per operation (CKKS and BFV): every public evaluation operation, called first inside a
+"""One compiled program per operation (CKKS, BFV and TFHE): every public evaluation operation, called first inside a
 user's jax.jit in a fresh process (and under vmap over a batch), gives the eager words; an eager call is one call
-of one of the library's jitted programs."""
+of one of the library's jitted programs, dispatches one executable (counted in a profiler trace, so a stray eager
+``jax.numpy`` call would count too) and copies nothing between host and device (its plans, tables and Galois
+elements are device arrays made once)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -17,7 +20,9 @@ from crossfhe.bfv import ops as B
 from crossfhe.ckks import ops as C
 from crossfhe.math import random as crandom
 from crossfhe.math import xla
-from crossfhe.testing import INSECURE_BFV_N256, INSECURE_CKKS_N10
+from crossfhe.testing import INSECURE_BFV_N256, INSECURE_CKKS_N10, INSECURE_TFHE_P4
+from crossfhe.testing.trace import profile
+from crossfhe.tfhe import ops as T
 
 SCRIPT = Path(__file__).with_name("_jit_first_rlwe.py")
 
@@ -76,7 +81,7 @@ def bfv():
 
 CKKS_OPS = {
     "add": lambda ek, x, y, pt: C.add(x, y),
-    "add_lower_level": lambda ek, x, y, pt: C.add(x, C.drop_level(y, y.level - 1)),
+    "add_lower_level": lambda ek, x, y, pt: C.add(x, y),  # y one level down (_operands)
     "sub": lambda ek, x, y, pt: C.sub(x, y),
     "negate": lambda ek, x, y, pt: C.negate(x),
     "add_plain": lambda ek, x, y, pt: C.add_plain(x, pt),
@@ -88,18 +93,27 @@ CKKS_OPS = {
     "rotate": lambda ek, x, y, pt: C.rotate(x, 1, ek),
     "conjugate": lambda ek, x, y, pt: C.conjugate(x, ek),
     "rotate_many": lambda ek, x, y, pt: C.rotate_many(x, (1, 2), ek),
+    "mul_rescale": lambda ek, x, y, pt: C.mul_rescale(x, y, ek),
 }
 
 
 @pytest.mark.parametrize("name", list(CKKS_OPS))
 def test_ckks_eager_operation_is_one_program(ckks, count_programs, name):
     p, ek, x, y, pt = ckks
-    if name == "rescale":
-        x = C.mul_plain(x, pt)
+    x, y = _operands(name, x, y, pt)
     CKKS_OPS[name](ek, x, y, pt)  # compiled here
     count_programs.calls.clear()
     CKKS_OPS[name](ek, x, y, pt)
     assert len(count_programs.calls) == 1, count_programs.calls
+
+
+def _operands(name, x, y, pt):
+    """The operands of CKKS_OPS[name]: x at a scale to rescale, or y one level below x, where the name asks."""
+    if name == "rescale":
+        return C.mul_plain(x, pt), y
+    if name == "add_lower_level":
+        return x, C.drop_level(y, y.level - 1)
+    return x, y
 
 
 BFV_OPS = {
@@ -148,3 +162,71 @@ def test_encryption_and_decryption_are_one_program(count_programs):
         count_programs.calls.clear()
         B.encrypt(km, bpt, key=key)
         assert len(count_programs.calls) == 1, count_programs.calls
+
+
+@pytest.fixture(scope="module")
+def tfhe():
+    p = INSECURE_TFHE_P4
+    ck, sk = T.keygen(p, seed=bytes(32))
+    ct = T.encrypt(ck, np.arange(6) % 16, seed=bytes(range(32)))
+    return ck, sk, ct
+
+
+TFHE_OPS = {
+    "pbs": lambda sk, ct: T.pbs(sk, ct, np.arange(16)[::-1].copy()),
+    "pbs_many": lambda sk, ct: T.pbs_many(sk, ct, [np.arange(16), (np.arange(16) * 3) % 16]),
+    "keyswitch": lambda sk, ct: T.keyswitch(sk, ct),
+    "add": lambda sk, ct: T.add(ct, ct),
+}
+
+
+def _all_ops(ckks, bfv, tfhe):
+    """(name, zero-argument call) for every eager operation of the three schemes, on prepared operands."""
+    out = []
+    p, ek, x, y, pt = ckks
+    for name, f in CKKS_OPS.items():
+        a, b = _operands(name, x, y, pt)
+        out.append((f"ckks.{name}", lambda f=f, a=a, b=b: f(ek, a, b, pt)))
+    bp, bek, bx, by, bpt = bfv
+    out += [(f"bfv.{name}", lambda f=f: f(bek, bx, by, bpt)) for name, f in BFV_OPS.items()]
+    _, sk, ct = tfhe
+    out += [(f"tfhe.{name}", lambda f=f: f(sk, ct)) for name, f in TFHE_OPS.items()]
+    return out
+
+
+def test_eager_operations_dispatch_one_executable(ckks, bfv, tfhe):
+    """Every executable a call runs is counted (the profiler's executions), not only the library's programs."""
+    counts = {}
+    for name, call in _all_ops(ckks, bfv, tfhe):
+        call()  # compiled here
+        counts[name] = profile(call, calls=2).executions
+    assert counts and all(v == 1 for v in counts.values()), {k: v for k, v in counts.items() if v != 1}
+
+
+def test_eager_operations_copy_nothing_between_host_and_device(ckks, bfv, tfhe):
+    """With host-device transfers disallowed, every operation still runs (operands, keys and plans already on the
+    device): the plans, the tables and the Galois elements are device arrays made once, not NumPy arguments."""
+    refused = {}
+    for name, call in _all_ops(ckks, bfv, tfhe):
+        call()
+        try:
+            with jax.transfer_guard("disallow"):
+                jax.block_until_ready(call())
+        except jax.errors.JaxRuntimeError as e:
+            refused[name] = str(e).splitlines()[0][:160]
+    assert not refused, sorted(refused)
+
+
+def test_transfer_guard_catches_a_numpy_argument():
+    """The guard the test above relies on refuses a NumPy argument of a compiled call on this backend."""
+    f = jax.jit(lambda v: v + 1)
+    with jax.transfer_guard("disallow"), pytest.raises(Exception, match="(?i)disallowed host-to-device"):
+        f(np.ones(4, np.uint32))
+
+
+def test_mul_rescale_is_rescale_of_mul(ckks):
+    p, ek, x, y, pt = ckks
+    one, two = C.mul_rescale(x, y, ek), C.rescale(C.mul(x, y, ek))
+    assert (one.level, one.scale) == (two.level, two.scale)
+    for u, v in ((one.c0, two.c0), (one.c1, two.c1)):
+        assert (np.asarray(u.data) == np.asarray(v.data)).all()

@@ -149,7 +149,7 @@ def encode(params: Params, values, *, encoding: Encoding | str = Encoding.BATCH)
         coeffs = encoder.encode_batch(values, params.n, params.t)
     else:
         coeffs = encoder.encode_coeffs(values, params.n, params.t)
-    return Plaintext(coeffs, params, encoding)
+    return Plaintext(jnp.asarray(coeffs), params, encoding)
 
 
 def decode(pt: Plaintext) -> np.ndarray:
@@ -165,7 +165,7 @@ def decode(pt: Plaintext) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 
 
-@plan_cache(maxsize=64)
+@plan_cache(maxsize=64, on_device=True)
 def _lift_tables(n: int, moduli: tuple[int, ...], t: int, scale: int, kernels=None):
     """NTT plan and (moduli, scale mod each modulus, its Shoup companion, q_i - t) as [limbs, 1] words,
     plus the rounding constants (r, t, Barrett mu and bit length of t) of :func:`_round_rm_over_t` for
@@ -344,7 +344,7 @@ def _k_sk_extended(a, e, s, m):
     return poly.add(poly.sub(e, poly.mul(a, s)), m)
 
 
-@plan_cache(maxsize=64)
+@plan_cache(maxsize=64, on_device=True)
 def _coeff_tables(n: int, moduli: tuple[int, ...], t: int):
     q = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
     w = np.array([t % m for m in moduli], dtype=np.uint32).reshape(-1, 1)
@@ -501,7 +501,7 @@ def mul_plain(a: Ciphertext, pt: Plaintext) -> Ciphertext:
     params = a.params
     plan, consts, _ = _lift_tables(params.n, params.q, params.t, 1, params.kernels)
     return _like(a, *_k_mul_message(a.c0, a.c1, jnp.asarray(pt.coeffs, dtype=jnp.uint32), plan, consts,
-                                    np.uint32(params.t)))
+                                    ev.word(params.t)))
 
 
 def mul_scalar(a: Ciphertext, c: int) -> Ciphertext:
@@ -551,7 +551,7 @@ class MulPlan:
     back: BasisConversion
 
 
-@plan_cache(maxsize=16)
+@plan_cache(maxsize=16, on_device=True)
 def mul_plan(params: Params) -> MulPlan:
     """The cached :class:`MulPlan` of ``params``."""
     q, r = RNSBasis(params.q), RNSBasis(params.mult_primes)
@@ -648,7 +648,8 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     check_key_ids("apply_galois", a.key_id, keys.key_id)
     element = int(element) % (2 * a.params.n)
     gk = keys.galois_key(element)
-    return _like(a, *ev.galois(a.c0, a.c1, gk, ks.keyswitch_plan(gk, kernels=a.params.kernels), np.uint32(element)))
+    plan = ks.keyswitch_plan(gk, kernels=a.params.kernels)
+    return _like(a, *ev.galois(a.c0, a.c1, gk, plan, ev.word(element)))
 
 
 def rotate_rows(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:

@@ -393,7 +393,7 @@ def _residues_eval(coeffs, moduli: tuple[int, ...], n: int) -> RNSPoly:
 # --------------------------------------------------------------------------------------------------
 
 
-@plan_cache(maxsize=8)
+@plan_cache(maxsize=8, on_device=True)
 def raise_plan(q_in: tuple[int, ...], q_out: tuple[int, ...], kernels=None):
     """The tables of :func:`mod_raise`: the exact (HPS) basis conversion from q0's primes to the others of
     ``q_out`` and the NTT plans of both bases (a pytree: an argument of compiled code)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -157,7 +158,7 @@ def drop_level(x, level: int):
     k = len(x.params.moduli_at(level))
     if isinstance(x, Plaintext):
         return Plaintext(poly.drop_limbs(x.poly, x.poly.limbs - k), x.params, x.scale)
-    return _like(x, poly.drop_limbs(x.c0, x.c0.limbs - k), poly.drop_limbs(x.c1, x.c1.limbs - k))
+    return _like(x, *ev.cut_pair(x.c0, x.c1, limbs=k))
 
 
 def _like(a: Ciphertext, c0: RNSPoly, c1: RNSPoly, scale: float | None = None) -> Ciphertext:
@@ -217,7 +218,7 @@ def _align(a: Ciphertext, b, what: str):
 # --------------------------------------------------------------------------------------------------
 
 
-@plan_cache(maxsize=256)
+@plan_cache(maxsize=256, on_device=True)
 def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels):
     """Tables of :func:`_rescale_one` dividing by the last ``g`` primes of ``moduli``."""
     last, rest = moduli[-g:], moduli[:-g]
@@ -374,7 +375,14 @@ def add_scalar(a: Ciphertext, c: complex) -> Ciphertext:
     # A constant polynomial evaluates to itself in every slot of the EVAL domain.
     const = encoder.encode_scalar_constant(c.real, moduli=a.c0.basis, scale=a.scale,
                                            margin=rlwe.fresh_noise_bound(a.params.n), what="add_scalar")
-    return _like(a, *ev.add_constant(a.c0, a.c1, np.asarray(const, dtype=np.uint32).reshape(-1, 1)))
+    return _like(a, *ev.add_constant(a.c0, a.c1, _constant_words(tuple(int(v) for v in const))))
+
+
+@plan_cache(maxsize=256, on_device=True)
+def _constant_words(residues: tuple[int, ...]):
+    """The residues of a constant as the uint32 ``[limbs, 1]`` argument of :func:`~crossfhe.core.evaluator.add_constant`
+    (a device array, made once per constant and basis)."""
+    return np.asarray(residues, dtype=np.uint32).reshape(-1, 1)
 
 
 def _mul_integer(a: Ciphertext, c: int, scale: float) -> Ciphertext:
@@ -455,7 +463,22 @@ def rescale(a: Ciphertext) -> Ciphertext:
 
 
 def mul_rescale(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
-    return rescale(mul(a, b, keys))
+    """:func:`rescale` of :func:`mul` (the same words), as one program."""
+    _same_params(a.params, keys.params, "mul")
+    _same_params(a.params, b.params, "mul")
+    check_key_ids("mul", a.key_id, b.key_id, keys.key_id)
+    level = min(a.level, b.level)
+    _check_product_scale(a.params, a.scale * b.scale, level)
+    limbs = len(a.params.moduli_at(level))
+    plan = ks.keyswitch_plan(keys.relin, active=limbs, kernels=a.params.kernels)
+    primes = a.params.rescale_primes(level)
+    out = _k_mul_rescale(a.c0, a.c1, b.c0, b.c1, keys.relin, plan, rescale_plan(a.params, level), limbs=limbs)
+    return _like(a, *out, a.scale * b.scale / math.prod(primes))
+
+
+@partial(jit, static_argnames=("limbs",))
+def _k_mul_rescale(a0, a1, b0, b1, rlk, plan, tables, *, limbs):
+    return rescale_traced(*ev.mul_relin(a0, a1, b0, b1, rlk, plan, limbs=limbs), tables)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -470,7 +493,7 @@ def apply_galois(a: Ciphertext, element: int, keys: EvaluationKeys) -> Ciphertex
     check_key_ids("apply_galois", a.key_id, keys.key_id)
     gk = keys.galois_key(element)
     plan = ks.keyswitch_plan(gk, active=a.c1.limbs, kernels=a.params.kernels)
-    return _like(a, *ev.galois(a.c0, a.c1, gk, plan, np.uint32(element)))
+    return _like(a, *ev.galois(a.c0, a.c1, gk, plan, ev.word(element)))
 
 
 def rotate(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:

@@ -598,7 +598,7 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
             vals.append(ev.relinearize_traced(*a[0], rt["relin"], rt["ks"]))
         elif op == "rotate":
             e = bfv_ops.rotation_element(params, n.attr("k"))
-            vals.append(ev.galois(*a[0], rt["galois"][e], rt["ks"], np.uint32(e)))
+            vals.append(ev.galois(*a[0], rt["galois"][e], rt["ks"], ev.word(e)))
         elif op == "rotate_many":
             elements = tuple(bfv_ops.rotation_element(params, k) for k in n.attr("ks"))
             vals.append(ev.galois_hoisted(*a[0], tuple(rt["galois"][e] for e in elements), rt["ks"], elements))

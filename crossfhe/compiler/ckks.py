@@ -738,7 +738,7 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
         elif n.op == "rotate":
             e = ckks_ops.galois_element(params, n.attr("k"))
             plan = rt["ks"][str(_limbs(params, level))]
-            vals.append(ev.galois(*a[0], rt["galois"][str(e)], plan, np.uint32(e)))
+            vals.append(ev.galois(*a[0], rt["galois"][str(e)], plan, ev.word(e)))
         elif n.op == "rotate_many":
             elements = tuple(ckks_ops.galois_element(params, k) for k in n.attr("ks"))
             plan = rt["ks"][str(_limbs(params, level))]

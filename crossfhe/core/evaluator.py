@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
+
 from crossfhe.core import keyswitch as ks
 from crossfhe.math.modular import add_mod, shoup_mul
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring import poly
 from crossfhe.ring.ntt import permute_slots
 from crossfhe.ring.poly import RNSPoly
@@ -36,6 +38,12 @@ def cut(x: RNSPoly, limbs: int | None) -> RNSPoly:
 
 def _cut_all(limbs, *xs):
     return tuple(cut(x, limbs) for x in xs)
+
+
+@partial(jit, static_argnames=("limbs",))
+def cut_pair(c0, c1, *, limbs: int):
+    """(c0, c1) restricted to their first ``limbs`` limbs: one program (two eager slices would be two)."""
+    return cut(c0, limbs), cut(c1, limbs)
 
 
 @partial(jit, static_argnames=("limbs",))
@@ -119,6 +127,13 @@ def _sigma(p: RNSPoly, idx, plan) -> RNSPoly:
     return RNSPoly(permute_slots(p.data, idx, plan.ntt_q), p.basis, p.domain)
 
 
+@plan_cache(maxsize=1024, on_device=True)
+def word(value: int):
+    """``value`` (in [0, 2^32)) as a uint32 device scalar, made once per value: the Galois element of :func:`galois`
+    and other integer arguments of compiled programs (a NumPy scalar would be copied to the device per call)."""
+    return np.asarray(int(value), dtype=np.uint32)
+
+
 @jit
 def galois(c0, c1, gk, plan, element):
     """(sigma(c0) + u0, u1), (u0, u1) the key switch of sigma(c1) with the Galois key ``gk``, sigma: X -> X^element
@@ -142,6 +157,7 @@ __all__ = [
     "add_constant",
     "add_plain",
     "cut",
+    "cut_pair",
     "galois",
     "galois_hoisted",
     "integer_words",
@@ -153,4 +169,5 @@ __all__ = [
     "relinearize_traced",
     "sub",
     "tensor",
+    "word",
 ]

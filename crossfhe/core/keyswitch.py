@@ -333,7 +333,7 @@ class KeySwitchPlan:
     mac_terms: int = _static()
 
 
-@plan_cache(maxsize=128)
+@plan_cache(maxsize=128, on_device=True)
 def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, active: int, kernels) -> KeySwitchPlan:
     if not p:
         raise ParameterError("hybrid key switching needs at least one special prime (p is empty)")

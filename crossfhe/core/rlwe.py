@@ -132,7 +132,7 @@ def _k_encrypt_sk(s, m, key, plan: NTTPlan, *, sigma: float):
     return add(add(neg(mul(a, s)), e), m), a
 
 
-@plan_cache(maxsize=64)
+@plan_cache(maxsize=64, on_device=True)
 def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...], kernels):
     down = ModDownPlan.create(RNSBasis(q), RNSBasis(p), exact=True, kernels=kernels)
     return down, NTTPlan.create(n, q, kernels), NTTPlan.create(n, p, kernels)

@@ -405,7 +405,7 @@ def _k_giant_sums(x0, x1, sources, diagonals, q, mu, bits):
     return jax.lax.map(step, (sources, diagonals))
 
 
-@plan_cache(maxsize=16)
+@plan_cache(maxsize=16, on_device=True)
 def _moduli_table(moduli: tuple[int, ...]) -> ModulusTable:
     return ModulusTable.create(moduli)
 

@@ -155,7 +155,7 @@ class _DotTables:
     n_inv: tuple
 
 
-@plan_cache(maxsize=16)
+@plan_cache(maxsize=16, on_device=True)
 def _dot_tables(params: Params) -> _DotTables:
     qp = params.q + params.p
     t_qp, t_q = ModulusTable.create(qp), ModulusTable.create(params.q)

@@ -351,7 +351,7 @@ def gadget_digits_rns(x, plan: RNSGadgetPlan):
     return _balanced_digits(e[f:], jnp.zeros_like(round_bit), round_bit, plan.gadget, signed_top=False)
 
 
-@plan_cache(maxsize=64)
+@plan_cache(maxsize=64, on_device=True)
 def _rns_plan(basis: RNSBasis, gadget: Gadget) -> RNSGadgetPlan:
     return RNSGadgetPlan.create(basis, gadget)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import numpy as np
 
 try:  # True when no trace is in progress (compile options are refused on a jit nested in a trace)
     from jax._src.core import trace_state_clean as _top_level
@@ -68,23 +69,49 @@ def jit(fun=None, /, **kwargs):
     return _Jit(fun, kwargs)
 
 
-def plan_cache(maxsize: int = 128):
+def plan_cache(maxsize: int = 128, *, on_device: bool = False):
     """:func:`functools.lru_cache` for functions that build plans and tables, run under
     :func:`jax.ensure_compile_time_eval`: the arrays they make are concrete even when the first call
-    happens while a caller's ``jax.jit`` or ``vmap`` is tracing, so the cache never holds a tracer."""
+    happens while a caller's ``jax.jit`` or ``vmap`` is tracing, so the cache never holds a tracer.
+
+    ``on_device``: the result's NumPy leaves are placed on the default device once (:func:`to_device`), for
+    plans that are arguments of compiled programs: a NumPy argument is copied host to device on every call."""
 
     def wrap(fun):
-        cached = functools.lru_cache(maxsize=maxsize)(_eager(fun))
+        cached = functools.lru_cache(maxsize=maxsize)(_eager(fun, on_device))
         functools.update_wrapper(cached, fun)
         return cached
 
     return wrap
 
 
-def _eager(fun):
+def _eager(fun, on_device: bool = False):
     @functools.wraps(fun)
     def run(*args, **kwargs):
         with jax.ensure_compile_time_eval():
-            return fun(*args, **kwargs)
+            out = fun(*args, **kwargs)
+        return to_device(out) if on_device else out
 
     return run
+
+
+_DEVICE_DTYPES = frozenset(
+    np.dtype(t) for t in ("uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool")
+)
+
+
+def to_device(tree):
+    """``tree`` with its NumPy array (and NumPy scalar) leaves of at most 32 bits made device arrays (concrete, also
+    when called under a trace). 64-bit leaves stay NumPy: with x64 off, a device array of them would be narrowed, and
+    the kernels that read them widen them inside a scoped ``jax.enable_x64``.
+
+    Read such a leaf on the host as ``np.asarray(leaf)``: a device array's own ``astype(np.uint64)`` is narrowed to
+    32 bits when x64 is off."""
+
+    def put(a):
+        if isinstance(a, (np.ndarray, np.generic)) and a.dtype in _DEVICE_DTYPES:
+            return jax.device_put(a)
+        return a
+
+    with jax.ensure_compile_time_eval():
+        return jax.tree_util.tree_map(put, tree)

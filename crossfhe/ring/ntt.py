@@ -220,7 +220,7 @@ class NTTPlan:
         return NTTPlan(plans[0].n, moduli, *tables, matrix=matrix, kernels=kernels)
 
 
-@plan_cache(maxsize=32)
+@plan_cache(maxsize=32, on_device=True)
 def _create_plan(n: int, moduli: tuple[int, ...], kernels) -> NTTPlan:
     if n <= 0 or n & (n - 1) or not (MIN_LOG_N <= n.bit_length() - 1 <= MAX_LOG_N):
         raise ParameterError(f"ring degree N must be a power of two in [2^{MIN_LOG_N}, 2^{MAX_LOG_N}], got {n}")

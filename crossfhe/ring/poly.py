@@ -103,7 +103,7 @@ class RNSPoly:
     __rmul__ = __mul__
 
 
-@plan_cache(maxsize=256)
+@plan_cache(maxsize=256, on_device=True)
 def _table(basis: tuple[int, ...]) -> ModulusTable:
     return ModulusTable.create(basis)
 
@@ -168,9 +168,9 @@ def mul(a: RNSPoly, b: RNSPoly) -> RNSPoly:
     return a._replace(barrett_mul(a.data, b.data, t.q, t.barrett_mu, t.bits))
 
 
-@plan_cache(maxsize=256)
+@plan_cache(maxsize=256, on_device=True)
 def scalar_constants(c: int, basis: tuple[int, ...]):
-    """(c mod q_i, Shoup companion) as uint32 ``[limbs, 1]`` NumPy words."""
+    """(c mod q_i, Shoup companion) as uint32 ``[limbs, 1]`` words (device arrays, made once per c and basis)."""
     w = np.array([c % q for q in basis], dtype=np.uint32).reshape(-1, 1)
     return w, shoup_precompute(w, np.array(basis, dtype=np.uint64).reshape(-1, 1))
 

@@ -47,7 +47,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -74,7 +74,7 @@ from crossfhe.math.modular import (
     sum_wide,
 )
 from crossfhe.math.rns import RNSBasis
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, to_device
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.tfhe.params import KS_MODULUS_BITS, Params
 
@@ -241,6 +241,8 @@ class _Tables:
             self.q = t.q
             self.barrett = (t.barrett_mu, t.bits)
             self.gvec = G.gadget_residues(params.pbs_gadget.vector(params.big_q), params.moduli)  # [l, L]
+        for name in ("plan", "gplan", "ms_plan", "mac", "q", "barrett", "gvec"):  # arguments: on the device once
+            setattr(self, name, to_device(getattr(self, name)))
         cls._cache[params] = self
         return self
 
@@ -915,6 +917,18 @@ def pbs(
     return pbs_many(sk, ct, [table], unroll=unroll, progress=progress, kernel=kernel)[0]
 
 
+def _device_tables(tab: np.ndarray) -> jax.Array:
+    """The tables ``tab`` as a device array, copied once per distinct content (a program applies the same tables
+    many times; each NumPy argument would be copied to the device on every call)."""
+    return _device_copy(tab.tobytes(), tab.shape, tab.dtype.str)
+
+
+@lru_cache(maxsize=256)
+def _device_copy(data: bytes, shape: tuple, dtype: str) -> jax.Array:
+    with jax.ensure_compile_time_eval():
+        return jax.device_put(np.frombuffer(data, dtype=dtype).reshape(shape))
+
+
 def _route(sk: ServerKey, kernel: str) -> str:
     """"ntt", "fft" (the XLA FFT kernel) or "native" for ``kernel`` on this key (prepared here if it is not)."""
     params = sk.params
@@ -962,7 +976,7 @@ def pbs_many(
     for f, own in zip(tables, per_input, strict=True):
         t = per_input_tables(params, f, shape).reshape(-1, 2**params.message_bits) if own else lookup_table(params, f)
         rows.append(np.broadcast_to(t, (batch, 2**params.message_bits)))
-    tab = np.stack(rows).astype(np.int32)  # [T, 1 or B, 2^p]
+    tab = _device_tables(np.stack(rows).astype(np.int32))  # [T, 1 or B, 2^p]
     t = _Tables(params)
     prep = sk.prepared
     fft = route != "ntt"
