@@ -61,6 +61,7 @@ bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench kernels --quick
 	$(BIN)/crossfhe bench circuits --quick
 	$(BIN)/crossfhe bench bootstrap --quick
+	$(BIN)/crossfhe bench profile --quick
 
 clean:
 	rm -rf $(VENV) .jax_cache .native_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target

@@ -1,8 +1,8 @@
 """Per-operation profile on any device: what each operation launches, how long it takes, and its floor.
 
     python benchmarks/bench_profile.py [--quick] [--preset N16_L21_DNUM3] [--kernels vector,matrix]
-                                     [--ops mul,mul_rescale,rotate,rescale,add] [--batch 8] [--tfhe P4]
-                                     [--tfhe-batches 1,256] [--reps 20] [--json PATH] [--traces DIR]
+                                       [--ops mul,mul_rescale,rotate,rescale,add] [--batch 8] [--tfhe P4]
+                                       [--tfhe-batches 1,256] [--reps 20] [--json PATH] [--traces DIR]
     crossfhe bench profile [same options]
 
 **Rates**, measured first in the same process (``rates`` record): ``hbm`` the device-memory rate of a fused

@@ -6,6 +6,9 @@
 #   bash benchmarks/gpu_session.sh eager   eager operations against the same under a user's jit (bench_dispatch)
 #   bash benchmarks/gpu_session.sh circuits  issue 26's targets: HE-Add and N16 HE-Mult+relin+rescale inside a circuit
 #   bash benchmarks/gpu_session.sh bootstrap issue 27's target: one full-slot bootstrap at N 2^16 (<= 100 ms on an H100)
+#   bash benchmarks/gpu_session.sh profile  issue 30: per-operation kernels, launches, copies and time against floors
+#                                           (benchmarks/bench_profile.py), NTT and BAT kernels, the one-executable and
+#                                           no-copy checks on the device; everything in $OUT/all.tgz, a table printed
 # Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
 # under $OUT (tests.txt, failures.txt, *.json, *.txt) and a short table is printed last. Each step has its own
 # time limit, so one slow step leaves the others' figures.
@@ -42,7 +45,32 @@ elif [ "$STAGE" = bootstrap ]; then
   step 550 bootstrap $PY benchmarks/bench_bootstrap.py --presets N16_BOOT_L3,N16_BOOT_L9 --threads 16 --reps 5 \
     --no-peer --json "$OUT/bootstrap.json"
   tail -12 "$OUT/bootstrap.txt"
-elif [ "$STAGE" = eager ]; then
+elif [ "$STAGE" = profile ]; then
+  # issue 30. The riskiest compiles (the MATRIX set at N 2^16) go last, in their own step. At most 8 files come
+  # back from a device call: everything but the summary goes into all.tgz (traces and optimized HLO included).
+  rm -rf /tmp/traces /tmp/xla
+  step 260 profile env XLA_FLAGS="--xla_dump_to=/tmp/xla --xla_dump_hlo_module_re=.*(mul_rescale|mul_relin|pbs_program).*" \
+    $PY benchmarks/bench_profile.py --kernels vector --ops mul_rescale,mul,rotate,rescale,add --reps 20 --batch 8 \
+    --tfhe P4 --tfhe-batches 1,256 --json "$OUT/profile.json" --traces /tmp/traces
+  step 70 kernels $PY benchmarks/bench_kernels.py --shapes 256x256x256,2048x2048x2048 --limbs 8 --reps 10 \
+    --json "$OUT/kernels.json"
+  step 100 profile_matrix $PY benchmarks/bench_profile.py --kernels matrix --matrix-ops mul --tfhe "" --reps 10 \
+    --json "$OUT/profile_matrix.json" --traces /tmp/traces
+  step 120 checks $PY -m pytest -q -x -p no:cacheprovider tests/test_one_program.py -k "not first_called"
+  {
+    grep -A40 "^sch " "$OUT/profile.txt" | tail -12
+    grep -A4 "^sch " "$OUT/profile_matrix.txt" | tail -2
+    tail -3 "$OUT/checks.txt"
+    tail -22 "$OUT/kernels.txt"
+    cat "$OUT/steps.txt"
+  } > /tmp/summary.txt
+  mkdir -p /tmp/bundle && cp -r "$OUT"/. /tmp/bundle/ && rm -rf "$OUT"/*
+  (cd /tmp && find traces -name "perfetto_trace.json.gz" | head -12 > /tmp/trace_list;
+   find xla -name "*after_optimizations.txt" | head -6 >> /tmp/trace_list;
+   tar czf "$OUT/all.tgz" -C /tmp -T /tmp/trace_list bundle)
+  cp /tmp/summary.txt "$OUT/summary.txt"
+  cat "$OUT/summary.txt"
+elif [ "$STAGE" = eager ]; thenelif [ "$STAGE" = eager ]; then
   # issue 25: HE-Add dispatch overhead, and each eager operation against the same call under a user's jit
   step 400 dispatch $PY benchmarks/bench_dispatch.py --threads 4 --reps 100 --json "$OUT/dispatch.json"
   tail -16 "$OUT/dispatch.txt"
@@ -76,4 +104,4 @@ else
   step 80 hmvp $PY benchmarks/bench_hmvp.py --quick --no-peer --threads 4 --json "$OUT/hmvp.json"
   for f in ckks_vector ckks_matrix tfhe hmvp; do echo "--- $f"; tail -22 "$OUT/$f.txt"; done
 fi
-cat "$OUT/steps.txt"
+[ -f "$OUT/steps.txt" ] && cat "$OUT/steps.txt" || true

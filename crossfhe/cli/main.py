@@ -7,7 +7,7 @@ import runpy
 import sys
 from pathlib import Path
 
-BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap")
+BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap", "profile")
 
 
 def _enable_compilation_cache() -> None:
