@@ -69,7 +69,7 @@ def parser() -> argparse.ArgumentParser:
 
 ARGS = parser().parse_args() if __name__ == "__main__" else None
 
-from crossfhe.cli.benchutil import enable_compilation_cache, fmt, pin_threads, write_json  # noqa: E402
+from crossfhe.cli.benchutil import enable_compilation_cache, fmt, pin_threads, timeit, write_json  # noqa: E402
 
 if ARGS is not None and ARGS.threads:
     pin_threads(ARGS.threads)
@@ -90,12 +90,7 @@ RECORDS: list[dict] = []
 
 def _median_ms(fn, reps: int) -> float:
     jax.block_until_ready(fn())
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return statistics.median(timeit(fn, reps=reps, min_seconds=0.0, max_seconds=120.0)) * 1e3
 
 
 def _nbytes(tree) -> int:

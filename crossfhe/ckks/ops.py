@@ -439,14 +439,19 @@ def relinearize(d0: RNSPoly, d1: RNSPoly, d2: RNSPoly, rlk, *, kernels=None) -> 
 def mul(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     """a * b slot-wise: the tensor product (d0, d1, d2) relinearized with the relinearization key.
     Scale Delta_a Delta_b; rescale afterwards."""
+    level, limbs, plan = _product(a, b, keys)
+    return _like(a, *ev.mul_relin(a.c0, a.c1, b.c0, b.c1, keys.relin, plan, limbs=limbs), a.scale * b.scale)
+
+
+def _product(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys):
+    """(level, limbs, key-switching plan) of the product a * b, after the checks of :func:`mul`."""
     _same_params(a.params, keys.params, "mul")
     _same_params(a.params, b.params, "mul")
     check_key_ids("mul", a.key_id, b.key_id, keys.key_id)
     level = min(a.level, b.level)
     _check_product_scale(a.params, a.scale * b.scale, level)
     limbs = len(a.params.moduli_at(level))
-    plan = ks.keyswitch_plan(keys.relin, active=limbs, kernels=a.params.kernels)
-    return _like(a, *ev.mul_relin(a.c0, a.c1, b.c0, b.c1, keys.relin, plan, limbs=limbs), a.scale * b.scale)
+    return level, limbs, ks.keyswitch_plan(keys.relin, active=limbs, kernels=a.params.kernels)
 
 
 def square(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
@@ -464,13 +469,7 @@ def rescale(a: Ciphertext) -> Ciphertext:
 
 def mul_rescale(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     """:func:`rescale` of :func:`mul` (the same words), as one program."""
-    _same_params(a.params, keys.params, "mul")
-    _same_params(a.params, b.params, "mul")
-    check_key_ids("mul", a.key_id, b.key_id, keys.key_id)
-    level = min(a.level, b.level)
-    _check_product_scale(a.params, a.scale * b.scale, level)
-    limbs = len(a.params.moduli_at(level))
-    plan = ks.keyswitch_plan(keys.relin, active=limbs, kernels=a.params.kernels)
+    level, limbs, plan = _product(a, b, keys)
     primes = a.params.rescale_primes(level)
     out = _k_mul_rescale(a.c0, a.c1, b.c0, b.c1, keys.relin, plan, rescale_plan(a.params, level), limbs=limbs)
     return _like(a, *out, a.scale * b.scale / math.prod(primes))
