@@ -111,7 +111,7 @@ def test_messages_cross_as_bytes(client):
     r = client.random_vector(17)
     s, reply = server.respond(client.encrypt(r))
     cts = tuple(io.bfv.loads(io.bfv.dumps(ct), params=P, expected=Ciphertext) for ct in reply.ciphertexts)
-    z = client.decrypt(H.HMVPResult(cts, reply.strides, reply.length))
+    z = client.decrypt(H.HMVPResult(cts, reply.positions, reply.length))
     assert np.array_equal((z + s) % P.t, H.matvec_reference(w, r, P.t))
     assert not np.array_equal(z, H.matvec_reference(w, r, P.t))
     assert client.noise_budget(reply) > 0

@@ -1,4 +1,5 @@
-"""Coefficient-encoded HMVP (CHAM Alg. 1): exact against NumPy mod t for m < N, m = N, m > N, n > N."""
+"""Coefficient-encoded HMVP (CHAM Alg. 1, with R rows per plaintext product): exact against NumPy mod t for m < N,
+m = N, m > N, n > N, at R = 1 (CHAM as published), the default R and R = N (one product per column block)."""
 
 import numpy as np
 import pytest
@@ -19,13 +20,14 @@ def keys():
     return ops.keygen(P, galois_elements=H.required_galois_elements(P), relin=False, seed=bytes(range(32)))
 
 
-def _run(keys, m, n, seed, *, rows_per_call=H.DEFAULT_ROWS_PER_CALL, public=True):
+def _run(keys, m, n, seed, *, rows_per_call=H.DEFAULT_ROWS_PER_CALL, public=True, r=H.DEFAULT_ROWS_PER_PRODUCT):
     sk, ek = keys
     rng = np.random.default_rng(seed)
     a = rng.integers(0, P.t, size=(m, n))
     v = rng.integers(0, P.t, size=n)
-    vec = H.encrypt_vector(ek if public else sk, P, v, key=seed_key(seed.to_bytes(2, "little") * 16))
-    res = H.hmvp(H.encode_matrix(P, a), vec, ek, rows_per_call=rows_per_call)
+    vec = H.encrypt_vector(ek if public else sk, P, v, key=seed_key(seed.to_bytes(2, "little") * 16),
+                           rows_per_product=r)
+    res = H.hmvp(H.encode_matrix(P, a, rows_per_product=r), vec, ek, rows_per_call=rows_per_call)
     return H.decrypt_result(sk, res), H.matvec_reference(a, v, P.t), res
 
 
@@ -39,18 +41,37 @@ def _run(keys, m, n, seed, *, rows_per_call=H.DEFAULT_ROWS_PER_CALL, public=True
         (20, 600),  # n > N: three column blocks aggregated before the rescale
     ],
 )
-def test_hmvp_is_exact_mod_t(keys, m, n):
-    got, want, res = _run(keys, m, n, seed=m + n)
+@pytest.mark.parametrize("r", [1, H.DEFAULT_ROWS_PER_PRODUCT])
+def test_hmvp_is_exact_mod_t(keys, m, n, r):
+    got, want, res = _run(keys, m, n, seed=m + n, r=r)
     assert got.shape == (m,)
     assert np.array_equal(got, want)
     assert len(res.ciphertexts) == -(-m // P.n)
     assert H.noise_budget(keys[0], res) > 0
 
 
+def test_one_product_per_column(keys):
+    """R = N: w = 1, each vector entry its own block and each product one column of N rows: no packing key switch
+    but the trace's."""
+    got, want, res = _run(keys, 70, 6, seed=3, r=P.n)
+    assert np.array_equal(got, want)
+
+
 def test_hmvp_row_chunks_give_the_same_result(keys):
     """rows_per_call splits the dot products into several kernel calls (with padding): same decryption."""
-    got, want, _ = _run(keys, 70, 90, seed=7, rows_per_call=32)
-    assert np.array_equal(got, want)
+    for r in (1, 4):
+        got, want, _ = _run(keys, 70, 90, seed=7, rows_per_call=32, r=r)
+        assert np.array_equal(got, want)
+
+
+def test_rows_per_product_must_match_and_be_a_power_of_two(keys):
+    sk, ek = keys
+    vec = H.encrypt_vector(ek, P, np.ones(10, dtype=np.int64), rows_per_product=4)
+    with pytest.raises(ParameterError, match="rows_per_product=8.*rows_per_product=4"):
+        H.hmvp(H.encode_matrix(P, np.ones((3, 10), dtype=np.int64), rows_per_product=8), vec, ek)
+    for bad in (3, 0, 2 * P.n, True):
+        with pytest.raises(ParameterError, match="power of two"):
+            H.encode_matrix(P, np.ones((3, 10), dtype=np.int64), rows_per_product=bad)
 
 
 def test_hmvp_with_a_secret_key_encrypted_vector(keys):
@@ -59,16 +80,20 @@ def test_hmvp_with_a_secret_key_encrypted_vector(keys):
 
 
 def test_packed_result_has_zeros_between_rows(keys):
-    """Rows sit at stride N / n'; every other coefficient decrypts to 0 (the trace cleared the garbage)."""
-    sk, _ = keys
-    got, want, res = _run(keys, 5, 17, seed=5)
-    coeffs = ops.decode(ops.decrypt(sk, res.ciphertexts[0], encoding="coeff"))
-    stride = res.strides[0]
-    assert stride == P.n // 8
-    mask = np.zeros(P.n, dtype=bool)
-    mask[: 5 * stride : stride] = True
-    assert np.array_equal(coeffs[mask], want)
-    assert not coeffs[~mask].any()
+    """Rows sit at their positions (rows_per_product 1: stride N / n'); every other coefficient decrypts to 0 (the
+    trace cleared the garbage)."""
+    sk, ek = keys
+    group_of_four = np.array([0, 1, 2, 3, 0]) * (P.n // 4) + np.array([0, 0, 0, 0, P.n // 8])  # G' = 2 groups
+    for r, want_pos in ((1, np.arange(5) * (P.n // 8)), (4, group_of_four)):
+        rng = np.random.default_rng(5)
+        a, v = rng.integers(0, P.t, (5, 17)), rng.integers(0, P.t, 17)
+        res = H.hmvp(H.encode_matrix(P, a, rows_per_product=r), H.encrypt_vector(ek, P, v, rows_per_product=r), ek)
+        coeffs = ops.decode(ops.decrypt(sk, res.ciphertexts[0], encoding="coeff"))
+        assert np.array_equal(res.positions[0], want_pos)
+        mask = np.zeros(P.n, dtype=bool)
+        mask[res.positions[0]] = True
+        assert np.array_equal(coeffs[res.positions[0]], H.matvec_reference(a, v, P.t))
+        assert not coeffs[~mask].any()
 
 
 def test_hmvp_errors(keys):
@@ -106,7 +131,7 @@ def test_exhausted_noise_budget_is_refused(keys):
     rng = np.random.default_rng(1)
     junk = (rng.integers(0, 2**30, size=ct.c0.data.shape) % np.array(P.q)[:, None]).astype(np.uint32)
     bad = Ciphertext(RNSPoly(jnp.asarray(junk), ct.c0.basis, ct.c0.domain), ct.c1, P)
-    broken = H.HMVPResult((bad,), res.strides, res.length)
+    broken = H.HMVPResult((bad,), res.positions, res.length)
     with pytest.raises(ParameterError, match="noise budget"):
         H.decrypt_result(sk, broken)
     assert H.decrypt_result(sk, broken, check=False).shape == (4,)

@@ -79,15 +79,13 @@ def add_plain_vector(vec: EncryptedVector, x) -> EncryptedVector:
     x = check_values(x, params.t, "add_plain_vector")
     if x.shape != (vec.length,):
         raise ParameterError(f"add_plain_vector: shape mismatch: the vector has {vec.length} entries, x has {x.shape}")
-    padded = np.zeros(vec.blocks * params.n, dtype=np.uint32)
-    padded[: vec.length] = x
-    msg = bfv.scaled_message(params, padded.reshape(vec.blocks, params.n), params.q + params.p)
-    return EncryptedVector(poly.add(vec.c0, msg), vec.c1, params, vec.length)
+    msg = bfv.scaled_message(params, hmvp.vector_blocks(params, x, vec.rows_per_product), params.q + params.p)
+    return EncryptedVector(poly.add(vec.c0, msg), vec.c1, params, vec.length, vec.key_id, vec.rows_per_product)
 
 
 def result_plaintexts(res: HMVPResult, u) -> tuple:
     """Coefficient-encoded plaintexts laying out u (``res.length`` integers in [0, t)) as ``res`` lays out its
-    rows: ciphertext k holds row i at coefficient (i - k N) ``res.strides[k]``, every other coefficient 0."""
+    rows: ciphertext k holds row k N + i at coefficient ``res.positions[k][i]``, every other coefficient 0."""
     if not isinstance(res, HMVPResult):
         raise TypeError(f"expected an HMVPResult (hmvp.hmvp), got {type(res).__name__}")
     params = res.ciphertexts[0].params
@@ -95,10 +93,9 @@ def result_plaintexts(res: HMVPResult, u) -> tuple:
     if u.shape != (res.length,):
         raise ParameterError(f"shape mismatch: the result has {res.length} rows, the plaintext {u.shape}")
     out = []
-    for k, stride in enumerate(res.strides):
-        rows = u[k * params.n : (k + 1) * params.n]
+    for k, pos in enumerate(res.positions):
         coeffs = np.zeros(params.n, dtype=np.uint32)
-        coeffs[: rows.size * stride : stride] = rows
+        coeffs[pos] = u[k * params.n : k * params.n + pos.size]
         out.append(bfv.encode(params, coeffs, encoding=Encoding.COEFF))
     return tuple(out)
 
@@ -107,7 +104,7 @@ def add_plain_result(res: HMVPResult, u) -> HMVPResult:
     """Enc(A v) -> Enc(A v + u mod t), u: ``res.length`` integers in [0, t) laid out as the rows
     (:func:`result_plaintexts`) and added as round(Q u / t) (``bfv.ops.add_plain``): at most 1/2 of noise."""
     cts = tuple(bfv.add_plain(ct, pt) for ct, pt in zip(res.ciphertexts, result_plaintexts(res, u)))
-    return HMVPResult(cts, res.strides, res.length)
+    return HMVPResult(cts, res.positions, res.length)
 
 
 def rerandomize_result(res: HMVPResult, keys: EvaluationKeys, *, key: crandom.ChaChaKey | None = None) -> HMVPResult:
@@ -120,7 +117,7 @@ def rerandomize_result(res: HMVPResult, keys: EvaluationKeys, *, key: crandom.Ch
     keys_each = crandom.split(crandom.seed_key() if key is None else key, len(res.ciphertexts))
     zero = bfv.encode(params, np.zeros(params.n, dtype=np.uint32), encoding=Encoding.COEFF)
     cts = tuple(bfv.add(ct, bfv.encrypt(keys, zero, key=keys_each[i])) for i, ct in enumerate(res.ciphertexts))
-    return HMVPResult(cts, res.strides, res.length)
+    return HMVPResult(cts, res.positions, res.length)
 
 
 def child_seed(rng: crandom.Rng) -> bytes:

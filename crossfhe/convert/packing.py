@@ -77,6 +77,7 @@ from crossfhe.core.keyswitch import (
 from crossfhe.core.lwe import LWECiphertext, lwe_to_rlwe
 from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
 from crossfhe.math import random as crandom
+from crossfhe.math.modular import fusion_barrier
 from crossfhe.math.primes import minimal_root_of_unity
 from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring.ntt import slot_exponents
@@ -189,7 +190,11 @@ def _k_pack_two(e0, e1, o0, o1, mono, element, ksk, plan):
     x0, x1 = mul(o0, mono), mul(o1, mono)
     idx = galois_permutation(plan, element)
     u0, u1 = keyswitch(_permute(sub(e1, x1), idx), ksk, plan=plan)
-    return add(add(add(e0, x0), _permute(sub(e0, x0), idx)), u0), add(add(e1, x1), u1)
+    # Materialized: fused into the sum with the key switch's output, XLA:CPU recomputes this gather at a cost
+    # above the key switch's (benchmarks/README.md, issue 32).
+    t0 = _permute(sub(e0, x0), idx)
+    t0 = t0._replace(fusion_barrier(t0.data, mono.data))
+    return add(add(add(e0, x0), t0), u0), add(add(e1, x1), u1)
 
 
 def _pack_level(even, odd, keys, level: int, plan: KeySwitchPlan):
@@ -276,7 +281,7 @@ def field_trace(c0: RNSPoly, c1: RNSPoly, keys, *, n: int, kernels=None) -> tupl
 
 
 def pack_lwes(
-    c0: RNSPoly, c1: RNSPoly, keys, *, normalize: bool = True, kernels=None
+    c0: RNSPoly, c1: RNSPoly, keys, *, normalize: bool = True, kernels=None, first_level: int = 1
 ) -> tuple[RNSPoly, RNSPoly]:
     """PackLWEs then the field trace (module docstring): m ciphertexts -> one, input i at coefficient i N/n.
 
@@ -289,27 +294,50 @@ def pack_lwes(
     The key-switch noise is the same either way. Each tree level runs batched, in calls of
     :data:`PACK_CHUNK` pairs (two compiled shapes in all), and each trace step is one call. ``kernels``:
     the key switches' kernel set (:mod:`crossfhe.kernels`; default VECTOR).
-    Raises ParameterError (m, missing key), BasisMismatchError, DomainMismatchError naming the problem.
+
+    ``first_level`` = a + 1 > 1 packs RLWE ciphertexts that each carry 2^a values, at the coefficients
+    u N / 2^a (u < 2^a; the others ignored): the tree starts at level a + 1, whose PackTwo keeps exactly those
+    coefficients (the module docstring's argument with N / 2^(l-1) for the constant coefficient), so packing m
+    such ciphertexts costs m - 1 + log2(N / (2^a n)) key switches for 2^a m values (Rhombus's input-output
+    packing, He et al., CCS 2024). Value u of input i ends at coefficient u N / 2^a + i N / (2^a n), m <= N / 2^a;
+    the scale is N / 2^a (``normalize`` divides by it). first_level = 1 is PackLWEs.
+    Raises ParameterError (m, first_level, missing key), BasisMismatchError, DomainMismatchError naming the problem.
     """
     _check_pair(c0, c1, "pack_lwes")
     if c0.data.ndim != 3:
         raise BasisMismatchError(f"pack_lwes takes c0, c1 of shape [m, k, N], got {tuple(c0.data.shape)}")
     m, log_n = c0.data.shape[0], _log2(c0.n, "N")
-    if not 1 <= m <= c0.n:
-        raise ParameterError(f"pack_lwes packs m in [1, N = {c0.n}] ciphertexts, got m = {m}")
-    plan = _plan(_galois_key(keys, 1), c0, "pack_lwes", kernels)
+    if isinstance(first_level, bool) or not isinstance(first_level, (int, np.integer)) or not (
+        1 <= first_level <= log_n + 1
+    ):
+        raise ParameterError(f"first_level = {first_level!r} must be an int in [1, log2(N) + 1 = {log_n + 1}]")
+    first_level = int(first_level)
+    most = c0.n >> (first_level - 1)
+    if not 1 <= m <= most:
+        raise ParameterError(f"pack_lwes packs m in [1, N / 2^(first_level - 1) = {most}] ciphertexts, got m = {m}")
+    plan = _plan(_galois_key(keys, min(first_level, log_n)), c0, "pack_lwes", kernels)
     if normalize:
-        n_inv = pow(c0.n, -1, math.prod(c0.basis))
+        n_inv = pow(most, -1, math.prod(c0.basis))
         c0, c1 = mul_scalar(c0, n_inv), mul_scalar(c1, n_inv)
     ell = (m - 1).bit_length()
     if m < 1 << ell:
         pad = jnp.zeros(((1 << ell) - m,) + c0.data.shape[1:], dtype=jnp.uint32)
         c0, c1 = (RNSPoly(jnp.concatenate([c.data, pad]), c.basis, Domain.EVAL) for c in (c0, c1))
-    for level in range(1, ell + 1):
+    start = first_level
+    if 1 << ell > 2 * PACK_CHUNK:
+        # Levels with more than PACK_CHUNK pairs on a list of PACK_CHUNK-row blocks: the pairs (j, j + h) of a
+        # level are row for row the blocks (i, i + h / PACK_CHUNK), so no level slices or joins whole arrays.
+        blocks = [tuple(_rows(c, slice(i, i + PACK_CHUNK)) for c in (c0, c1)) for i in range(0, 1 << ell, PACK_CHUNK)]
+        while len(blocks) > 1:
+            half = len(blocks) // 2
+            blocks = [_pack_level(blocks[i], blocks[i + half], keys, start, plan) for i in range(half)]
+            start += 1
+        c0, c1 = blocks[0]
+    for level in range(start, first_level + ell):
         h = c0.data.shape[0] // 2
         even, odd = ((_rows(c0, s), _rows(c1, s)) for s in (slice(h), slice(h, None)))
         c0, c1 = _pack_level_chunked(even, odd, keys, level, plan)
-    c0, c1 = _trace(c0, c1, keys, ell + 1, log_n, plan)  # batch [1, k, N], the shape of the tree's last level
+    c0, c1 = _trace(c0, c1, keys, first_level + ell, log_n, plan)  # batch [1, k, N], the tree's last shape
     return _rows(c0, 0), _rows(c1, 0)
 
 

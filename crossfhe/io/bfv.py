@@ -19,7 +19,7 @@ kind                     arrays                                       meta
 ``bfv.public_key``       ``b``: uint32[L+K, N]; seed or ``a``          sigma, a ("seed" or "stored"), a_sha256
 ``bfv.evaluation_keys``  ``public.*``, ``relin.*``, ``galois.<g>.*``  public, relin (null: none), galois
 ``bfv.secret_key``       ``coeffs``: int32[N] in {-1, 0, 1}           hamming_weight[, key_id]
-``bfv.hmvp_vector``      ``c0``, ``c1``: uint32[B, L+K, N], EVAL      length[, key_id]
+``bfv.hmvp_vector``      ``c0``, ``c1``: uint32[B, L+K, N], EVAL      length[, rows_per_product, key_id]
 =======================  ===========================================  =======================================
 
 A BFV ciphertext is always in the EVAL domain over all of Q (the scheme has no levels), so its meta holds
@@ -161,10 +161,13 @@ SCHEME = com.Scheme(
 # --------------------------------------------------------------------------------------------------
 
 
-def _hmvp_blocks(length, params: Params) -> int:
+def _hmvp_blocks(length, params: Params, rows_per_product=1) -> int:
     if not fmt.is_json_int(length) or length < 1:
         raise SerializationError(f"an HMVP vector's length must be a positive integer, got {length!r}")
-    return -(-length // params.n)
+    r = rows_per_product
+    if not fmt.is_json_int(r) or r < 1 or r & (r - 1) or r > params.n:
+        raise SerializationError(f"an HMVP vector's rows_per_product must be a power of two <= N, got {r!r}")
+    return -(-length // (params.n // r))
 
 
 def dumps_hmvp_vector(vec: HMVPVector, *, params: Params | None = None) -> bytes:
@@ -181,11 +184,12 @@ def dumps_hmvp_vector(vec: HMVPVector, *, params: Params | None = None) -> bytes
     length = int(vec.length) if isinstance(vec.length, np.integer) else vec.length
     moduli = own.q + own.p
     arrays = com.pair_arrays(vec.c0, vec.c1, moduli, own.n)
-    shape = (_hmvp_blocks(length, own), len(moduli), own.n)
+    shape = (_hmvp_blocks(length, own, vec.rows_per_product), len(moduli), own.n)
     if vec.c0.domain != Domain.EVAL or arrays["c0"].shape != shape:
         raise SerializationError(f"an HMVP vector of {length} values is uint32{list(shape)} in the EVAL domain, "
                                  f"this one is {list(arrays['c0'].shape)} in {vec.c0.domain.name}")
-    return com.pack(SCHEME, KIND_HMVP_VECTOR, own, {"length": length, **com.key_id_meta(vec.key_id)}, arrays)
+    meta = {"length": length, "rows_per_product": int(vec.rows_per_product), **com.key_id_meta(vec.key_id)}
+    return com.pack(SCHEME, KIND_HMVP_VECTOR, own, meta, arrays)
 
 
 def loads_hmvp_vector(blob, *, params: Params | None = None) -> HMVPVector:
@@ -195,13 +199,14 @@ def loads_hmvp_vector(blob, *, params: Params | None = None) -> HMVPVector:
         SCHEME.check_params(params)
     c = fmt.unpack(blob, expected_kind=KIND_HMVP_VECTOR)
     params = com.header_params(SCHEME, c.fields, params)
-    m = com.meta(c.fields, {"length"}, com.KEY_ID)
+    m = com.meta(c.fields, {"length"}, com.KEY_ID | {"rows_per_product"})
+    rows = 1 if m["rows_per_product"] is None else m["rows_per_product"]  # blobs before it: CHAM's layout
     moduli = params.q + params.p
-    shape = (_hmvp_blocks(m["length"], params), len(moduli), params.n)
+    shape = (_hmvp_blocks(m["length"], params, rows), len(moduli), params.n)
     com.check_names(c.arrays, {"c0", "c1"})
     c0 = com.load_poly(c.arrays, "c0", shape, moduli, Domain.EVAL)
     c1 = com.load_poly(c.arrays, "c1", shape, moduli, Domain.EVAL)
-    return HMVPVector(c0, c1, params, m["length"], com.read_key_id(m["key_id"]))
+    return HMVPVector(c0, c1, params, m["length"], com.read_key_id(m["key_id"]), rows)
 
 
 # --------------------------------------------------------------------------------------------------
