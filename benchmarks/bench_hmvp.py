@@ -73,6 +73,8 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=10,
                    help="minimum timed calls (slow calls: >= 3 once 4 s, --quick 1 s, have passed)")
     p.add_argument("--seed", type=int, default=2024, help="seed of the matrices and vectors")
+    p.add_argument("--rows-per-product", default=None,
+                   help="comma-separated R values of hmvp (default: crossfhe.linalg.hmvp.DEFAULT_ROWS_PER_PRODUCT)")
     return p.parse_args()
 
 
@@ -101,8 +103,8 @@ from crossfhe.bfv import presets  # noqa: E402
 from crossfhe.bfv.params import Params  # noqa: E402
 from crossfhe.convert import packing  # noqa: E402
 from crossfhe.core import keyswitch as ks  # noqa: E402
-from crossfhe.linalg import diagonal, hmvp  # noqa: E402
-from crossfhe.math.decompose import digit_partition  # noqa: E402
+from crossfhe.linalg import choose, diagonal, hmvp  # noqa: E402
+from crossfhe.math.modular import ModulusTable, barrett_mul  # noqa: E402
 from crossfhe.ring.ntt import NTTPlan, ntt  # noqa: E402
 from crossfhe.ring.poly import Domain, RNSPoly  # noqa: E402
 
@@ -132,31 +134,26 @@ def _stats(ts_: list[float]) -> dict:
 
 
 def _ks_limbs(p: Params) -> int:
-    """Limbs transformed by one key switch at the top level: k (INTT of the EVAL input) + sum_j (k + K - |D_j|)
-    (ModUp) + 2K + 2k (ModDown), :mod:`crossfhe.core.keyswitch`."""
-    k, kk = len(p.q), len(p.p)
-    return k + sum(k + kk - len(g) for g in digit_partition(k, p.dnum)) + 2 * kk + 2 * k
+    """Limbs transformed by one key switch at the top level (``crossfhe.linalg.choose.keyswitch_limbs``)."""
+    return choose.keyswitch_limbs(p)
 
 
-def hmvp_work(p: Params, m: int, n: int) -> dict:
-    """Work of one hmvp call: ``key_switches`` = n' - 1 + log2(N / n') per tile (the algorithm's), and
-    ``key_switches_run`` with the zero padding of the packing's tree levels to calls of ``PACK_CHUNK`` pairs."""
-    blocks = math.ceil(n / p.n)
-    chunk = getattr(packing, "PACK_CHUNK", 1)
-    key_switches = key_switches_run = 0
+def hmvp_work(p: Params, m: int, n: int, r: int = 1) -> dict:
+    """Work of one hmvp call with R = r rows per plaintext product: ``crossfhe.linalg.hmvp.work`` (key switches,
+    the dot's ModDown limbs and word products), plus ``key_switches_run`` with the zero padding of the tree
+    levels to calls of ``PACK_CHUNK`` pairs, and the limbs the packing's key switches transform."""
+    w = hmvp.work(p, m, n, r)
+    width, chunk = p.n // r, getattr(packing, "PACK_CHUNK", 1)
+    run = 0
     for start in range(0, m, p.n):
-        rows = min(p.n, m - start)
-        ell = (rows - 1).bit_length()
-        trace = int(math.log2(p.n)) - ell
-        key_switches += (1 << ell) - 1 + trace
+        ell = (math.ceil(min(p.n, m - start) / r) - 1).bit_length()
         pairs = [(1 << ell) >> level for level in range(1, ell + 1)]
-        key_switches_run += sum(h if h == 1 else -(-max(h, chunk) // chunk) * chunk for h in pairs) + trace
-    k, kk = len(p.q), len(p.p)
-    dot_limbs = m * (blocks * (k + kk) + 2 * kk + 2 * k)
+        run += sum(h if h == 1 else -(-max(h, chunk) // chunk) * chunk for h in pairs) + int(math.log2(width)) - ell
     per_ks = _ks_limbs(p)
-    return {"key_switches": key_switches, "key_switches_run": key_switches_run, "dot_ntt_limbs": dot_limbs,
-            "ntt_limbs": dot_limbs + key_switches * per_ks,
-            "tiles": math.ceil(m / p.n), "blocks": blocks}
+    return {"key_switches": w.key_switches, "key_switches_run": run, "dot_ntt_limbs": w.dot_limbs,
+            "dot_products": w.products, "pack_ntt_limbs": w.key_switches * per_ks,
+            "ntt_limbs": w.dot_limbs + w.key_switches * per_ks, "tiles": math.ceil(m / p.n), "blocks": w.blocks,
+            "groups": w.groups, "rows_per_product": r}
 
 
 def diagonal_work(p: Params, m: int, n: int) -> dict:
@@ -169,7 +166,8 @@ def diagonal_work(p: Params, m: int, n: int) -> dict:
 
 
 def unit_costs(p: Params, ek, element: int, timing: dict) -> dict:
-    """Measured seconds of one limb NTT and of one key switch, each in a batch of UNIT_BATCH (at ``p``)."""
+    """Measured seconds of one limb NTT, of one key switch (one compiled program) and of one word product
+    (Barrett), each in a batch of UNIT_BATCH polynomials (at ``p``): the fastest of the timed calls."""
     rng = np.random.default_rng(7)
     moduli = p.q + p.p
     plan = NTTPlan.create(p.n, moduli)
@@ -181,12 +179,19 @@ def unit_costs(p: Params, ek, element: int, timing: dict) -> dict:
     d = RNSPoly(jnp.asarray((rng.integers(0, 2**32, (UNIT_BATCH, len(p.q), p.n), dtype=np.uint64) % qq)
                             .astype(np.uint32)), p.q, Domain.EVAL)
     gk = ek.galois_key(element)
-    kplan = ks.keyswitch_plan(gk)
-    _, ks_first = first_call(lambda: ks.keyswitch(d, gk, plan=kplan))
-    ks_t = timeit(lambda: ks.keyswitch(d, gk, plan=kplan), **timing)
-    return {"ntt_limb_s": float(np.median(ntt_t)) / (UNIT_BATCH * len(moduli)),
-            "keyswitch_s": float(np.median(ks_t)) / UNIT_BATCH,
-            "ntt_limb_first_s": ntt_first, "keyswitch_first_s": ks_first}
+    kplan = ks.keyswitch_plan(gk, kernels=p.kernels)
+    kswitch = jax.jit(lambda u, key, plan: ks.keyswitch(u, key, plan=plan))  # one program, as inside the packing
+    _, ks_first = first_call(lambda: kswitch(d, gk, kplan))
+    ks_t = timeit(lambda: kswitch(d, gk, kplan), **timing)
+    t = ModulusTable.create(moduli)
+    prod = jax.jit(lambda u, w: barrett_mul(u, w, t.q, t.barrett_mu, t.bits))
+    y = x[::-1]
+    _, mul_first = first_call(lambda: prod(x, y))
+    mul_t = timeit(lambda: prod(x, y), **timing)
+    return {"ntt_limb_s": min(ntt_t) / (UNIT_BATCH * len(moduli)),  # the fastest call: a floor's unit
+            "keyswitch_s": min(ks_t) / UNIT_BATCH,
+            "product_s": min(mul_t) / x.size,
+            "ntt_limb_first_s": ntt_first, "keyswitch_first_s": ks_first, "product_first_s": mul_first}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -295,32 +300,41 @@ def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tu
     load_before = load_average()
     label = f"{m}x{n}"
 
-    # HMVP
-    t0 = time.perf_counter()
-    mat = hmvp.encode_matrix(p, a)
-    encode_s = time.perf_counter() - t0
-    vec = hmvp.encrypt_vector(ek, p, v)
-    res, first = first_call(lambda: _run_hmvp(mat, vec, ek))
-    got = hmvp.decrypt_result(sk, res, check=False)  # compared below; an exhausted budget shows as a mismatch
-    correct = bool(np.array_equal(got, want))
-    if not correct:
-        errors.append(f"hmvp {label}: {int(np.sum(got != want))} of {m} rows differ from A v mod t")
-    budget = hmvp.noise_budget(sk, res)
-    split, split_reps = _split(lambda d: _run_hmvp(mat, vec, ek, timings=d).ciphertexts, 0.5 if args.quick else 2.0)
-    lat = timeit(lambda: _run_hmvp(mat, vec, ek).ciphertexts, **timing)
-    work = hmvp_work(p, m, n)
-    st = _stats(lat)
-    floor = work["ntt_limbs"] * units["ntt_limb_s"] * 1e3
-    ks_floor = work["key_switches"] * units["keyswitch_s"] * 1e3
-    hm = dict(base, name="hmvp", params={"preset": HMVP_PRESET, "N": p.n, "m": m, "n": n, "limbs": len(p.q),
-                                         "special": len(p.p), "dnum": p.dnum, "t": p.t,
-                                         "log_pq": round(p.log_pq, 1)},
-              **st, first_call_ms=first * 1e3, rows_per_s=m / (st["median_ms"] / 1e3),
-              dot_ms=split.get("dot", 0.0) * 1e3, pack_ms=split.get("pack", 0.0) * 1e3, split_reps=split_reps,
-              pack_share=split.get("pack", 0.0) / max(sum(split.values()), 1e-12),
-              encode_matrix_ms=encode_s * 1e3, noise_budget=budget, correct=correct, **work,
-              floor_ms=floor, ks_floor_ms=ks_floor, peer=None, peer_median_ms=None, ratio=None,
-              vs_diagonal=None, note="")
+    # HMVP, at each R
+    hms = []
+    for r in ctx["rows_per_product"]:
+        t0 = time.perf_counter()
+        mat = hmvp.encode_matrix(p, a, rows_per_product=r)
+        jax.block_until_ready(mat.evals)
+        encode_s = time.perf_counter() - t0
+        vec = hmvp.encrypt_vector(ek, p, v, rows_per_product=r)
+        res, first = first_call(lambda mat=mat, vec=vec: _run_hmvp(mat, vec, ek))
+        got = hmvp.decrypt_result(sk, res, check=False)  # compared below; an exhausted budget shows as a mismatch
+        correct = bool(np.array_equal(got, want))
+        if not correct:
+            errors.append(f"hmvp R={r} {label}: {int(np.sum(got != want))} of {m} rows differ from A v mod t")
+        budget = hmvp.noise_budget(sk, res)
+        split, split_reps = _split(lambda d, mat=mat, vec=vec: _run_hmvp(mat, vec, ek, timings=d).ciphertexts,
+                                   0.5 if args.quick else 2.0)
+        lat = timeit(lambda mat=mat, vec=vec: _run_hmvp(mat, vec, ek).ciphertexts, **timing)
+        work = hmvp_work(p, m, n, r)
+        st = _stats(lat)
+        floor = work["ntt_limbs"] * units["ntt_limb_s"] * 1e3
+        ks_floor = work["key_switches"] * units["keyswitch_s"] * 1e3
+        dot_floor = (work["dot_ntt_limbs"] * units["ntt_limb_s"] + work["dot_products"] * units["product_s"]) * 1e3
+        dot_ms, pack_ms = split.get("dot", 0.0) * 1e3, split.get("pack", 0.0) * 1e3
+        hms.append(dict(base, name="hmvp",
+                        params={"preset": HMVP_PRESET, "N": p.n, "m": m, "n": n, "limbs": len(p.q), "special": len(p.p),
+                                "dnum": p.dnum, "t": p.t, "log_pq": round(p.log_pq, 1), "rows_per_product": r},
+                        **st, first_call_ms=first * 1e3, rows_per_s=m / (st["median_ms"] / 1e3),
+                        dot_ms=dot_ms, pack_ms=pack_ms, split_reps=split_reps,
+                        pack_share=split.get("pack", 0.0) / max(sum(split.values()), 1e-12),
+                        encode_matrix_ms=encode_s * 1e3, vector_ciphertexts=vec.blocks, noise_budget=budget,
+                        correct=correct, **work, floor_ms=floor, ks_floor_ms=ks_floor, dot_floor_ms=dot_floor,
+                        dot_vs_floor=dot_ms / dot_floor if dot_floor else None,
+                        model_choice=choose.choose_matvec(p, m, n, rows_per_product=r).method,
+                        pack_vs_floor=pack_ms / ks_floor if ks_floor else None,
+                        peer=None, peer_median_ms=None, ratio=None, vs_diagonal=None, note=""))
 
     # Diagonal
     dg = None
@@ -354,7 +368,9 @@ def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tu
                   correct=dcorrect, **dwork, floor_ms=dwork["ntt_limbs"] * dunits["ntt_limb_s"] * 1e3,
                   ks_floor_ms=dwork["key_switches"] * dunits["keyswitch_s"] * 1e3,
                   peer=None, peer_median_ms=None, ratio=None, note="")
-        hm["vs_diagonal"] = st["median_ms"] / dst["median_ms"]
+        for hm in hms:
+            hm["vs_diagonal"] = hm["median_ms"] / dst["median_ms"]
+            hm["measured_choice"] = "hmvp" if hm["vs_diagonal"] <= 1 else "diagonal"
 
     # TenSEAL
     peer_fields: dict = {}
@@ -380,7 +396,7 @@ def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tu
                            "peer_note": (f"CKKSVector.mm at N 4096, {calls} calls (tiles of {tsx.slots}) whose partial "
                                          "products are added" if calls > 1 else "one CKKSVector.mm call")
                            + "; CKKS (TenSEAL has no BFV matmul), diagonals encoded inside the call"}
-    for rec in (hm, dg):
+    for rec in (*hms, dg):
         if rec is None:
             continue
         if "peer_median_ms" in peer_fields:
@@ -388,7 +404,7 @@ def bench_point(m: int, n: int, ctx: dict, args, base: dict, timing: dict) -> tu
         elif peer_fields:
             rec.update(peer_note=peer_fields["peer_note"])
         rec["load_avg"] = [load_before, load_average()]
-    return [r for r in (hm, dg) if r is not None], errors
+    return [r for r in (*hms, dg) if r is not None], errors
 
 
 # --------------------------------------------------------------------------------------------------
@@ -421,7 +437,8 @@ def main(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
     p = getattr(presets, HMVP_PRESET)
     t0 = time.perf_counter()
     sk, ek = bfv.keygen(p, galois_elements=hmvp.required_galois_elements(p), relin=False)
-    ctx = {"p": p, "sk": sk, "ek": ek, "peer": None}
+    rows = args.rows_per_product or str(hmvp.DEFAULT_ROWS_PER_PRODUCT)
+    ctx = {"p": p, "sk": sk, "ek": ek, "peer": None, "rows_per_product": [int(r) for r in rows.split(",")]}
     records = []
     units = {HMVP_PRESET: (p, unit_costs(p, ek, hmvp.required_galois_elements(p)[0], unit_timing))}
     ctx["units"] = units[HMVP_PRESET][1]
@@ -433,16 +450,17 @@ def main(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
             units[args.diagonal_preset] = (dp, unit_costs(dp, dek, bfv.rotation_element(dp, 1), unit_timing))
         ctx["dp"], ctx["dunits"] = dp, units[args.diagonal_preset][1]
     for pname, (prm, u) in units.items():
-        for what in ("ntt_limb", "keyswitch"):
+        for what in ("ntt_limb", "keyswitch", "product"):
             records.append(dict(base, name=f"unit_{what}",
                                 params={"preset": pname, "N": prm.n, "limbs": len(prm.q), "special": len(prm.p),
                                         "dnum": prm.dnum, "batch": UNIT_BATCH},
                                 median_ms=u[f"{what}_s"] * 1e3, min_ms=None, max_ms=None, reps=None,
                                 first_call_ms=u[f"{what}_first_s"] * 1e3, peer=None, peer_median_ms=None,
                                 ratio=None, floor_ms=None,
-                                note=f"median time of a batch of {UNIT_BATCH} divided by {UNIT_BATCH}"
-                                     + (f" x {len(prm.q) + len(prm.p)} limbs (Q and P)" if what == "ntt_limb" else
-                                        " (key switch of one polynomial at the top level)")))
+                                note=f"fastest time of a batch of {UNIT_BATCH} divided by {UNIT_BATCH}"
+                                     + {"ntt_limb": f" x {len(prm.q) + len(prm.p)} limbs (Q and P)",
+                                        "keyswitch": " (key switch of one polynomial at the top level)",
+                                        "product": f" x {len(prm.q) + len(prm.p)} x N words (Barrett)"}[what]))
     if args.no_peer:
         pass
     elif ts is None:
@@ -464,33 +482,40 @@ def main(args: argparse.Namespace) -> tuple[list[dict], list[str]]:
 def print_table(records: list[dict]) -> None:
     units = [r for r in records if r["name"].startswith("unit_")]
     for u in units:
-        print(f"# {u['name']} at {u['params']['preset']}: {u['median_ms'] * 1e3:.2f} us "
+        print(f"# {u['name']} at {u['params']['preset']}: {u['median_ms'] * 1e6:.1f} ns "
               f"(first call {u['first_call_ms']:.0f} ms)")
     points = {}
     for r in records:
-        if r["name"] in ("hmvp", "diagonal"):
-            points.setdefault((r["params"]["m"], r["params"]["n"]), {})[r["name"]] = r
-    head = (f"{'m x n':<11}{'hmvp ms':>10}{'rows/s':>9}{'first s':>8}{'dot ms':>9}{'pack ms':>9}{'ks':>6}"
-            f"{'NTT limbs':>10}{'floor ms':>9}{'budget':>7}{'diag ms':>9}{'rows/s':>9}{'d.ks':>5}{'d.budget':>9}"
-            f"{'hmvp/diag':>10}{'TenSEAL ms':>11}{'calls':>6}{'hmvp/TS':>8}{'diag/TS':>8}")
+        if r["name"] == "hmvp":
+            points.setdefault((r["params"]["m"], r["params"]["n"]), {}).setdefault("hmvp", []).append(r)
+        elif r["name"] == "diagonal":
+            points.setdefault((r["params"]["m"], r["params"]["n"]), {})["diagonal"] = r
+    head = (f"{'m x n':<11}{'R':>4}{'hmvp ms':>9}{'rows/s':>8}{'first s':>8}{'dot ms':>8}{'/floor':>7}{'pack ms':>8}"
+            f"{'/floor':>7}{'ks':>6}{'NTT limbs':>10}{'budget':>7}{'diag ms':>9}{'d.ks':>5}{'d.budget':>9}"
+            f"{'hmvp/diag':>10}{'model':>9}{'TenSEAL ms':>11}{'calls':>6}{'hmvp/TS':>8}{'diag/TS':>8}")
     print(head)
     print("-" * len(head))
     for (m, n), rs in points.items():
-        h, d = rs.get("hmvp"), rs.get("diagonal") or {}
-        print(f"{f'{m}x{n}':<11}{fmt(h['median_ms'], 10)}{fmt(h['rows_per_s'], 9, '.0f')}"
-              f"{fmt(h['first_call_ms'] / 1e3, 8)}{fmt(h['dot_ms'], 9)}{fmt(h['pack_ms'], 9)}"
-              f"{h['key_switches']:>6}{h['ntt_limbs']:>10}{fmt(h['floor_ms'], 9)}{h['noise_budget']:>7}"
-              f"{fmt(d.get('median_ms'), 9)}{fmt(d.get('rows_per_s'), 9, '.0f')}"
-              f"{fmt(d.get('key_switches'), 5, 'd')}{fmt(d.get('noise_budget'), 9, 'd')}"
-              f"{fmt(h.get('vs_diagonal'), 10, '.2f')}{fmt(h.get('peer_median_ms'), 11)}"
-              f"{fmt(h.get('peer_calls'), 6, 'd')}{fmt(h.get('ratio'), 8, '.2f')}{fmt(d.get('ratio'), 8, '.2f')}")
-    r0 = next(iter(points.values()))["hmvp"] if points else records[0]
+        d = rs.get("diagonal") or {}
+        for h in rs.get("hmvp", []):
+            print(f"{f'{m}x{n}':<11}{h['rows_per_product']:>4}{fmt(h['median_ms'], 9)}{fmt(h['rows_per_s'], 8, '.0f')}"
+                  f"{fmt(h['first_call_ms'] / 1e3, 8)}{fmt(h['dot_ms'], 8)}{fmt(h['dot_vs_floor'], 7, '.2f')}"
+                  f"{fmt(h['pack_ms'], 8)}{fmt(h['pack_vs_floor'], 7, '.2f')}"
+                  f"{h['key_switches']:>6}{h['ntt_limbs']:>10}{h['noise_budget']:>7}"
+                  f"{fmt(d.get('median_ms'), 9)}{fmt(d.get('key_switches'), 5, 'd')}"
+                  f"{fmt(d.get('noise_budget'), 9, 'd')}"
+                  f"{fmt(h.get('vs_diagonal'), 10, '.2f')}{h.get('model_choice', '-'):>9}"
+                  f"{fmt(h.get('peer_median_ms'), 11)}"
+                  f"{fmt(h.get('peer_calls'), 6, 'd')}{fmt(h.get('ratio'), 8, '.2f')}{fmt(d.get('ratio'), 8, '.2f')}")
+    r0 = next(iter(points.values()))["hmvp"][0] if points else records[0]
     dg = next((r for r in records if r["name"] == "diagonal"), None)
     print(f"jax {r0['jax']}, {r0['device']}, threads {r0['threads']}; hmvp at {HMVP_PRESET}"
           + (f", diagonal at {dg['params']['preset']}" if dg else "") + f"; peer: {r0.get('peer') or 'none'}")
-    print("ms = median latency; first s = first call (compile or cache load + one run); dot = products + rescale "
-          "+ extraction, pack = packing key switches (separate calls); ks = key switches; floor = NTT limbs x "
-          "measured limb time; budget = noise budget left (bits); TS = TenSEAL CKKSVector.mm (calls > 1: tiled)")
+    print("ms = median latency; R = rows per plaintext product; first s = first call (compile or cache load + one "
+          "run); dot = products + rescale + extraction, /floor = over its ModDown limbs x the limb time + its word "
+          "products x the product time; pack = packing (separate calls), /floor = over key switches x the key-switch "
+          "time; ks = key switches; budget = noise budget left (bits); model = the method crossfhe.linalg.choose picks "
+          "for the point; TS = TenSEAL CKKSVector.mm (calls > 1: tiled)")
     print(f"load average after: {load_average()}")
 
 
