@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu_session.sh eager   eager operations against the same under a user's jit (bench_dispatch)
 #   bash benchmarks/gpu_session.sh circuits  issue 26's targets: HE-Add and N16 HE-Mult+relin+rescale inside a circuit
 #   bash benchmarks/gpu_session.sh bootstrap issue 27's target: one full-slot bootstrap at N 2^16 (<= 100 ms on an H100)
+#   bash benchmarks/gpu_session.sh hmvp     issue 32: HMVP (R = 1 and 16) against the diagonal method at its target points
 #   bash benchmarks/gpu_session.sh profile  issue 30: per-operation kernels, launches, copies and time against floors
 #                                           (benchmarks/bench_profile.py), NTT and BAT kernels, the one-executable and
 #                                           no-copy checks on the device; everything in $OUT/all.tgz, a table printed
@@ -45,6 +46,11 @@ elif [ "$STAGE" = bootstrap ]; then
   step 550 bootstrap $PY benchmarks/bench_bootstrap.py --presets N16_BOOT_L3,N16_BOOT_L9 --threads 16 --reps 5 \
     --no-peer --json "$OUT/bootstrap.json"
   tail -12 "$OUT/bootstrap.txt"
+elif [ "$STAGE" = hmvp ]; then
+  # issue 32: both matrix-vector methods on the device, at the sizes of its CPU targets (no TenSEAL on the image)
+  step 500 hmvp $PY benchmarks/bench_hmvp.py --sizes 1024x4096,4096x4096,8192x4096 --rows-per-product 1,16 \
+    --no-peer --threads 4 --json "$OUT/hmvp.json"
+  tail -12 "$OUT/hmvp.txt"
 elif [ "$STAGE" = profile ]; then
   # issue 30. The riskiest compiles (the MATRIX set at N 2^16) go last, in their own step. At most 8 files come
   # back from a device call: everything but the summary goes into all.tgz (traces and optimized HLO included).
