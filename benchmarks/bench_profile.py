@@ -80,7 +80,7 @@ import numpy as np  # noqa: E402
 
 from crossfhe.ckks import ops as C  # noqa: E402
 from crossfhe.ckks import presets as CP  # noqa: E402
-from crossfhe.compiler.ckks import _keyswitch_ntts  # noqa: E402
+from crossfhe.core.keyswitch import transform_counts  # noqa: E402
 from crossfhe.kernels import as_kernel_set  # noqa: E402
 from crossfhe.math.modular import shoup_mul, shoup_precompute  # noqa: E402
 from crossfhe.testing import trace  # noqa: E402
@@ -142,7 +142,7 @@ def rates(reps: int) -> dict:
 def _ckks_floor(params, op: str, level: int, operands, key, result, rate: dict) -> dict:
     n, limbs = params.n, len(params.moduli_at(level))
     butterflies_per_limb = n // 2 * int(math.log2(n))
-    up, down = _keyswitch_ntts(params, limbs)
+    up, down = transform_counts(len(params.q), len(params.p), params.dnum, limbs)
     digits = -(-limbs // max(1, -(-len(params.q) // params.dnum)))
     ks_products = 2 * digits * (limbs + len(params.p)) * n
     ntts = {"mul": up + down, "rotate": up + down, "rescale": 2 * limbs, "add": 0}

@@ -577,13 +577,9 @@ def _eager_levels(g: Graph, params: Params) -> Graph:
 
 
 def _keyswitch_ntts(params: Params, limbs: int) -> tuple[int, int]:
-    """(ModUp, ModDown) limb transforms of one hybrid key switch at ``limbs`` active limbs: ModUp inverts the limbs
-    once and transforms each digit's extension to the other limbs and P; ModDown inverts P and transforms the
-    limbs, for both output polynomials."""
-    k = len(params.p)
-    groups = ks.digit_groups(len(params.q), params.dnum, limbs)
-    up = limbs + sum(limbs + k - (hi - lo) for lo, hi in groups)
-    return up, 2 * (k + limbs)
+    """(ModUp, ModDown) limb transforms of one key switch at ``limbs`` active limbs
+    (:func:`~crossfhe.core.keyswitch.transform_counts`)."""
+    return ks.transform_counts(len(params.q), len(params.p), params.dnum, limbs)
 
 
 def cost(g: Graph, params: Params, annotated: bool = True) -> dict:

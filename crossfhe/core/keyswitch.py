@@ -105,6 +105,15 @@ def digit_groups(n_limbs: int, dnum: int, active: int | None = None) -> tuple[tu
     return tuple((g.start, g.stop) for g in digit_partition(n_limbs, dnum, active=active))
 
 
+def transform_counts(n_limbs: int, p_limbs: int, dnum: int, active: int | None = None) -> tuple[int, int]:
+    """(ModUp, ModDown) limb transforms of one hybrid key switch with ``active`` of the ``n_limbs`` ciphertext limbs
+    (default all) and ``p_limbs`` special primes: ModUp inverts the active limbs once and transforms each digit's
+    extension to the other limbs and P; ModDown inverts P and transforms the limbs, for both output polynomials."""
+    active = n_limbs if active is None else active
+    up = active + sum(active + p_limbs - (hi - lo) for lo, hi in digit_groups(n_limbs, dnum, active))
+    return up, 2 * (p_limbs + active)
+
+
 def _gadget_factors(q: tuple[int, ...], p: tuple[int, ...], groups) -> np.ndarray:
     """uint32 [digits, L + K, 1]: (P mod q_i) on the limbs of digit j, 0 elsewhere (the residues of P g_j)."""
     big_p = math.prod(p)
@@ -625,6 +634,7 @@ __all__ = [
     "KeySwitchKey",
     "KeySwitchPlan",
     "digit_groups",
+    "transform_counts",
     "expand_keyswitch_a",
     "gen_galois_key",
     "gen_keyswitch_key",

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crossfhe.bfv.params import Params
+from crossfhe.core.keyswitch import transform_counts
 from crossfhe.linalg import diagonal, hmvp
-from crossfhe.math.decompose import digit_partition
 
 KEY_SWITCH_OVERHEAD = 1.15
 """A key switch's time over its limb transforms' (one compiled key switch against the same limbs transformed)."""
@@ -41,8 +41,7 @@ DIAGONAL_PRODUCT_COST = 2.9
 
 def keyswitch_limbs(params: Params) -> int:
     """Limb transforms of one key switch at the top level (module docstring)."""
-    k, kk = len(params.q), len(params.p)
-    return k + sum(k + kk - len(g) for g in digit_partition(k, params.dnum)) + 2 * kk + 2 * k
+    return sum(transform_counts(len(params.q), len(params.p), params.dnum))
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache, lru_cache, partial
+from functools import cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -74,7 +74,7 @@ from crossfhe.math.modular import (
     sum_wide,
 )
 from crossfhe.math.rns import RNSBasis
-from crossfhe.math.xla import jit, to_device
+from crossfhe.math.xla import jit, plan_cache, to_device
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.tfhe.params import KS_MODULUS_BITS, Params
 
@@ -923,10 +923,9 @@ def _device_tables(tab: np.ndarray) -> jax.Array:
     return _device_copy(tab.tobytes(), tab.shape, tab.dtype.str)
 
 
-@lru_cache(maxsize=256)
-def _device_copy(data: bytes, shape: tuple, dtype: str) -> jax.Array:
-    with jax.ensure_compile_time_eval():
-        return jax.device_put(np.frombuffer(data, dtype=dtype).reshape(shape))
+@plan_cache(maxsize=256, on_device=True)
+def _device_copy(data: bytes, shape: tuple, dtype: str) -> np.ndarray:
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def _route(sk: ServerKey, kernel: str) -> str:
