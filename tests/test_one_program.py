@@ -230,3 +230,42 @@ def test_mul_rescale_is_rescale_of_mul(ckks):
     assert (one.level, one.scale) == (two.level, two.scale)
     for u, v in ((one.c0, two.c0), (one.c1, two.c1)):
         assert (np.asarray(u.data) == np.asarray(v.data)).all()
+
+
+@pytest.mark.parametrize("method", ["hmvp R=1", "hmvp R=16", "diagonal"])
+def test_matrix_vector_products_copy_nothing_host_to_device(method):
+    """Both matrix-vector methods, at shapes that pad, tile and use several packing levels, copy nothing host to
+    device once their plans exist (on a GPU each copy is a synchronous round trip: issue 32's device run)."""
+    from crossfhe.linalg import diagonal, hmvp
+    from crossfhe.testing import INSECURE_BFV_N256_COEFF
+
+    rng = np.random.default_rng(7)
+    if method == "diagonal":
+        p, m, n = INSECURE_BFV_N256, 300, 200
+        plan = diagonal.plan_matvec(p, m, n)
+        sk, ek = B.keygen(p, rotations=plan.rotations, row_swap=plan.row_swap, relin=False, seed=bytes(32))
+        a, v = rng.integers(0, p.t, (m, n)), rng.integers(0, p.t, n)
+        enc, x = diagonal.encode_matrix(p, a), diagonal.encrypt_vector(p, ek, v)
+
+        def call():
+            return diagonal.matvec(enc, x, ek)
+
+        def decrypt(out):
+            return diagonal.decrypt_result(sk, out, m)
+    else:
+        p, m, n, r = INSECURE_BFV_N256_COEFF, 300, 40, int(method.split("=")[1])
+        sk, ek = B.keygen(p, galois_elements=hmvp.required_galois_elements(p), relin=False, seed=bytes(32))
+        a, v = rng.integers(0, p.t, (m, n)), rng.integers(0, p.t, n)
+        mat, x = hmvp.encode_matrix(p, a, rows_per_product=r), hmvp.encrypt_vector(ek, p, v, rows_per_product=r)
+
+        def call():
+            return hmvp.hmvp(mat, x, ek)
+
+        def decrypt(out):
+            return hmvp.decrypt_result(sk, out)
+
+    call()
+    with jax.transfer_guard("disallow"):
+        out = call()
+        jax.block_until_ready(out.ciphertexts if method != "diagonal" else out)
+    assert np.array_equal(decrypt(out), (a @ v) % p.t)

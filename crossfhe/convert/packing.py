@@ -61,9 +61,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe.core.evaluator import word
 from crossfhe.core.keys import SIGMA, SecretKey, check_secret_key
 from crossfhe.core.keyswitch import (
     KeySwitchKey,
@@ -77,6 +79,7 @@ from crossfhe.core.keyswitch import (
 from crossfhe.core.lwe import LWECiphertext, lwe_to_rlwe
 from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
 from crossfhe.math import random as crandom
+from crossfhe.math import xla
 from crossfhe.math.modular import fusion_barrier
 from crossfhe.math.primes import minimal_root_of_unity
 from crossfhe.math.xla import jit, plan_cache
@@ -159,10 +162,11 @@ def _plan(ksk: KeySwitchKey, c0: RNSPoly, what: str, kernels=None) -> KeySwitchP
     return keyswitch_plan(ksk, active=k, kernels=kernels)
 
 
-@plan_cache(maxsize=256)
-def _monomial(n: int, moduli: tuple[int, ...], shift: int) -> np.ndarray:
+@plan_cache(maxsize=256, on_device=True)
+def _monomial(n: int, moduli: tuple[int, ...], shift: int) -> jax.Array:
     """uint32 [k, N]: X^shift in the EVAL domain, slot p = psi_i^(e(p) shift) mod q_i (psi_i the NTT's 2N-th
-    root, e(p) :func:`~crossfhe.ring.ntt.slot_exponents`). NumPy, so it is safe to compute under a trace."""
+    root, e(p) :func:`~crossfhe.ring.ntt.slot_exponents`). Computed in NumPy (safe under a trace), kept on the
+    device (an argument of the PackTwo program)."""
     e = slot_exponents(n).astype(np.uint64)
     rows = []
     for q in moduli:
@@ -174,8 +178,8 @@ def _monomial(n: int, moduli: tuple[int, ...], shift: int) -> np.ndarray:
     return np.stack(rows).astype(np.uint32)
 
 
-def _rows(p: RNSPoly, rows) -> RNSPoly:
-    return RNSPoly(p.data[rows], p.basis, p.domain)
+def _rows(p: RNSPoly, start: int, stop: int) -> RNSPoly:
+    return RNSPoly(xla.rows(p.data, start, stop), p.basis, p.domain)
 
 
 def _permute(p: RNSPoly, idx) -> RNSPoly:
@@ -200,7 +204,7 @@ def _k_pack_two(e0, e1, o0, o1, mono, element, ksk, plan):
 def _pack_level(even, odd, keys, level: int, plan: KeySwitchPlan):
     e0 = even[0]
     mono = _monomial(e0.n, e0.basis, e0.n >> level)
-    return _k_pack_two(*even, *odd, mono, np.uint32((1 << level) + 1), _galois_key(keys, level), plan)
+    return _k_pack_two(*even, *odd, mono, word((1 << level) + 1), _galois_key(keys, level), plan)
 
 
 PACK_CHUNK = 16
@@ -218,21 +222,21 @@ def _pack_level_chunked(even, odd, keys, level: int, plan: KeySwitchPlan):
         return _pack_level(even, odd, keys, level, plan)
     size = max(h, PACK_CHUNK)
     if size > h:
-        pad = lambda p: RNSPoly(jnp.pad(p.data, [(0, size - h), (0, 0), (0, 0)]), p.basis, p.domain)  # noqa: E731
+        pad = lambda p: RNSPoly(xla.pad_rows(p.data, size), p.basis, p.domain)  # noqa: E731
         even, odd = tuple(map(pad, even)), tuple(map(pad, odd))
     out0, out1 = [], []
-    for start in range(0, size, PACK_CHUNK):
-        rows = slice(start, start + PACK_CHUNK)
-        d0, d1 = _pack_level(tuple(_rows(p, rows) for p in even), tuple(_rows(p, rows) for p in odd), keys, level, plan)
+    blocks = [[RNSPoly(b, p.basis, p.domain) for b in xla.split_rows(p.data, PACK_CHUNK)] for p in (*even, *odd)]
+    for e0, e1, o0, o1 in zip(*blocks):
+        d0, d1 = _pack_level((e0, e1), (o0, o1), keys, level, plan)
         out0.append(d0.data)
         out1.append(d1.data)
-    cat = lambda parts, like: RNSPoly(jnp.concatenate(parts)[:h], like.basis, Domain.EVAL)  # noqa: E731
+    cat = lambda parts, like: RNSPoly(xla.rows(jnp.concatenate(parts), 0, h), like.basis, Domain.EVAL)  # noqa: E731
     return cat(out0, even[0]), cat(out1, even[1])
 
 
 def _trace(c0, c1, keys, first: int, last: int, plan: KeySwitchPlan):
     """Trace steps ct + tau_{2^l+1}(ct), l = first .. last: PackTwo with a zero odd part (same kernel)."""
-    zero = RNSPoly(jnp.zeros_like(c0.data), c0.basis, Domain.EVAL)
+    zero = RNSPoly(xla.zeros_like(c0.data), c0.basis, Domain.EVAL)
     for level in range(first, last + 1):
         c0, c1 = _pack_level((c0, c1), (zero, zero), keys, level, plan)
     return c0, c1
@@ -321,13 +325,13 @@ def pack_lwes(
         c0, c1 = mul_scalar(c0, n_inv), mul_scalar(c1, n_inv)
     ell = (m - 1).bit_length()
     if m < 1 << ell:
-        pad = jnp.zeros(((1 << ell) - m,) + c0.data.shape[1:], dtype=jnp.uint32)
-        c0, c1 = (RNSPoly(jnp.concatenate([c.data, pad]), c.basis, Domain.EVAL) for c in (c0, c1))
+        c0, c1 = (RNSPoly(xla.pad_rows(c.data, 1 << ell), c.basis, Domain.EVAL) for c in (c0, c1))
     start = first_level
     if 1 << ell > 2 * PACK_CHUNK:
         # Levels with more than PACK_CHUNK pairs on a list of PACK_CHUNK-row blocks: the pairs (j, j + h) of a
         # level are row for row the blocks (i, i + h / PACK_CHUNK), so no level slices or joins whole arrays.
-        blocks = [tuple(_rows(c, slice(i, i + PACK_CHUNK)) for c in (c0, c1)) for i in range(0, 1 << ell, PACK_CHUNK)]
+        blocks = [tuple(RNSPoly(b, c0.basis, Domain.EVAL) for b in pair)
+                  for pair in zip(xla.split_rows(c0.data, PACK_CHUNK), xla.split_rows(c1.data, PACK_CHUNK))]
         while len(blocks) > 1:
             half = len(blocks) // 2
             blocks = [_pack_level(blocks[i], blocks[i + half], keys, start, plan) for i in range(half)]
@@ -335,10 +339,10 @@ def pack_lwes(
         c0, c1 = blocks[0]
     for level in range(start, first_level + ell):
         h = c0.data.shape[0] // 2
-        even, odd = ((_rows(c0, s), _rows(c1, s)) for s in (slice(h), slice(h, None)))
+        even, odd = ((_rows(c0, a, b), _rows(c1, a, b)) for a, b in ((0, h), (h, 2 * h)))
         c0, c1 = _pack_level_chunked(even, odd, keys, level, plan)
     c0, c1 = _trace(c0, c1, keys, first_level + ell, log_n, plan)  # batch [1, k, N], the tree's last shape
-    return _rows(c0, 0), _rows(c1, 0)
+    return tuple(RNSPoly(xla.rows(c.data, 0, 1).reshape(c.data.shape[1:]), c.basis, c.domain) for c in (c0, c1))
 
 
 def pack_lwe_ciphertexts(

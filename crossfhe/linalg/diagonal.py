@@ -72,6 +72,7 @@ from crossfhe.bfv.encoder import check_values
 from crossfhe.bfv.params import Params
 from crossfhe.core.keys import SecretKey
 from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math import xla
 from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul
 from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring.poly import Domain, RNSPoly
@@ -406,8 +407,17 @@ def _k_giant_sums(x0, x1, sources, diagonals, q, mu, bits):
 
 
 @plan_cache(maxsize=16, on_device=True)
-def _moduli_table(moduli: tuple[int, ...]) -> ModulusTable:
-    return ModulusTable.create(moduli)
+def _moduli_table(moduli: tuple[int, ...]) -> tuple:
+    """(q, barrett_mu, bits) of :class:`ModulusTable`, uint32 [L, 1] device arrays (a ModulusTable is no pytree,
+    so its NumPy leaves would be copied to the device on every call)."""
+    t = ModulusTable.create(moduli)
+    return t.q, t.barrett_mu, t.bits
+
+
+@plan_cache(maxsize=64, on_device=True)
+def _block_order(groups: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """int32: the permutation putting the groups' result blocks back in block order."""
+    return np.argsort(np.concatenate([np.array(g) for g in groups])).astype(np.int32)
 
 
 def _check_keys(plan: DiagonalPlan, params: Params, keys: EvaluationKeys) -> None:
@@ -440,23 +450,23 @@ def matvec(encoded: EncodedMatrix, x: EncryptedVector, keys: EvaluationKeys) -> 
     limbs, n = len(params.q), params.n
     x0 = jnp.stack([ct.c0.data for ct in baby]).reshape(-1, limbs, n)
     x1 = jnp.stack([ct.c1.data for ct in baby]).reshape(-1, limbs, n)
-    table = _moduli_table(params.q)
+    q, mu, bits = _moduli_table(params.q)
     parts = []
     for group, sources, diagonals in zip(plan.groups, encoded.sources, encoded.diagonals):
         blk = plan.blocks[group[0]]
-        s0, s1 = _k_giant_sums(x0, x1, sources, diagonals, table.q, table.barrett_mu, table.bits)
+        s0, s1 = _k_giant_sums(x0, x1, sources, diagonals, q, mu, bits)
         acc = None
-        for g, a in enumerate(blk.giant):
-            part = Ciphertext(RNSPoly(s0[g], params.q, Domain.EVAL), RNSPoly(s1[g], params.q, Domain.EVAL), params,
+        for a, g0, g1 in zip(blk.giant, xla.unstack(s0), xla.unstack(s1)):
+            part = Ciphertext(RNSPoly(g0, params.q, Domain.EVAL), RNSPoly(g1, params.q, Domain.EVAL), params,
                               x.ct.key_id)
             part = ops.rotate_rows(part, a, keys)
             acc = part if acc is None else ops.add(acc, part)
         if blk.two_rows:
             acc = ops.add(acc, ops.swap_rows(acc, keys))
         parts.append(acc)
-    order = np.argsort(np.concatenate([np.array(g) for g in plan.groups]))
-    c0 = jnp.concatenate([p.c0.data for p in parts])[order]
-    c1 = jnp.concatenate([p.c1.data for p in parts])[order]
+    order = _block_order(tuple(tuple(g) for g in plan.groups))
+    c0 = jnp.take(jnp.concatenate([p.c0.data for p in parts]), order, axis=0)
+    c1 = jnp.take(jnp.concatenate([p.c1.data for p in parts]), order, axis=0)
     return Ciphertext(RNSPoly(c0, params.q, Domain.EVAL), RNSPoly(c1, params.q, Domain.EVAL), params, x.ct.key_id)
 
 

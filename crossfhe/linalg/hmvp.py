@@ -58,6 +58,7 @@ from crossfhe.core.keys import check_key_ids
 from crossfhe.core.keyswitch import mod_down_eval
 from crossfhe.errors import ParameterError
 from crossfhe.math import random as crandom
+from crossfhe.math import xla
 from crossfhe.math.modular import (
     ModulusTable,
     add_mod,
@@ -345,12 +346,11 @@ def _dot_products(mat: EncodedMatrix, vec: EncryptedVector, start: int, stop: in
     for lo in range(start, stop, per_call):
         hi = min(lo + per_call, stop)
         size = min(per_call, 1 << (hi - lo - 1).bit_length())  # compiled shapes: powers of two only
-        x = mat.evals[lo:hi]
-        if size > hi - lo:
-            x = jnp.concatenate([x, jnp.zeros((size - (hi - lo),) + x.shape[1:], x.dtype)])
+        x = mat.evals if (lo, hi) == (0, mat.evals.shape[0]) else xla.rows(mat.evals, lo, hi)
+        x = xla.pad_rows(x, size)
         c0, c1 = kernel(x, vec.c0.data, vec.c1.data, tables)
-        parts0.append(c0[: hi - lo])
-        parts1.append(c1[: hi - lo])
+        parts0.append(c0 if size == hi - lo else xla.rows(c0, 0, hi - lo))
+        parts1.append(c1 if size == hi - lo else xla.rows(c1, 0, hi - lo))
     cat = lambda ps: ps[0] if len(ps) == 1 else jnp.concatenate(ps)  # noqa: E731
     return RNSPoly(cat(parts0), params.q, Domain.EVAL), RNSPoly(cat(parts1), params.q, Domain.EVAL)
 

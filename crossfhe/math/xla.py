@@ -115,3 +115,53 @@ def to_device(tree):
 
     with jax.ensure_compile_time_eval():
         return jax.tree_util.tree_map(put, tree)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _rows_program(x, start: int, stop: int):
+    return x[start:stop]
+
+
+def rows(x, start: int, stop: int):
+    """``x[start:stop]`` along the first axis as one compiled program with static bounds. An eager ``x[a:b]`` on a
+    device array dispatches a dynamic slice and copies its start indices host to device on each call (a synchronous
+    copy on a GPU); under a trace this is the plain slice."""
+    return _rows_program(x, int(start), int(stop))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _split_program(x, size: int):
+    return tuple(x[i : i + size] for i in range(0, x.shape[0], size))
+
+
+def split_rows(x, size: int) -> tuple:
+    """``x`` cut along the first axis into consecutive blocks of ``size`` rows (the last may be shorter), all in one
+    compiled program (:func:`rows` says why)."""
+    return _split_program(x, int(size))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _pad_program(x, total: int):
+    return jax.numpy.concatenate([x, jax.numpy.zeros((total - x.shape[0],) + x.shape[1:], x.dtype)])
+
+
+def pad_rows(x, total: int):
+    """``x`` with zero rows appended along the first axis up to ``total`` rows, in one compiled program (an eager
+    ``jnp.pad`` or ``jnp.zeros`` copies its fill value host to device)."""
+    if total < x.shape[0]:
+        raise ValueError(f"pad_rows: {x.shape[0]} rows do not fit in {total}")
+    return x if total == x.shape[0] else _pad_program(x, int(total))
+
+
+_zeros_program = jax.jit(jax.numpy.zeros_like)
+
+
+def zeros_like(x):
+    """``jnp.zeros_like(x)`` as one compiled program (an eager one copies its fill value host to device)."""
+    return _zeros_program(x)
+
+
+@jax.jit
+def unstack(x) -> tuple:
+    """``(x[0], x[1], ...)`` along the first axis, in one compiled program (:func:`rows` says why)."""
+    return tuple(x[i] for i in range(x.shape[0]))
