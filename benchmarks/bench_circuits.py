@@ -194,6 +194,7 @@ def tenseal_child() -> None:
 
 def _fresh(name: str, cache: Path, threads: int) -> dict:
     env = dict(os.environ, CROSSFHE_CACHE_DIR=str(cache))
+    env.pop("CROSSFHE_JAX_CACHE", None)  # the XLA cache under CROSSFHE_CACHE_DIR too, so "cold" means cold
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--threads", str(threads)]
     t0 = time.perf_counter()
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)

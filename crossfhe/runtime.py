@@ -1,5 +1,10 @@
-"""Process-wide settings that make crossfhe faster, applied only when asked (the CLI and the benchmarks
-ask; a library import changes nothing).
+"""Process-wide settings that make crossfhe faster, applied only when asked (the CLI, the benchmarks, the contexts
+and the circuits ask; a library import changes nothing).
+
+:func:`enable_compilation_cache`: JAX's persistent compilation cache in the user's cache directory
+(:func:`cache_dir`), so that a second process loads what the first compiled instead of compiling it again (the
+README's first CKKS example: measured in benchmarks/README.md, "Start-up"). A cache the user configured in JAX wins;
+``CROSSFHE_JAX_CACHE=0`` turns it off, ``CROSSFHE_JAX_CACHE=DIR`` moves it.
 
 :func:`keep_heap`: XLA:CPU allocates each jitted call's temporaries as one block and frees it after the
 call. glibc serves blocks above 32 MiB (and any block from a worker thread's arena above 64 MiB) with a
@@ -13,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from pathlib import Path
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_MAX = -4
@@ -47,3 +53,35 @@ def keep_heap(*, reexec: bool = False) -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     settings = ((_M_ARENA_MAX, 1), (_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, _INT_MAX))
     return all(mallopt(param, value) == 1 for param, value in settings)
+
+
+_OFF = ("0", "off", "false", "no")
+
+
+def cache_dir() -> Path:
+    """The user's crossfhe cache directory: ``$CROSSFHE_CACHE_DIR``, else ``$XDG_CACHE_HOME/crossfhe``, else
+    ``~/.cache/crossfhe``."""
+    root = os.environ.get("CROSSFHE_CACHE_DIR")
+    if root is None:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "crossfhe")
+    return Path(root)
+
+
+def enable_compilation_cache() -> Path | None:
+    """Turn on JAX's persistent compilation cache for this process, every compile cached, at ``$CROSSFHE_JAX_CACHE``
+    or :func:`cache_dir`/xla. Nothing changes when JAX already has a cache directory (set by the user through
+    ``jax.config`` or ``JAX_COMPILATION_CACHE_DIR``: theirs wins) or when ``CROSSFHE_JAX_CACHE`` is 0/off/false/no.
+    Returns the directory in use (the user's, if theirs), or None when off. Idempotent and cheap: contexts call it
+    on creation."""
+    import jax
+
+    current = jax.config.jax_compilation_cache_dir
+    if current:
+        return Path(current)
+    setting = os.environ.get("CROSSFHE_JAX_CACHE", "")
+    if setting.lower() in _OFF and setting:
+        return None
+    path = Path(setting) if setting else cache_dir() / "xla"
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return path

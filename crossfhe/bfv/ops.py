@@ -61,6 +61,8 @@ from crossfhe.math.modular import (
 )
 from crossfhe.math.rns import BasisConversion, ModDownPlan, RNSBasis, centered_fraction, fast_basis_conversion, mod_down
 from crossfhe.math.xla import jit, plan_cache
+from crossfhe.progress import callback as progress_callback
+from crossfhe.progress import report
 from crossfhe.ring import poly
 from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
@@ -94,13 +96,16 @@ def keygen(
     galois_elements=(),
     relin: bool = True,
     seed: bytes | None = None,
+    progress=None,
 ):
     """(SecretKey, EvaluationKeys) for ``params``: a ternary secret (fixed Hamming weight if the parameters
     ask for one), the public key, the relinearization key (``relin``), and Galois keys for ``rotations``
     (row rotations, any sign), the row swap, and any extra odd ``galois_elements`` (e.g. the packing
     elements of :func:`crossfhe.convert.packing.packing_galois_elements`). ``seed``: 32 bytes for
-    reproducible keys (tests); default os.urandom."""
+    reproducible keys (tests); default os.urandom. ``progress``: :mod:`crossfhe.progress` (one step per key;
+    default silent)."""
     _check_params(params)
+    progress = progress_callback(progress)
     rng = crandom.Rng(seed)
     sk, pk = gen_key_pair(params, rng, hamming_weight=params.hamming_weight)
     rlk = ks.gen_relin_key(sk, params, rng.next_key(), dnum=params.dnum) if relin else None
@@ -112,9 +117,12 @@ def keygen(
         if g % 2 == 0:
             raise ParameterError(f"Galois elements must be odd (mod 2N = {2 * params.n}), got {g}")
         elements.add(g)
+    total, what = 2 + len(elements), "BFV keys"
+    report(progress, 2, total, what)
     galois = {}
-    for g in sorted(elements):
+    for i, g in enumerate(sorted(elements)):
         galois[g] = ks.gen_galois_key(sk, params, crandom.fold_in(rng.next_key(), g), g, dnum=params.dnum)
+        report(progress, 3 + i, total, what)
     return sk, EvaluationKeys(public=pk, relin=rlk, galois=galois, params=params)
 
 

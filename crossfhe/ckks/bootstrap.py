@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
@@ -67,6 +66,8 @@ from crossfhe.errors import ParameterError
 from crossfhe.math import random as crandom
 from crossfhe.math.rns import BasisConversion, RNSBasis, fast_basis_conversion
 from crossfhe.math.xla import plan_cache
+from crossfhe.progress import callback as progress_callback
+from crossfhe.progress import report
 from crossfhe.ring import poly
 from crossfhe.ring.ntt import NTTPlan, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
@@ -352,10 +353,12 @@ def sparse_ring(params: Params) -> RingParams:
 
 
 def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *, seed: bytes | None = None,
-           progress: Callable[[int, int, str], None] | None = None) -> Keys:
+           progress=None) -> Keys:
     """The bootstrapping keys of ``keys.params`` for the secret ``sk`` (whose public material ``keys`` is): the
     Galois keys of :meth:`Plan.rotations` and conjugation added to ``keys``, and the two encapsulation keys.
-    ``progress(done, total, what)`` is called after each key. ``seed``: 32 bytes for reproducible keys (tests)."""
+    ``progress``: :mod:`crossfhe.progress` (one step per key; default silent). ``seed``: 32 bytes for reproducible
+    keys (tests)."""
+    progress = progress_callback(progress)
     params = keys.params
     config = config_for(params) if config is None else config
     pl = plan_for(params, config)
@@ -366,18 +369,15 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     galois = dict(keys.galois)
     for i, g in enumerate(todo):
         galois[g] = ks.gen_galois_key(sk, params, rng.next_key(), g, dnum=params.dnum)
-        if progress:
-            progress(i + 1, total, "Galois keys")
+        report(progress, i + 1, total, "bootstrapping keys")
     ring = sparse_ring(params)
     sk_sparse = gen_secret_key(ring, rng.next_key(), hamming_weight=EPHEMERAL_WEIGHT)
     to_sparse = ks.gen_keyswitch_key(sk_sparse, sk.residues(ring.q + ring.p), ring, rng.next_key(),
                                      dnum=len(ring.q))
-    if progress:
-        progress(total - 1, total, "encapsulation keys")
+    report(progress, total - 1, total, "bootstrapping keys")
     s_full = _residues_eval(sk_sparse.coeffs, params.q + params.p, params.n)
     to_dense = ks.gen_keyswitch_key(sk, s_full, params, rng.next_key(), dnum=params.dnum)
-    if progress:
-        progress(total, total, "encapsulation keys")
+    report(progress, total, total, "bootstrapping keys")
     evaluation = dataclasses.replace(keys, galois=galois)
     return Keys(evaluation, to_sparse, to_dense, ring, config)
 

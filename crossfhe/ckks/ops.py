@@ -45,6 +45,8 @@ from crossfhe.math.modular import (
     sub_mod,
 )
 from crossfhe.math.xla import jit, plan_cache
+from crossfhe.progress import callback as progress_callback
+from crossfhe.progress import report
 from crossfhe.ring import poly
 from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
@@ -66,20 +68,27 @@ def conjugation_element(params: Params) -> int:
     return 2 * params.n - 1
 
 
-def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None):
+def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None, progress=None):
     """(SecretKey, EvaluationKeys) for ``params``: a ternary secret (fixed Hamming weight if the
     parameters ask for one), the public key, the relinearization key and Galois keys for ``rotations``
     (slot offsets, any sign) and, if asked, conjugation. ``seed``: 32 bytes for reproducible keys
-    (tests); default os.urandom."""
+    (tests); default os.urandom. ``progress``: :mod:`crossfhe.progress` (one step per key; default silent)."""
     if not isinstance(params, Params):
         raise TypeError(f"keygen takes ckks.Params, got {type(params).__name__}")
+    progress = progress_callback(progress)
     rng = crandom.Rng(seed)
-    sk, pk = gen_key_pair(params, rng, hamming_weight=params.hamming_weight)
-    rlk = ks.gen_relin_key(sk, params, rng.next_key(), dnum=params.dnum)
     elements = {galois_element(params, r) for r in rotations}
     if conjugation:
         elements.add(conjugation_element(params))
-    galois = {g: ks.gen_galois_key(sk, params, rng.next_key(), g, dnum=params.dnum) for g in sorted(elements)}
+    total, what = 2 + len(elements), "CKKS keys"
+    sk, pk = gen_key_pair(params, rng, hamming_weight=params.hamming_weight)
+    report(progress, 1, total, what)
+    rlk = ks.gen_relin_key(sk, params, rng.next_key(), dnum=params.dnum)
+    report(progress, 2, total, what)
+    galois = {}
+    for i, g in enumerate(sorted(elements)):
+        galois[g] = ks.gen_galois_key(sk, params, rng.next_key(), g, dnum=params.dnum)
+        report(progress, 3 + i, total, what)
     return sk, EvaluationKeys(public=pk, relin=rlk, galois=galois, params=params)
 
 

@@ -47,14 +47,11 @@ def load_average() -> list[float]:
 
 
 def enable_compilation_cache() -> None:
-    """JAX's persistent compilation cache under $CROSSFHE_JAX_CACHE (default ~/.cache/crossfhe/jax)."""
-    from pathlib import Path
+    """JAX's persistent compilation cache (:func:`crossfhe.runtime.enable_compilation_cache`: $CROSSFHE_JAX_CACHE,
+    default ~/.cache/crossfhe/xla)."""
+    from crossfhe.runtime import enable_compilation_cache as enable
 
-    import jax
-
-    cache = os.environ.get("CROSSFHE_JAX_CACHE", str(Path.home() / ".cache" / "crossfhe" / "jax"))
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    enable()
 
 
 def fmt(x, width: int, spec: str = ".1f") -> str:

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from crossfhe.math.primes import ntt_primes
+from crossfhe.progress import Bars
 from crossfhe.ring import poly
 from crossfhe.ring.ntt import NTTPlan
 
@@ -100,11 +101,18 @@ def _dataset(rng, n: int):
     return income, standardized, weights, bias
 
 
-def _timed(label: str, fn, timings: list):
+_CKKS_STEPS = 8
+"""The timed steps of :func:`run_ckks`'s pipeline."""
+
+
+def _timed(label: str, fn, timings: list, progress=None):
+    """fn() blocked on, its seconds appended to ``timings``; ``progress(done, total, what)`` told after it."""
     t0 = time.perf_counter()
     out = fn()
     out = jax.block_until_ready(out) if not isinstance(out, np.ndarray) else out
     timings.append((label, time.perf_counter() - t0))
+    if progress is not None:
+        progress(len(timings), _CKKS_STEPS, "first pass (compiles, cached on disk)")
     return out
 
 
@@ -123,28 +131,29 @@ def run_ckks(seed: int | None = None) -> bool:
     print(f"crossfhe demo: CKKS at N = {params.n}, depth {params.levels}, scale 2^{params.log_scale}, "
           f"log2(PQ) = {params.log_pq:.0f} (128-bit secure preset N14_L7), {n_rows} applicants")
     t0 = time.perf_counter()
-    ctx = CKKSContext.create(params)
+    ctx = CKKSContext.create(params, progress=True)
     keygen_s = time.perf_counter() - t0
     scaled_income = income / 1e5  # CKKS works best on values of order 1
 
-    def pipeline(t: list):
-        e_inc = _timed("encrypt income", lambda: ctx.encrypt(scaled_income), t)
-        e_x = _timed("encrypt 3 standardized features", lambda: [ctx.encrypt(f) for f in x], t)
-        mean = _timed("mean (sum of 1024 slots, times 1/n)", lambda: e_inc.sum() * (1.0 / n_rows), t)
-        var = _timed("variance (E[x^2] - mean^2)", lambda: (e_inc * e_inc).sum() * (1.0 / n_rows) - mean * mean, t)
+    def pipeline(t: list, progress=None):
+        e_inc = _timed("encrypt income", lambda: ctx.encrypt(scaled_income), t, progress)
+        e_x = _timed("encrypt 3 standardized features", lambda: [ctx.encrypt(f) for f in x], t, progress)
+        mean = _timed("mean (sum of 1024 slots, times 1/n)", lambda: e_inc.sum() * (1.0 / n_rows), t, progress)
+        var = _timed("variance (E[x^2] - mean^2)",
+                     lambda: (e_inc * e_inc).sum() * (1.0 / n_rows) - mean * mean, t, progress)
 
         def score():
             z = e_x[0] * w[0] + e_x[1] * w[1] + e_x[2] * w[2] + b
             return (z * z * sig[3] + sig[1]) * z + sig[0]
 
-        s = _timed("logistic scores, degree-3 sigmoid", score, t)
-        got_mean = _timed("decrypt mean", lambda: ctx.decrypt(mean)[0] * 1e5, t)
-        got_var = _timed("decrypt variance", lambda: ctx.decrypt(var)[0] * 1e10, t)
-        got_s = _timed("decrypt scores", lambda: ctx.decrypt(s), t)
+        s = _timed("logistic scores, degree-3 sigmoid", score, t, progress)
+        got_mean = _timed("decrypt mean", lambda: ctx.decrypt(mean)[0] * 1e5, t, progress)
+        got_var = _timed("decrypt variance", lambda: ctx.decrypt(var)[0] * 1e10, t, progress)
+        got_s = _timed("decrypt scores", lambda: ctx.decrypt(s), t, progress)
         return got_mean, got_var, got_s
 
     t0 = time.perf_counter()
-    pipeline([])
+    pipeline([], Bars())
     first_s = time.perf_counter() - t0
     t: list = []
     got_mean, got_var, got_s = pipeline(t)
@@ -188,7 +197,7 @@ def run_tfhe(seed: int | None = None) -> bool:
         return m * m % 16
 
     t0 = time.perf_counter()
-    ck, sk = ops.keygen(params)
+    ck, sk = ops.keygen(params, progress=True)
     keygen_s = time.perf_counter() - t0
     ct = ops.encrypt(ck, xs)
     t0 = time.perf_counter()

@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe import runtime
 from crossfhe.compiler.ir import CircuitError, Graph
 from crossfhe.compiler.trace import Trace, Value
 from crossfhe.core.keys import SecretHolder
@@ -180,23 +181,11 @@ def schemes() -> dict[str, Scheme]:
 
 
 def cache_dir() -> Path | None:
-    """Where compiled circuits are kept across processes: $CROSSFHE_CACHE_DIR, else $XDG_CACHE_HOME/crossfhe, else
-    ~/.cache/crossfhe; None when ``CROSSFHE_CIRCUIT_CACHE`` is 0/off/false."""
+    """Where compiled circuits are kept across processes: :func:`crossfhe.runtime.cache_dir` ($CROSSFHE_CACHE_DIR,
+    else $XDG_CACHE_HOME/crossfhe, else ~/.cache/crossfhe); None when ``CROSSFHE_CIRCUIT_CACHE`` is 0/off/false."""
     if os.environ.get("CROSSFHE_CIRCUIT_CACHE", "1").lower() in ("0", "off", "false", "no"):
         return None
-    root = os.environ.get("CROSSFHE_CACHE_DIR")
-    if root is None:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "crossfhe")
-    return Path(root)
-
-
-def _enable_xla_cache(root: Path) -> None:
-    """Turn on JAX's persistent compilation cache under ``root``/xla unless the process already has one (a user's
-    own setting wins)."""
-    if jax.config.jax_compilation_cache_dir:
-        return
-    jax.config.update("jax_compilation_cache_dir", str(root / "xla"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return runtime.cache_dir()
 
 
 def _platform(device) -> str:
@@ -577,7 +566,7 @@ class Circuit:
 
     def _export_to_cache(self, batch, devices, leaves, treedef):
         root = cache_dir()
-        _enable_xla_cache(root)
+        runtime.enable_compilation_cache()
         try:
             exp = self._lower_exported(batch, leaves, treedef, _platform(devices[0]))
             blob = exp.serialize()
@@ -597,7 +586,7 @@ class Circuit:
         path = root / "circuits" / f"{self._cache_key(batch, devices, leaves)}.jaxexport"
         if not path.exists():
             return None
-        _enable_xla_cache(root)
+        runtime.enable_compilation_cache()
         from jax import export
 
         data = path.read_bytes()
@@ -735,7 +724,7 @@ def compile(fn, *specs, params=None, precision: float | None = None, bits: int |
         else:
             result.public_keys = keys
     if cache and cache_dir() is not None:
-        _enable_xla_cache(cache_dir())  # before keygen, encryption and the program compile: all of them reuse it
+        runtime.enable_compilation_cache()  # before keygen, encryption and the program compile: all of them reuse it
     return result
 
 

@@ -45,7 +45,6 @@ import contextlib
 import dataclasses
 import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
 
@@ -75,6 +74,8 @@ from crossfhe.math.modular import (
 )
 from crossfhe.math.rns import RNSBasis
 from crossfhe.math.xla import jit, plan_cache, to_device
+from crossfhe.progress import callback as progress_callback
+from crossfhe.progress import report
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.tfhe.params import KS_MODULUS_BITS, Params
 
@@ -247,13 +248,15 @@ class _Tables:
         return self
 
 
-def keygen(params: Params, seed=None, *, progress: Callable[[str, float], None] | None = None):
+def keygen(params: Params, seed=None, *, progress=None):
     """(ClientKey, ServerKey) for ``params``. ``seed``: None (os.urandom), 32 bytes, or a ChaChaKey: the
-    same seed gives the same keys. ``progress(stage, fraction)`` is called as the keys are built. The server
+    same seed gives the same keys. ``progress``: :mod:`crossfhe.progress` (stages: the bootstrapping key, the
+    key-switching key, the Fourier form; default silent). The server
     key comes prepared (:func:`prepare`) for the kernel set ``params.kernels`` resolves to; asking for ``NATIVE``
     where the native kernels cannot be built raises RuntimeError saying why."""
     if not isinstance(params, Params):
         raise ParameterError(f"params must be tfhe.Params, got {type(params).__name__}")
+    progress = progress_callback(progress)
     root = _key_of(seed)
     k_lwe, k_glwe, k_bsk, k_ksk = (crandom.fold_in(root, i) for i in range(4))
     lwe_key = _binary(k_lwe, (params.lwe_dim,))
@@ -280,6 +283,7 @@ def prepare(sk: ServerKey, *, fourier: bool | None = None, progress=None) -> Ser
     concrete); a key passed as an argument must have been prepared before (ParameterError otherwise)."""
     if not isinstance(sk, ServerKey):
         raise ParameterError(f"expected a tfhe ServerKey, got {type(sk).__name__}")
+    progress = progress_callback(progress)
     want = sk.params.fft_kernel if fourier is None else bool(fourier)
     have = sk.prepared
     if have is not None and (have.fourier_key is not None or not want):
@@ -318,8 +322,7 @@ def _make_prepared(sk: ServerKey, fourier: bool, progress) -> PreparedKey:
         if native:
             keys_f = F.native_key(keys_f.reshape((-1, per) + keys_f.shape[1:]), tables)
         parts.append(keys_f)
-        if progress is not None:
-            progress("bootstrapping key (Fourier form)", min(1.0, (start + chunk) / n))
+        report(progress, min(start + chunk, n), n, "bootstrapping key (Fourier form)")
     if not parts:  # one group (or one key bit): the first step is the whole rotation
         k1, rows, h = params.glwe_dim + 1, (params.glwe_dim + 1) * params.pbs_gadget.levels, params.poly_size // 2
         if native:
@@ -411,8 +414,7 @@ def _gen_bsk(ck: ClientKey, key, progress):
             bits = jnp.pad(bits, (0, chunk - bits.shape[0]))
         part = _bsk_chunk(crandom.fold_in(key, i), bits, s_eval, tables.q, tables.gvec, tables.plan, params=params)
         parts.append(part[: min(chunk, count - start)])
-        if progress is not None:
-            progress("bootstrapping key", min(1.0, (start + chunk) / count))
+        report(progress, min(start + chunk, count), count, "bootstrapping key")
     return jnp.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
 
 
@@ -443,8 +445,7 @@ def _gen_ksk(ck: ClientKey, key, progress):
             bits = jnp.pad(bits, (0, chunk - bits.shape[0]))
         part = _ksk_chunk(crandom.fold_in(key, i), bits, ck.lwe_key, params=params)
         parts.append(part[:, : min(chunk, long_dim - start) * params.ks_gadget.levels])
-        if progress is not None:
-            progress("key-switching key", min(1.0, (start + chunk) / long_dim))
+        report(progress, min(start + chunk, long_dim), long_dim, "key-switching key")
     return jnp.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
 
 
@@ -909,7 +910,7 @@ def pbs(
     ``ct.batch_shape + (2^p,)``, one table per input (:func:`per_input_tables`). Either way the whole
     batch shares each pass over the bootstrapping key (on the ``NATIVE`` kernel set, each chunk of
     :data:`CPU_BATCH_WORDS`). One compiled program (with ``progress``: one per chunk of steps).
-    ``progress(stage, fraction)``, if given, is called as the blind rotation advances (:data:`PROGRESS_CHUNKS`
+    ``progress``: :mod:`crossfhe.progress`; if given, called as the blind rotation advances (:data:`PROGRESS_CHUNKS`
     times); the result is the same either way. ``kernel``: ``"auto"``, ``"fft"``, ``"native"`` or ``"ntt"``
     (:data:`KERNELS`). Under a caller's ``jax.jit`` or ``vmap`` the same words as eagerly, the server key closed
     over or passed as an argument (then prepared before: :func:`prepare`).
@@ -965,8 +966,7 @@ def pbs_many(
     check_key_ids("pbs", sk.key_id, ct.key_id)
     if callable(tables) or not isinstance(tables, (list, tuple)) or not tables:
         raise ParameterError("pbs_many takes a non-empty list of tables (use pbs for one table)")
-    if progress is not None and not callable(progress):
-        raise ParameterError(f"progress must be a callable (stage, fraction) or None, got {type(progress).__name__}")
+    progress = progress_callback(progress)
     route = _route(sk, kernel)
     shape = ct.batch_shape
     per_input = [not callable(f) and np.ndim(f) > 1 for f in tables]
@@ -1164,8 +1164,8 @@ def _finish_jit(acc, q, *, tcount: int, params: Params, shape: tuple):
 
 def _pbs_with_progress(b, a, tables, ksk, bsk, fkey, fourier, native, ms_plan, plan, gplan, mac, *,
                        params: Params, shape: tuple, unroll: int, progress):
-    """:func:`_pbs_program` (its words), in pieces, with ``progress("blind rotation", fraction)`` after each chunk
-    of steps."""
+    """:func:`_pbs_program` (its words), in pieces, with ``progress(steps done, steps, "blind rotation")`` after each
+    chunk of steps."""
     g, n = params.grouping, params.groups  # n steps of g key bits each, 2^g - 1 GGSWs each (g = 1: one)
     per = (1 << g) - 1
     acc, shifts = _start_jit(b, a, tables, ksk, bsk, ms_plan, plan, gplan, mac, params=params, grouping=g,
@@ -1174,7 +1174,7 @@ def _pbs_with_progress(b, a, tables, ksk, bsk, fkey, fourier, native, ms_plan, p
     if fourier is not None:  # the first step through the NTT (_first_step), the others from the Fourier key
         keys, done = fkey, 1
         if n == 1:
-            progress("blind rotation", 1.0)
+            progress(1, 1, "blind rotation")
     size = -(-n // min(PROGRESS_CHUNKS, n))
     for start in range(0, n - done, size):
         stop = min(n - done, start + size)
@@ -1182,7 +1182,7 @@ def _pbs_with_progress(b, a, tables, ksk, bsk, fkey, fourier, native, ms_plan, p
         args = (acc, shifts[:, start * g : stop * g], chunk, plan, gplan, mac, fourier, native)
         acc = _rotate_chunk_jit(*args, unroll=unroll, grouping=g)
         jax.block_until_ready(acc)
-        progress("blind rotation", (stop + done) / n)
+        progress(stop + done, n, "blind rotation")
     return _finish_jit(acc, mac[0], tcount=tables.shape[0], params=params, shape=shape)
 
 
