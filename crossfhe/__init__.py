@@ -1,11 +1,31 @@
 """crossfhe: fully homomorphic encryption on one RNS/NTT substrate in JAX.
 
-Public names: the CKKS contexts and encrypted vectors (:mod:`crossfhe.api`), the errors, and the
-substrate's parameters and rings; the submodules (``crossfhe.ckks``, ``crossfhe.bfv``, ``crossfhe.tfhe``,
-``crossfhe.io``, ``crossfhe.math``, ``crossfhe.ring``, ``crossfhe.core``) hold the rest.
+Public names: the contexts and encrypted values of the three schemes (:mod:`crossfhe.api`: ``CKKSContext``,
+``BFVContext``, ``TFHEContext``, their public contexts, ``EncryptedVector``, ``EncryptedIntVector``,
+``EncryptedInt``), the named parameter sets (``crossfhe.presets.ckks``, ``.bfv``, ``.tfhe``), circuits, the
+errors, and the substrate's parameters and rings; the submodules (``crossfhe.ckks``, ``crossfhe.bfv``,
+``crossfhe.tfhe``, ``crossfhe.io``, ``crossfhe.math``, ``crossfhe.ring``, ``crossfhe.core``) hold the rest.
+
+    import crossfhe
+    ctx = crossfhe.BFVContext.create(crossfhe.presets.bfv.N8192)
+    x = ctx.encrypt([1, 2, 3]); (x * x + 1).decrypt()
 """
 
-from crossfhe.api import CKKSContext, CKKSPublicContext, EncryptedVector
+from types import SimpleNamespace as _Namespace
+
+from crossfhe.api import (
+    BFVContext,
+    BFVPublicContext,
+    CKKSContext,
+    CKKSPublicContext,
+    EncryptedInt,
+    EncryptedIntVector,
+    EncryptedVector,
+    TFHEContext,
+    TFHEPublicContext,
+)
+from crossfhe.bfv import presets as _bfv_presets
+from crossfhe.ckks import presets as _ckks_presets
 from crossfhe.compiler import BFVVector, CircuitError, CKKSVector, TFHEInt, circuit, compile  # noqa: A004
 from crossfhe.core.params import (
     SPARSE_ESTIMATES,
@@ -29,8 +49,14 @@ from crossfhe.errors import (
 from crossfhe.math.random import ChaChaKey, Rng, seed_key
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
+from crossfhe.tfhe import presets as _tfhe_presets
 
-__version__ = "0.1.0"
+presets = _Namespace(ckks=_ckks_presets, bfv=_bfv_presets, tfhe=_tfhe_presets)
+"""The named parameter sets of each scheme: ``presets.ckks`` (:mod:`crossfhe.ckks.presets`), ``presets.bfv``
+(:mod:`crossfhe.bfv.presets`), ``presets.tfhe`` (:mod:`crossfhe.tfhe.presets`); each docstring states what it
+guarantees. Test-only sets are ``crossfhe.testing.INSECURE_*``."""
+
+from crossfhe._version import __version__ as __version__  # noqa: E402 - one source: pyproject reads it too
 
 __all__ = [
     "SPARSE_ESTIMATES",
@@ -41,12 +67,16 @@ __all__ = [
     "circuit",
     "compile",
     "BasisMismatchError",
+    "BFVContext",
+    "BFVPublicContext",
     "CKKSContext",
     "CKKSPublicContext",
     "ChaChaKey",
     "CrossFHEError",
     "Domain",
     "DomainMismatchError",
+    "EncryptedInt",
+    "EncryptedIntVector",
     "EncryptedVector",
     "InsecureParametersError",
     "KeyMismatchError",
@@ -60,9 +90,12 @@ __all__ = [
     "SecretMaterialError",
     "SecurityLevel",
     "SerializationError",
+    "TFHEContext",
+    "TFHEPublicContext",
     "check_security",
     "intt",
     "max_log_pq",
     "ntt",
+    "presets",
     "seed_key",
 ]

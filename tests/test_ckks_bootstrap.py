@@ -211,7 +211,7 @@ def test_sparse_slots():
 
 
 def test_encrypted_vector_bootstrap():
-    ctx = CKKSContext.create(P, bootstrap=True, seed=bytes(range(4, 36)))
+    ctx = CKKSContext.create(P, bootstrap=True, seed=bytes(range(4, 36)), insecure=True)
     x = np.linspace(-1, 1, 100)
     v = ctx.encrypt(x)
     for _ in range(P.user_levels):
@@ -228,9 +228,9 @@ def test_errors(keys):
     with pytest.raises(ParameterError, match="bootstrap"):
         bt.config_for(INSECURE_CKKS_N11_COMPOSITE)
     with pytest.raises(ParameterError, match="bootstrapping keys"):
-        CKKSContext.create(P, seed=bytes(32)).encrypt([0.5]).bootstrap()
+        CKKSContext.create(P, seed=bytes(32), insecure=True).encrypt([0.5]).bootstrap()
     with pytest.raises(ParameterError, match="bootstrap"):
-        CKKSContext.create(INSECURE_CKKS_N11_COMPOSITE, bootstrap=True)
+        CKKSContext.create(INSECURE_CKKS_N11_COMPOSITE, bootstrap=True, insecure=True)
     other_sk, other_ek = ops.keygen(P, seed=bytes(range(5, 37)))
     ct = ops.drop_level(ops.encrypt(other_ek, ops.encode(P, [0.5])), 0)
     with pytest.raises(KeyMismatchError):

@@ -16,7 +16,7 @@ FRESH = 7 * math.sqrt(P.n * (4 / 3 * P.n + 1)) * 3.19 / P.scale + P.n / (2 * P.s
 
 @pytest.fixture(scope="module")
 def ctx():
-    return CKKSContext.create(P, rotations=[1], seed=bytes(range(1, 33)))
+    return CKKSContext.create(P, rotations=[1], seed=bytes(range(1, 33)), insecure=True)
 
 
 def test_operators(ctx):
@@ -52,7 +52,7 @@ def test_complex_and_errors(ctx):
 
 @pytest.fixture(scope="module")
 def other():
-    return CKKSContext.create(P, seed=bytes(range(2, 34)))
+    return CKKSContext.create(P, seed=bytes(range(2, 34)), insecure=True)
 
 
 def test_lengths_must_match_or_broadcast(ctx):
@@ -125,8 +125,8 @@ def test_kernel_set_chosen_once_at_creation():
     from crossfhe.kernels import AUTO, VECTOR, default_kernels
 
     assert P.kernels is AUTO
-    auto = CKKSContext.create(P, seed=bytes(32))
-    vector = CKKSContext.create(P, seed=bytes(32), kernels="vector")
+    auto = CKKSContext.create(P, seed=bytes(32), insecure=True)
+    vector = CKKSContext.create(P, seed=bytes(32), kernels="vector", insecure=True)
     assert auto.params.kernels is default_kernels() and vector.params.kernels is VECTOR
     assert vector.keys.relin.b.data.tobytes() == auto.keys.relin.b.data.tobytes()
     x = np.linspace(-1, 1, 8)
@@ -134,7 +134,7 @@ def test_kernel_set_chosen_once_at_creation():
         got = c.decrypt(c.encrypt(x) * c.encrypt(x))
         assert np.max(np.abs(got - x * x)) < 1e-3
     with pytest.raises(ValueError, match="unknown kernel set"):
-        CKKSContext.create(P, seed=bytes(32), kernels="tensor")
+        CKKSContext.create(P, seed=bytes(32), kernels="tensor", insecure=True)
 
 
 def test_padding_stays_zero_for_sums_and_rotations():
@@ -153,3 +153,49 @@ def test_padding_stays_zero_for_sums_and_rotations():
     assert np.abs(ctx.decrypt((o + x).sum()) - (one + a).sum()).max() < tol
     assert crossfhe.EncryptedVector.load(ctx, (x + 1.0).serialize()).clean
     assert not crossfhe.EncryptedVector.load(ctx, x.rotate(1).serialize()).clean
+
+
+def test_repr_is_short(ctx):
+    x = ctx.encrypt(np.arange(100) / 100)
+    assert repr(x) == "EncryptedVector(length=100, level=3/3, scale=2^30.0, slots=512)"
+    assert repr(ctx.encrypt([1j])).startswith("EncryptedVector(length=1, complex, level=3/3")
+    for text in (repr(x * x), repr(ctx), repr(ctx.public)):
+        assert len(text) < 160 and str(P.q[0]) not in text
+
+
+def test_decrypt_at_owner_only_and_pickling(ctx):
+    """A vector remembers the key owner's context in this process only: x.decrypt() works there, and neither a
+    pickle nor a blob carries the owner (or its secret key)."""
+    import pickle
+
+    from crossfhe.errors import ParameterError, SecretMaterialError
+
+    v = np.array([0.25, -0.5, 0.75])
+    x = ctx.encrypt(v)
+    y = (x * x + 1.0).rotate(1)
+    assert np.max(np.abs(y.decrypt() - ctx.decrypt(y))) == 0
+    assert np.max(np.abs(y.decrypt() - [v[1] ** 2 + 1, v[2] ** 2 + 1, 0.0])) <= 64 * FRESH
+    data = pickle.dumps(y)
+    sk = ctx.secret_key
+    for secret in (np.asarray(sk.coeffs).tobytes(), np.asarray(sk.poly.data)[0].tobytes()):
+        assert secret not in data
+    back = pickle.loads(data)
+    with pytest.raises(ParameterError, match=r"no key owner.*ctx.decrypt\(x\)"):
+        back.decrypt()
+    assert np.max(np.abs(ctx.decrypt(back) - ctx.decrypt(y))) == 0
+    with pytest.raises(SecretMaterialError, match="refusing to pickle a CKKSContext"):
+        pickle.dumps(ctx)
+    public = CKKSPublicContext.load(ctx.public.serialize())
+    for z in (EncryptedVector.load(public, x.serialize()), public.encrypt(v) * 2.0):
+        with pytest.raises(ParameterError, match="no key owner"):
+            z.decrypt()
+    assert np.max(np.abs(EncryptedVector.load(ctx, x.serialize()).decrypt() - v)) <= FRESH
+
+
+def test_insecure_parameters_need_consent():
+    from crossfhe.errors import InsecureParametersError
+
+    with pytest.raises(InsecureParametersError, match="insecure=True"):
+        CKKSContext.create(P, seed=bytes(32))
+    with pytest.raises(TypeError, match="ckks.Params"):
+        CKKSContext.create("N14_L7")

@@ -31,7 +31,7 @@ SEED = bytes(range(7, 39))
 
 @pytest.fixture(scope="module")
 def ctx():
-    return CKKSContext.create(INSECURE_CKKS_N10, rotations=[3], seed=SEED)
+    return CKKSContext.create(INSECURE_CKKS_N10, rotations=[3], seed=SEED, insecure=True)
 
 
 def _secret_patterns(sk) -> list[bytes]:
@@ -218,7 +218,7 @@ def test_values_at_the_limit_decrypt_with_their_sign(name, level):
 
 @pytest.fixture(scope="module")
 def n12():
-    return CKKSContext.create(presets.N12_L1, seed=SEED)
+    return CKKSContext.create(presets.N12_L1, seed=SEED, insecure=True)
 
 
 def test_scalars_out_of_range_are_refused(n12):

@@ -1,10 +1,29 @@
 """The user-facing objects: contexts and encrypted values with operators, over the schemes' pure functions
-and :mod:`crossfhe.io` (a layer above both: values serialize themselves).
+and :mod:`crossfhe.io` (a layer above both: values serialize themselves). One style across schemes: a key
+owner's context (``create``, ``encrypt``, ``decrypt``, ``public``; never pickled), a public context (what an
+evaluator holds; pickled, ``serialize`` / ``load``), and values with operators, ``.decrypt()`` (at the key owner)
+and ``.serialize()`` / ``load(ctx, blob)``.
 
-:mod:`crossfhe.api.ckks`: :class:`CKKSContext` (the key owner's, with the secret key),
-:class:`CKKSPublicContext` (what an evaluator holds) and :class:`EncryptedVector`.
+* :mod:`crossfhe.api.ckks`: :class:`CKKSContext`, :class:`CKKSPublicContext`, :class:`EncryptedVector`
+  (approximate real or complex vectors).
+* :mod:`crossfhe.api.bfv`: :class:`BFVContext`, :class:`BFVPublicContext`, :class:`EncryptedIntVector`
+  (exact integer vectors mod t).
+* :mod:`crossfhe.api.tfhe`: :class:`TFHEContext`, :class:`TFHEPublicContext`, :class:`EncryptedInt`
+  (p-bit integers with lookups, their range tracked).
 """
 
+from crossfhe.api.bfv import BFVContext, BFVPublicContext, EncryptedIntVector
 from crossfhe.api.ckks import CKKSContext, CKKSPublicContext, EncryptedVector
+from crossfhe.api.tfhe import EncryptedInt, TFHEContext, TFHEPublicContext
 
-__all__ = ["CKKSContext", "CKKSPublicContext", "EncryptedVector"]
+__all__ = [
+    "BFVContext",
+    "BFVPublicContext",
+    "CKKSContext",
+    "CKKSPublicContext",
+    "EncryptedInt",
+    "EncryptedIntVector",
+    "EncryptedVector",
+    "TFHEContext",
+    "TFHEPublicContext",
+]

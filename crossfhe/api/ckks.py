@@ -13,7 +13,9 @@ pickled or sent to a server and carry no secret; pickling a :class:`CKKSContext`
 :meth:`EncryptedVector.load`, :meth:`CKKSPublicContext.serialize` / :meth:`CKKSPublicContext.load`, and
 ``crossfhe.io.save_secret_key`` for the secret key; ``crossfhe.io.dumps`` / ``crossfhe.io.loads`` take vectors
 (``context=``) and public contexts too. Every ciphertext carries its key pair's id; vectors and
-contexts of different key pairs are refused (:class:`~crossfhe.errors.KeyMismatchError`).
+contexts of different key pairs are refused (:class:`~crossfhe.errors.KeyMismatchError`). A vector the key owner
+made (or computed from one) remembers its owner in this process only, never in a pickle or a blob, so
+``x.decrypt()`` works there; elsewhere it says to call ``ctx.decrypt(x)`` with the key owner's context.
 
 Vectors. ``length`` values are zero-padded to a power-of-two ``width`` and replicated over the N/2 slots, so
 slot i holds value i mod width. Operands combine like NumPy arrays of the same length; a length-1 operand
@@ -31,15 +33,17 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
+from crossfhe import runtime
 from crossfhe.ckks import ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
 from crossfhe.core.keys import SecretHolder, SecretKey
-from crossfhe.errors import KeyMismatchError, ParameterError
+from crossfhe.errors import InsecureParametersError, KeyMismatchError, ParameterError
 from crossfhe.io import ckks as io
 from crossfhe.io import format as fmt
 from crossfhe.io.registry import register_kind, register_type
 from crossfhe.kernels import as_kernel_set
+from crossfhe.progress import callback as progress_callback
 
 _ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
@@ -87,6 +91,13 @@ def _values(values, what: str) -> np.ndarray:
     if v.shape[-1] == 0:
         raise ParameterError(f"{what} takes at least one value, got shape {v.shape}")
     return v
+
+
+def _set_owner(x, owner):
+    """x, remembering the key owner's context that can decrypt it (an attribute that pickling drops)."""
+    if owner is not None:
+        object.__setattr__(x, "_owner", owner)
+    return x
 
 
 def padding_clean(op: str, length: int, width: int, a: tuple[int, bool], b: tuple[int, bool] | None = None) -> bool:
@@ -216,20 +227,32 @@ class CKKSContext(SecretHolder):
 
     @classmethod
     def create(cls, params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None,
-               kernels=None, bootstrap: bool = False, progress=None):
+               kernels=None, bootstrap: bool = False, insecure: bool = False, progress="auto"):
         """Generate keys for ``params``; ``rotations``: slot offsets (any sign) to hold exact Galois keys for.
         The powers of two 1 ... N/4 are always added: ``sum()`` needs them, and :meth:`EncryptedVector.rotate`
         composes any other rotation from them. ``seed``: 32 bytes for reproducible keys (tests).
 
         ``bootstrap``: also make the bootstrapping keys (:func:`crossfhe.ckks.bootstrap.keygen`; the parameters
         must reserve bootstrapping levels, as the presets in ``crossfhe.ckks.presets.BOOTSTRAP`` do, else
-        ParameterError), so that :meth:`EncryptedVector.bootstrap` works. ``progress(done, total, what)`` is called
-        after each bootstrapping key (at N 2^16 there are about 40, a few seconds each).
+        ParameterError), so that :meth:`EncryptedVector.bootstrap` works. ``progress``: :mod:`crossfhe.progress`, one
+        step per key (at N 2^16 the bootstrapping keys are about 40, a few seconds each); the default draws a bar
+        once key generation has taken 2 s. Parameters marked insecure (``crossfhe.testing``) are refused unless
+        ``insecure=True``. Creating a context turns on JAX's persistent compilation cache
+        (:func:`crossfhe.runtime.enable_compilation_cache`: a cache of your own wins; ``CROSSFHE_JAX_CACHE=0`` opts
+        out), so a later process loads what this one compiled.
 
         ``kernels``: the kernel set every operation of this context runs on (``crossfhe.kernels.VECTOR``,
         ``NATIVE``, ``MATRIX``, or their names); by default the parameters' own, where AUTO is resolved here, once,
         by :func:`crossfhe.kernels.default_kernels` (NATIVE on a CPU with the native build, else VECTOR). The
         choice never changes a result, only its speed."""
+        if not isinstance(params, Params):
+            raise TypeError(f"params must be ckks.Params, got {type(params).__name__}")
+        if params.ring.insecure and not insecure:
+            raise InsecureParametersError(
+                f"{params!r} is marked insecure (below the 128-bit bound): CKKSContext.create(params, insecure=True) "
+                "to use it anyway (tests only), or take a preset of crossfhe.presets.ckks")
+        progress = progress_callback(progress)
+        runtime.enable_compilation_cache()
         chosen = as_kernel_set(params.kernels if kernels is None else kernels).resolve()
         params = params.with_kernels(chosen)
         wanted = {int(r) % params.slots for r in rotations} - {0}  # 0: the identity, no key
@@ -239,7 +262,7 @@ class CKKSContext(SecretHolder):
             from crossfhe.ckks import bootstrap as bt
 
             config = bt.config_for(params)  # refuses a set that cannot bootstrap before any key is made
-        sk, ek = ops.keygen(params, rotations=rotations, conjugation=conjugation, seed=seed)
+        sk, ek = ops.keygen(params, rotations=rotations, conjugation=conjugation, seed=seed, progress=progress)
         if bootstrap:
             sub = None if seed is None else bytes(b ^ 0x5A for b in seed)
             boot = bt.keygen(sk, ek, config, seed=sub, progress=progress)
@@ -259,8 +282,9 @@ class CKKSContext(SecretHolder):
         return self.public.key_id
 
     def encrypt(self, values) -> EncryptedVector:
-        """:meth:`CKKSPublicContext.encrypt` (the vector refers to ``self.public``)."""
-        return self.public.encrypt(values)
+        """:meth:`CKKSPublicContext.encrypt` (the vector refers to ``self.public``); the vector (and what is computed
+        from it) can then :meth:`decrypt <EncryptedVector.decrypt>` itself in this process."""
+        return _set_owner(self.public.encrypt(values), self)
 
     def decrypt(self, x: EncryptedVector) -> np.ndarray:
         """The values of an encrypted vector: float64 [..., length] (complex128 if it holds complex values).
@@ -301,9 +325,26 @@ class EncryptedVector:
         return self.length
 
     def __repr__(self) -> str:
-        kind = "complex" if self.complex else "real"
-        return (f"EncryptedVector({self.length} {kind} values, level {self.level}/{self.ctx.params.levels}, "
-                f"scale 2^{np.log2(self.scale):.2f}, N={self.ctx.params.n})")
+        kind = ", complex" if self.complex else ""
+        return (f"EncryptedVector(length={self.length}{kind}, level={self.level}/{self.ctx.params.levels}, "
+                f"scale=2^{np.log2(self.scale):.1f}, slots={self.ctx.params.slots})")
+
+    # Key owner -------------------------------------------------------------------------------------
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_owner", None)  # the key owner's context never travels (it holds the secret key)
+        return state
+
+    def decrypt(self) -> np.ndarray:
+        """``ctx.decrypt(self)`` with the key owner's context that made this vector, in this process. A vector
+        loaded from a blob, unpickled, or made from a public context has none: ParameterError."""
+        owner = self.__dict__.get("_owner")
+        if owner is None:
+            raise ParameterError(
+                "this EncryptedVector has no key owner here (it was loaded, unpickled, or encrypted with a public "
+                "context): decrypt it with the key owner's context, ctx.decrypt(x)")
+        return owner.decrypt(self)
 
     # Serialization ---------------------------------------------------------------------------------
 
@@ -321,7 +362,8 @@ class EncryptedVector:
             raise TypeError(f"load takes a CKKSContext or CKKSPublicContext, got {type(ctx).__name__}")
         ct, shape = io.loads_vector(blob, params=public.params)
         _same_keys("EncryptedVector.load", public.key_id, ct.key_id)
-        return cls(ct, public, shape["complex"], shape["length"], shape["width"], shape["clean"])
+        x = cls(ct, public, shape["complex"], shape["length"], shape["width"], shape["clean"])
+        return _set_owner(x, ctx if isinstance(ctx, CKKSContext) else None)
 
     # Operands --------------------------------------------------------------------------------------
 
@@ -329,7 +371,8 @@ class EncryptedVector:
               other: EncryptedVector | None = None) -> EncryptedVector:
         b = None if other is None else (other.length, other.clean)
         clean = padding_clean(op, length, width, (self.length, self.clean), b)
-        return EncryptedVector(ct, self.ctx, self.complex or is_complex, length, width, clean)
+        owner = self.__dict__.get("_owner") or (other.__dict__.get("_owner") if other is not None else None)
+        return _set_owner(EncryptedVector(ct, self.ctx, self.complex or is_complex, length, width, clean), owner)
 
     def _masked(self) -> EncryptedVector:
         """This vector with zeros in its padding slots (unchanged if they hold zeros already)."""
