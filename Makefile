@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export CROSSFHE_JAX_CACHE ?= $(CURDIR)/.jax_cache
 export CROSSFHE_NATIVE_CACHE ?= $(CURDIR)/.native_cache
 
-.PHONY: demo test test-slow lint bench bench-quick clean openfhe-peer
+.PHONY: demo test test-slow test-min lint docs bench bench-quick clean openfhe-peer
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,20 @@ test: lint
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow -q
+
+# The API reference and tutorials (docs/, mkdocs.yml) into site/, in their own environment. Their code examples run
+# as tests in `make test` (tests/test_docs.py).
+DOCS_VENV  ?= .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+
+$(DOCS_STAMP): pyproject.toml
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DOCS_VENV)/bin/python -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
@@ -64,4 +78,4 @@ bench-quick: $(BENCH_STAMP)
 	$(BIN)/crossfhe bench profile --quick
 
 clean:
-	rm -rf $(VENV) .jax_cache .native_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target
+	rm -rf $(VENV) .jax_cache .native_cache .pytest_cache .ruff_cache benchmarks/results benchmarks/ntt_peer/target site $(DOCS_VENV) .venv-min
