@@ -27,6 +27,10 @@ test: lint
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow -q
 
+# The oldest Python, jax, numpy and tqdm that pyproject.toml allows, installed exactly, against the built wheel.
+test-min:
+	.ci/min-versions
+
 # The API reference and tutorials (docs/, mkdocs.yml) into site/, in their own environment. Their code examples run
 # as tests in `make test` (tests/test_docs.py).
 DOCS_VENV  ?= .venv-docs

@@ -33,7 +33,7 @@ class Recorder:
 def _check_stages(calls):
     """Within each stage done rises by at least one per call and ends at total; returns the stage names in order."""
     assert calls, "no progress reported"
-    stages, last = [], None
+    stages, last, prev_done, prev_total = [], None, 0, 0
     for done, total, what in calls:
         assert isinstance(done, int) and isinstance(total, int) and isinstance(what, str) and what
         assert 1 <= done <= total

@@ -1,46 +1,210 @@
-"""The ``crossfhe`` command: ``demo``, ``bench <suite>``, ``params``."""
+"""The ``crossfhe`` command: ``demo``, ``bench <suite>``, ``params``, ``--version``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import runpy
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap", "profile")
 
+SUITE_SUMMARIES = {
+    "ntt": "the negacyclic NTT: the jitted radix-2 kernel against plain NumPy and Zama's tfhe-ntt",
+    "ckks": "CKKS operations against Microsoft SEAL (and OpenFHE after `make openfhe-peer`): latency, precision",
+    "hmvp": "encrypted vector x plaintext matrix: CHAM's HMVP against the diagonal method and TenSEAL",
+    "tfhe": "TFHE programmable bootstrapping at P2-P10 against TFHE-rs: latency, batch throughput, key sizes",
+    "kernels": "CROSS's BAT modular matmul and the matrix NTT against direct kernels and measured floors",
+    "dispatch": "the overhead of an eager operation against one bare jitted program and the memory floor",
+    "circuits": "compiled circuits against eager calls: time per operation, compile time, a fresh process's first run",
+    "bootstrap": "CKKS bootstrapping against OpenFHE: latency, stages, key sizes, precision",
+    "profile": "per operation on any device: executables, kernels, copies and time against floors",
+}
+"""One line per suite for ``crossfhe bench`` (known without the benchmarks directory)."""
 
-def _enable_compilation_cache() -> None:
-    from crossfhe.cli.benchutil import enable_compilation_cache
+BENCH_USAGE = "crossfhe bench SUITE [--quick] [--plot [PNG]] [suite options]"
 
-    enable_compilation_cache()
+REPOSITORY = "https://github.com/crossfhe/crossfhe"
+
+BENCHMARKS_ENV = "CROSSFHE_BENCHMARKS"
+"""Names a benchmarks directory (a source checkout's ``benchmarks/``) to use instead of the one beside the package."""
+
+
+def version_line() -> str:
+    """``crossfhe X.Y.Z (jax A, jaxlib B, numpy C, Python D, backend cpu|gpu|tpu)``; imports JAX."""
+    import platform
+
+    import jax
+    import jaxlib
+    import numpy as np
+
+    from crossfhe._version import __version__
+
+    try:
+        backend = jax.default_backend()
+    except RuntimeError as e:  # pragma: no cover - no usable backend at all
+        backend = f"none ({e})"
+    return (
+        f"crossfhe {__version__} (jax {jax.__version__}, jaxlib {jaxlib.__version__}, numpy {np.__version__}, "
+        f"Python {platform.python_version()}, backend {backend})"
+    )
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: prints :func:`version_line` and exits (computed only when asked: it imports JAX)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
 
 
 def _benchmarks_dir() -> Path:
-    here = Path(__file__).resolve().parents[2] / "benchmarks"
-    if not here.is_dir():
-        raise SystemExit("crossfhe bench: the benchmarks ship with the source checkout (benchmarks/ not found)")
-    return here
+    """``$CROSSFHE_BENCHMARKS`` if set, else ``benchmarks/`` of the source checkout this package runs from (it may
+    not exist: a wheel ships no benchmarks)."""
+    override = os.environ.get(BENCHMARKS_ENV)
+    if override:
+        return Path(override).expanduser().resolve()
+    return Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _no_benchmarks(suite: str, where: Path) -> SystemExit:
+    """The exit (status 2) of ``crossfhe bench`` where the suite's script is not found."""
+    print(
+        f"crossfhe bench: no benchmark suite {suite!r} here (looked for {where / f'bench_{suite}.py'}).\n"
+        "The benchmarks ship with the source, not with the installed package. To run them:\n"
+        f"    git clone {REPOSITORY} && cd crossfhe && make bench\n"
+        f'or, in the clone, pip install -e ".[bench]" and then: crossfhe bench {suite}\n'
+        f"(or set {BENCHMARKS_ENV} to a checkout's benchmarks/ directory).",
+        file=sys.stderr,
+    )
+    return SystemExit(2)
+
+
+def bench_usage() -> str:
+    """What ``crossfhe bench`` and ``crossfhe bench --help`` print: the suites, one line each, and how to run one."""
+    width = max(map(len, BENCH_SUITES))
+    lines = [
+        f"usage: {BENCH_USAGE}",
+        "",
+        "Runs one benchmark suite (its peers in the same run where installed). Suites:",
+        *(f"  {s:<{width}}  {SUITE_SUMMARIES[s]}" for s in BENCH_SUITES),
+        "",
+        "--quick runs a short version of a suite; `crossfhe bench SUITE --help` lists that suite's options.",
+        "--plot [PNG] draws the suite's records after the run (default benchmarks/results/SUITE.png; needs",
+        '  pip install "crossfhe[plot]"). `make bench` runs every suite.',
+    ]
+    where = _benchmarks_dir()
+    if not any(where.glob("bench_*.py")):
+        lines += [
+            "",
+            f"The benchmarks are not installed here (no bench_*.py in {where}): they ship with the source.",
+            f"    git clone {REPOSITORY} && cd crossfhe && make bench",
+        ]
+    return "\n".join(lines)
+
+
+def _plot_args(rest: list[str], *, default_png: Path, temp_json: Path) -> tuple[list[str], Path | None, Path | None]:
+    """Split ``--plot [PNG]`` off a suite's arguments: (arguments for the suite, JSON path, PNG path).
+
+    Without ``--plot``: (rest, None, None), rest unchanged. With it (``--plot``, ``--plot PNG`` or ``--plot=PNG``;
+    a following argument that starts with ``-`` is the suite's, not a PNG): the suite's arguments keep the user's
+    ``--json PATH`` (or ``--json=PATH``) and that path is the JSON the plot reads; without one, ``--json temp_json``
+    is added. The PNG defaults to ``default_png``.
+    """
+    suite_args: list[str] = []
+    png: Path | None = None
+    plot = False
+    json_path: Path | None = None
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--plot":
+            plot = True
+            if i + 1 < len(rest) and not rest[i + 1].startswith("-"):
+                png = Path(rest[i + 1])
+                i += 1
+        elif arg.startswith("--plot="):
+            plot = True
+            png = Path(arg.split("=", 1)[1])
+        else:
+            if arg == "--json" and i + 1 < len(rest):
+                json_path = Path(rest[i + 1])
+            elif arg.startswith("--json="):
+                json_path = Path(arg.split("=", 1)[1])
+            suite_args.append(arg)
+        i += 1
+    if not plot:
+        return list(rest), None, None
+    if json_path is None:
+        json_path = temp_json
+        suite_args += ["--json", str(temp_json)]
+    return suite_args, json_path, png or default_png
+
+
+def _run_suite(script: Path, args: list[str]) -> int:
+    """Run a suite's script as ``__main__`` with ``args``; its exit status (``sys.exit``: None is 0, a message is
+    printed and is 1, as Python does)."""
+    saved = sys.argv
+    sys.argv = [str(script), *args]
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    finally:
+        sys.argv = saved
+    return 0
+
+
+def _cmd_bench(suite: str | None, rest: list[str]) -> int:
+    if suite is None:
+        if not rest or set(rest) & {"-h", "--help"}:
+            print(bench_usage())
+            return 0
+        print(f"{bench_usage()}\n\ncrossfhe bench: name a suite before its options ({' '.join(rest)})", file=sys.stderr)
+        return 2
+    where = _benchmarks_dir()
+    script = where / f"bench_{suite}.py"
+    if not script.is_file():
+        raise _no_benchmarks(suite, where)
+    # A fixed name (no file made now): a suite may restart the process (crossfhe.runtime.keep_heap), same pid.
+    temp_json = Path(tempfile.gettempdir()) / f"crossfhe-bench-{suite}-{os.getpid()}.json"
+    suite_args, json_path, png = _plot_args(rest, default_png=where / "results" / f"{suite}.png", temp_json=temp_json)
+    try:
+        status = _run_suite(script, suite_args)
+        if png is None or status != 0:
+            return status
+        plotter = where / "plot.py"
+        if not plotter.is_file():
+            print(f"crossfhe bench --plot: {plotter} not found", file=sys.stderr)
+            return 2
+        png.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, str(plotter), "--suite", suite, "--json", str(json_path), "--out", str(png)]
+        return subprocess.run(cmd, check=False).returncode
+    finally:
+        temp_json.unlink(missing_ok=True)
 
 
 def _cmd_demo(args) -> int:
     from crossfhe.cli import demo
+    from crossfhe.cli.benchutil import enable_compilation_cache
     from crossfhe.runtime import keep_heap
 
     keep_heap(reexec=True)  # restarts once with the allocator settings (crossfhe.runtime)
-    _enable_compilation_cache()
+    enable_compilation_cache()
     if args.what == "ntt":
         return 0 if demo.run(log_n=args.log_n, limbs=args.limbs) else 1
     if args.what == "tfhe":
         return 0 if demo.run_tfhe() else 1
     return 0 if demo.run_ckks() else 1
-
-
-def _cmd_bench(args, rest) -> int:
-    script = _benchmarks_dir() / f"bench_{args.suite}.py"
-    sys.argv = [str(script), *rest]
-    runpy.run_path(str(script), run_name="__main__")
-    return 0
 
 
 def _cmd_params(args) -> int:
@@ -63,6 +227,7 @@ def _cmd_params(args) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="crossfhe", description="crossfhe: FHE on one RNS/NTT substrate in JAX")
+    parser.add_argument("--version", action=_VersionAction, help="print the versions of crossfhe, JAX, NumPy, Python")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser(
         "demo", help="CKKS on a small dataset (default), 'tfhe': 4-bit lookup tables, or 'ntt': a polynomial product"
@@ -70,12 +235,15 @@ def main(argv=None) -> int:
     d.add_argument("what", nargs="?", choices=("ckks", "ntt", "tfhe"), default="ckks")
     d.add_argument("--log-n", type=int, default=14)
     d.add_argument("--limbs", type=int, default=8)
-    b = sub.add_parser("bench", help="run a benchmark suite (options after the suite go to it)", add_help=False)
-    b.add_argument("suite", choices=BENCH_SUITES)
+    b = sub.add_parser(
+        "bench", help="run a benchmark suite (`crossfhe bench` lists them; options after the suite go to it)",
+        add_help=False, usage=BENCH_USAGE,
+    )
+    b.add_argument("suite", nargs="?", choices=BENCH_SUITES)
     sub.add_parser("params", help="print the security table parameters are checked against")
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
-        return _cmd_bench(args, rest)
+        return _cmd_bench(args.suite, rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return _cmd_demo(args) if args.command == "demo" else _cmd_params(args)

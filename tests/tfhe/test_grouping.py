@@ -200,7 +200,7 @@ def test_grouped_progress_same_words(keys_g2):
     ck, sk = keys_g2
     ct = ops.encrypt(ck, np.arange(4), _seed(60))
     seen = []
-    got = ops.pbs(sk, ct, lambda x: x + 1, progress=lambda stage, frac: seen.append((stage, frac)))
+    got = ops.pbs(sk, ct, lambda x: x + 1, progress=lambda done, total, stage: seen.append((stage, done / total)))
     want = ops.pbs(sk, ct, lambda x: x + 1)
     np.testing.assert_array_equal(np.asarray(got.a), np.asarray(want.a))
     np.testing.assert_array_equal(np.asarray(got.b), np.asarray(want.b))

@@ -299,7 +299,7 @@ def test_pbs_every_input_and_batch_equals_items(keys_g2):
     own = np.stack([np.roll(table, i) for i in range(16)])
     np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ct, own)), own[m, m])
     seen = []
-    _same(ops.pbs(sk, ct, table, progress=lambda stage, frac: seen.append((stage, frac))), out)
+    _same(ops.pbs(sk, ct, table, progress=lambda done, total, stage: seen.append((stage, done / total))), out)
     fracs = [f for s, f in seen if s == "blind rotation"]
     assert fracs == sorted(fracs) and fracs[-1] == 1.0 and len(fracs) > 2
 
