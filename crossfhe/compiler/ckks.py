@@ -111,7 +111,7 @@ class EncryptedVector(SlotVector):
             if c == 0:
                 return self
             if c.imag or self._scalar_fills_padding():
-                return self + np.full(self.length, c)
+                return self + np.full(self.length, c if c.imag else c.real)
             return self._new("add_scalar", (self.node,), {"c": float(c.real)})
         if isinstance(other, _ARRAYS):
             key, length, width, cx = self._plain(other, "+")
@@ -161,7 +161,7 @@ class EncryptedVector(SlotVector):
         if isinstance(other, numbers.Number):
             c = _number(other, "*")
             if c.imag:
-                return self * np.full(self.length, c)
+                return self * np.full(self.length, c if c.imag else c.real)
             return self._new("mul_scalar", (self.node,), {"c": float(c.real)})
         if isinstance(other, _ARRAYS):
             key, length, width, cx = self._plain(other, "*")

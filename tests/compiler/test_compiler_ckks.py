@@ -54,6 +54,9 @@ def test_readme_circuit_matches_numpy():
     c.keygen(seed=bytes(32))
     z, ip, r = c.encrypt_run_decrypt(a, b)
     assert z.shape == ip.shape == r.shape == (1000,)
+    # real inputs and real constants give real outputs (a scalar added over a padded length used to make the
+    # result complex128, with imaginary parts of the noise's size)
+    assert z.dtype == ip.dtype == r.dtype == np.float64
     assert np.abs(z - (a * b + 0.5 * a - 2)).max() < TOL14
     assert np.abs(ip - a @ b).max() < TOL14 * 16
     # rotation over the length padded with zeros to 1024 (as EncryptedVector.rotate)
