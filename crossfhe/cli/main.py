@@ -10,7 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap", "profile")
+BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap", "profile",
+                "activations")
 
 SUITE_SUMMARIES = {
     "ntt": "the negacyclic NTT: the jitted radix-2 kernel against plain NumPy and Zama's tfhe-ntt",
@@ -22,6 +23,7 @@ SUITE_SUMMARIES = {
     "circuits": "compiled circuits against eager calls: time per operation, compile time, a fresh process's first run",
     "bootstrap": "CKKS bootstrapping against OpenFHE: latency, stages, key sizes, precision",
     "profile": "per operation on any device: executables, kernels, copies and time against floors",
+    "activations": "CKKS activations (sigmoid, ReLU, square): levels, approximation and encrypted error, latency",
 }
 """One line per suite for ``crossfhe bench`` (known without the benchmarks directory)."""
 
