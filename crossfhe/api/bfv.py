@@ -40,12 +40,15 @@ import jax
 import numpy as np
 
 from crossfhe import runtime
+from crossfhe.api._owner import KeyOwned
+from crossfhe.api._owner import same_keys as _same_keys
+from crossfhe.api._owner import set_owner as _set_owner
 from crossfhe.api.ckks import padding_clean
 from crossfhe.bfv import ops
 from crossfhe.bfv.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.bfv.params import Params
 from crossfhe.core.keys import SecretHolder, SecretKey
-from crossfhe.errors import InsecureParametersError, KeyMismatchError, ParameterError, SerializationError
+from crossfhe.errors import InsecureParametersError, ParameterError, SerializationError
 from crossfhe.io import bfv as bio
 from crossfhe.io import format as fmt
 from crossfhe.io.registry import register_kind, register_type
@@ -55,14 +58,6 @@ from crossfhe.progress import callback as progress_callback
 KIND_VECTOR = "bfv.vector"
 """The kind of an :class:`EncryptedIntVector` blob: the ``bfv.ciphertext`` layout (:mod:`crossfhe.io.bfv`) with
 one more header field, ``vector``: ``{"length", "width", "clean"}``."""
-
-
-def _same_keys(what: str, mine: str | None, theirs: str | None) -> None:
-    if mine is not None and theirs is not None and mine != theirs:
-        raise KeyMismatchError(
-            f"{what}: the operands come from different contexts (key ids {mine} and {theirs}): values encrypted "
-            "under one context's keys cannot be combined with another's, nor decrypted by it"
-        )
 
 
 def _width(length: int) -> int:
@@ -125,12 +120,6 @@ def _check_batching(params: Params) -> None:
         raise ParameterError(
             f"encrypted vectors need batching: t prime with t = 1 (mod 2N = {2 * params.n}); t = {params.t} is not "
             "(use a preset of crossfhe.presets.bfv, or ParamsLiteral(plain_bits=...))")
-
-
-def _set_owner(x, owner):
-    if owner is not None:
-        object.__setattr__(x, "_owner", owner)
-    return x
 
 
 @dataclass(frozen=True, repr=False)
@@ -303,7 +292,7 @@ class BFVContext(SecretHolder):
 
 
 @dataclass(frozen=True, repr=False, eq=False)
-class EncryptedIntVector:
+class EncryptedIntVector(KeyOwned):
     """A BFV ciphertext with its public context: ``length`` integers mod t, padded to the power of two ``width``
     and repeated over the N slots; ``clean`` if the padding slots hold zeros (:func:`~crossfhe.api.ckks.padding_clean`:
     :meth:`sum` and :meth:`rotate` clear them first where they do not, a plaintext product)."""
@@ -330,21 +319,6 @@ class EncryptedIntVector:
         raise TypeError("an encrypted vector has no truth value: decrypt it first")
 
     # Key owner -------------------------------------------------------------------------------------
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state.pop("_owner", None)  # the key owner's context never travels (it holds the secret key)
-        return state
-
-    def decrypt(self) -> np.ndarray:
-        """``ctx.decrypt(self)`` with the key owner's context that made this vector, in this process. A vector
-        loaded from a blob, unpickled, or made from a public context has none: ParameterError."""
-        owner = self.__dict__.get("_owner")
-        if owner is None:
-            raise ParameterError(
-                "this EncryptedIntVector has no key owner here (it was loaded, unpickled, or encrypted with a public "
-                "context): decrypt it with the key owner's context, ctx.decrypt(x)")
-        return owner.decrypt(self)
 
     # Serialization ---------------------------------------------------------------------------------
 

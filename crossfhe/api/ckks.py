@@ -34,11 +34,14 @@ import jax
 import numpy as np
 
 from crossfhe import runtime
+from crossfhe.api._owner import KeyOwned
+from crossfhe.api._owner import same_keys as _same_keys
+from crossfhe.api._owner import set_owner as _set_owner
 from crossfhe.ckks import ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
 from crossfhe.core.keys import SecretHolder, SecretKey
-from crossfhe.errors import InsecureParametersError, KeyMismatchError, ParameterError
+from crossfhe.errors import InsecureParametersError, ParameterError
 from crossfhe.io import ckks as io
 from crossfhe.io import format as fmt
 from crossfhe.io.registry import register_kind, register_type
@@ -46,14 +49,6 @@ from crossfhe.kernels import as_kernel_set
 from crossfhe.progress import callback as progress_callback
 
 _ARRAYS = (np.ndarray, jax.Array, list, tuple)
-
-
-def _same_keys(what: str, mine: str | None, theirs: str | None) -> None:
-    if mine is not None and theirs is not None and mine != theirs:
-        raise KeyMismatchError(
-            f"{what}: the operands come from different contexts (key ids {mine} and {theirs}): values encrypted "
-            "under one context's keys cannot be combined with another's, nor decrypted by it"
-        )
 
 
 def _width(length: int) -> int:
@@ -91,13 +86,6 @@ def _values(values, what: str) -> np.ndarray:
     if v.shape[-1] == 0:
         raise ParameterError(f"{what} takes at least one value, got shape {v.shape}")
     return v
-
-
-def _set_owner(x, owner):
-    """x, remembering the key owner's context that can decrypt it (an attribute that pickling drops)."""
-    if owner is not None:
-        object.__setattr__(x, "_owner", owner)
-    return x
 
 
 def padding_clean(op: str, length: int, width: int, a: tuple[int, bool], b: tuple[int, bool] | None = None) -> bool:
@@ -300,7 +288,7 @@ class CKKSContext(SecretHolder):
 
 
 @dataclass(frozen=True, repr=False)
-class EncryptedVector:
+class EncryptedVector(KeyOwned):
     """A ciphertext with its public context: ``length`` values padded to the power of two ``width``
     (replicated over the slots), ``complex`` if they are complex."""
 
@@ -330,21 +318,6 @@ class EncryptedVector:
                 f"scale=2^{np.log2(self.scale):.1f}, slots={self.ctx.params.slots})")
 
     # Key owner -------------------------------------------------------------------------------------
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state.pop("_owner", None)  # the key owner's context never travels (it holds the secret key)
-        return state
-
-    def decrypt(self) -> np.ndarray:
-        """``ctx.decrypt(self)`` with the key owner's context that made this vector, in this process. A vector
-        loaded from a blob, unpickled, or made from a public context has none: ParameterError."""
-        owner = self.__dict__.get("_owner")
-        if owner is None:
-            raise ParameterError(
-                "this EncryptedVector has no key owner here (it was loaded, unpickled, or encrypted with a public "
-                "context): decrypt it with the key owner's context, ctx.decrypt(x)")
-        return owner.decrypt(self)
 
     # Serialization ---------------------------------------------------------------------------------
 

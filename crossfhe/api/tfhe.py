@@ -40,9 +40,12 @@ import jax
 import numpy as np
 
 from crossfhe import runtime
+from crossfhe.api._owner import KeyOwned
+from crossfhe.api._owner import same_keys as _same_keys
+from crossfhe.api._owner import set_owner as _set_owner
 from crossfhe.core.keys import SecretHolder
 from crossfhe.core.lwe import LWECiphertext
-from crossfhe.errors import InsecureParametersError, KeyMismatchError, ParameterError, SerializationError
+from crossfhe.errors import InsecureParametersError, ParameterError, SerializationError
 from crossfhe.io import format as fmt
 from crossfhe.io import tfhe as tio
 from crossfhe.io.registry import register_kind, register_type
@@ -58,14 +61,6 @@ LOG2_P_FAIL = -64
 """The failure probability (log2, per bootstrap) a value's noise may lead to: the presets' target."""
 
 _MAX_NOISE = 1 << 40
-
-
-def _same_keys(what: str, mine: str | None, theirs: str | None) -> None:
-    if mine is not None and theirs is not None and mine != theirs:
-        raise KeyMismatchError(
-            f"{what}: the operands come from different contexts (key ids {mine} and {theirs}): values encrypted "
-            "under one context's keys cannot be combined with another's, nor decrypted by it"
-        )
 
 
 def _is_int(x) -> bool:
@@ -160,12 +155,6 @@ class Bound:
         """The bound of c times this value."""
         c = int(c)
         return Bound(c * self.const, tuple((s, c * w, lo, hi, nz) for s, w, lo, hi, nz in self.terms if c * w))
-
-
-def _set_owner(x, owner):
-    if owner is not None:
-        object.__setattr__(x, "_owner", owner)
-    return x
 
 
 @dataclass(frozen=True, repr=False)
@@ -315,7 +304,7 @@ class TFHEContext(SecretHolder):
 
 
 @dataclass(frozen=True, repr=False, eq=False)
-class EncryptedInt:
+class EncryptedInt(KeyOwned):
     """An LWE ciphertext (or a batch) with its public context and its :class:`Bound`. ``+`` and ``-`` with another
     EncryptedInt, an int or an int array; ``*`` by an int; unary ``-``; :meth:`apply` (a lookup table, one
     bootstrap); ``<``, ``<=``, ``>``, ``>=`` (encrypted 0/1, one bootstrap). No ``==`` (identity, as for any
@@ -350,21 +339,6 @@ class EncryptedInt:
         raise TypeError("an encrypted integer has no truth value: decrypt it first (ctx.decrypt(x))")
 
     # Key owner -------------------------------------------------------------------------------------
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state.pop("_owner", None)  # the key owner's context never travels (it holds the client key)
-        return state
-
-    def decrypt(self):
-        """``ctx.decrypt(self)`` with the key owner's context that made this value, in this process. A value loaded
-        from a blob, unpickled, or computed elsewhere has none: ParameterError."""
-        owner = self.__dict__.get("_owner")
-        if owner is None:
-            raise ParameterError(
-                "this EncryptedInt has no key owner here (it was loaded, unpickled, or made from a public context): "
-                "decrypt it with the key owner's context, ctx.decrypt(x)")
-        return owner.decrypt(self)
 
     # Serialization ---------------------------------------------------------------------------------
 
