@@ -110,16 +110,6 @@ def _build(name: str, f: Callable, interval, stages: tuple[Stage, ...], form: Fo
     return Activation(name, interval, stages, form, levels, err, f)
 
 
-def _interval(interval) -> tuple[float, float]:
-    try:
-        a, b = (float(v) for v in interval)
-    except (TypeError, ValueError):
-        raise ParameterError(f"interval must be a pair (a, b) of numbers, got {interval!r}") from None
-    if not (math.isfinite(a) and math.isfinite(b) and a < b):
-        raise ParameterError(f"interval must be finite with a < b, got {interval!r}")
-    return a, b
-
-
 def _fit(f: Callable, degree: int, interval: tuple[float, float]) -> Stage:
     return Stage(tuple(float(c) for c in polynomial.chebyshev_coefficients(f, degree, interval)), interval)
 
@@ -135,7 +125,7 @@ def from_function(f: Callable, interval, degree: int, *, name: str = "f") -> Act
     f: float64 array -> float64 array, finite on ``interval``. Levels: depth(degree), +1 off [-1, 1]. The
     interpolant's error is within 2 + (2/pi) log(degree + 1) of the best degree-d approximation's.
     """
-    interval = _interval(interval)
+    interval = polynomial.check_interval(interval)
     return _build(name, f, interval, (_fit(f, degree, interval),), Form.POLYNOMIAL)
 
 
@@ -150,7 +140,7 @@ def sigmoid(interval=(-8.0, 8.0), degree: int = 27) -> Activation:
     Measured max errors on [-8, 8] (float64, this module's grid) are in ``max_error``; e.g. degree 7: 3.0e-2,
     11: 6.2e-3, 15: 1.4e-3, 27: 1.4e-5. Outside the interval the polynomial diverges.
     """
-    interval = _interval(interval)
+    interval = polynomial.check_interval(interval)
     return _build("sigmoid", _sigmoid, interval, (_fit(_sigmoid, degree, interval),), Form.POLYNOMIAL)
 
 
@@ -190,7 +180,7 @@ def relu(interval=(-1.0, 1.0), *, sign_degrees: tuple[int, ...] = (27, 27)) -> A
     (:func:`relu_smooth`) is as accurate here (no gap around 0 is assumed), with more ciphertext products;
     the composite costs few products per level.
     """
-    interval = _interval(interval)
+    interval = polynomial.check_interval(interval)
     degrees = tuple(sign_degrees)
     if not degrees or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 3 or d % 2 == 0
                           or d > 1023 for d in degrees):
@@ -211,7 +201,7 @@ def relu_smooth(interval=(-1.0, 1.0), degree: int = 28) -> Activation:
     """max(x, 0) on ``interval`` by one Chebyshev interpolant of degree ``degree`` (even degrees do better: an
     odd one puts no node at the kink). Error about 0.29 r / degree, r the interval's half-width: on [-1, 1]
     degree 12 (4 levels) 2.3e-2, 28 (5 levels, the default) 1.0e-2, 60 (6 levels) 4.9e-3."""
-    interval = _interval(interval)
+    interval = polynomial.check_interval(interval)
     return _build("relu_smooth", _relu, interval, (_fit(_relu, degree, interval),), Form.POLYNOMIAL)
 
 
@@ -222,7 +212,7 @@ def _square(x):
 def square(interval=(-1.0, 1.0)) -> Activation:
     """x^2, exactly: one ciphertext product and a rescale (1 level); ``max_error`` is 0. The interval only
     states the inputs' range (x^2 <= max(a^2, b^2) must fit the message space)."""
-    return _build("square", _square, _interval(interval), (), Form.TIMES_INPUT)
+    return _build("square", _square, polynomial.check_interval(interval), (), Form.TIMES_INPUT)
 
 
 # --------------------------------------------------------------------------------------------------

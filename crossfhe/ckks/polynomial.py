@@ -46,7 +46,7 @@ def chebyshev_coefficients(f: Callable, degree: int, interval: tuple[float, floa
     p(x) = sum_j c_j T_j(u), u = (2x - a - b) / (b - a). f takes and returns float64 arrays. The interpolant's
     error is within a factor 2 + (2/pi) log(degree + 1) of the best degree-d approximation."""
     degree = _check_degree(degree)
-    a, b = _check_interval(interval)
+    a, b = check_interval(interval)
     k = np.arange(degree + 1)
     u = np.cos(np.pi * (k + 0.5) / (degree + 1))
     y = np.asarray(f(0.5 * (b - a) * u + 0.5 * (a + b)), dtype=np.float64)
@@ -60,7 +60,7 @@ def chebyshev_coefficients(f: Callable, degree: int, interval: tuple[float, floa
 
 def chebyshev_eval(c, x, interval: tuple[float, float] = (-1.0, 1.0)) -> np.ndarray:
     """sum_j c_j T_j(u(x)) in float64 (Clenshaw): the plaintext reference of :func:`evaluate`."""
-    a, b = _check_interval(interval)
+    a, b = check_interval(interval)
     u = (2 * np.asarray(x, dtype=np.float64) - a - b) / (b - a)
     return np.polynomial.chebyshev.chebval(u, np.asarray(c, dtype=np.float64))
 
@@ -111,7 +111,7 @@ def evaluate(ct: Ciphertext, coeffs, keys: EvaluationKeys, *, interval: tuple[fl
     c = np.asarray(coeffs, dtype=np.float64)
     if c.ndim != 1 or not len(c) or not np.all(np.isfinite(c)):
         raise ParameterError("evaluate: coefficients must be a non-empty 1-D array of finite numbers")
-    a, b = _check_interval(interval)
+    a, b = check_interval(interval)
     need = depth(len(c) - 1) + (0 if (a, b) == (-1.0, 1.0) else 1)
     if ct.level < need:
         raise ParameterError(f"a degree-{len(c) - 1} polynomial needs {need} levels; the ciphertext is at level "
@@ -255,7 +255,8 @@ def _check_degree(degree) -> int:
     return int(degree)
 
 
-def _check_interval(interval) -> tuple[float, float]:
+def check_interval(interval) -> tuple[float, float]:
+    """(a, b) as floats, finite with a < b; ParameterError naming the problem otherwise."""
     try:
         a, b = (float(v) for v in interval)
     except (TypeError, ValueError):
@@ -265,5 +266,5 @@ def _check_interval(interval) -> tuple[float, float]:
     return a, b
 
 
-__all__ = ["BABY", "chebyshev_coefficients", "chebyshev_divmod", "chebyshev_eval", "depth", "evaluate", "lift",
-           "scale_to"]
+__all__ = ["BABY", "chebyshev_coefficients", "chebyshev_divmod", "chebyshev_eval", "check_interval", "depth",
+           "evaluate", "lift", "scale_to"]
