@@ -3,10 +3,14 @@
 of vertically partitioned logistic regression between two data holders and an arbiter
 (:mod:`crossfhe.apps.hetero_lr`, FATE's HeteroLR). Each party is an object holding only its own secrets;
 the protocols run the parties in one process. Read each module's security caveats: semi-honest parties,
-no noise flooding."""
+no noise flooding.
 
-from crossfhe.apps import beaver, hetero_lr
+Encrypted machine learning on CKKS: :mod:`crossfhe.apps.helr` (logistic regression trained on encrypted data with
+bootstrapping, ``LogisticRegression``), on the bundled data sets of :mod:`crossfhe.apps.datasets`."""
+
+from crossfhe.apps import beaver, datasets, helr, hetero_lr
 from crossfhe.apps.beaver import Client, ClientTriple, Server, ServerTriple, generate_triples, shared_matvec
+from crossfhe.apps.helr import LogisticRegression
 from crossfhe.apps.hetero_lr import (
     LR_N4096,
     LR_N8192,
@@ -22,6 +26,7 @@ __all__ = [
     "LR_N4096",
     "LR_N8192",
     "Arbiter",
+    "LogisticRegression",
     "Client",
     "ClientTriple",
     "FeatureHolder",
@@ -31,6 +36,8 @@ __all__ = [
     "ServerTriple",
     "StepTranscript",
     "beaver",
+    "datasets",
+    "helr",
     "generate_triples",
     "hetero_lr",
     "shared_matvec",

@@ -764,6 +764,19 @@ PRECISION = {"N12_L1": 12.5, "N13_L3": 12.3, "N14_L7": 15.5, "N15_L19": 14.4, "N
 at its full depth, the lowest of the figures in its docstring (:mod:`crossfhe.ckks.presets`)."""
 
 
+def preset_for(depth: int, precision: float | None = None) -> Params:
+    """The smallest secure preset (:data:`crossfhe.ckks.presets.SECURE`, in order of N) with at least ``depth``
+    levels and, if given, ``precision`` bits (:data:`PRECISION`). CircuitError if none has: a deeper program
+    needs a bootstrappable preset (:data:`crossfhe.ckks.presets.BOOTSTRAP`)."""
+    for name, p in presets.SECURE.items():
+        if p.levels >= depth and (precision is None or PRECISION[name] >= precision):
+            return p
+    raise CircuitError(f"no secure CKKS preset has depth {depth}" +
+                       (f" and {precision} bits of precision" if precision else "") +
+                       "; pass params= a bootstrappable preset (" + ", ".join(presets.BOOTSTRAP) +
+                       "): the circuit then bootstraps where its levels run out")
+
+
 class CKKSScheme(Scheme):
     name = "ckks"
     annotated_after = frozenset({"levels", "levels (eager)", "dead_code"})
@@ -790,14 +803,7 @@ class CKKSScheme(Scheme):
         return cost(graph, params, annotated)
 
     def select(self, graph, precision=None, bits=None) -> Params:
-        depth = multiplicative_depth(graph)
-        for name, p in presets.SECURE.items():
-            if p.levels >= depth and (precision is None or PRECISION[name] >= precision):
-                return p
-        raise CircuitError(f"no secure CKKS preset has depth {depth}" +
-                           (f" and {precision} bits of precision" if precision else "") +
-                           "; pass params= a bootstrappable preset (" + ", ".join(presets.BOOTSTRAP) +
-                           "): the circuit then bootstraps where its levels run out")
+        return preset_for(multiplicative_depth(graph), precision)
 
     def prepare_params(self, params) -> Params:
         if not isinstance(params, Params):
