@@ -63,8 +63,8 @@ def test_layout_rejects_bad_shapes():
 
 def test_nesterov_schedule():
     eta = helr.nesterov(5)
-    assert eta[0] == 0.0 and (eta[1:] < 0).all() and (np.diff(eta) < 0).all()
-    lam = [1.0]
+    assert eta[0] == 1.0 and eta[1] == 0.0 and (eta[2:] < 0).all() and (np.diff(eta) < 0).all()
+    lam = [0.0]
     for _ in range(5):
         lam.append((1 + math.sqrt(1 + 4 * lam[-1] ** 2)) / 2)
     np.testing.assert_allclose(eta, [(1 - a) / b for a, b in zip(lam, lam[1:])], rtol=0, atol=1e-15)

@@ -5,7 +5,7 @@ features, CKKS with bootstrapping when the levels run out.
 
 **The model and the update.** Labels y_i in {-1, +1}, features x_i, z_i = y_i (1, x_i) (f = features + 1, the
 first entry the intercept). Gradient ascent on the mean log-likelihood with Nesterov's momentum
-(lambda_0 = 1, lambda_{t+1} = (1 + sqrt(1 + 4 lambda_t^2)) / 2, eta_t = (1 - lambda_t) / lambda_{t+1} <= 0):
+(lambda_0 = 0, lambda_{t+1} = (1 + sqrt(1 + 4 lambda_t^2)) / 2, eta_t = (1 - lambda_t) / lambda_{t+1} <= 0):
 
     w_{t+1} = v_t + (gamma_t / n) sum_i sigma(-z_i . v_t) z_i
     v_{t+1} = (1 - eta_t) w_{t+1} + eta_t w_t,         w_0 = v_0 = 0,  gamma_t = rate / (t + 1),
@@ -88,9 +88,11 @@ def sigmoid_cubic(x):
 
 
 def nesterov(iterations: int) -> np.ndarray:
-    """eta_0 .. eta_{iterations-1} of the module docstring (eta_0 = 0, then negative, tending to -1; lambda_0 = 1 as
-    in FISTA, so that the first step is a plain gradient step)."""
-    lam, out = 1.0, []
+    """eta_0 .. eta_{iterations-1} of the module docstring: HELR's lambda_0 = 0 gives eta_0 = 1 (v_1 = w_0: the
+    second step starts again from w_0 with half the step, a damped start), eta_1 = 0, then negative, tending to -1.
+    (FISTA's lambda_0 = 1 skips that restart; on the digits at rate 3 it drove HELR's cubic out of [-8, 8] and
+    diverged, benchmarks/README.md "Encrypted ML".)"""
+    lam, out = 0.0, []
     for _ in range(iterations):
         nxt = (1 + math.sqrt(1 + 4 * lam * lam)) / 2
         out.append((1 - lam) / nxt)
@@ -126,19 +128,47 @@ def _check_xy(x, y=None):
     return x, y.astype(np.float64)
 
 
-def train_plain(z, iterations: int, rate: float, *, sigmoid_kind: str = "cubic") -> tuple[np.ndarray, np.ndarray]:
-    """The recursion of the module docstring in float64: (w, v) after ``iterations`` steps, float64[f] each."""
-    f = {"cubic": sigmoid_cubic, "exact": sigmoid}.get(sigmoid_kind)
-    if f is None:
-        raise ParameterError(f"sigmoid_kind is 'cubic' or 'exact', got {sigmoid_kind!r}")
+def _recursion(z, iterations: int, rate: float, f):
+    """Yields (w_{t+1}, v_{t+1}, z . v_t) for t = 0 .. iterations - 1."""
     z = np.asarray(z, dtype=np.float64)
     n = len(z)
     w = np.zeros(z.shape[1])
     v = w.copy()
     for gamma, eta in zip(step_sizes(iterations, rate), nesterov(iterations)):
-        w1 = v + gamma / n * (f(-(z @ v)) @ z)
+        x = z @ v
+        w1 = v + gamma / n * (f(-x) @ z)
         v, w = (1 - eta) * w1 + eta * w, w1
+        yield w, v, x
+
+
+def train_plain(z, iterations: int, rate: float, *, sigmoid_kind: str = "cubic") -> tuple[np.ndarray, np.ndarray]:
+    """The recursion of the module docstring in float64: (w, v) after ``iterations`` steps, float64[f] each."""
+    f = {"cubic": sigmoid_cubic, "exact": sigmoid}.get(sigmoid_kind)
+    if f is None:
+        raise ParameterError(f"sigmoid_kind is 'cubic' or 'exact', got {sigmoid_kind!r}")
+    if int(iterations) < 1:
+        raise ParameterError(f"iterations must be at least 1, got {iterations}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        *_, (w, v, _) = _recursion(z, iterations, rate, f)
     return w, v
+
+
+def plain_peaks(z, iterations: int, rate: float) -> tuple[float, float]:
+    """(largest |w|, |v| entry; largest |z_i . v_t|) over the cubic recursion: what :class:`LogisticRegression`
+    checks against ``weight_bound`` and the cubic's interval before encrypting anything (inf if it overflows)."""
+    peak_w = peak_x = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for w, v, x in _recursion(z, iterations, rate, sigmoid_cubic):
+            peak_w = max(peak_w, float(np.abs(w).max()), float(np.abs(v).max()))
+            peak_x = max(peak_x, float(np.abs(x).max()))
+            if not (math.isfinite(peak_w) and math.isfinite(peak_x)) or peak_x > 1e6:
+                return math.inf, math.inf
+    return peak_w, peak_x
+
+
+INTERVAL_SLACK = 2.0
+"""fit refuses a run whose inner products z . v pass INTERVAL_SLACK x 8 (the cubic then no longer tracks the sigmoid:
+its x^3 term flips the gradient's sign and the recursion blows up)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -441,12 +471,10 @@ class LogisticRegression:
     def fit(self, x, y) -> LogisticRegression:
         x, y = self._check_fit(x, y)
         z = design(x, y)
-        with np.errstate(over="ignore", invalid="ignore"):
-            w_plain, v_plain = train_plain(z, self.iterations, self.rate)
-        peak = max(np.abs(w_plain).max(), np.abs(v_plain).max())
-        if not np.isfinite(peak):
-            raise ParameterError(f"the training diverges at rate = {self.rate} (the cubic sigmoid leaves its interval "
-                                 "[-8, 8]): pass a smaller rate")
+        peak, inner = plain_peaks(z, self.iterations, self.rate)
+        if inner > INTERVAL_SLACK * 8:
+            raise ParameterError(f"the training diverges at rate = {self.rate}: the inner products reach "
+                                 f"{inner:.3g}, far outside the cubic sigmoid's interval [-8, 8]; pass a smaller rate")
         if peak > self.weight_bound:
             raise ParameterError(f"the weights reach {peak:.3g} during training, beyond weight_bound = "
                                  f"{self.weight_bound}: pass weight_bound >= {math.ceil(peak * 1.25)} (or a smaller "
@@ -493,6 +521,6 @@ class LogisticRegression:
         return float((self.predict(x) == y).mean())
 
 
-__all__ = ["A1", "A3", "DEPTH", "PARAMS", "EncryptedData", "Layout", "LogisticRegression", "Stats", "bootstrap_config",
-           "design", "encrypt_data", "encrypt_weights", "nesterov", "required_rotations", "sigmoid", "sigmoid_cubic",
-           "step_sizes", "train", "train_plain"]
+__all__ = ["A1", "A3", "DEPTH", "INTERVAL_SLACK", "PARAMS", "EncryptedData", "Layout", "LogisticRegression", "Stats",
+           "bootstrap_config", "design", "encrypt_data", "encrypt_weights", "nesterov", "plain_peaks",
+           "required_rotations", "sigmoid", "sigmoid_cubic", "step_sizes", "train", "train_plain"]
