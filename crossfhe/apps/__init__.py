@@ -6,10 +6,12 @@ the protocols run the parties in one process. Read each module's security caveat
 no noise flooding.
 
 Encrypted machine learning on CKKS: :mod:`crossfhe.apps.helr` (logistic regression trained on encrypted data with
-bootstrapping, ``LogisticRegression``), on the bundled data sets of :mod:`crossfhe.apps.datasets`."""
+bootstrapping, ``LogisticRegression``) and :mod:`crossfhe.apps.cnn` (LoLa-MNIST and TenSEAL's network on encrypted
+images, ``CNN``), on the bundled data sets of :mod:`crossfhe.apps.datasets`."""
 
-from crossfhe.apps import beaver, datasets, helr, hetero_lr
+from crossfhe.apps import beaver, cnn, datasets, helr, hetero_lr
 from crossfhe.apps.beaver import Client, ClientTriple, Server, ServerTriple, generate_triples, shared_matvec
+from crossfhe.apps.cnn import CNN
 from crossfhe.apps.helr import LogisticRegression
 from crossfhe.apps.hetero_lr import (
     LR_N4096,
@@ -25,6 +27,7 @@ from crossfhe.apps.hetero_lr import (
 __all__ = [
     "LR_N4096",
     "LR_N8192",
+    "CNN",
     "Arbiter",
     "LogisticRegression",
     "Client",
@@ -36,6 +39,7 @@ __all__ = [
     "ServerTriple",
     "StepTranscript",
     "beaver",
+    "cnn",
     "datasets",
     "helr",
     "generate_triples",
