@@ -47,7 +47,7 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--cnn-images", type=int, default=100, help="encrypted test images per network")
     p.add_argument("--parts", default="helr,cnn", help="which workloads: helr, cnn")
     p.add_argument("--peer-lr-iterations", type=int, default=1, help="TenSEAL logistic-regression iterations timed")
-    p.add_argument("--peer-cnn-images", type=int, default=20, help="TenSEAL images timed per network")
+    p.add_argument("--peer-cnn-images", type=int, default=10, help="TenSEAL images timed per network")
     p.add_argument("--quick", action="store_true", help="insecure N 2^11, small data: a smoke test")
     p.add_argument("--no-peer", action="store_true", help="skip TenSEAL")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -151,17 +151,69 @@ def helr_worker(threads: int, iterations: int, rate: float, quick: bool) -> dict
     }
 
 
-def cnn_worker(threads: int, images: int, quick: bool, weights_dir: str) -> list[dict]:
+def cnn_worker(threads: int, images: int, quick: bool, workdir: str) -> list[dict]:
+    """Both networks: NumPy training (seeded), then encrypted inference of ``images`` test images packed in one
+    batch (timed twice: the first run compiles), agreement with NumPy's predictions. Writes the weights and the
+    test images for the peer into ``workdir``."""
     from crossfhe.cli.benchutil import enable_compilation_cache, load_average, pin_threads
 
     pin_threads(threads)
     enable_compilation_cache()
     import jax
+    import numpy as np
 
-    from crossfhe.apps import cnn
+    from crossfhe.apps import cnn, datasets
+    from crossfhe.ckks import ops
 
-    return cnn.benchmark_records(images=images, quick=quick, weights_dir=weights_dir, threads=threads,
-                                 load=load_average, jax_version=jax.__version__)
+    s = datasets.digits(28)
+    x, y = s.x_test[:images], s.y_test[:images]
+    np.savez(os.path.join(workdir, "cnn_images.npz"), x=x, y=y)
+    params = cnn.parameters()
+    if quick:
+        from crossfhe.ckks.params import Params, ParamsLiteral
+
+        params = Params.from_literal(ParamsLiteral(log_n=10, levels=6, log_scale=30, dnum=3, insecure=True))
+    records = []
+    for net_name in ("tenseal", "lola"):
+        t0 = time.perf_counter()
+        net = cnn.CNN(net_name, params=params, progress=False).fit(s.x_train, s.y_train, epochs=3 if quick else 20)
+        train_s = time.perf_counter() - t0
+        weights = os.path.join(workdir, f"cnn_{net_name}.npz")
+        net.weights.save_npz(weights)
+        plain = net.predict(x)
+        model = net.encoded()
+        sk, keys = ops.keygen(params)
+        runs = []
+        for _ in range(2):
+            t0 = time.perf_counter()
+            ct, n = cnn.encrypt_images(keys, model, x)
+            jax.block_until_ready(ct.c1.data)
+            t1 = time.perf_counter()
+            out = cnn.infer(model, ct, keys)
+            jax.block_until_ready(out.c1.data)
+            t2 = time.perf_counter()
+            logits = cnn.decrypt_logits(sk, out, n)
+            runs.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+        enc_s, infer_s, dec_s = runs[-1]
+        batch_s = enc_s + infer_s + dec_s
+        records.append({
+            "suite": "ml", "name": f"cnn_{net_name}", "network": net_name, "peer": "crossfhe", "threads": threads,
+            "label": f"CNN {net_name} per image (batch)", "images": n, "batch_capacity": params.slots,
+            "params": {"N": params.n, "levels": params.levels, "input_level": model.level},
+            "train_s": train_s, "first_run_s": sum(runs[0]), "batch_s": batch_s,
+            "stage_s": {"encrypt": enc_s, "infer": infer_s, "decrypt": dec_s},
+            "ms_per_image": 1e3 * batch_s / n, "ms_per_image_full_batch": 1e3 * batch_s / params.slots,
+            "latency_ms": 1e3 * batch_s,
+            "agreement": float((logits.argmax(1) == plain).mean()),
+            "accuracy": {"encrypted": float((logits.argmax(1) == y).mean()), "numpy": float((plain == y).mean())},
+            "max_logit_error": float(np.abs(logits - net.logits(x)).max()),
+            "peak_rss_gib": _rss_gib(), "load": load_average(), "jax": jax.__version__,
+            "paper_ms": {"CROSS LoLa-MNIST TPUv4": 49.0} if net_name == "lola" else {},
+        })
+    records[0]["peer_files"] = {"weights": {r["network"]: os.path.join(workdir, f"cnn_{r['network']}.npz")
+                                            for r in records},
+                                "images": os.path.join(workdir, "cnn_images.npz")}
+    return records
 
 
 def _run_worker(spec: str, args) -> list | dict | None:
@@ -185,12 +237,13 @@ def _peer(args, threads: int, lr_npz: str | None, cnn: dict | None) -> dict | No
     except ImportError:
         print("# TenSEAL not installed (pip install 'crossfhe[bench]'): no peer", file=sys.stderr)
         return None
-    cmd = [sys.executable, str(HERE / "tenseal_ml_peer.py"), "--threads", str(threads)]
+    cmd = [sys.executable, str(HERE / "tenseal_ml.py"), "--threads", str(threads)]
     if lr_npz:
         cmd += ["--lr-data", lr_npz, "--lr-iterations", str(args.peer_lr_iterations), "--lr-rate", str(args.rate)]
     if cnn:
-        cmd += ["--cnn-weights", cnn["weights"], "--cnn-images", cnn["images"],
-                "--cnn-count", str(4 if args.quick else args.peer_cnn_images)]
+        for net, path in cnn["weights"].items():
+            cmd += ["--cnn-weights", f"{net}={path}"]
+        cmd += ["--cnn-images", cnn["images"], "--cnn-count", str(args.peer_cnn_images)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
     if r.returncode:
         print(f"# TenSEAL peer failed:\n{r.stderr[-3000:]}", file=sys.stderr)
@@ -216,6 +269,7 @@ def main(argv=None) -> int:
         args.iterations = min(args.iterations, 3)
         args.cnn_images = min(args.cnn_images, 4)
         args.peer_lr_iterations = 1
+        args.peer_cnn_images = 1
     records: list[dict] = []
     tmp = tempfile.mkdtemp(prefix="crossfhe-bench-ml-")
     lr_npz = None
@@ -250,6 +304,8 @@ def main(argv=None) -> int:
             if peer_net.get("ms_per_image") and rec.get("ms_per_image"):
                 rec["peer_ms_per_image"] = peer_net["ms_per_image"]
                 rec["ratio"] = rec["ms_per_image"] / peer_net["ms_per_image"]
+                rec["ratio_full_batch"] = rec["ms_per_image_full_batch"] / peer_net["ms_per_image"]
+                rec["ratio_latency"] = rec["latency_ms"] / peer_net["ms_per_image"]
     _table(records)
     print(json.dumps(records))
     if args.json:
@@ -274,7 +330,10 @@ def _table(records: list[dict]) -> None:
                   f"max weight error {r['max_weight_error']:.2e}")
         elif r.get("peer") == "crossfhe":
             print(f"{r.get('label', r['name']):<34}{r['threads']:>4}{'crossfhe':>10}{r.get('ms_per_image', 0):>10.1f}"
-                  f"{r.get('ratio', float('nan')):>10.3f}   agree {r.get('agreement', float('nan')):.4f}")
+                  f"{r.get('ratio', float('nan')):>10.3f}   agree {r.get('agreement', float('nan')):.4f}, "
+                  f"acc {r['accuracy']['encrypted']:.4f}")
+            print(f"{'':<38}{r['images']} images in {r['batch_s']:.1f} s (latency); {r['ms_per_image_full_batch']:.2f}"
+                  f" ms per image at a full batch of {r['batch_capacity']}; max logit error {r['max_logit_error']:.1e}")
         elif r.get("peer") == "tenseal":
             lr = r.get("lr") or {}
             if lr.get("ms_per_iteration"):
