@@ -48,6 +48,7 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--parts", default="helr,cnn", help="which workloads: helr, cnn")
     p.add_argument("--peer-lr-iterations", type=int, default=1, help="TenSEAL logistic-regression iterations timed")
     p.add_argument("--peer-cnn-images", type=int, default=10, help="TenSEAL images timed per network")
+    p.add_argument("--peer-cnn-seconds", type=float, default=120.0, help="TenSEAL's time cap per network (>= 2 images)")
     p.add_argument("--quick", action="store_true", help="insecure N 2^11, small data: a smoke test")
     p.add_argument("--no-peer", action="store_true", help="skip TenSEAL")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -210,8 +211,32 @@ def cnn_worker(threads: int, images: int, quick: bool, workdir: str) -> list[dic
             "peak_rss_gib": _rss_gib(), "load": load_average(), "jax": jax.__version__,
             "paper_ms": {"CROSS LoLa-MNIST TPUv4": 49.0} if net_name == "lola" else {},
         })
-    records[0]["peer_files"] = {"weights": {r["network"]: os.path.join(workdir, f"cnn_{r['network']}.npz")
-                                            for r in records},
+    # encrypted weights: the blocked layout (one run = its capacity of images), second run timed
+    for net_name in ("tenseal", "lola"):
+        net = cnn.CNN.load_npz(os.path.join(workdir, f"cnn_{net_name}.npz"), params=params, progress=False)
+        enc = net.encrypted("encrypted")
+        t0 = time.perf_counter()
+        enc.keygen()
+        keygen_s = time.perf_counter() - t0
+        xs = x[: enc.capacity]
+        for _ in range(2):
+            t0 = time.perf_counter()
+            logits = enc.decrypt(enc.run(enc.encrypt(xs)))
+            run_s = time.perf_counter() - t0
+        plain = net.predict(xs)
+        records.append({
+            "suite": "ml", "name": f"cnn_{net_name}_encrypted_weights", "network": f"{net_name}_encw",
+            "peer": "crossfhe", "threads": threads, "label": f"CNN {net_name}, enc. weights, per image",
+            "images": len(xs), "batch_capacity": enc.capacity, "params": {"N": params.n},
+            "keygen_and_weights_s": keygen_s, "batch_s": run_s, "latency_ms": 1e3 * run_s,
+            "ms_per_image": 1e3 * run_s / len(xs), "ms_per_image_full_batch": 1e3 * run_s / len(xs),
+            "agreement": float((logits.argmax(1) == plain).mean()),
+            "accuracy": {"encrypted": float((logits.argmax(1) == y[: len(xs)]).mean()),
+                         "numpy": float((plain == y[: len(xs)]).mean())},
+            "max_logit_error": float(np.abs(logits - net.logits(xs)).max()), "load": load_average(),
+        })
+    nets = ("tenseal", "lola")
+    records[0]["peer_files"] = {"weights": {net: os.path.join(workdir, f"cnn_{net}.npz") for net in nets},
                                 "images": os.path.join(workdir, "cnn_images.npz")}
     return records
 
@@ -237,13 +262,14 @@ def _peer(args, threads: int, lr_npz: str | None, cnn: dict | None) -> dict | No
     except ImportError:
         print("# TenSEAL not installed (pip install 'crossfhe[bench]'): no peer", file=sys.stderr)
         return None
-    cmd = [sys.executable, str(HERE / "tenseal_ml.py"), "--threads", str(threads)]
+    cmd = [sys.executable, str(HERE / "tenseal_ml_peer.py"), "--threads", str(threads)]
     if lr_npz:
-        cmd += ["--lr-data", lr_npz, "--lr-iterations", str(args.peer_lr_iterations), "--lr-rate", str(args.rate)]
+        cmd += ["--lr-data", lr_npz, "--lr-iterations", str(args.peer_lr_iterations)]  # the tutorial's rate
     if cnn:
         for net, path in cnn["weights"].items():
             cmd += ["--cnn-weights", f"{net}={path}"]
-        cmd += ["--cnn-images", cnn["images"], "--cnn-count", str(args.peer_cnn_images)]
+        cmd += ["--cnn-images", cnn["images"], "--cnn-count", str(args.peer_cnn_images),
+                "--cnn-max-seconds", str(args.peer_cnn_seconds)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
     if r.returncode:
         print(f"# TenSEAL peer failed:\n{r.stderr[-3000:]}", file=sys.stderr)

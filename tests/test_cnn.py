@@ -11,7 +11,7 @@ import pytest
 from crossfhe.apps import cnn, datasets
 from crossfhe.ckks import ops
 from crossfhe.ckks.params import Params, ParamsLiteral
-from crossfhe.errors import ParameterError
+from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.linalg import simd
 
 P = Params.from_literal(ParamsLiteral(log_n=10, levels=6, log_scale=30, dnum=3, insecure=True))
@@ -113,3 +113,114 @@ def test_cnn_api_and_errors(digits, tmp_path):
         cnn.Weights.load_npz(tmp_path / "bad.npz")
     with pytest.raises(ParameterError, match="levels"):
         cnn.encode_model(P, net.weights, level=3)
+
+
+P11 = Params.from_literal(ParamsLiteral(log_n=11, levels=6, log_scale=30, dnum=3, insecure=True))
+
+
+def test_bsgs_encrypted_matrix_equals_numpy():
+    from crossfhe.linalg import ckks as lc
+
+    sk, ek = ops.keygen(P11, seed=bytes(range(3, 35)))
+    rng = np.random.default_rng(7)
+    a, v = rng.normal(size=(40, 100)) / 10, rng.uniform(-1, 1, 100)
+    w = lc.encrypt_matrix_bsgs(ek, P11, a, level=4, block=128)
+    assert w.count == 128 and w.baby == 16  # T = min(d, m + n - 1) diagonals, b ~ sqrt(T)
+    keys = ops.keygen(P11, rotations=lc.bsgs_rotations(w), seed=bytes(range(3, 35)))[1]
+    padded = np.zeros(128)
+    padded[:100] = v
+    ct = ops.encrypt(keys, ops.encode(P11, padded, level=4))
+    got = np.real(ops.decode(ops.decrypt(sk, lc.enc_enc_matvec_bsgs(w, ct, keys))))
+    assert np.abs(got[:40] - a @ v).max() < 2.0**-10
+    assert np.abs(got[40:128]).max() < 2.0**-10  # the padding rows stay zero
+    np.testing.assert_allclose(got[128:256], got[:128], atol=2.0**-10)  # replicated with period d
+    with pytest.raises(Exception, match="rotation"):
+        lc.enc_enc_matvec_bsgs(w, ct, ops.keygen(P11, seed=bytes(range(3, 35)))[1])
+
+
+# --------------------------------------------------------------------------------------------------
+# The user-facing encrypted path (CNN.encrypted): every layout of crossfhe.linalg.conv, plaintext and encrypted
+# weights. Bound: logits within 2^-6 of NumPy's (measured about 2^-14 plaintext, 2^-12 encrypted at this set).
+# --------------------------------------------------------------------------------------------------
+
+LOGIT_BOUND = 2.0**-6
+
+
+@pytest.fixture(scope="module")
+def nets(digits):
+    return {a: cnn.CNN(a, params=P, progress=False).fit(digits.x_train, digits.y_train, epochs=4)
+            for a in ("tenseal", "lola")}
+
+
+@pytest.mark.parametrize("architecture,weights,batch,count", [
+    ("tenseal", "plain", None, 8),      # images across slots, G = 1 (simd)
+    ("tenseal", "encrypted", None, 8),  # images across slots, G = 32 blocks
+    ("tenseal", "plain", 1, 2),         # one image: entry-major im2col + BSGS
+    ("tenseal", "encrypted", 1, 1),     # one image, encrypted diagonals
+    ("lola", "encrypted", None, 4),     # G = 128 blocks: 4 images per ciphertext at N 2^10, two runs for 6
+])
+def test_encrypted_cnn_equals_numpy(nets, digits, architecture, weights, batch, count):
+    net = nets[architecture]
+    x = digits.x_test[:count if architecture == "tenseal" else 6]
+    enc = net.encrypted(weights=weights, batch=batch)
+    enc.keygen(seed=bytes(range(32)))
+    out = enc.run(enc.encrypt(x))
+    got = enc.decrypt(out)
+    want = net.logits(x)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() < LOGIT_BOUND
+    np.testing.assert_array_equal(got.argmax(1), want.argmax(1))
+    np.testing.assert_array_equal(enc.predict(x[:1]), net.predict(x[:1]))
+
+
+def test_encrypted_cnn_refuses_bad_input(nets, digits, tmp_path):
+    net = nets["tenseal"]
+    enc = net.encrypted(weights="encrypted")
+    with pytest.raises(ParameterError, match="keygen"):
+        enc.encrypt(digits.x_test[:1])
+    enc.keygen(seed=bytes(range(32)))
+    with pytest.raises(ParameterError, match=r"\[n, 28, 28\]"):
+        enc.encrypt(np.zeros((2, 14, 14)))
+    out = enc.run(enc.encrypt(digits.x_test[:2]))
+    other_sk, other = ops.keygen(P, seed=bytes(range(1, 33)))
+    with pytest.raises(KeyMismatchError):
+        enc.decrypt(out, sk=other_sk)
+    with pytest.raises(KeyMismatchError):  # images under another key than the encrypted weights
+        enc.run(_batch_under(other, enc, digits.x_test[:1]))
+    with pytest.raises(ParameterError, match="levels"):
+        net.encrypted(weights="plain", level=3)
+    with pytest.raises(ParameterError, match="levels"):
+        cnn.CNN("lola", params=Params.from_literal(ParamsLiteral(log_n=10, levels=4, log_scale=30, dnum=2,
+                                                                 insecure=True)))
+    with pytest.raises(ValueError):
+        net.encrypted(weights="secret")
+    path = tmp_path / "w.npz"
+    net.save_npz(path)
+    with np.load(path) as f:
+        assert sorted(f.files) == sorted(["conv_w", "conv_b", "stride", "pad", "fc1_w", "fc1_b", "fc2_w", "fc2_b"])
+        assert f["conv_w"].shape == (4, 7, 7) and f["fc1_w"].shape == (64, 256) and int(f["stride"]) == 3
+        assert f["conv_w"].dtype == np.float64 and f["stride"].shape == () and int(f["pad"]) == 0
+    back = cnn.CNN.load_npz(path, params=P, progress=False)
+    assert back.architecture == "tenseal"
+    np.testing.assert_array_equal(back.logits(digits.x_test[:3]), net.logits(digits.x_test[:3]))
+
+
+def _batch_under(keys, enc, x):
+    """Images encrypted under ``keys`` in ``enc``'s layout (a client holding another key pair)."""
+    ct, n = cnn.encrypt_blocks(keys, enc.model, x)
+    return cnn.EncryptedBatch([ct], [n])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("architecture", ["tenseal", "lola"])
+def test_encrypted_cnn_batched_at_preset(digits, architecture):
+    """The real networks at the selected 128-bit preset (N 2^14): batched plaintext and encrypted weights, 16
+    images; logits within 2^-6 of NumPy's, labels equal."""
+    net = cnn.CNN(architecture, progress=False).fit(digits.x_train, digits.y_train, epochs=20)
+    assert net.params.n == 2**14
+    x = digits.x_test[:16]
+    want = net.logits(x)
+    for weights in ("plain", "encrypted"):
+        got = net.encrypted(weights=weights).logits(x)
+        assert np.abs(got - want).max() < LOGIT_BOUND
+        np.testing.assert_array_equal(got.argmax(1), want.argmax(1))

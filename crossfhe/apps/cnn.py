@@ -1,6 +1,6 @@
 """Convolutional networks on encrypted images (CKKS): LoLa-MNIST (Brutzkus, Gilad-Bachrach, Elisha, ICML 2019;
 CROSS §6 and Alchemist §6.2.2 run it) and TenSEAL's tutorial network, trained in NumPy, run on encrypted 28 x 28
-images with plaintext weights.
+images with plaintext weights or with encrypted weights.
 
 Networks (square activations; flatten order map-major (map, row, col)):
 
@@ -22,21 +22,33 @@ needs rotations (BSGS key switches: about 2 sqrt(d) per d x d block) for one ima
 work serves 8192 images and no key switch but the squares' relinearizations is left. The price is latency: one
 image costs a whole batch's time; per image the batch is far cheaper.
 
+**The other layouts** (:class:`EncryptedCNN`, ``CNN.encrypted(weights, batch)``; :mod:`crossfhe.linalg.conv`):
+``batch=1``, one image per ciphertext (kernel-entry im2col, then BSGS products: latency), with plaintext weights or
+encrypted ones (:func:`crossfhe.linalg.ckks.enc_enc_matvec_bsgs`); and, for encrypted weights over many images, the
+images in G blocks of the slots so that one weight ciphertext serves a block of features (with G = 1 LoLa's dense
+layer alone would need 84,500 weight ciphertexts, 66 GB at N 2^14).
+
 Error: the CKKS error of each layer (:mod:`crossfhe.linalg.simd`) propagated through the network; the squares
 double relative errors. Tested: logits within 2^-8 of NumPy's at the insecure test set, the predicted labels equal.
 """
 
 from __future__ import annotations
 
+import enum
 import math
+import time
 from dataclasses import dataclass
+from functools import partial
 
+import jax
 import numpy as np
 
 from crossfhe.ckks import ops
 from crossfhe.ckks.ciphertext import Ciphertext
 from crossfhe.ckks.params import Params
 from crossfhe.errors import ParameterError
+from crossfhe.linalg import ckks as la
+from crossfhe.linalg import conv as conv_la
 from crossfhe.linalg import simd
 from crossfhe.progress import callback as progress_callback
 from crossfhe.progress import report
@@ -253,15 +265,375 @@ def decrypt_logits(sk, out: Ciphertext, count: int) -> np.ndarray:
     return np.real(ops.decode(ops.decrypt(sk, out)))[:, :count].T
 
 
+# --------------------------------------------------------------------------------------------------
+# The other layouts: one image (kernel-entry-major im2col) and encrypted weights
+# --------------------------------------------------------------------------------------------------
+
+
+class Weighting(enum.Enum):
+    """Who holds the weights: PLAIN (the server's plaintext model) or ENCRYPTED (the model owner encrypted them under
+    the key the images use; every product is a ciphertext product)."""
+
+    PLAIN = "plain"
+    ENCRYPTED = "encrypted"
+
+
+def _scales(params: Params, level: int) -> tuple[float, float]:
+    """The scales after the first and the second square (inputs at Delta and ``level``)."""
+    s1 = params.scale**2 / math.prod(params.rescale_primes(level - 1))
+    return s1, s1 * s1 / math.prod(params.rescale_primes(level - 3))
+
+
+def _block_size(weights: Weights) -> int:
+    size = weights.conv_w.shape[0] * weights.out**2
+    return 1 << (size - 1).bit_length()
+
+
+@dataclass(frozen=True, eq=False)
+class SingleModel:
+    """The layers for one image per ciphertext (:mod:`crossfhe.linalg.conv` entry-major convolution, then
+    :mod:`crossfhe.linalg.ckks` products in the replicated layout of block ``block``), plaintext or encrypted."""
+
+    conv: conv_la.EntryConv
+    fc1: object
+    fc1_b: object
+    fc2: object
+    fc2_b: object
+    weights: Weights
+    params: Params
+    level: int
+    block: int
+    rotations: tuple[int, ...]
+
+    @property
+    def encrypted(self) -> bool:
+        return self.conv.encrypted
+
+
+def single_rotations(params: Params, weights: Weights) -> tuple[int, ...]:
+    """The rotations :func:`infer_single` needs with plaintext weights (the BSGS steps of both dense layers) and with
+    encrypted ones (the baby and giant steps of :func:`crossfhe.linalg.ckks.enc_enc_matvec_bsgs`): keys for all of
+    them serve both."""
+    d = _block_size(weights)
+    rots: set = set()
+    for m, n in (weights.fc1_w.shape, weights.fc2_w.shape):
+        rots |= set(la.required_rotations(params, m, n, block=d))
+        b = _baby(m, n, d)
+        offsets = la._offsets(m, n, d)
+        rots |= {k % b for k in offsets if k % b} | {(k // b) * b for k in offsets if k // b}
+    return tuple(sorted(rots))
+
+
+def _baby(m: int, n: int, d: int) -> int:
+    """The baby step of an encrypted m x n matrix in block d: the power of two nearest sqrt(T), T its diagonals."""
+    return 1 << max(0, round(math.log2(math.sqrt(len(la._offsets(m, n, d))))))
+
+
+def _vector(params: Params, v, d: int, *, level: int, scale: float, key_material=None):
+    x = np.zeros(d)
+    x[:len(v)] = v
+    pt = ops.encode(params, x, level=level, scale=scale)
+    return pt if key_material is None else ops.encrypt(key_material, pt)
+
+
+def encode_single(params: Params, weights: Weights, *, level: int | None = None, key_material=None) -> SingleModel:
+    """The network for :func:`infer_single`: plaintext weights (``key_material`` None: encoded once per model) or
+    encrypted with ``key_material`` (the model owner's, under the images' key). Inputs at ``level`` (default
+    :data:`DEPTH`) and scale Delta; block d = the power of two >= M out^2 (1024 for LoLa, 256 for TenSEAL's)."""
+    level = _input_level(params, level)
+    d = _block_size(weights)
+    s0 = params.scale
+    s1, s2 = _scales(params, level)
+    conv = conv_la._entry_conv(key_material, params, weights.conv_w, weights.conv_b, side=weights.side,
+                               stride=weights.stride, level=level, in_scale=s0, block=d)
+    if key_material is None:
+        fc1 = la.encode_matrix(params, weights.fc1_w, level=level - 2, scale=s1, block=d)
+        fc2 = la.encode_matrix(params, weights.fc2_w, level=level - 4, scale=s2, block=d)
+    else:
+        q1 = math.prod(params.rescale_primes(level - 2))
+        q2 = math.prod(params.rescale_primes(level - 4))
+        fc1 = la.encrypt_matrix_bsgs(key_material, params, weights.fc1_w, level=level - 2, scale=q1, block=d,
+                                     baby=_baby(*weights.fc1_w.shape, d))
+        fc2 = la.encrypt_matrix_bsgs(key_material, params, weights.fc2_w, level=level - 4, scale=q2, block=d,
+                                     baby=_baby(*weights.fc2_w.shape, d))
+    b1 = _vector(params, weights.fc1_b, d, level=level - 3, scale=s1, key_material=key_material)
+    b2 = _vector(params, weights.fc2_b, d, level=level - 5, scale=s2, key_material=key_material)
+    return SingleModel(conv, fc1, b1, fc2, b2, weights, params, level, d, single_rotations(params, weights))
+
+
+def encrypt_single(key_material, model: SingleModel, image) -> Ciphertext:
+    """One image as its k^2 im2col entry ciphertexts (:func:`crossfhe.linalg.conv.im2col`), a stack at the model's
+    input level."""
+    xs = _images(image, model.weights.pad)
+    if len(xs) != 1:
+        raise ParameterError(f"encrypt_single takes one image, got {len(xs)}")
+    w = model.weights
+    rows = conv_la.im2col(xs, k=w.conv_w.shape[1], stride=w.stride, maps=w.conv_w.shape[0], block=model.block)[0]
+    return simd.stack([ops.encrypt(key_material, ops.encode(model.params, r, level=model.level)) for r in rows])
+
+
+def _add(y: Ciphertext, b) -> Ciphertext:
+    return ops.add(y, b) if isinstance(b, Ciphertext) else ops.add_plain(y, b)
+
+
+def infer_single(model: SingleModel, x: Ciphertext, keys) -> Ciphertext:
+    """The logits of one image: one ciphertext, class j in slot j (replicated with period ``model.block``).
+    Plaintext weights: 2 dense BSGS products (:func:`crossfhe.linalg.ckks.matvec`); encrypted: the encrypted,
+    pre-rotated diagonals times the encrypted activations (:func:`crossfhe.linalg.ckks.enc_enc_matvec_bsgs`)."""
+    h = conv_la.entry_conv(model.conv, x, keys)
+    h = ops.rescale(ops.mul(h, h, keys))
+    h = la.enc_enc_matvec_bsgs(model.fc1, h, keys) if model.encrypted else la.matvec(model.fc1, h, keys)[0]
+    h = _add(h, model.fc1_b)
+    h = ops.rescale(ops.mul(h, h, keys))
+    h = la.enc_enc_matvec_bsgs(model.fc2, h, keys) if model.encrypted else la.matvec(model.fc2, h, keys)[0]
+    return _add(h, model.fc2_b)
+
+
+@dataclass(frozen=True, eq=False)
+class BlockModel:
+    """The network on images across slots in G blocks (:mod:`crossfhe.linalg.conv`): convolution SPREAD (one output
+    row per packed ciphertext), dense 1 GATHER, dense 2 SPREAD (class j in block j); encrypted or plaintext
+    weights."""
+
+    layout: conv_la.Blocks
+    conv: conv_la.BlockLayer
+    fc1: conv_la.BlockLayer
+    fc2: conv_la.BlockLayer
+    weights: Weights
+    params: Params
+    level: int
+
+    @property
+    def rotations(self) -> tuple[int, ...]:
+        return self.layout.rotations
+
+
+def block_layout(params: Params, weights: Weights) -> conv_la.Blocks:
+    """G = the power of two >= M out (one convolution output row per block set; 128 for LoLa, 32 for TenSEAL's),
+    B = N / (2G) images per ciphertext."""
+    g = 1 << (weights.conv_w.shape[0] * weights.out - 1).bit_length()
+    if g > params.slots:
+        raise ParameterError(f"a convolution row needs {g} blocks, N/2 = {params.slots}")
+    return conv_la.blocks(params, groups=g)
+
+
+def encode_blocks(params: Params, weights: Weights, *, level: int | None = None, key_material=None) -> BlockModel:
+    """The network for :func:`infer_blocks`, weights encoded (``key_material`` None) or encrypted once per model."""
+    level = _input_level(params, level)
+    layout = block_layout(params, weights)
+    m, out = weights.conv_w.shape[0], weights.out
+    groups = conv_la.conv_groups(m, out)
+    s1, s2 = _scales(params, level)
+    a = conv_la.conv_matrix(weights.conv_w, side=weights.side, stride=weights.stride)
+    spread, gather = conv_la.Kind.SPREAD, conv_la.Kind.GATHER
+    make = conv_la.encode_layer if key_material is None else partial(conv_la.encrypt_layer, key_material)
+    c = make(params, layout, a, np.repeat(weights.conv_b, out * out), kind=spread, groups=groups, level=level,
+             in_scale=params.scale)
+    f1 = make(params, layout, weights.fc1_w, weights.fc1_b, kind=gather, groups=groups, level=level - 2, in_scale=s1)
+    f2 = make(params, layout, weights.fc2_w, weights.fc2_b, kind=spread, groups=[np.arange(10)], level=level - 4,
+              in_scale=s2)
+    return BlockModel(layout, c, f1, f2, weights, params, level)
+
+
+def encrypt_blocks(key_material, model: BlockModel, x) -> tuple[Ciphertext, int]:
+    """(stack of side^2 pixel ciphertexts, image count): pixel v of image t in slot g B + t of ciphertext v, every
+    block g (replicated). At most B images."""
+    xs = _images(x, model.weights.pad)
+    rows = conv_la.pack(model.layout, xs.reshape(len(xs), -1))
+    cts = [ops.encrypt(key_material, ops.encode(model.params, r, level=model.level)) for r in rows]
+    return simd.stack(cts), len(xs)
+
+
+def infer_blocks(model: BlockModel, x: Ciphertext, keys) -> Ciphertext:
+    """The logits of the packed images: one ciphertext, class j of image t in slot j B + t."""
+    h = conv_la.apply_layer(model.conv, x, keys)
+    h = ops.rescale(ops.mul(h, h, keys))
+    h = conv_la.apply_layer(model.fc1, h, keys)
+    h = ops.rescale(ops.mul(h, h, keys))
+    return conv_la.apply_layer(model.fc2, h, keys)
+
+
+def _input_level(params: Params, level) -> int:
+    level = DEPTH if level is None else int(level)
+    if level < DEPTH or level > params.user_levels:
+        raise ParameterError(f"inference needs {DEPTH} levels: encrypt at a level in [{DEPTH}, {params.user_levels}],"
+                             f" got {level}")
+    return level
+
+
+# --------------------------------------------------------------------------------------------------
+# The user-facing classes
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EncryptedBatch:
+    """Encrypted images (or results): one entry per run (a stack of ciphertexts) with its image count."""
+
+    parts: list
+    counts: list
+
+    @property
+    def images(self) -> int:
+        return sum(self.counts)
+
+
+class EncryptedCNN:
+    """Encrypted inference of a trained :class:`CNN` (made by :meth:`CNN.encrypted`):
+
+        enc = net.encrypted(weights="plain", batch=None)     # or weights="encrypted", batch=1
+        enc.keygen()                                         # keys (and, for encrypted weights, the weights encrypted)
+        out = enc.run(enc.encrypt(images))
+        logits = enc.decrypt(out)                            # float64[n, 10]
+        enc.predict(images)                                  # all of it: labels
+
+    Layouts (:mod:`crossfhe.linalg.conv`): ``batch=1``: one image per ciphertext (entry-major im2col, BSGS dense
+    layers; the latency path). Otherwise images across slots: with plaintext weights N/2 per run (one ciphertext per
+    pixel, :mod:`crossfhe.linalg.simd`), with encrypted weights B = N/(2G) per run (G blocks, 64 images for LoLa at N
+    2^14, 256 for TenSEAL's). ``batch`` caps the images per run. ``stats_``: seconds of the last :meth:`predict`."""
+
+    def __init__(self, net: CNN, weights="plain", batch: int | None = None, *, level: int | None = None):
+        self.net, self.params = net, net.params
+        self.weighting = Weighting(weights) if not isinstance(weights, Weighting) else weights
+        self.single = batch == 1
+        self.level = _input_level(self.params, level)
+        w = net._check()
+        if self.single:
+            cap = 1
+        elif self.weighting is Weighting.PLAIN:
+            cap = self.params.slots
+        else:
+            cap = block_layout(self.params, w).batch
+        if batch is not None and (int(batch) < 1):
+            raise ParameterError(f"batch must be a positive number of images, got {batch}")
+        self.capacity = cap if batch is None else min(cap, int(batch))
+        self.sk = self.keys = self.model = None
+        self.stats_: dict = {}
+        self._plain = None
+        if self.weighting is Weighting.PLAIN:  # plaintext weights are encoded once, before any key exists
+            self._plain = self._encode(None)
+
+    def _encode(self, key_material):
+        w = self.net._check()
+        if self.single:
+            return encode_single(self.params, w, level=self.level, key_material=key_material)
+        if self.weighting is Weighting.PLAIN:
+            return encode_model(self.params, w, level=self.level)
+        return encode_blocks(self.params, w, level=self.level, key_material=key_material)
+
+    def rotations(self) -> tuple[int, ...]:
+        w = self.net._check()
+        if self.single:
+            return single_rotations(self.params, w)
+        if self.weighting is Weighting.PLAIN:
+            return ()
+        return block_layout(self.params, w).rotations
+
+    def keygen(self, *, seed: bytes | None = None):
+        """Make the key pair and evaluation keys (relinearization and this layout's rotations) and, for encrypted
+        weights, encrypt the model with the public key (the model owner's step). Returns (sk, keys)."""
+        progress = self.net.progress
+        self.sk, self.keys = ops.keygen(self.params, rotations=self.rotations(), seed=seed, progress=progress)
+        if self.weighting is Weighting.ENCRYPTED:
+            self.model = self._encode(self.keys)
+        else:
+            self.model = self._plain
+        return self.sk, self.keys
+
+    def _ready(self):
+        if self.keys is None:
+            raise ParameterError("no keys yet: call keygen() first")
+
+    def encrypt(self, images) -> EncryptedBatch:
+        """The images (n x 28 x 28 in [0, 1]) encrypted in runs of at most :attr:`capacity`."""
+        self._ready()
+        xs = np.asarray(images, dtype=np.float64)
+        _images(xs, 0)
+        if xs.ndim == 2 and xs.shape[1] != SIDE * SIDE:
+            xs = xs[None]
+        parts, counts = [], []
+        for start in range(0, len(xs), self.capacity):
+            chunk = xs[start:start + self.capacity]
+            if self.single:
+                parts.append(encrypt_single(self.keys, self.model, chunk))
+                counts.append(1)
+            elif self.weighting is Weighting.PLAIN:
+                ct, n = encrypt_images(self.keys, self.model, chunk)
+                parts.append(ct)
+                counts.append(n)
+            else:
+                ct, n = encrypt_blocks(self.keys, self.model, chunk)
+                parts.append(ct)
+                counts.append(n)
+        return EncryptedBatch(parts, counts)
+
+    def run(self, batch: EncryptedBatch, *, keys=None) -> EncryptedBatch:
+        """The encrypted logits of every run (the server's step: no secret key)."""
+        self._ready()
+        keys = self.keys if keys is None else keys
+        progress = progress_callback(self.net.progress)
+        if self.single:
+            fn = infer_single
+        elif self.weighting is Weighting.PLAIN:
+            fn = infer
+        else:
+            fn = infer_blocks
+        outs = []
+        for i, ct in enumerate(batch.parts):
+            outs.append(fn(self.model, ct, keys))
+            report(progress, i + 1, len(batch.parts), "encrypted inference")
+        return EncryptedBatch(outs, list(batch.counts))
+
+    def decrypt(self, out: EncryptedBatch, *, sk=None) -> np.ndarray:
+        """float64[n, 10] logits."""
+        self._ready()
+        sk = self.sk if sk is None else sk
+        res = []
+        for ct, n in zip(out.parts, out.counts):
+            if self.single:
+                res.append(np.real(ops.decode(ops.decrypt(sk, ct)))[None, :10])
+            elif self.weighting is Weighting.PLAIN:
+                res.append(decrypt_logits(sk, ct, n))
+            else:
+                vals = ops.decode(ops.decrypt(sk, ct))[None]
+                res.append(conv_la.unpack(self.model.layout, vals, n, [np.arange(10)], features=10))
+        return np.concatenate(res)
+
+    def logits(self, images, *, seed: bytes | None = None) -> np.ndarray:
+        """Keys (if none yet), encryption, inference and decryption; the seconds of each stage in ``stats_``."""
+        t0 = time.perf_counter()
+        if self.keys is None:
+            self.keygen(seed=seed)
+        t1 = time.perf_counter()
+        ct = self.encrypt(images)
+        jax.block_until_ready([p.c1.data for p in ct.parts])
+        t2 = time.perf_counter()
+        out = self.run(ct)
+        jax.block_until_ready([p.c1.data for p in out.parts])
+        t3 = time.perf_counter()
+        res = self.decrypt(out)
+        t4 = time.perf_counter()
+        self.stats_ = {"keygen_s": t1 - t0, "encrypt_s": t2 - t1, "infer_s": t3 - t2, "decrypt_s": t4 - t3,
+                       "images": len(res), "runs": len(ct.parts), "capacity": self.capacity}
+        return res
+
+    def predict(self, images, *, seed: bytes | None = None) -> np.ndarray:
+        return self.logits(images, seed=seed).argmax(axis=1)
+
+
 class CNN:
     """A network (``"lola"`` or ``"tenseal"``) with NumPy in and out:
 
-        net = CNN("lola").fit(x_train, y_train)          # plaintext training
-        net.predict(x_test)                               # plaintext inference
-        net.encrypted_predict(x_test)                     # keys, encryption, encrypted inference, decryption
+        net = CNN("lola").fit(x_train, y_train)          # plaintext training (seeded Adam)
+        net.predict(x_test)                               # plaintext inference (the reference)
+        net.encrypted(weights="plain").predict(x_test)    # keys, encryption, encrypted inference, decryption
+        net.save_npz("w.npz"); CNN.load_npz("w.npz")
 
-    ``encrypted_predict`` packs up to N/2 images per batch (8192 at the chosen N 2^14); ``stats_`` holds the
-    seconds of key generation, encryption, inference and decryption of the last call."""
+    The parameters default to :func:`parameters` (the smallest 128-bit preset with the network's depth 5, every
+    layout: N 2^14). ``encrypted_predict`` is ``encrypted(weights="plain").predict`` (images across slots, N/2 per
+    run). ``ranges_``: after :meth:`fit`, the largest |value| on the training images before each square and of the
+    logits (trained here: about 2.4, 15 and 92; CKKS holds |x| Delta below the level's modulus, 2^30 at the last
+    level, so the bound that matters is precision: errors grow with these magnitudes, see tests/test_cnn.py)."""
 
     def __init__(self, architecture: str = "lola", *, params: Params | None = None, progress="auto"):
         if architecture not in ARCHITECTURES:
@@ -272,17 +644,35 @@ class CNN:
             raise ParameterError(f"the network needs {DEPTH} levels; these parameters have {self.params.user_levels}")
         self.weights: Weights | None = None
         self.stats_: dict = {}
+        self.ranges_: dict = {}
         self._encoded = None
 
     def fit(self, x, y, **train_options) -> CNN:
         self.weights = train(x, y, self.architecture, progress=self.progress, **train_options)
         self._encoded = None
+        self.ranges_ = ranges(self.weights, x)
         return self
 
     def _check(self) -> Weights:
         if self.weights is None:
-            raise ParameterError("the network is not trained: call fit (or set weights) first")
+            raise ParameterError("the network is not trained: call fit (or load_npz) first")
         return self.weights
+
+    def save_npz(self, path) -> None:
+        """The weights (:meth:`Weights.save_npz`: conv_w, conv_b, stride, pad, fc1_w, fc1_b, fc2_w, fc2_b)."""
+        self._check().save_npz(path)
+
+    @classmethod
+    def load_npz(cls, path, *, params: Params | None = None, progress="auto") -> CNN:
+        """A network from :meth:`save_npz`'s file; the architecture is read from its shapes."""
+        w = Weights.load_npz(path)
+        for name, a in ARCHITECTURES.items():
+            if (w.conv_w.shape[:2], w.stride, w.pad, w.fc1_w.shape[0]) == ((a["maps"], a["k"]), a["stride"], a["pad"],
+                                                                            a["hidden"]):
+                net = cls(name, params=params, progress=progress)
+                net.weights = w
+                return net
+        raise ParameterError(f"{path}: the weights match neither architecture ({sorted(ARCHITECTURES)})")
 
     def logits(self, x) -> np.ndarray:
         return forward(self._check(), x)
@@ -295,33 +685,43 @@ class CNN:
             self._encoded = encode_model(self.params, self._check())
         return self._encoded
 
+    def encrypted(self, weights="plain", batch: int | None = None, *, level: int | None = None) -> EncryptedCNN:
+        """An :class:`EncryptedCNN`: ``weights`` "plain" or "encrypted", ``batch`` 1 (one image per ciphertext) or
+        None / the most images per run (images across slots)."""
+        return EncryptedCNN(self, weights, batch, level=level)
+
     def encrypted_logits(self, x, *, seed: bytes | None = None) -> np.ndarray:
-        import time
+        enc = self.encrypted("plain")
+        out = enc.logits(x, seed=seed)
+        self.stats_ = dict(enc.stats_, batch=self.params.slots)
+        return out
 
-        model = self.encoded()
-        xs = np.asarray(x, dtype=np.float64)
-        t0 = time.perf_counter()
-        sk, keys = ops.keygen(self.params, seed=seed, progress=self.progress)
-        t1 = time.perf_counter()
-        progress = progress_callback(self.progress)
-        out, enc_s, run_s = [], 0.0, 0.0
-        for start in range(0, len(xs), self.params.slots):
-            a = time.perf_counter()
-            ct, n = encrypt_images(keys, model, xs[start:start + self.params.slots])
-            b = time.perf_counter()
-            res = infer(model, ct, keys)
-            res.c0.data.block_until_ready()
-            c = time.perf_counter()
-            out.append(decrypt_logits(sk, res, n))
-            enc_s, run_s = enc_s + b - a, run_s + c - b
-            report(progress, min(len(xs), start + self.params.slots), len(xs), "encrypted inference")
-        self.stats_ = {"keygen_s": t1 - t0, "encrypt_s": enc_s, "infer_s": run_s,
-                       "images": len(xs), "batch": self.params.slots}
-        return np.concatenate(out)
-
-    def encrypted_predict(self, x, *, seed: bytes | None = None) -> np.ndarray:
-        return self.encrypted_logits(x, seed=seed).argmax(axis=1)
+    def encrypted_predict(self, x, *, weights: str = "plain", seed: bytes | None = None) -> np.ndarray:
+        """Labels of encrypted images: ``weights="plain"`` (images packed across the slots, N/2 per run) or
+        ``"encrypted"`` (the weights encrypted too: the blocked layout, fewer images per run)."""
+        if weights == "plain":
+            return self.encrypted_logits(x, seed=seed).argmax(axis=1)
+        if weights == "encrypted":
+            enc = self.encrypted("encrypted")
+            out = enc.predict(x, seed=seed)
+            self.stats_ = dict(enc.stats_)
+            return out
+        raise ParameterError(f"weights is 'plain' or 'encrypted', got {weights!r}")
 
 
-__all__ = ["ARCHITECTURES", "CNN", "DEPTH", "EncodedModel", "Weights", "decrypt_logits", "encode_model",
-           "encrypt_images", "forward", "infer", "parameters", "train"]
+def ranges(weights: Weights, x) -> dict:
+    """The largest |value| over the images ``x`` before the first square, before the second, and of the logits."""
+    xs = _images(x, weights.pad)
+    m, k = weights.conv_w.shape[0], weights.conv_w.shape[1]
+    a1 = _windows(xs, k, weights.stride) @ weights.conv_w.reshape(m, k * k).T + weights.conv_b
+    h1 = a1.transpose(0, 2, 1).reshape(len(xs), -1) ** 2
+    z2 = h1 @ weights.fc1_w.T + weights.fc1_b
+    z3 = z2**2 @ weights.fc2_w.T + weights.fc2_b
+    return {"conv": float(np.abs(a1).max()), "fc1": float(np.abs(z2).max()), "logits": float(np.abs(z3).max())}
+
+
+__all__ = ["ARCHITECTURES", "CNN", "DEPTH", "BlockModel", "EncodedModel", "EncryptedBatch", "EncryptedCNN",
+           "SingleModel", "Weighting", "Weights", "block_layout",
+           "decrypt_logits", "encode_blocks", "encode_model", "encode_single", "encrypt_blocks",
+           "encrypt_images", "encrypt_single", "forward", "infer", "infer_blocks",
+           "infer_single", "parameters", "ranges", "single_rotations", "train"]

@@ -41,14 +41,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 
 from crossfhe.ckks import lintrans, ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
+from crossfhe.core import evaluator as ev
 from crossfhe.core.keys import SIGMA
 from crossfhe.core.keyswitch import digit_groups
 from crossfhe.errors import ParameterError
+from crossfhe.ring import poly
 
 KAPPA = 6.0
 """Standard deviations in every stated error bound (a complex Gaussian slot exceeds it w.p. e^-36)."""
@@ -468,18 +471,138 @@ def enc_enc_matvec_error_bound(weights: EncryptedDiagonals, ct: Ciphertext, *, a
     return t * (a_max * input_error + x_max * weight_error + weight_error * input_error) + KAPPA * math.sqrt(p.n * var)
 
 
+
+
+# --------------------------------------------------------------------------------------------------
+# Encrypted weights, baby-step giant-step
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class EncryptedBSGS:
+    """An encrypted m x n matrix (m, n <= d) for :func:`enc_enc_matvec_bsgs`: ``giants[j][i]`` encrypts the diagonal
+    of offset k = j b + i pre-rotated by -j b, rot(diag_k, -j b), replicated with period d; ``baby`` = b. Only the
+    weights' owner can pre-rotate (it knows the plaintext); the evaluator then needs b - 1 baby-step and one
+    rotation per giant step instead of one per diagonal."""
+
+    rows: int
+    cols: int
+    block: int
+    baby: int
+    giants: dict
+
+    @property
+    def level(self) -> int:
+        return min(c.level for g in self.giants.values() for c in g.values())
+
+    @property
+    def count(self) -> int:
+        return sum(len(g) for g in self.giants.values())
+
+
+def encrypt_matrix_bsgs(key_material, params: Params, a, *, level: int | None = None, scale: float | None = None,
+                        block: int | None = None, baby: int | None = None) -> EncryptedBSGS:
+    """Encrypt A (float64[m, n], m, n <= d <= N/2) for :func:`enc_enc_matvec_bsgs`: one ciphertext per diagonal
+    nonzero by shape (:func:`encrypt_diagonals`'s), pre-rotated per giant step. ``baby``: b, a power of two (default
+    the one nearest sqrt(T) for T diagonals)."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim != 2 or a.size == 0:
+        raise ParameterError(f"encrypt_matrix_bsgs takes a 2-D matrix, got shape {a.shape}")
+    m, n = a.shape
+    d = _block(params, m, n, block)
+    if max(m, n) > d:
+        raise ParameterError(f"encrypted weights take one block: m, n <= d = {d}, got {m} x {n}")
+    sub = np.zeros((d, d))
+    sub[:m, :n] = a
+    idx = np.arange(d)
+    offsets = _offsets(m, n, d)
+    b = baby or 1 << max(0, round(math.log2(math.sqrt(len(offsets)))))
+    if b & (b - 1) or not 1 <= b <= d:
+        raise ParameterError(f"baby must be a power of two in [1, {d}], got {b}")
+    giants: dict = {}
+    for k in offsets:
+        j, i = divmod(k, b)
+        diag = np.roll(sub[idx, (idx + k) % d], j * b)  # rot(diag, -j b)
+        giants.setdefault(j, {})[i] = ops.encrypt(key_material, ops.encode(params, diag, level=level, scale=scale))
+    return EncryptedBSGS(m, n, d, b, giants)
+
+
+def bsgs_rotations(weights: EncryptedBSGS) -> tuple[int, ...]:
+    """The rotations :func:`enc_enc_matvec_bsgs` needs: the baby steps used and the nonzero giant steps j b."""
+    babies = {i for g in weights.giants.values() for i in g if i}
+    return tuple(sorted(babies | {j * weights.baby for j in weights.giants if j}))
+
+
+def _sum_leading(p):
+    """The sum mod q of an RNSPoly's leading axis (a halving tree of modular additions)."""
+    while p.data.shape[0] > 1:
+        n = p.data.shape[0]
+        half = n // 2
+        s = poly.add(p._replace(p.data[:half]), p._replace(p.data[half:2 * half]))
+        if n % 2:
+            s = s._replace(s.data.at[0].set(poly.add(s._replace(s.data[0]), p._replace(p.data[-1])).data))
+        p = s
+    return p._replace(p.data[0])
+
+
+@jax.jit
+def _tensor_sum(w0, w1, x0, x1):
+    """sum_i (w_i x_i): the three polynomials of the summed degree-2 products of stacked operands."""
+    return tuple(_sum_leading(d) for d in ev.tensor(w0, w1, x0, x1))
+
+
+def enc_enc_matvec_bsgs(weights: EncryptedBSGS, ct: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
+    """u = A v with A encrypted as :func:`encrypt_matrix_bsgs` and v encrypted (n values, replicated with period d):
+
+        u = sum_j rot( sum_i rot(diag_{j b + i}, -j b) ⊙ rot(v, i), j b ),
+
+    the baby steps rot(v, i) hoisted (one ModUp, :func:`crossfhe.ckks.ops.rotate_many`), each giant step's inner sum
+    accumulated as degree-2 products and relinearized once, then rotated: (b - 1) + (giants - 1) key switches and
+    one relinearization per giant step, for T ciphertext products. Level min(weights, v) - 1, scale
+    Delta_w Delta_v / q_l. Error: :func:`enc_enc_matvec_error_bound`'s terms (the same products, summed before
+    fewer key switches)."""
+    first = next(iter(next(iter(weights.giants.values())).values()))
+    if ct.params.digest() != first.params.digest():
+        raise ParameterError("enc_enc_matvec_bsgs: the vector and the weights belong to different parameters")
+    _check_keys(keys, bsgs_rotations(weights), "enc_enc_matvec_bsgs")
+    level = min(weights.level, ct.level)
+    x = ops.drop_level(ct, level)
+    babies = ops.rotate_many(x, sorted({i for g in weights.giants.values() for i in g}), keys)
+    acc = None
+    for j in sorted(weights.giants):
+        items = sorted(weights.giants[j].items())
+        ws = [ops.drop_level(w, level) for _, w in items]
+        xs = [babies[i] for i, _ in items]
+
+        def stacked(cs, part):
+            p = getattr(cs[0], part)
+            return p._replace(jax.numpy.stack([getattr(c, part).data for c in cs]))
+
+        d0, d1, d2 = _tensor_sum(stacked(ws, "c0"), stacked(ws, "c1"), stacked(xs, "c0"), stacked(xs, "c1"))
+        c0, c1 = ops.relinearize(d0, d1, d2, keys.relin, kernels=ct.params.kernels)
+        inner = ops._like(x, c0, c1, ws[0].scale * x.scale)
+        if j:
+            inner = ops.rotate(inner, j * weights.baby, keys)
+        acc = inner if acc is None else ops.add(acc, inner)
+    return ops.rescale(acc)
+
+
 __all__ = [
     "KAPPA",
     "EncodedMatrix",
+    "EncryptedBSGS",
     "EncryptedDiagonals",
     "MatvecPlan",
+    "bsgs_rotations",
     "enc_enc_matvec",
+    "enc_enc_matvec_bsgs",
     "enc_enc_matvec_error_bound",
     "enc_matvec",
     "enc_matvec_error_bound",
     "enc_rotations",
     "encode_matrix",
     "encrypt_diagonals",
+    "encrypt_matrix_bsgs",
     "matvec",
     "matvec_error_bound",
     "plan_matvec",
