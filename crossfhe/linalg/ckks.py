@@ -370,21 +370,26 @@ class EncryptedDiagonals:
         return min(c.level for c in self.cts.values())
 
 
-def encrypt_diagonals(key_material, params: Params, a, *, level: int | None = None, scale: float | None = None,
-                      block: int | None = None) -> EncryptedDiagonals:
-    """Encrypt the diagonals of A (float64[m, n], m, n <= d <= N/2) with ``ckks.ops.encrypt`` (public or secret
-    key), each at ``level`` and ``scale`` (defaults: the top user level, Delta). One ciphertext per diagonal
-    nonzero by shape: min(d, m + n - 1) of them."""
+def _one_block(params: Params, a, block: int | None, what: str):
+    """(m, n, d, A zero-padded to d x d, arange(d)) for encrypted weights, which take one d x d block."""
     a = np.asarray(a, dtype=np.float64)
     if a.ndim != 2 or a.size == 0:
-        raise ParameterError(f"encrypt_diagonals takes a 2-D matrix, got shape {a.shape}")
+        raise ParameterError(f"{what} takes a 2-D matrix, got shape {a.shape}")
     m, n = a.shape
     d = _block(params, m, n, block)
     if max(m, n) > d:
         raise ParameterError(f"encrypted weights take one block: m, n <= d = {d}, got {m} x {n}")
     sub = np.zeros((d, d))
     sub[:m, :n] = a
-    idx = np.arange(d)
+    return m, n, d, sub, np.arange(d)
+
+
+def encrypt_diagonals(key_material, params: Params, a, *, level: int | None = None, scale: float | None = None,
+                      block: int | None = None) -> EncryptedDiagonals:
+    """Encrypt the diagonals of A (float64[m, n], m, n <= d <= N/2) with ``ckks.ops.encrypt`` (public or secret
+    key), each at ``level`` and ``scale`` (defaults: the top user level, Delta). One ciphertext per diagonal
+    nonzero by shape: min(d, m + n - 1) of them."""
+    m, n, d, sub, idx = _one_block(params, a, block, "encrypt_diagonals")
     cts = {k: ops.encrypt(key_material, ops.encode(params, sub[idx, (idx + k) % d], level=level, scale=scale))
            for k in _offsets(m, n, d)}
     return EncryptedDiagonals(m, n, d, cts)
@@ -505,16 +510,7 @@ def encrypt_matrix_bsgs(key_material, params: Params, a, *, level: int | None = 
     """Encrypt A (float64[m, n], m, n <= d <= N/2) for :func:`enc_enc_matvec_bsgs`: one ciphertext per diagonal
     nonzero by shape (:func:`encrypt_diagonals`'s), pre-rotated per giant step. ``baby``: b, a power of two (default
     the one nearest sqrt(T) for T diagonals)."""
-    a = np.asarray(a, dtype=np.float64)
-    if a.ndim != 2 or a.size == 0:
-        raise ParameterError(f"encrypt_matrix_bsgs takes a 2-D matrix, got shape {a.shape}")
-    m, n = a.shape
-    d = _block(params, m, n, block)
-    if max(m, n) > d:
-        raise ParameterError(f"encrypted weights take one block: m, n <= d = {d}, got {m} x {n}")
-    sub = np.zeros((d, d))
-    sub[:m, :n] = a
-    idx = np.arange(d)
+    m, n, d, sub, idx = _one_block(params, a, block, "encrypt_matrix_bsgs")
     offsets = _offsets(m, n, d)
     b = baby or 1 << max(0, round(math.log2(math.sqrt(len(offsets)))))
     if b & (b - 1) or not 1 <= b <= d:

@@ -83,6 +83,7 @@ from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
 from crossfhe.ckks.params import Params
 from crossfhe.core.keys import SIGMA, check_key_ids
 from crossfhe.errors import ParameterError
+from crossfhe.linalg import simd
 from crossfhe.linalg.ckks import KAPPA, _keyswitch_variance, _rescale_variance
 from crossfhe.math.modular import add_mod, barrett_mul
 from crossfhe.ring import poly
@@ -561,15 +562,8 @@ class BlockLayer:
 
 def _block_layer(key_material, params: Params, layout: Blocks, w, b, *, kind: Kind, groups, level: int,
                  in_scale: float) -> BlockLayer:
-    w = np.asarray(w, dtype=np.float64)
-    if w.ndim != 2:
-        raise ParameterError(f"a layer's matrix is H x V, got shape {w.shape}")
+    w, b = simd.layer_arrays(w, b)
     h, v = w.shape
-    b = np.zeros(h) if b is None else np.asarray(b, dtype=np.float64)
-    if b.shape != (h,):
-        raise ParameterError(f"the bias must have {h} entries, got shape {b.shape}")
-    if not (np.isfinite(w).all() and np.isfinite(b).all()):
-        raise ParameterError("weights or bias hold NaN or infinite values")
     if not isinstance(kind, Kind):
         raise ParameterError(f"kind is a conv.Kind, got {kind!r}")
     if layout.slots != params.slots:

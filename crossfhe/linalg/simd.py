@@ -72,18 +72,25 @@ class EncodedLayer:
     weight_scale: float
 
 
-def encode_layer(params: Params, w, b=None, *, level: int, in_scale: float) -> EncodedLayer:
-    """Expand W (H x V, real) and b (H,) for inputs at ``level`` and scale ``in_scale``: entries round(W q') with q'
-    the primes the rescale after the product divides by, so the output's scale is ``in_scale`` exactly."""
+def layer_arrays(w, b=None) -> tuple[np.ndarray, np.ndarray]:
+    """A dense layer's (W float64[H, V], b float64[H], zeros if None), checked: shapes, finite values."""
     w = np.asarray(w, dtype=np.float64)
     if w.ndim != 2:
         raise ParameterError(f"a layer's matrix is H x V, got shape {w.shape}")
-    h, v = w.shape
+    h = w.shape[0]
     b = np.zeros(h) if b is None else np.asarray(b, dtype=np.float64)
     if b.shape != (h,):
         raise ParameterError(f"the bias must have {h} entries, got shape {b.shape}")
     if not (np.isfinite(w).all() and np.isfinite(b).all()):
         raise ParameterError("weights or bias hold NaN or infinite values")
+    return w, b
+
+
+def encode_layer(params: Params, w, b=None, *, level: int, in_scale: float) -> EncodedLayer:
+    """Expand W (H x V, real) and b (H,) for inputs at ``level`` and scale ``in_scale``: entries round(W q') with q'
+    the primes the rescale after the product divides by, so the output's scale is ``in_scale`` exactly."""
+    w, b = layer_arrays(w, b)
+    h, v = w.shape
     if level < 1:
         raise ParameterError("a layer needs one level to rescale; the input is at level 0")
     moduli = params.moduli_at(level)
@@ -214,4 +221,4 @@ def conv2d(conv: EncodedConv, x: Ciphertext) -> Ciphertext:
 
 
 __all__ = ["EncodedConv", "EncodedLayer", "apply", "conv2d", "conv_matrix_row", "conv_output_side", "count",
-           "encode_conv", "encode_layer", "stack", "take"]
+           "encode_conv", "encode_layer", "layer_arrays", "stack", "take"]
