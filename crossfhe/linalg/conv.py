@@ -205,19 +205,14 @@ def _as_stack(x: Ciphertext) -> Ciphertext:
     return x
 
 
-def _count(x: Ciphertext) -> int:
-    return 1 if x.c0.data.ndim == 2 else int(x.c0.data.shape[0])
+_count = simd.count
 
 
 def _stack(cts) -> Ciphertext:
     cts = list(cts)
     if not cts or not all(isinstance(c, Ciphertext) for c in cts):
         raise ParameterError("expected a non-empty sequence of ckks.Ciphertext (or one stacked Ciphertext)")
-    first = cts[0]
-    for c in cts[1:]:
-        if (c.level, c.key_id) != (first.level, first.key_id) or not ops._close(c.scale, first.scale):
-            raise ParameterError("the ciphertexts differ in level, scale or key")
-    return jax.tree.map(lambda *a: jnp.stack(a), *cts)
+    return simd.stack(cts)
 
 
 def _inputs(cts) -> Ciphertext:

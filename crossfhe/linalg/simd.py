@@ -49,7 +49,8 @@ def stack(cts) -> Ciphertext:
         raise TypeError("stack takes a non-empty sequence of ckks.Ciphertext")
     first = cts[0]
     for c in cts[1:]:
-        if (c.level, c.scale, c.key_id) != (first.level, first.scale, first.key_id) or c.params != first.params:
+        if ((c.level, c.key_id) != (first.level, first.key_id) or not ops._close(c.scale, first.scale)
+                or c.params != first.params):
             raise ParameterError("stack: ciphertexts differ in level, scale, key or parameters")
     return jax.tree.map(lambda *a: jnp.stack(a), *cts)
 
@@ -107,10 +108,10 @@ def encode_layer(params: Params, w, b=None, *, level: int, in_scale: float) -> E
 
 def _one(x: Ciphertext) -> tuple[jnp.ndarray, jnp.ndarray]:
     """(c0, c1) words of a trivial encryption of 1 at x's level and scale: uint32[limbs, N] each."""
-    moduli = x.c0.basis
     one = round(x.scale)
-    c0 = np.stack([np.full(x.params.n, one % q, dtype=np.uint32) for q in moduli])
-    return jnp.asarray(c0), jnp.zeros_like(jnp.asarray(c0))
+    words = ops._constant_words(tuple(one % q for q in x.c0.basis))  # [limbs, 1], on the device, made once
+    c0 = jnp.broadcast_to(words, (len(x.c0.basis), x.params.n))
+    return c0, jnp.zeros_like(c0)
 
 
 @jax.jit
