@@ -191,6 +191,13 @@ class ServerKey:
     def nbytes(self) -> int:
         return int(self.bsk.nbytes + self.ksk.nbytes)
 
+    def __getstate__(self):
+        # The prepared forms stay behind: JAX restores arrays in its default precision, and a complex128 Fourier key
+        # unpickled as complex64 bootstrapped to wrong results. They are made again on first use (prepare).
+        state = dict(self.__dict__)
+        state["prepared"] = None
+        return state
+
     def __repr__(self) -> str:
         return f"tfhe.ServerKey({self.params.name or 'params'}, {self.nbytes / 2**20:.1f} MiB)"
 
@@ -717,11 +724,12 @@ def per_input_tables(params: Params, tables, batch_shape: tuple[int, ...]) -> np
     return arr.astype(np.int64) % size
 
 
-def _test_vector(params: Params, table):
+def _test_vector(params: Params, table, delta: int | None = None):
     """The test vector's residues uint32 [..., L, N'] of tables int [..., 2^p] in [0, 2^p) (N' = 2^nu N, the
     accumulator's size; traceable): coefficient j holds f(m) Delta for the message box of j (boxes of N' / 2^p
     coefficients centered on m N' / 2^p), and -f(0) Delta on the last half box (which a message 0 with negative
-    noise reaches through X^N' = -1)."""
+    noise reaches through X^N' = -1). ``delta``: the output scale (default ``params.delta``; a smaller one makes
+    outputs f(m) delta, as the switch to CKKS takes them: :mod:`crossfhe.convert.switch`)."""
     n, p = params.acc_size, params.message_bits
     box = n >> p
     m = (np.arange(n) + box // 2) // box
@@ -729,7 +737,8 @@ def _test_vector(params: Params, table):
     vals = jnp.take(jnp.asarray(table).astype(U32), jnp.asarray(idx, dtype=I32), axis=-1)[..., None, :]  # [..., 1, N']
     t = ModulusTable.create(params.moduli)  # q, mu, bits [L, 1]
     signed = jnp.where(jnp.asarray(m >= 2**p), (t.q - vals) % t.q, vals)  # sign f(m) mod q
-    delta = np.array([params.delta % x for x in params.moduli], dtype=np.uint32)[:, None]
+    delta = params.delta if delta is None else delta
+    delta = np.array([delta % x for x in params.moduli], dtype=np.uint32)[:, None]
     return barrett_mul(signed, delta, t.q, t.barrett_mu, t.bits)
 
 
@@ -877,16 +886,16 @@ def _batch_chunks(params: Params, rows: int, kernels: KernelSet, route: str) -> 
     return count, -(-rows // count)
 
 
-@partial(jit, static_argnames=("params", "shape", "unroll", "chunks"))
+@partial(jit, static_argnames=("params", "shape", "unroll", "chunks", "delta"))
 def _pbs_program(b, a, tables, ksk, bsk, fkey, fourier, native, ms_plan, plan, gplan, mac, *, params: Params,
-                 shape: tuple, unroll: int, chunks: tuple[int, int]):
+                 shape: tuple, unroll: int, chunks: tuple[int, int], delta: int | None = None):
     """:func:`pbs_many` in one program: key switch (b [*shape, L], a [*shape, L, kN]), the test vectors of
     ``tables`` int [T, 1 or B, 2^p], the blind rotation (through the NTT with ``bsk``, fourier None; else its first
     step through the NTT and the others through the FFT key ``fkey``, by the native kernel where ``native``) and
     the sample extraction: per table, (b [*shape, L], a [*shape, L, kN])."""
     limbs, tcount = len(params.moduli), tables.shape[0]
     bt, at = _keyswitch(b.reshape((-1, limbs)), a.reshape((-1, limbs, params.long_dim)), ksk, ms_plan, params=params)
-    tv = _components(params, _test_vector(params, tables))  # [T, 1 or B, 2^nu, L, N]
+    tv = _components(params, _test_vector(params, tables, delta))  # [T, 1 or B, 2^nu, L, N]
     q, g = mac[0], params.grouping
     acc = _initial_acc(bt, tv, q, params)
     shifts = _rotation_shifts(at, tcount, params)
@@ -950,7 +959,8 @@ def _route(sk: ServerKey, kernel: str) -> str:
 
 
 def pbs_many(
-    sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1, progress=None, kernel: str = "auto"
+    sk: ServerKey, ct: LWECiphertext, tables, *, unroll: int = 1, progress=None, kernel: str = "auto",
+    out_delta: int | None = None,
 ) -> list[LWECiphertext]:
     """Several tables applied to the same input(s) with one key switch per input (KS-dedup, Taurus §V).
 
@@ -959,7 +969,9 @@ def pbs_many(
     for bit, through the FFT the same up to its rounding, which may depend on the batch's shape: other
     words, the same message and noise model). The tables are one more batch axis of the blind rotation.
     Each entry is a table for every input or an array of per-input tables (as for :func:`pbs`).
-    ``progress`` and ``kernel``: as for :func:`pbs`.
+    ``progress`` and ``kernel``: as for :func:`pbs`. ``out_delta``: the outputs' scale, f(m) out_delta (default
+    ``params.delta``, a TFHE message; a smaller one for the switch to CKKS, :mod:`crossfhe.convert.switch`), in
+    (0, params.delta].
     """
     params = _params_of(sk, ServerKey)
     _check_ct(params, ct)
@@ -967,6 +979,11 @@ def pbs_many(
     if callable(tables) or not isinstance(tables, (list, tuple)) or not tables:
         raise ParameterError("pbs_many takes a non-empty list of tables (use pbs for one table)")
     progress = progress_callback(progress)
+    if out_delta is not None and (isinstance(out_delta, bool) or not isinstance(out_delta, (int, np.integer))
+                                  or not 0 < out_delta <= params.delta):
+        raise ParameterError(f"out_delta must be an int in (0, params.delta = {params.delta}], got {out_delta!r}")
+    if out_delta is not None and progress is not None:
+        raise ParameterError("out_delta and progress cannot be combined")
     route = _route(sk, kernel)
     shape = ct.batch_shape
     per_input = [not callable(f) and np.ndim(f) > 1 for f in tables]
@@ -986,7 +1003,8 @@ def pbs_many(
     with jax.enable_x64(True) if fft else contextlib.nullcontext():
         if progress is None:
             chunks = _batch_chunks(params, len(tables) * math.prod(shape), prep.kernels, route)
-            outs = _pbs_program(*args, params=params, shape=shape, unroll=unroll, chunks=chunks)
+            outs = _pbs_program(*args, params=params, shape=shape, unroll=unroll, chunks=chunks,
+                                delta=None if out_delta is None else int(out_delta))
         else:
             outs = _pbs_with_progress(*args, params=params, shape=shape, unroll=unroll, progress=progress)
     return [LWECiphertext(b, a, params.moduli, sk.key_id) for b, a in outs]

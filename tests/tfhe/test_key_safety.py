@@ -27,6 +27,18 @@ def test_client_key_refuses_pickle_server_key_carries_no_secret(keys_p2):
     assert np.array_equal(ops.decrypt(ck, pickle.loads(pickle.dumps(ct))), np.arange(4))
 
 
+def test_a_pickled_server_key_bootstraps_correctly(keys_p4):
+    # regression: the prepared complex128 Fourier key came back as complex64 from a pickle (JAX's default precision)
+    # and bootstrapped to wrong messages; the prepared forms now stay behind and are made again on first use
+    ck, sk = keys_p4
+    ops.pbs(sk, ops.encrypt(ck, 1), lambda m: m)  # prepared here
+    back = pickle.loads(pickle.dumps(sk))
+    assert back.prepared is None
+    m = np.arange(16)
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(back, ops.encrypt(ck, m), lambda v: (3 * v + 1) % 16)),
+                                  (3 * m + 1) % 16)
+
+
 @pytest.fixture(scope="module")
 def stranger():
     return ops.keygen(P, b"tfhe-test-stranger".ljust(32, b"\0"))
