@@ -5,15 +5,16 @@ sizes, vs TFHE-rs at 2, 4 and 6 bits, in one run.
                                     [--threads 1] [--no-peer] [--reps 10] [--peer-pfail 2m64|2m128]
     crossfhe bench tfhe [same options]
 
-Per preset (``crossfhe.tfhe.presets``; --quick: P2 and P4, batches 1 and 8, short timing windows):
+Per preset (``crossfhe.tfhe.presets``; --quick: P2 and P4, batches 1 and 8, short timing windows; the 2^-128
+presets P2_128, P4_128 and P6_128 only when named in --presets, e.g. ``--presets P4,P4_128,P6,P6_128 --batches 1``):
 
 - **keygen**: one ``ops.keygen(params, seed)`` with a fixed seed, blocked on (the time includes the jit compile,
   or persistent-cache load, of the key-generation kernels), the key sizes from the parameters
   (``Params.bsk_bytes``, ``ksk_bytes``) and of the arrays, and log2 p_fail (``Params.log2_p_fail()``, at the
   preset's ``max_norm2``).
-- **pbs** per batch size B (default 1, 8, 16, 32, 64; **P8 defaults to 1 and 8 only** and **P10 to 1 only**,
-  since one P8 bootstrap takes over a second here and one P10 bootstrap about 20 s; an explicit --batches
-  applies to every preset):
+- **pbs** per batch size B (default 1, 8, 16, 32, 64; **P8 defaults to 1 and 8 only**, P6_128 to 1, 8 and 16,
+  and **P10 to 1 only**, since one P8 bootstrap takes over a second here and one P10 bootstrap about 20 s; an
+  explicit --batches applies to every preset):
   ``ops.pbs(sk, ct, table)`` on a batch of B ciphertexts (shape (B,)) of uniform random messages, table
   f(x) = (x^2 + 3x + 1) mod 2^p (the function of the TFHE-rs harness). Our pbs includes the key switch
   (Q -> 2^32, long -> short key, -> 2N, blind rotation, sample extraction), as TFHE-rs's ``apply_lookup_table``
@@ -36,9 +37,11 @@ words.
 
 Peer: TFHE-rs (``benchmarks/tfhers.py``, the Rust harness in ``benchmarks/tfhers_peer``, built with cargo on first
 use; skipped with --no-peer or without cargo) at its shortint KS-PBS parameters 1_1 (2 bits) <-> P2, 2_2 (4 bits)
-<-> P4, 3_3 (6 bits) <-> P6, p-fail 2^-64 TUniform by default (our presets are 2^-64; --peer-pfail 2m128 for
-TFHE-rs's current default), one thread, run before ours and again after them, never with our keys in memory
-(3_3: about 20 s of key generation and a 0.9 GB server key); the box's speed drifts over minutes (TFHE-rs's 2_2
+<-> P4, 3_3 (6 bits) <-> P6, p-fail 2^-64 TUniform by default (those presets are 2^-64; --peer-pfail 2m128 for
+TFHE-rs's current default), and 1_1, 2_2, 3_3 at p-fail 2^-128 <-> P2_128, P4_128, P6_128 whatever --peer-pfail
+says, so one run compares both families (one harness run per family; ``peer_pfail`` in the records), one
+thread, run before ours and again after them, never with our keys in memory (3_3: about 20 s of key generation
+and a 0.9 GB server key at 2^-64, 13 s and 0.92 GB at 2^-128); the box's speed drifts over minutes (TFHE-rs's 2_2
 measured 16.5 to 21.4 ms in runs ten minutes apart), so ``peer_median_ms`` is the faster of its two runs
 (``peer_before_ms``, ``peer_after_ms``). ``ratio`` = ours / TFHE-rs per-PBS time (batch 1:
 the latency; batch B: latency / B against TFHE-rs's one-ciphertext lookup, which is its throughput on one thread);
@@ -66,7 +69,10 @@ BATCHES = (1, 8, 16, 32, 64)
 BATCHES_OF = {"P8": (1, 8), "P10": (1,)}
 NO_DEDUP = ("P10",)
 QUICK_BATCHES = (1, 8)
-PEER_OF = {"P2": "1_1", "P4": "2_2", "P6": "3_3"}
+PEER_OF = {"P2": "1_1", "P4": "2_2", "P6": "3_3", "P2_128": "1_1", "P4_128": "2_2", "P6_128": "3_3"}
+PFAIL_128 = "2m128"
+"""The TFHE-rs family of the ``*_128`` presets (p-fail <= 2^-128) whatever --peer-pfail says."""
+BATCHES_OF.update({"P6_128": (1, 8, 16)})
 # The issue's TFHE-rs figure at 8 bits (not run here: about 10 GB of server key).
 PAPER_P8 = {"paper_ms": 1860.0, "paper_key_bytes": 11e9,
             "paper_note": "paper_ms: TFHE-rs shortint PARAM_MESSAGE_4_CARRY_4 (8 bits) apply_lookup_table, p-fail "
@@ -87,7 +93,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, default=None, help="write the JSON records here")
     p.add_argument("--threads", type=int, default=1, help="CPUs to run on (1 matches the single-thread peer)")
     p.add_argument("--no-peer", action="store_true", help="skip TFHE-rs")
-    p.add_argument("--peer-pfail", default="2m64", choices=("2m64", "2m128"), help="TFHE-rs parameter family")
+    p.add_argument("--peer-pfail", default="2m64", choices=("2m64", "2m128"),
+                   help="TFHE-rs parameter family of the 2^-64 presets P2, P4, P6 (the *_128 presets always get "
+                        "2m128)")
     p.add_argument("--reps", type=int, default=None,
                    help="minimum timed calls (default 10, --quick 5; calls over the window: >= 3)")
     p.add_argument("--seed", type=int, default=2024, help="seed of the keys, messages and encryptions")
@@ -238,19 +246,28 @@ def _check(ck, ct, msgs: np.ndarray, fn, label: str, errors: list[str]) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+def peer_pfail(name: str, args) -> str:
+    """The TFHE-rs p-fail family a preset is matched to: 2m128 for the ``*_128`` presets, else --peer-pfail."""
+    return PFAIL_128 if name.endswith("_128") else args.peer_pfail
+
+
 def run_peer(names: list[str], args, reps: int) -> dict[str, dict]:
-    """TFHE-rs records by our preset name ({} when skipped or failed)."""
-    wanted = [(n, PEER_OF[n]) for n in names if n in PEER_OF]
+    """TFHE-rs records by our preset name ({} when skipped or failed): one harness run per p-fail family, each
+    TFHE-rs set once (P4 under --peer-pfail 2m128 and P4_128 share one record)."""
+    wanted = [(n, PEER_OF[n], peer_pfail(n, args)) for n in names if n in PEER_OF]
     if args.no_peer or not wanted:
         return {}
     t0 = time.perf_counter()
     exe = tfhers.build()
     if exe is None:
         return {}
-    recs = tfhers.run([mc for _, mc in wanted], reps=reps, threads=args.threads, pfail=args.peer_pfail, exe=exe)
-    by_mc = {r.get("params"): r for r in recs}
-    out = {n: by_mc[mc] for n, mc in wanted if mc in by_mc}
-    print(f"# tfhe-rs ({', '.join(mc for _, mc in wanted)}): {time.perf_counter() - t0:.1f} s", flush=True)
+    out: dict[str, dict] = {}
+    for fam in dict.fromkeys(f for _, _, f in wanted):
+        mcs = list(dict.fromkeys(mc for _, mc, f in wanted if f == fam))
+        recs = tfhers.run(mcs, reps=reps, threads=args.threads, pfail=fam, exe=exe)
+        by_mc = {r.get("params"): r for r in recs}
+        out.update({n: by_mc[mc] for n, mc, f in wanted if f == fam and mc in by_mc})
+        print(f"# tfhe-rs {fam} ({', '.join(mcs)}): {time.perf_counter() - t0:.1f} s", flush=True)
     return out
 
 
@@ -258,7 +275,7 @@ def _peer_fields(pr: dict | None) -> dict:
     if not pr:
         return {"peer": None, "peer_median_ms": None, "ratio": None}
     return {"peer": pr.get("peer"), "peer_params": pr.get("param_name"), "peer_bits": pr.get("bits"),
-            "peer_log2_p_fail": pr.get("log2_p_fail"), "peer_correct": pr.get("correct")}
+            "peer_pfail": pr.get("pfail"), "peer_log2_p_fail": pr.get("log2_p_fail"), "peer_correct": pr.get("correct")}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -448,7 +465,7 @@ def _peer_again(records: list[dict], before: dict[str, dict], after: dict[str, d
 
 def print_table(records: list[dict]) -> None:
     keygens = [r for r in records if r["name"] == "keygen"]
-    head = (f"{'preset':<7}{'p':>3}{'n':>6}{'k x N':>9}{'pbs b x l':>10}{'ks b x l':>9}{'log2 pf':>8}"
+    head = (f"{'preset':<7}{'p':>3}{'n':>6}{'k x N':>13}{'pbs b x l':>10}{'ks b x l':>9}{'log2 pf':>8}"
             f"{'keygen s':>9}{'BSK MB':>8}{'KSK MB':>8}{'keys MB':>8}{'peer':>7}{'peer pf':>8}{'kg s':>7}{'key MB':>8}"
             f"{'key ratio':>10}")
     print(head)
@@ -459,8 +476,9 @@ def print_table(records: list[dict]) -> None:
         key_ratio = r.get("key_bytes_ratio", r.get("key_bytes_ratio_paper"))
         peer_mb = (r["peer_server_key_bytes"] / 1e6 if r.get("peer_server_key_bytes")
                    else (r["paper_key_bytes"] / 1e6 if r.get("paper_key_bytes") else None))
-        kn, pg, kg = f"{q['k']}x{q['N']}", "x".join(map(str, q["pbs_gadget"])), "x".join(map(str, q["ks_gadget"]))
-        print(f"{q['preset']:<7}{q['p']:>3}{q['n']:>6}{kn:>9}{pg:>10}{kg:>9}"
+        kn = f"{q['k']}x{q['N']}" + (f"x2^{q['extension']}" if q.get("extension") else "")
+        pg, kg = "x".join(map(str, q["pbs_gadget"])), "x".join(map(str, q["ks_gadget"]))
+        print(f"{q['preset']:<7}{q['p']:>3}{q['n']:>6}{kn:>13}{pg:>10}{kg:>9}"
               f"{r['log2_p_fail']:>8.1f}{r['median_ms'] / 1e3:>9.1f}{r['bsk_array_bytes'] / 1e6:>8.0f}"
               f"{r['ksk_array_bytes'] / 1e6:>8.0f}{r['key_bytes'] / 1e6:>8.0f}"
               f"{(pmc or ('4_4*' if r.get('paper_key_bytes') else '-')):>7}"

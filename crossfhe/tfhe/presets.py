@@ -1,4 +1,5 @@
-"""Named TFHE parameter sets: 128-bit security, failure probability at most 2^-64 per bootstrap.
+"""Named TFHE parameter sets: 128-bit security, failure probability at most 2^-64 per bootstrap (P2-P10) or
+at most 2^-128 (P2_128, P4_128, P6_128: TFHE-rs's default failure probability).
 
 Each preset is p-bit messages with one padding bit; its key sizes and log2 p_fail (from the noise model of
 :mod:`crossfhe.tfhe.params`, for an input whose squared norm is ``max_norm2`` = 2^p + 1, e.g. a x 2^(p/2) + b
@@ -19,7 +20,25 @@ P4         4    833   1x2048        2         23 x 1      2 x 7     2^-68.2   82
 P6         6    977   1x2048x2^2    2         16 x 2      3 x 6     2^-72.7   192 MB      48 MB
 P8         8    1110  1x2048x2^4    2         16 x 2      2 x 11    2^-66.6   218 MB      100 MB
 P10        10   1110  1x2048x2^7    1         16 x 2      2 x 11    2^-133.0  145 MB      100 MB
+P2_128     2    781   1x2048        2         23 x 1      4 x 3     2^-165.5  77 MB       19 MB
+P4_128     4    833   1x2048x2^1    2         23 x 1      3 x 5     2^-131.1  82 MB       34 MB
+P6_128     6    977   1x2048x2^3    2         15 x 2      4 x 4     2^-153.1  192 MB      32 MB
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
+
+**The 2^-128 presets** (P2_128, P4_128, P6_128) come from ``benchmarks/search_tfhe_params.py``: the cheapest blind
+rotation by estimated work (steps x (transforms + key products), and the key switch) that meets 2^-128 at
+``max_norm2`` = 2^p + 1 at the same published points, through the FFT, with keys no larger than TFHE-rs's server
+key at its 2^-128 KS-PBS sets of the same width (tfhe 1.8.2,
+``V1_8_PARAM_MESSAGE_{1,2,3}_CARRY_{1,2,3}_KS_PBS_TUNIFORM_2M128``: 133, 120 and 918 MB; ours 96, 116 and 224 MB);
+the first candidates of each width were then timed (``--measure``) and the fastest kept. What 2^-128 costs is
+mostly the rounding to 2N': at 4 bits it is above the budget at N' = 2048 (n 833: 5.2e-7 of the 2^-128 budget of
+1.42e-6 at N' = 4096, four times that at 2048), so P4_128 is P4 over N' = 2^12 (2 components: about twice P4's
+blind rotation) with a key switch of 3 x 5 digits (P4: 2 x 7; the fewest levels that fit); at 6 bits P6_128 is
+P6's shape over N' = 2^14 (8 components; 15 x 2 and 4 x 4 digits), with its blind rotation's noise negligible
+(1e-11 against a budget of 8.9e-8, which the key switch, 3.6e-8, and the rounding, 3.8e-8, take). P2_128 is P4's
+shape (k = 1, N = 2048, two key bits per step) with P2's short key: cheaper than P2's k = 4 x N = 512 here, as the
+native kernel has unrolled key products for k = 1 only (the search's ``W_GENERIC``). Measured (batch 1, one
+thread, ``bench_tfhe.py --presets P2,P2_128,P4,P4_128,P6,P6_128 --batches 1``): see benchmarks/README.md.
 
 **P6, P8 and P10 use the extended blind rotation** (``extension`` nu, :mod:`crossfhe.tfhe.params`): their
 keys are those of N = 2048, and the accumulator has N' = 2^nu N coefficients (2^13 for P6, 2^15 for P8, 2^18
@@ -135,4 +154,63 @@ at a time."""
 P10 = _extended(10, 7, 1)
 """10-bit messages: n 1110, N 2048, extended blind rotation over N' = 2^18 (128 components per CMux)."""
 
-PRESETS: dict[str, Params] = {"P2": P2, "P4": P4, "P6": P6, "P8": P8, "P10": P10}
+P2_128 = make(
+    2,
+    lwe_dim=781,
+    glwe_dim=1,
+    poly_size=2048,
+    glwe_log2_rate=-48.32,
+    lwe_log2_rate=-16.78,
+    pbs=(23, 1),
+    ks=(4, 3),
+    max_norm2=2**2 + 1,
+    name="P2_128",
+    grouping=2,
+)
+"""2-bit messages at p_fail <= 2^-128: n 781, N 2048, the key's bits two at a time (P4's blind rotation with P2's
+short key)."""
+
+P4_128 = make(
+    4,
+    lwe_dim=833,
+    glwe_dim=1,
+    poly_size=2048,
+    glwe_log2_rate=-48.32,
+    lwe_log2_rate=-18.08,
+    pbs=(23, 1),
+    ks=(3, 5),
+    max_norm2=2**4 + 1,
+    name="P4_128",
+    extension=1,
+    grouping=2,
+)
+"""4-bit messages at p_fail <= 2^-128: P4 with the extended blind rotation over N' = 2^12 (2 components) and a
+key switch of 3 x 5 digits."""
+
+P6_128 = make(
+    6,
+    lwe_dim=977,
+    glwe_dim=1,
+    poly_size=2048,
+    glwe_log2_rate=-48.32,
+    lwe_log2_rate=-21.66,
+    pbs=(15, 2),
+    ks=(4, 4),
+    max_norm2=2**6 + 1,
+    name="P6_128",
+    extension=3,
+    grouping=2,
+)
+"""6-bit messages at p_fail <= 2^-128: P6 with the extended blind rotation over N' = 2^14 (8 components), 15 x 2
+digits and a key switch of 4 x 4."""
+
+PRESETS: dict[str, Params] = {
+    "P2": P2,
+    "P4": P4,
+    "P6": P6,
+    "P8": P8,
+    "P10": P10,
+    "P2_128": P2_128,
+    "P4_128": P4_128,
+    "P6_128": P6_128,
+}
