@@ -85,15 +85,15 @@ def test_overflow_is_refused_with_the_bound(ctx, batch):
 
 
 def test_noise_budget():
-    """The budget is the circuit compiler's; a value whose noise exceeds it is refused (P4 allows 74 bootstraps'
+    """The budget is the circuit compiler's; a value whose noise exceeds it is refused (P4 allows 393 bootstraps'
     worth, the insecure test set far more, so a loaded value with a stated noise stands in)."""
     from crossfhe.compiler.tfhe import noise_budget as compiler_budget
 
     for params in crossfhe.presets.tfhe.PRESETS.values():
         assert noise_budget(params) == compiler_budget(params), params.name
-    assert noise_budget(crossfhe.presets.tfhe.P4) == 74
+    assert noise_budget(crossfhe.presets.tfhe.P4) == 393
     x, y = Bound.source(0, 1), Bound.source(0, 1)
-    assert (x.scaled(7) + y.scaled(-7) + 7).noise == 98  # beyond P4's 74: refused there
+    assert (x.scaled(15) + y.scaled(-15) + 15).noise == 450  # beyond P4's 393: refused there
 
 
 def test_noise_beyond_budget_is_refused(ctx):

@@ -784,7 +784,13 @@ def _keyswitch(b, a, ksk, ms_plan, *, params: Params):
     sh = KS_MODULUS_BITS - log2n
     rnd = U32(1 << (sh - 1))
     mask = U32(2 * params.acc_size - 1)
-    return ((bb + rnd) >> sh & mask).astype(I32), ((aa + rnd) >> sh & mask).astype(I32)
+    ar = (aa + rnd) >> sh
+    if params.centered_modulus_switch:
+        # each a_i moves by e_i = 2^sh round(a_i / 2^sh) - a_i; the phase by sum e_i s_i, whose mean over the binary
+        # key is sum e_i / 2: taken off b (params.var_round_2n). |sum e_i| <= n 2^(sh-1) < 2^31 (n < 2N').
+        err = jax.lax.bitcast_convert_type((ar << sh) - aa, I32)
+        bb = bb - jax.lax.bitcast_convert_type(jnp.sum(err, axis=-1, dtype=I32) >> 1, U32)
+    return ((bb + rnd) >> sh & mask).astype(I32), (ar & mask).astype(I32)
 
 
 def _ks_key(sk: ServerKey, batch: int):

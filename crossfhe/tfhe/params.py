@@ -20,7 +20,7 @@ A parameter set fixes
 Bootstrapping is key switch first (Taurus Fig. 3): Q -> 2^32 (rounding), key switch long -> short,
 2^32 -> 2N' (rounding), blind rotation, sample extraction (:mod:`crossfhe.tfhe.ops`).
 
-Extended blind rotation (nu > 0). The rounding 2^32 -> 2N' costs (n/2 + 1) / (12 (2N')^2) of variance, and
+Extended blind rotation (nu > 0). The rounding 2^32 -> 2N' costs (n/4 + 1) / (12 (2N')^2) of variance, and
 for p = 10 at N = 2^17 that alone exceeds the 2^-64 budget; a larger N makes every key and every external
 product larger. Instead the accumulator lives in Z_Q[X]/(X^N' + 1), N' = 2^nu N, under the key
 S(X^(2^nu)). Writing A(X) = sum_(j < 2^nu) X^j A_j(X^(2^nu)), each A_j is a polynomial of Z_Q[Y]/(Y^N + 1)
@@ -53,7 +53,10 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   2^-64 / 12 and meets a key bit of mean square 1/2);
 * key switch, digits d in [-B/2, B/2) (E[d^2] = (B^2 + 2) / 12) against a key of noise sigma_lwe, plus the
   dropped low bits of each a_i: k N l_ks (B_ks^2 + 2) / 12 sigma_lwe^2 + (k N / 2) 2^(-2 b_ks l_ks) / 12;
-* rounding 2^32 -> 2N': (n / 2 + 1) / (12 (2N')^2);
+* rounding 2^32 -> 2N': (n / 4 + 1) / (12 (2N')^2). The a_i move by e_i (uniform, variance 1 / 12 in units of
+  1 / 2N'), the phase by sum e_i s_i; the key switch knows the e_i and takes their mean over a binary key,
+  sum e_i / 2, off b (the centered-mean modulus switch of TFHE-rs), leaving sum e_i (s_i - 1/2) of variance n / 48
+  for any key, plus b's own rounding (n / 2 + 1 without the correction, which needs n < 2N');
 * blind rotation, n CMux external products, each adding
   (k + 1) l N (B^2 + 2) / 12 sigma_glwe^2 + (k N / 2 + 1) 2^(-2 b l) / 12
   (gadget digits against the key noise; the decomposition error against the key, bounded by taking the
@@ -73,9 +76,11 @@ Bergerat et al., "Parameter optimization and larger precision for (T)FHE", J. Cr
   coherently (tens of times a later step's); so the first step runs through the exact NTT whatever
   the kernel (:func:`crossfhe.tfhe.ops.pbs`). The bootstrap uses the FFT (``fft_kernel``) only where its
   rounding, over the whole blind rotation and weighted by nu^2, is at most 1/64 of the decision variance the
-  exact product would give, or where p_fail with it stays below 2^-128 (P10: 2^-185.7 exact, 2^-133.0 with the
-  FFT), and ``var_cmux`` then includes it: every preset (not, for example, a set of N 8192 with 28-bit digits,
-  where the rounding would dominate; it bootstraps through the NTT);
+  exact product would give, or where p_fail with that rounding counted :data:`FFT_MARGIN` times over still meets
+  2^-64, the floor every preset guarantees (P10: 2^-285.9 exact, 2^-176.6 with the FFT, 2^-83.5 with it four
+  times), and ``var_cmux`` then includes it once: every preset (not, for example, a set of N 8192 with 28-bit
+  digits, where the rounding would dominate; it bootstraps through the NTT). The second clause became the one
+  that matters for P4 and P8 when the centered modulus switch shrank their decision variance;
 * with grouping g > 1, a step of the blind rotation (one group) adds 2 (2^g - 1) times the digit and FFT
   phase terms (each of the 2^g - 1 products carries its own key noise, and X^e - 1 doubles a variance) plus
   twice the decomposition term (it meets the one indicator that is 1, times X^e - 1): ``var_step``. The
@@ -116,8 +121,12 @@ KS_MODULUS_BITS = 32
 """The key switch runs modulo 2^32: uint32 arithmetic wraps, so it needs no modular reduction."""
 FFT_ERROR_CONSTANT = 2.5
 """c of ``var_fft`` (module docstring): an upper bound of the measured ratio on XLA:CPU, the native CPU kernel
-and a GPU (cuFFT), plain and grouped steps. Every preset keeps the FFT kernel (P10, the closest, fits its p_fail
-rule up to c = 2.85)."""
+and a GPU (cuFFT), plain and grouped steps. Every preset keeps the FFT kernel."""
+FFT_MARGIN = 4
+"""The FFT's modeled rounding, counted this many times over, must still leave p_fail at most 2^P_FAIL_FLOOR
+(``Params.fft_kernel``): a margin on c."""
+P_FAIL_FLOOR = -64
+"""log2 of the failure probability every preset guarantees at least (the 2^-128 family: its own, lower)."""
 
 MAX_MESSAGE_BITS = 10
 MAX_EXTENSION = 8
@@ -306,9 +315,16 @@ class Params:
         dropped = self.long_dim / 2 * 4.0 ** -(g.base_log * g.levels) / 12
         return digits + dropped
 
+    @property
+    def centered_modulus_switch(self) -> bool:
+        """Whether the rounding 2^32 -> 2N' takes the mean of its error over the key off b (module docstring): where
+        n < 2N', so that the sum of the n errors fits an int32."""
+        return self.lwe_dim < 2 * self.acc_size
+
     @cached_property
     def var_round_2n(self) -> float:
-        return (self.lwe_dim / 2 + 1) / (12 * (2 * self.acc_size) ** 2)
+        weight = 4 if self.centered_modulus_switch else 2
+        return (self.lwe_dim / weight + 1) / (12 * (2 * self.acc_size) ** 2)
 
     @cached_property
     def var_cmux(self) -> float:
@@ -332,13 +348,15 @@ class Params:
     def fft_kernel(self) -> bool:
         """Whether bootstraps run their external products through the FFT: where the modulus suits it
         (Q < 2^63) and its rounding over the blind rotation, weighted by nu^2, is at most 1/64 of the decision
-        variance with exact products (module docstring)."""
+        variance with exact products, or p_fail with it :data:`FFT_MARGIN` times over is at most 2^-64 (module
+        docstring)."""
         suits = fourier.supports(self.moduli, self.poly_size, self.pbs_gadget, self.glwe_dim)
         exact, fft = self._step_terms
         rest = self.var_round_q + self.var_ks + self.var_round_2n
         decision_exact = self.norm2 * max(self.groups * exact, self.var_fresh) + rest
         extra = self.norm2 * self.groups * fft
-        return suits and (extra <= decision_exact / 64 or self._log2_p_fail_at(decision_exact + extra) <= -128)
+        return suits and (extra <= decision_exact / 64
+                          or self._log2_p_fail_at(decision_exact + FFT_MARGIN * extra) <= P_FAIL_FLOOR)
 
     @cached_property
     def var_cmux_exact(self) -> float:

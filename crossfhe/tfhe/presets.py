@@ -1,5 +1,5 @@
-"""Named TFHE parameter sets: 128-bit security, failure probability at most 2^-64 per bootstrap (P2-P10) or
-at most 2^-128 (P2_128, P4_128, P6_128: TFHE-rs's default failure probability).
+"""Named TFHE parameter sets: 128-bit security, failure probability at most 2^-64 per bootstrap (P2-P10; the table
+gives each one's) or at most 2^-128 (P2_128, P4_128, P6_128: TFHE-rs's default failure probability).
 
 Each preset is p-bit messages with one padding bit; its key sizes and log2 p_fail (from the noise model of
 :mod:`crossfhe.tfhe.params`, for an input whose squared norm is ``max_norm2`` = 2^p + 1, e.g. a x 2^(p/2) + b
@@ -9,36 +9,36 @@ primes (log2 Q = 62); the key switch runs mod 2^32.
 Security: the short key (n, rate) is a published TFHE-rs 128-bit point (tfhe 1.8.2, ``*_KS_PBS_GAUSSIAN_2M64``
 of the same width: n and the noise rate are theirs); the long key (k N, rate) is covered by TFHE-rs's GLWE
 points (k N = 2048: rate 2^-48.32), see ``PUBLISHED_LWE_POINTS``.
-The parameters were chosen by searching the noise model for the cheapest blind rotation (l = 1 where the
-model allows it) that meets 2^-64 at these points.
+The 2^-64 presets were chosen by searching the noise model for the cheapest blind rotation (l = 1 where the model
+allows it) that meets 2^-64 at these points, before the key switch took the mean of its rounding error off b (the
+centered modulus switch, :mod:`crossfhe.tfhe.params`); with it the same parameters fail far less often (table:
+2^-108 to 2^-177), as the rounding to 2N' was their largest error term.
 
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
 preset     p    n     k x N x 2^nu  grouping  pbs b x l   ks b x l  p_fail    BSK         KSK
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
-P2         2    781   4x512         1         23 x 1      3 x 4     2^-74.5   80 MB       26 MB
-P4         4    833   1x2048        2         23 x 1      2 x 7     2^-68.2   82 MB       48 MB
-P6         6    977   1x2048x2^2    2         16 x 2      3 x 6     2^-72.7   192 MB      48 MB
-P8         8    1110  1x2048x2^4    2         16 x 2      2 x 11    2^-66.6   218 MB      100 MB
-P10        10   1110  1x2048x2^7    1         16 x 2      2 x 11    2^-133.0  145 MB      100 MB
-P2_128     2    781   1x2048        2         23 x 1      4 x 3     2^-165.5  77 MB       19 MB
-P4_128     4    833   1x2048x2^1    2         23 x 1      3 x 5     2^-131.1  82 MB       34 MB
-P6_128     6    977   1x2048x2^3    2         15 x 2      4 x 4     2^-153.1  192 MB      32 MB
+P2         2    781   4x512         1         23 x 1      3 x 4     2^-120.2  80 MB       26 MB
+P4         4    833   1x2048        2         23 x 1      2 x 7     2^-108.0  82 MB       48 MB
+P6         6    977   1x2048x2^2    2         16 x 2      3 x 6     2^-135.8  192 MB      48 MB
+P8         8    1110  1x2048x2^4    2         16 x 2      2 x 11    2^-128.4  218 MB      100 MB
+P10        10   1110  1x2048x2^7    1         16 x 2      2 x 11    2^-176.6  145 MB      100 MB
+P2_128     2    781   1x2048        2         23 x 1      4 x 3     2^-175.0  77 MB       19 MB
+P4_128     4    977   1x2048        2         23 x 1      5 x 3     2^-128.9  96 MB       24 MB
+P6_128     6    977   1x2048x2^2    2         16 x 2      3 x 6     2^-135.8  192 MB      48 MB
 =========  ===  ====  ============  ========  ==========  ========  ========  ==========  ==========
 
-**The 2^-128 presets** (P2_128, P4_128, P6_128) come from ``benchmarks/search_tfhe_params.py``: the cheapest blind
-rotation by estimated work (steps x (transforms + key products), and the key switch) that meets 2^-128 at
-``max_norm2`` = 2^p + 1 at the same published points, through the FFT, with keys no larger than TFHE-rs's server
-key at its 2^-128 KS-PBS sets of the same width (tfhe 1.8.2,
-``V1_8_PARAM_MESSAGE_{1,2,3}_CARRY_{1,2,3}_KS_PBS_TUNIFORM_2M128``: 133, 120 and 918 MB; ours 96, 116 and 224 MB);
-the first candidates of each width were then timed (``--measure``) and the fastest kept. What 2^-128 costs is
-mostly the rounding to 2N': at 4 bits it is above the budget at N' = 2048 (n 833: 5.2e-7 of the 2^-128 budget of
-1.42e-6 at N' = 4096, four times that at 2048), so P4_128 is P4 over N' = 2^12 (2 components: about twice P4's
-blind rotation) with a key switch of 3 x 5 digits (P4: 2 x 7; the fewest levels that fit); at 6 bits P6_128 is
-P6's shape over N' = 2^14 (8 components; 15 x 2 and 4 x 4 digits), with its blind rotation's noise negligible
-(1e-11 against a budget of 8.9e-8, which the key switch, 3.6e-8, and the rounding, 3.8e-8, take). P2_128 is P4's
-shape (k = 1, N = 2048, two key bits per step) with P2's short key: cheaper than P2's k = 4 x N = 512 here, as the
-native kernel has unrolled key products for k = 1 only (the search's ``W_GENERIC``). Measured (batch 1, one
-thread, ``bench_tfhe.py --presets P2,P2_128,P4,P4_128,P6,P6_128 --batches 1``): see benchmarks/README.md.
+**The 2^-128 presets** (P2_128, P4_128, P6_128) meet TFHE-rs's default failure probability at ``max_norm2`` =
+2^p + 1, through the FFT, at the same published points, with keys no larger than TFHE-rs's server key at its
+2^-128 KS-PBS sets of the same width (tfhe 1.8.2, ``V1_8_PARAM_MESSAGE_{1,2,3}_CARRY_{1,2,3}_KS_PBS_TUNIFORM_2M128``:
+133, 120 and 918 MB; ours 96, 120 and 240 MB). ``benchmarks/search_tfhe_params.py`` enumerates and ranks candidates
+by estimated work. What 2^-128 costs is the rounding to 2N'; with the centered modulus switch it halves, so that
+P6's own parameters already meet 2^-128 (P6_128 is P6 under the 2^-128 name) and 4 bits need no extension: P4_128
+is P4's ring and bootstrapping gadget with P6's short key (n 977, rate 2^-21.66) and a key switch of 5 x 3 digits,
+2^-128.9 (2^-132.1 with exact products), a thin margin, as TFHE-rs's own 2_2 set has (2^-129.6). The search under
+the earlier model had needed N' = 2^12 for 4 bits and 2^14 for 6 (about twice P4's and P6's blind rotations).
+P2_128 is P4's shape (k = 1, N = 2048, two key bits per step) with P2's short key: cheaper than P2's k = 4 x N = 512
+here, as the native kernel has unrolled key products for k = 1 only (the search's ``W_GENERIC``). Measured (batch 1,
+one thread, ``bench_tfhe.py --presets P2,P2_128,P4,P4_128,P6,P6_128 --batches 1``): see benchmarks/README.md.
 
 **P6, P8 and P10 use the extended blind rotation** (``extension`` nu, :mod:`crossfhe.tfhe.params`): their
 keys are those of N = 2048, and the accumulator has N' = 2^nu N coefficients (2^13 for P6, 2^15 for P8, 2^18
@@ -172,20 +172,19 @@ short key)."""
 
 P4_128 = make(
     4,
-    lwe_dim=833,
+    lwe_dim=977,
     glwe_dim=1,
     poly_size=2048,
     glwe_log2_rate=-48.32,
-    lwe_log2_rate=-18.08,
+    lwe_log2_rate=-21.66,
     pbs=(23, 1),
-    ks=(3, 5),
+    ks=(5, 3),
     max_norm2=2**4 + 1,
     name="P4_128",
-    extension=1,
     grouping=2,
 )
-"""4-bit messages at p_fail <= 2^-128: P4 with the extended blind rotation over N' = 2^12 (2 components) and a
-key switch of 3 x 5 digits."""
+"""4-bit messages at p_fail <= 2^-128: P4's ring and bootstrapping key shape with P6's short key (n 977) and a key
+switch of 5 x 3 digits."""
 
 P6_128 = make(
     6,
@@ -194,15 +193,14 @@ P6_128 = make(
     poly_size=2048,
     glwe_log2_rate=-48.32,
     lwe_log2_rate=-21.66,
-    pbs=(15, 2),
-    ks=(4, 4),
+    pbs=(16, 2),
+    ks=(3, 6),
     max_norm2=2**6 + 1,
     name="P6_128",
-    extension=3,
+    extension=2,
     grouping=2,
 )
-"""6-bit messages at p_fail <= 2^-128: P6 with the extended blind rotation over N' = 2^14 (8 components), 15 x 2
-digits and a key switch of 4 x 4."""
+"""6-bit messages at p_fail <= 2^-128: P6's parameters (with the centered modulus switch they meet 2^-128)."""
 
 PRESETS: dict[str, Params] = {
     "P2": P2,

@@ -15,6 +15,7 @@ from crossfhe.compiler import tfhe as ct
 from crossfhe.compiler.circuit import Circuit
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.tfhe import ops, presets
+from crossfhe.tfhe.params import make
 
 P2, P4 = presets.P2, presets.P4
 FILE = "test_compiler_tfhe.py"
@@ -154,12 +155,17 @@ def test_overflow_names_the_operation_and_line():
 
 def test_noise_beyond_the_budget_names_the_line():
     def f(x):
-        return (x * 9).apply(_half)
+        return (x * 5).apply(_half)
 
     budget = ct.noise_budget(P4)
-    assert P4.norm2 <= budget < 81 and P4.log2_p_fail(budget) <= -64 < P4.log2_p_fail(budget + 1)
-    with pytest.raises(CircuitError, match=rf"`a \* 9` at {_line(f, 1)}: its noise is 81 times a bootstrap's"):
-        _compile(f, 1, params=P4)
+    assert P4.norm2 <= budget and P4.log2_p_fail(budget) <= -64 < P4.log2_p_fail(budget + 1)
+    # a value in [0, 16) holds at most 15^2 = 225 bootstraps' noise, within P4's budget (393 with the centered
+    # modulus switch): a set at N 1024 (insecure, a budget of just max_norm2 = 17) shows the error
+    tight = make(4, lwe_dim=833, glwe_dim=1, poly_size=1024, glwe_log2_rate=-48.32, lwe_log2_rate=-18.08,
+                 pbs=(23, 1), ks=(2, 7), max_norm2=17, name="TIGHT", grouping=2, insecure=True)
+    assert ct.noise_budget(tight) == 17
+    with pytest.raises(CircuitError, match=rf"`a \* 5` at {_line(f, 1)}: its noise is 25 times a bootstrap's"):
+        _compile(f, 1, params=tight)
 
 
 def test_table_errors():
@@ -220,7 +226,7 @@ def test_select_takes_the_smallest_preset_that_fits():
 
     assert sel(lambda x, y: (x.apply(_half), y), 2, 2) == "P2"
     assert sel(lambda x, y: (x + y).apply(_sq), 3, 3) == "P4"  # x + y reaches 14
-    assert sel(lambda x: (x * 9).apply(_half), 1) == "P6"  # fits 4 bits, but not P4's noise budget
+    assert sel(lambda x: (x * 15).apply(_half), 1) == "P4"  # noise 225: P4's budget is 393
     assert sel(lambda x: x.apply(_half), 2, bits=5) == "P6"
     assert sel(lambda x: x.apply(_half), 8) == "P8"
     with pytest.raises(CircuitError, match=r"no TFHE preset \(P2 to P10\) fits this circuit: at P10, `a \* 2000`"):

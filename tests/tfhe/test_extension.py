@@ -175,10 +175,8 @@ def test_ext_pbs_output_noise_within_model(keys_p4_ext):
 def test_ext_blind_rotation_input_noise_within_model(keys_p4_ext):
     """The short LWE from ``keyswitch`` is mod 2N' = 2^(nu+1) N = 2048 (not 2N = 128): 2048 fresh inputs,
     d = b~ + <a~, s> - 2N' m / 2^(p+1) mod 2N' (centered). Its variance is dominated by the rounding to
-    2N', (h_lwe + 1) / 12 for this key (the model takes the mean weight n/2); bounds as in test_tfhe.py
-    ([0.85, 1.15] ~ 5 std). Every input decodes: |d| < 2N' / 2^(p+2) = 32. This key has weight 34 > n/2,
-    so it sits just above the mean-weight model (measured with this seed: 2.92 = 1.00 of the key's
-    expectation, 1.06 of var_decision(1) (2N')^2); the per-key expectation is the check."""
+    2N', (n/4 + 1) / 12 for any key with the centered modulus switch; bounds as in test_tfhe.py ([0.85, 1.15] ~
+    5 std). Every input decodes: |d| < 2N' / 2^(p+2) = 32."""
     ck, sk = keys_p4_ext
     rng = np.random.default_rng(50)
     m = rng.integers(0, 16, 2048)
@@ -191,9 +189,8 @@ def test_ext_blind_rotation_input_noise_within_model(keys_p4_ext):
     d = (ph - two_n * m // 2 ** (P4X.message_bits + 1) + two_n // 2) % two_n - two_n // 2
     assert np.abs(d).max() < two_n // 2 ** (P4X.message_bits + 2)
     measured = float(np.mean(d.astype(np.float64) ** 2))
-    rest = (P4X.var_fresh + P4X.var_round_q + P4X.var_ks) * two_n**2
-    for_key = rest + (int(s.sum()) + 1) / 12
-    assert 0.85 * for_key <= measured <= 1.15 * for_key, (measured, for_key)
+    model = (P4X.var_fresh + P4X.var_round_q + P4X.var_ks + P4X.var_round_2n) * two_n**2
+    assert 0.85 * model <= measured <= 1.15 * model, (measured, model)
 
 
 def test_extension_lowers_the_modulus_switch_noise_only():

@@ -31,7 +31,9 @@ def test_registered_with_sibling_width(name):
 def test_existing_presets_kept():
     assert {"P2", "P4", "P6", "P8", "P10"} <= set(presets.PRESETS)
     for name in ("P2", "P4", "P6", "P8", "P10"):
-        assert -128 < presets.PRESETS[name].log2_p_fail() <= -64 or name == "P10"
+        assert presets.PRESETS[name].log2_p_fail() <= -64
+    # with the centered modulus switch P6's own parameters meet 2^-128: P6_128 is P6 under that name
+    assert presets.P6_128.digest() == presets.P6.digest() and presets.P6_128.name != presets.P6.name
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -64,8 +66,8 @@ def test_keys_no_larger_than_tfhers(name):
 
 EXPECTED_SIZES = {
     "P2_128": (76_873_728, 19_218_432),  # 391 groups x 3 GGSWs of 2 x 2 polynomials; 2048 x 3 LWEs of 782 words
-    "P4_128": (81_985_536, 34_160_640),  # as P4 (the extension keeps N's keys); KSK 2048 x 5 x 834 words
-    "P6_128": (192_282_624, 32_047_104),  # as P6 (l = 2); KSK 2048 x 4 x 978 words
+    "P4_128": (96_141_312, 24_035_328),  # 489 groups x 3 GGSWs of 2 x 2 polynomials; 2048 x 3 LWEs of 978 words
+    "P6_128": (192_282_624, 48_070_656),  # P6's: l = 2; KSK 2048 x 6 x 978 words
 }
 """(BSK, KSK) bytes (``Params.bsk_bytes``, ``ksk_bytes``)."""
 
