@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap", "profile",
-                "activations", "ml")
+                "activations", "ml", "switch")
 
 SUITE_SUMMARIES = {
     "ntt": "the negacyclic NTT: the jitted radix-2 kernel against plain NumPy and Zama's tfhe-ntt",
@@ -25,6 +25,7 @@ SUITE_SUMMARIES = {
     "profile": "per operation on any device: executables, kernels, copies and time against floors",
     "activations": "CKKS activations (sigmoid, ReLU, square): levels, approximation and encrypted error, latency",
     "ml": "encrypted ML on CKKS: HELR training with bootstrapping and CNN inference against TenSEAL",
+    "switch": "CKKS <-> TFHE scheme switching: ReLU, comparison, max, argmax on CKKS vectors against OpenFHE",
 }
 """One line per suite for ``crossfhe bench`` (known without the benchmarks directory)."""
 
