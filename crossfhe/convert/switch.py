@@ -48,8 +48,9 @@ probability p_fail = erfc(1 / (2 sqrt(2 var))) per value.
    (:func:`shift_for`): the bootstrap's output noise (standard deviation sigma_pbs of Q_t, ``var_pbs``) is
    sigma_pbs 2^(P+1+T) in units of f, and EvalMod's residual, 3 (2 pi x)^4 / 40 relative at x = f / 2^(P+1+T)
    (the arcsine-corrected sine, :mod:`crossfhe.ckks.bootstrap`), grows as T falls; T minimizes the larger of the
-   two at f = 2^P - 1 (P4: T = 4, predicted 0.025 units; P6 and P8: about 2^-8). The values that come back
-   are f(m) plus that error: integers to within a few hundredths at P4, far closer at P6 and above.
+   two at f = 2^P - 1 (P4: T = 3, one standard deviation 0.015 and a residual up to 0.021 units; P6: T = 5,
+   0.002 and 0.0004; P8: 0.010 and 0.002). The values that come back are f(m) plus that error: integers to within
+   a few hundredths at P4 and P8, a few thousandths at P6.
 2. Modulus switch Q_t -> q0 (float64, as above) and the LWE -> RLWE embedding (CHAM eq. 3) in R under s'.
 3. Gadget key switch s' -> s (a key under the CKKS secret, sigma 3.19: secure as the CKKS keys are).
 4. PackLWEs (:func:`crossfhe.convert.packing.pack_lwes`, the CKKS Galois keys of level 0): value j (padded to 2n
