@@ -380,8 +380,8 @@ def keygen(ckks_sk: SecretKey, ckks_keys: EvaluationKeys, tfhe_ck: tfhe_ops.Clie
            tfhe_sk: tfhe_ops.ServerKey, *, slots: int | None = None, seed: bytes | None = None,
            progress=None) -> SwitchKeys:
     """Both directions' keys from the key owner's two secrets (module docstring). ``slots``: a power of two <=
-    N/2 (default N/2): CKKS vectors of up to that many values switch to TFHE, and up to that many TFHE values
-    switch back in one ciphertext. Where the CKKS parameters bootstrap, the bootstrapping keys of a ``slots``-slot
+    N/2 (default N/2): CKKS vectors of up to that many values (any power-of-two width up to it: SlotToCoeff's
+    rotations for each) switch to TFHE, and up to that many TFHE values switch back in one ciphertext. Where the CKKS parameters bootstrap, the bootstrapping keys of a ``slots``-slot
     configuration are made too (TFHE -> CKKS needs them). ParameterError if the TFHE long key does not fit the
     CKKS ring (k N_t > N) or the key to TFHE would be below the long key's published security."""
     progress = progress_callback(progress)
@@ -410,7 +410,7 @@ def keygen(ckks_sk: SecretKey, ckks_keys: EvaluationKeys, tfhe_ck: tfhe_ops.Clie
     sk_ring = dataclasses.replace(ckks_sk, poly=ckks_sk.residues(ring.q + ring.p), q=ring.q, p=ring.p)
     pack = packing.gen_packing_keys(sk_ring, ring, rng.next_key(), dnum=len(ring.q))
     report(progress, 2, total, "switching keys")
-    rots = s2c_rotations(params, slots)
+    rots = sorted({r for k in range(1, slots.bit_length()) for r in s2c_rotations(params, 1 << k)})
     need = sorted({ckks_ops.galois_element(params, r) for r in rots} - set(ckks_keys.galois))
     galois = dict(ckks_keys.galois)
     for g in need:
