@@ -199,3 +199,14 @@ def test_p_fail_model(ctx):
     # the switch adds the CKKS and key-switch noise to the TFHE key switch's and roundings': far below the budget
     assert s.log2_p_fail() < TFHE_P.log2_p_fail()
     assert s.keys.to_tfhe.noise_variance() < 2.0**-40
+
+
+def test_keys_hold_slot_to_coeff_rotations_for_every_width(ctx):
+    # a vector narrower than the keys' slots runs SlotToCoeff at its own width: the keys hold each width's rotations
+    _, _, s = ctx
+    from crossfhe.ckks import ops as ckks_ops
+
+    have = set(s.keys.evaluation.galois)
+    for k in range(1, s.keys.slots.bit_length()):
+        need = {ckks_ops.galois_element(CKKS_P, r) for r in sw.s2c_rotations(CKKS_P, 1 << k)}
+        assert need <= have, 1 << k
