@@ -21,6 +21,7 @@ from crossfhe.api import (
     EncryptedInt,
     EncryptedIntVector,
     EncryptedVector,
+    SchemeSwitch,
     TFHEContext,
     TFHEPublicContext,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "RingParams",
     "RingParamsLiteral",
     "SecretDistribution",
+    "SchemeSwitch",
     "SecretMaterialError",
     "SecurityLevel",
     "SerializationError",

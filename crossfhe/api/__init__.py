@@ -10,10 +10,13 @@ and ``.serialize()`` / ``load(ctx, blob)``.
   (exact integer vectors mod t).
 * :mod:`crossfhe.api.tfhe`: :class:`TFHEContext`, :class:`TFHEPublicContext`, :class:`EncryptedInt`
   (p-bit integers with lookups, their range tracked).
+* :mod:`crossfhe.api.switch`: :class:`SchemeSwitch` (CKKS vectors <-> TFHE integers; ReLU, comparisons, max,
+  argmax and any table on CKKS vectors).
 """
 
 from crossfhe.api.bfv import BFVContext, BFVPublicContext, EncryptedIntVector
 from crossfhe.api.ckks import CKKSContext, CKKSPublicContext, EncryptedVector
+from crossfhe.api.switch import SchemeSwitch
 from crossfhe.api.tfhe import EncryptedInt, TFHEContext, TFHEPublicContext
 
 __all__ = [
@@ -24,6 +27,7 @@ __all__ = [
     "EncryptedInt",
     "EncryptedIntVector",
     "EncryptedVector",
+    "SchemeSwitch",
     "TFHEContext",
     "TFHEPublicContext",
 ]

@@ -381,8 +381,9 @@ def keygen(ckks_sk: SecretKey, ckks_keys: EvaluationKeys, tfhe_ck: tfhe_ops.Clie
            progress=None) -> SwitchKeys:
     """Both directions' keys from the key owner's two secrets (module docstring). ``slots``: a power of two <=
     N/2 (default N/2): CKKS vectors of up to that many values (any power-of-two width up to it: SlotToCoeff's
-    rotations for each) switch to TFHE, and up to that many TFHE values switch back in one ciphertext. Where the CKKS parameters bootstrap, the bootstrapping keys of a ``slots``-slot
-    configuration are made too (TFHE -> CKKS needs them). ParameterError if the TFHE long key does not fit the
+    rotations for each) switch to TFHE, and up to that many TFHE values switch back in one ciphertext. Where the
+    CKKS parameters bootstrap, the bootstrapping keys of a ``slots``-slot configuration are made too (TFHE -> CKKS
+    needs them). ParameterError if the TFHE long key does not fit the
     CKKS ring (k N_t > N) or the key to TFHE would be below the long key's published security."""
     progress = progress_callback(progress)
     params, tparams = ckks_keys.params, tfhe_sk.params
