@@ -9,7 +9,7 @@ importable from ``crossfhe``.
 
 from crossfhe.tfhe import ops, params, presets
 from crossfhe.tfhe.ops import ClientKey, ServerKey, decrypt, encrypt, keygen, pbs, pbs_many
-from crossfhe.tfhe.params import Params, make
+from crossfhe.tfhe.params import Params, ParamsLiteral, make
 
-__all__ = ["ClientKey", "Params", "ServerKey", "decrypt", "encrypt", "keygen", "make", "ops", "params", "pbs",
-           "pbs_many", "presets"]
+__all__ = ["ClientKey", "Params", "ParamsLiteral", "ServerKey", "decrypt", "encrypt", "keygen", "make", "ops",
+           "params", "pbs", "pbs_many", "presets"]

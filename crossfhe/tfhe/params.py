@@ -427,6 +427,12 @@ class Params:
         """Key-switching key: k N l_ks LWE ciphertexts of dimension n mod 2^32."""
         return self.long_dim * self.ks_gadget.levels * (self.lwe_dim + 1) * 4
 
+    @staticmethod
+    def from_literal(lit: ParamsLiteral) -> Params:
+        """The checked parameters of a :class:`ParamsLiteral`: the primes chosen, the noise made absolute, every
+        check of ``__post_init__`` run (security included)."""
+        return _from_literal(lit)
+
     def with_kernels(self, kernels) -> Params:
         """These parameters on another kernel set (``crossfhe.kernels.VECTOR``, ``NATIVE``, ``MATRIX`` or ``AUTO``,
         or their names): the NTTs run on it, and on ``NATIVE`` the grouped FFT blind rotation runs in the native
@@ -473,46 +479,58 @@ def _log2_erfc(z: float) -> float:
     return (-(z * z) - math.log(z * math.sqrt(math.pi)) + math.log1p(-1 / (2 * z * z) + 3 / (4 * z**4))) / math.log(2)
 
 
-def make(
-    message_bits: int,
-    *,
-    lwe_dim: int,
-    glwe_dim: int,
-    poly_size: int,
-    limbs: int = 2,
-    glwe_sigma: float | None = None,
-    glwe_log2_rate: float | None = None,
-    lwe_log2_rate: float,
-    pbs: tuple[int, int],
-    ks: tuple[int, int],
-    max_norm2: int | None = None,
-    name: str = "",
-    insecure: bool = False,
-    extension: int = 0,
-    grouping: int = 1,
-) -> Params:
-    """Build a :class:`Params`: the GLWE primes are the largest 31-bit NTT primes for N (``limbs`` of them);
-    the noise is given as an absolute ``glwe_sigma`` or as a rate ``glwe_log2_rate`` (sigma = 2^rate Q),
-    the key-switching noise as a rate (sigma = 2^rate 2^32)."""
-    moduli = primes.ntt_primes(31, poly_size, limbs)
+@dataclass(frozen=True)
+class ParamsLiteral:
+    """What a user asks for; :meth:`Params.from_literal` checks it and chooses the primes (as CKKS's and BFV's
+    literals). message_bits: p. lwe_dim: n, the short key. glwe_dim, poly_size: k and N of the long key.
+    limbs: how many 31-bit NTT primes for N make Q (the largest ones). The GLWE noise is an absolute
+    ``glwe_sigma`` or a rate ``glwe_log2_rate`` (sigma = 2^rate Q), exactly one of them; the key-switching noise a
+    rate ``lwe_log2_rate`` (sigma = 2^rate 2^32). pbs, ks: (base_log, levels) of the gadgets. max_norm2, name,
+    insecure, extension (nu), grouping (g): as :class:`Params`."""
+
+    message_bits: int
+    lwe_dim: int
+    glwe_dim: int
+    poly_size: int
+    lwe_log2_rate: float
+    pbs: tuple[int, int]
+    ks: tuple[int, int]
+    limbs: int = 2
+    glwe_sigma: float | None = None
+    glwe_log2_rate: float | None = None
+    max_norm2: int | None = None
+    name: str = ""
+    insecure: bool = False
+    extension: int = 0
+    grouping: int = 1
+
+
+def _from_literal(lit: ParamsLiteral) -> Params:
+    if not isinstance(lit, ParamsLiteral):
+        raise TypeError(f"from_literal takes a tfhe.params.ParamsLiteral, got {type(lit).__name__}")
+    moduli = primes.ntt_primes(31, lit.poly_size, lit.limbs)
     big_q = math.prod(moduli)
-    if (glwe_sigma is None) == (glwe_log2_rate is None):
+    if (lit.glwe_sigma is None) == (lit.glwe_log2_rate is None):
         raise ParameterError("give exactly one of glwe_sigma and glwe_log2_rate")
-    if glwe_sigma is None:
-        glwe_sigma = 2.0**glwe_log2_rate * big_q
+    glwe_sigma = 2.0**lit.glwe_log2_rate * big_q if lit.glwe_sigma is None else lit.glwe_sigma
     return Params(
-        message_bits=message_bits,
-        lwe_dim=lwe_dim,
-        glwe_dim=glwe_dim,
-        poly_size=poly_size,
+        message_bits=lit.message_bits,
+        lwe_dim=lit.lwe_dim,
+        glwe_dim=lit.glwe_dim,
+        poly_size=lit.poly_size,
         moduli=moduli,
         glwe_sigma=float(glwe_sigma),
-        lwe_sigma=2.0**lwe_log2_rate * 2**KS_MODULUS_BITS,
-        pbs_gadget=Gadget(*pbs),
-        ks_gadget=Gadget(*ks),
-        max_norm2=max_norm2,
-        name=name,
-        insecure=insecure,
-        extension=extension,
-        grouping=grouping,
+        lwe_sigma=2.0**lit.lwe_log2_rate * 2**KS_MODULUS_BITS,
+        pbs_gadget=Gadget(*lit.pbs),
+        ks_gadget=Gadget(*lit.ks),
+        max_norm2=lit.max_norm2,
+        name=lit.name,
+        insecure=lit.insecure,
+        extension=lit.extension,
+        grouping=lit.grouping,
     )
+
+
+def make(message_bits: int, **fields) -> Params:
+    """``Params.from_literal(ParamsLiteral(message_bits, **fields))``: the keyword form the presets use."""
+    return Params.from_literal(ParamsLiteral(message_bits, **fields))

@@ -256,3 +256,18 @@ def test_make_noise_arguments():
     p = make(2, glwe_log2_rate=-45.0, **kw)
     assert p == dataclasses.replace(BASE, name="") and isinstance(p, Params)
     assert math.isclose(math.log2(p.glwe_sigma / p.big_q), -45.0, rel_tol=0, abs_tol=1e-9)
+
+
+def test_literal_to_checked_params():
+    """A literal is what a user asks for; from_literal checks it (as CKKS's and BFV's): the presets are literals."""
+    from crossfhe.tfhe import ParamsLiteral
+
+    lit = ParamsLiteral(4, lwe_dim=833, glwe_dim=1, poly_size=2048, lwe_log2_rate=-18.08, pbs=(23, 1), ks=(2, 7),
+                        glwe_log2_rate=-48.32, max_norm2=17, name="P4", grouping=2)
+    assert Params.from_literal(lit) == presets.P4
+    with pytest.raises(ParameterError, match="exactly one"):
+        Params.from_literal(dataclasses.replace(lit, glwe_sigma=3.2))
+    with pytest.raises(InsecureParametersError):
+        Params.from_literal(dataclasses.replace(lit, lwe_dim=600))
+    with pytest.raises(TypeError):
+        Params.from_literal({"message_bits": 4})
