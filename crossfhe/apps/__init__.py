@@ -7,9 +7,14 @@ no noise flooding.
 
 Encrypted machine learning on CKKS: :mod:`crossfhe.apps.helr` (logistic regression trained on encrypted data with
 bootstrapping, ``LogisticRegression``) and :mod:`crossfhe.apps.cnn` (LoLa-MNIST and TenSEAL's network on encrypted
-images, ``CNN``), on the bundled data sets of :mod:`crossfhe.apps.datasets`."""
+images, ``CNN``), on the bundled data sets of :mod:`crossfhe.apps.datasets`.
 
-from crossfhe.apps import beaver, cnn, datasets, helr, hetero_lr
+Encrypted inference on multi-bit TFHE, compiled as circuits (Taurus §VI; :mod:`crossfhe.apps.tfhe_ml`): decision
+trees and gradient-boosted trees (:mod:`crossfhe.apps.trees`), k-nearest neighbours (:mod:`crossfhe.apps.knn`), a
+quantized MLP and a small CNN with lookup-table activations (:mod:`crossfhe.apps.qnn`): ``DecisionTree``,
+``GradientBoostedTrees``, ``KNN``, ``QuantizedMLP``, ``QuantizedCNN``."""
+
+from crossfhe.apps import beaver, cnn, datasets, helr, hetero_lr, knn, qnn, tfhe_ml, trees
 from crossfhe.apps.beaver import Client, ClientTriple, Server, ServerTriple, generate_triples, shared_matvec
 from crossfhe.apps.cnn import CNN
 from crossfhe.apps.helr import LogisticRegression
@@ -23,11 +28,19 @@ from crossfhe.apps.hetero_lr import (
     StepTranscript,
     train_step,
 )
+from crossfhe.apps.knn import KNN
+from crossfhe.apps.qnn import QuantizedCNN, QuantizedMLP
+from crossfhe.apps.trees import DecisionTree, GradientBoostedTrees
 
 __all__ = [
     "LR_N4096",
     "LR_N8192",
     "CNN",
+    "KNN",
+    "DecisionTree",
+    "GradientBoostedTrees",
+    "QuantizedCNN",
+    "QuantizedMLP",
     "Arbiter",
     "LogisticRegression",
     "Client",
@@ -44,6 +57,10 @@ __all__ = [
     "helr",
     "generate_triples",
     "hetero_lr",
+    "knn",
+    "qnn",
+    "tfhe_ml",
+    "trees",
     "shared_matvec",
     "train_step",
 ]

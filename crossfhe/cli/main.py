@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap", "profile",
-                "activations", "ml", "switch")
+                "activations", "ml", "switch", "taurus")
 
 SUITE_SUMMARIES = {
     "ntt": "the negacyclic NTT: the jitted radix-2 kernel against plain NumPy and Zama's tfhe-ntt",
@@ -26,6 +26,7 @@ SUITE_SUMMARIES = {
     "activations": "CKKS activations (sigmoid, ReLU, square): levels, approximation and encrypted error, latency",
     "ml": "encrypted ML on CKKS: HELR training with bootstrapping and CNN inference against TenSEAL",
     "switch": "CKKS <-> TFHE scheme switching: ReLU, comparison, max, argmax on CKKS vectors against OpenFHE",
+    "taurus": "Taurus workloads on TFHE circuits (trees, boosting, KNN, MLP, CNN) against Concrete ML",
 }
 """One line per suite for ``crossfhe bench`` (known without the benchmarks directory)."""
 

@@ -1,0 +1,326 @@
+"""The Taurus workloads (Taurus §VI, Table IV) on multi-bit TFHE circuits: decision tree, gradient-boosted trees,
+KNN, a quantized MLP and a small CNN, each compiled by crossfhe.compile (KS/ACC dedup, batched bootstraps).
+
+    python benchmarks/bench_taurus.py [--quick] [--workloads tree,gbt,knn,mlp,cnn] [--batch 8] [--reps 10]
+                                      [--no-peer] [--json PATH]
+
+Per workload: accuracy on the whole test split of the float model, of the quantized plain model (exact integer
+arithmetic) and of the encrypted model on the samples run (whose decrypted outputs must equal the plain model's:
+``exact``); latency per sample at batch 1 (median of >= 3 runs after a warm-up run that compiles; encrypt, run,
+decrypt apart) and per sample at ``--batch`` (one run after its warm-up); PBS (bootstraps), launches, key switches
+and test vectors before and after the compiler's dedup and batching passes; the preset and its key sizes;
+for ``--unoptimized`` workloads also the batch-1 latency of the circuit compiled with ``optimize=False`` (one launch
+and one key switch per lookup).
+
+Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gives them as JSON):
+
+- tree, gbt, knn: ``crossfhe.apps.datasets.breast_cancer(seed=0)``: scikit-learn's table (569 x 30), a seeded
+  permutation (NumPy PCG64, seed 0), the first 455 rows train, the other 114 test, each feature min-max scaled by
+  the training rows (test clipped to [0, 1]); features quantized q = min(floor(x 2^b), 2^b - 1).
+  tree: DecisionTreeClassifier(max_depth=6, random_state=0) on 6-bit q, P6. gbt: GradientBoostingClassifier(
+  n_estimators=16, max_depth=3, learning_rate=0.3, random_state=0) on 6-bit q, leaf values rounded to one step
+  (crossfhe.apps.trees), P6. knn: the 4 features of largest ANOVA F (SelectKBest(f_classif)), 3-bit q, 16
+  training points drawn with numpy.random.default_rng(0).choice(455, 16, replace=False), k 3, L1 distance, ties
+  by index, P6.
+- mlp, cnn: ``crossfhe.apps.datasets.digits(28, seed=0)``: scikit-learn's 1797 8 x 8 digits resized bilinearly to
+  28 x 28, pixels in [0, 1], seeded split 1437 / 360; pixels quantized to 2 bits. mlp: 784 -> 32 -> 10,
+  MLPClassifier(relu, alpha=1e-3, max_iter=200, random_state=0), 3-bit activations, P8. cnn: conv 2 x 8 x 8 stride
+  4 (36 windows) -> 10, NumPy Adam (seed 0, 20 epochs), 3-bit activations, P8. Per-neuron post-training
+  quantization as in crossfhe.apps.qnn.
+
+``--quick``: P4 models of a few lookups (the tests' sizes), batch 2, 3 reps: a smoke test in about a minute.
+Threads: the process's CPUs (``threads`` in each record); run one heavy process at a time.
+
+Peer: Concrete ML (benchmarks/concrete_peer.py in .venv-concrete) is started once by :func:`run_peer` after our
+rows unless ``--no-peer`` (arguments: :func:`peer_args`; same data, split and seed, its own quantization); each
+model's record is attached as ``peer_record``, ``peer_median_ms`` and ``ratio`` (ours / peer, ms per sample at
+batch 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORKLOADS = ("tree", "gbt", "knn", "mlp", "cnn")
+PAPER_MS = {"tree": 409.19, "knn": 306.66, "gbt": 689.29, "cnn": 11.60}
+"""Taurus Table IV, the Taurus column (ms per inference on their accelerator, their models: decision tree on
+Bioresponse, KNN, XGBoost regressor on Ames, CNN-20): context, not a comparison measured here."""
+
+
+def _parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--batch", type=int, default=8, help="samples per batched run (throughput)")
+    p.add_argument("--reps", type=int, default=10, help="batch-1 repetitions (at least 3, or 2 s)")
+    p.add_argument("--max-seconds", type=float, default=30.0, help="stop repeating batch 1 after this (>= 3 reps)")
+    p.add_argument("--unoptimized", default="tree,knn",
+                   help="workloads also timed at batch 1 compiled with optimize=False (no CSE, dedup or batching)")
+    p.add_argument("--quick", action="store_true", help="small P4 models: a smoke test")
+    p.add_argument("--no-peer", action="store_true", help="skip the Concrete ML peer")
+    p.add_argument("--peer-samples", type=int, default=5, help="samples the peer runs, one at a time")
+    p.add_argument("--json", default=str(HERE / "results" / "taurus.json"))
+    return p.parse_args(argv)
+
+
+# --------------------------------------------------------------------------------------------------
+# Data and models (the definitions the peer reproduces)
+# --------------------------------------------------------------------------------------------------
+
+
+def peer_spec(name: str, quick: bool = False) -> dict:
+    """The dataset, split, seed, quantization and model of workload ``name``, as JSON-able data."""
+    tab = {"dataset": "sklearn.datasets.load_breast_cancer", "loader": "crossfhe.apps.datasets.breast_cancer",
+           "split": {"seed": 0, "permutation": "numpy.random.default_rng(0).permutation(569)", "train": 455},
+           "scaling": "min-max per feature on the train rows, test clipped to [0, 1]",
+           "quantization": "q = min(floor(x * 2**bits), 2**bits - 1)"}
+    img = {"dataset": "sklearn.datasets.load_digits", "loader": "crossfhe.apps.datasets.digits(28)",
+           "split": {"seed": 0, "permutation": "numpy.random.default_rng(0).permutation(1797)", "train": 1437},
+           "scaling": "pixels / 16, bilinear resize 8x8 -> 28x28 with aligned corners",
+           "quantization": "q = min(floor(x * 2**bits), 2**bits - 1)"}
+    return {"name": name, "quick": quick, "model": MODELS[name](quick)[1],
+            **(img if name in ("mlp", "cnn") else tab)}
+
+
+def _model(name: str, quick: bool):
+    from crossfhe.apps.knn import KNN
+    from crossfhe.apps.qnn import QuantizedCNN, QuantizedMLP
+    from crossfhe.apps.trees import DecisionTree, GradientBoostedTrees
+    from crossfhe.tfhe import presets
+
+    spec = MODELS[name](quick)[1]
+    kw = {k: v for k, v in spec.items() if k not in ("class", "preset")}
+    if spec.get("preset"):
+        kw["params"] = presets.PRESETS[spec["preset"]]
+    cls = {"DecisionTree": DecisionTree, "GradientBoostedTrees": GradientBoostedTrees, "KNN": KNN,
+           "QuantizedMLP": QuantizedMLP, "QuantizedCNN": QuantizedCNN}[spec["class"]]
+    return cls(**kw)
+
+
+MODELS = {
+    "tree": lambda q: ("cancer", {"class": "DecisionTree", "max_depth": 3 if q else 6, "bits": 4 if q else 6,
+                                  "seed": 0, "preset": "P4" if q else "P6"}),
+    "gbt": lambda q: ("cancer", {"class": "GradientBoostedTrees", "n_estimators": 4 if q else 16,
+                                 "max_depth": 2 if q else 3, "learning_rate": 0.3, "bits": 3 if q else 6, "seed": 0,
+                                 "preset": "P4" if q else "P6"}),
+    "knn": lambda q: ("cancer", {"class": "KNN", "k": 3, "n_train": 6 if q else 16, "n_features": 2 if q else 4,
+                                 "bits": 2 if q else 3, "seed": 0, "preset": "P4" if q else "P6"}),
+    "mlp": lambda q: ("digits", {"class": "QuantizedMLP", "hidden": [4] if q else [32], "input_bits": 1 if q else 2,
+                                 "act_bits": 2 if q else 3, "weight_max": 3 if q else 15, "seed": 0,
+                                 "preset": "P4" if q else "P8"}),
+    "cnn": lambda q: ("digits", {"class": "QuantizedCNN", "channels": 1 if q else 2, "kernel": 14 if q else 8,
+                                 "stride": 14 if q else 4, "input_bits": 1 if q else 2, "act_bits": 2 if q else 3,
+                                 "weight_max": 3 if q else 15, "seed": 0, "epochs": 3 if q else 20,
+                                 "preset": "P4" if q else "P8"}),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Measuring
+# --------------------------------------------------------------------------------------------------
+
+
+def _keys(params, cache: dict):
+    from crossfhe.compiler import CircuitKeys
+    from crossfhe.tfhe import ops
+
+    if params.name not in cache:
+        t0 = time.perf_counter()
+        ck, sk = ops.keygen(params)
+        cache[params.name] = (CircuitKeys(ck, sk), time.perf_counter() - t0)
+    return cache[params.name]
+
+
+def measure(name: str, args, key_cache: dict) -> dict:
+    import jax
+    import numpy as np
+
+    from crossfhe.apps import datasets
+    from crossfhe.cli.benchutil import load_average
+
+    data = datasets.breast_cancer(seed=0) if MODELS[name](args.quick)[0] == "cancer" else datasets.digits(28, seed=0)
+    t0 = time.perf_counter()
+    model = _model(name, args.quick).fit(data.x_train, data.y_train)
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    circuit = model.compile()
+    trace_s = time.perf_counter() - t0
+    counts = model.counts()
+    keys, keygen_s = _keys(model.params, key_cache)
+    y = np.asarray(data.y_test)
+    plain = model.predict_plain(data.x_test)
+    x1 = data.x_test[:1]
+    q1 = model.encode(x1)
+
+    def once(q, timings):
+        return model.outputs_encrypted(q, keys=keys, timings=timings)
+
+    first: dict = {}
+    t0 = time.perf_counter()
+    once(q1, first)
+    first_s = time.perf_counter() - t0
+    stages, totals = [], []
+    start = time.perf_counter()
+    while True:
+        st: dict = {}
+        t0 = time.perf_counter()
+        out1 = once(q1, st)
+        totals.append(time.perf_counter() - t0)
+        stages.append(st)
+        el = time.perf_counter() - start
+        if (len(totals) >= args.reps and el >= 2.0) or (len(totals) >= 3 and el >= args.max_seconds):
+            break
+    xb = data.x_test[: args.batch]
+    qb = model.encode(xb)
+    warm: dict = {}
+    t0 = time.perf_counter()
+    once(qb, warm)
+    batch_first_s = time.perf_counter() - t0
+    stb: dict = {}
+    t0 = time.perf_counter()
+    outb = once(qb, stb)
+    batch_s = time.perf_counter() - t0
+    exact = bool((outb == model.outputs_plain(qb)).all() and (out1 == model.outputs_plain(q1)).all())
+    unopt = None
+    if name in args.unoptimized.split(","):
+        model.compile(optimize=False, keys=keys)
+        model.outputs_encrypted(q1, keys=keys, optimize=False)  # compiles
+        runs = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            exact = exact and bool((model.outputs_encrypted(q1, keys=keys, optimize=False)
+                                    == model.outputs_plain(q1)).all())
+            runs.append(time.perf_counter() - t0)
+        unopt = 1e3 * statistics.median(runs)
+    enc_pred = model.decode(outb)
+    sk = keys.public
+    return {
+        "suite": "taurus", "name": name, "peer": "crossfhe", "workload": MODELS[name](args.quick)[1],
+        "data": data.name, "train": len(data.y_train), "test": len(y), "preset": model.params.name,
+        "params": {"p": model.params.message_bits, "n": model.params.lwe_dim, "N": model.params.poly_size,
+                   "extension": model.params.extension},
+        "inputs": len(model.input_bits), "outputs": len(circuit.graph.outputs),
+        "accuracy": {"float": float((np.asarray(model.predict_float(data.x_test)) == y).mean()),
+                     "plain": float((plain == y).mean()),
+                     "encrypted": float((enc_pred == y[: len(xb)]).mean()),
+                     "plain_same_samples": float((plain[: len(xb)] == y[: len(xb)]).mean())},
+        "agreement": float((enc_pred == plain[: len(xb)]).mean()), "exact": exact, "encrypted_samples": len(xb),
+        "counts_before": counts["before"], "counts_after": counts["after"],
+        "median_ms": 1e3 * statistics.median(totals), "min_ms": 1e3 * min(totals), "max_ms": 1e3 * max(totals),
+        "reps": len(totals),
+        "stage_ms": {k: 1e3 * statistics.median(s[k] for s in stages) for k in ("encrypt", "run", "decrypt")},
+        "unoptimized_median_ms": unopt, "first_run_s": first_s, "batch": len(xb), "batch_s": batch_s,
+        "batch_first_s": batch_first_s,
+        "ms_per_sample_batched": 1e3 * batch_s / len(xb),
+        "batch_stage_ms": {k: 1e3 * v for k, v in stb.items()},
+        "ms_per_pbs_batched": 1e3 * stb["run"] / max(1, len(xb) * counts["after"]["bootstraps"]),
+        "fit_s": fit_s, "trace_s": trace_s, "keygen_s": keygen_s,
+        "key_mib": {"server": sk.nbytes / 2**20, "bsk": int(sk.bsk.nbytes) / 2**20, "ksk": int(sk.ksk.nbytes) / 2**20},
+        "device": jax.devices()[0].platform,
+        "backend": getattr(model.params.kernels.resolve(), "name", str(model.params.kernels.resolve())),
+        "jax": jax.__version__,
+        "threads": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "load": load_average(), "paper_ms": PAPER_MS.get(name),
+        "note": "paper_ms: Taurus Table IV (accelerator, their models); context only",
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# The peer
+# --------------------------------------------------------------------------------------------------
+
+
+PEER_NAMES = {"tree": "tree", "gbt": "xgb", "knn": "knn", "mlp": "mlp", "cnn": "cnn"}
+"""Our workload names -> benchmarks/concrete_peer.py's model names."""
+
+
+def peer_args(names: list[str], quick: bool, samples: int, threads: int) -> list[str]:
+    """The peer's command-line arguments closest to our models (:data:`MODELS`): the same data, split and seed (the
+    peer copies crossfhe.apps.datasets); tree depth 6 on 6-bit features, 16 boosted trees of depth 3 on 6 bits, KNN
+    k 3 on 16 training points of 4 features, an MLP of 32 hidden units; TFHE-rs's failure probability 2^-64 per PBS.
+    Differences that remain: its quantization is Concrete ML's own (n_bits of inputs and weights, calibrated
+    rounding), its KNN takes the first 16 training rows and the first 4 columns (ours: 16 rows drawn with seed 0 and
+    the 4 columns of largest ANOVA F), its CNN is its own shape."""
+    out = ["--models", ",".join(PEER_NAMES[n] for n in names), "--samples", str(samples), "--threads", str(threads),
+           "--p-error", "tfhe-rs"]
+    if quick:
+        return out + ["--quick"]
+    return out + ["--tree-depth", "6", "--xgb-estimators", "16", "--xgb-depth", "3", "--knn-k", "3", "--knn-train",
+                  "16", "--knn-features", "4", "--mlp-hidden", "32", "--n-bits", "tree=6,xgb=6"]
+
+
+def run_peer(names: list[str], quick: bool, samples: int, threads: int) -> dict:
+    """Concrete ML on the workloads ``names`` (benchmarks/concrete_peer.py in its own environment,
+    ``.venv-concrete``, made by benchmarks/setup_concrete.sh): {our name: its model record (``ms_per_sample``:
+    median end-to-end ms per sample, one at a time)}; empty where the script or its environment is missing or it
+    fails."""
+    script = HERE / "concrete_peer.py"
+    python = HERE.parent / ".venv-concrete" / "bin" / "python"
+    if not script.exists() or not python.exists():
+        print(f"# {script.name} or {python} missing (bash benchmarks/setup_concrete.sh): no peer", file=sys.stderr)
+        return {}
+    r = subprocess.run([str(python), str(script), *peer_args(names, quick, samples, threads)], capture_output=True,
+                       text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
+    if r.returncode:
+        print(f"# Concrete ML peer failed:\n{r.stderr[-2000:]}", file=sys.stderr)
+        return {}
+    models = json.loads(r.stdout.strip().splitlines()[-1]).get("models", {})
+    return {n: models[PEER_NAMES[n]] for n in names if PEER_NAMES[n] in models}
+
+
+def _table(records: list[dict]) -> None:
+    print(f"\n{'workload':<6}{'preset':>7}{'acc f/q/enc':>20}{'exact':>6}{'ms b=1':>10}{'ms/smp b':>10}"
+          f"{'PBS':>9}{'launch':>9}{'KS':>9}{'TV':>9}{'key MiB':>9}{'peer':>9}")
+    for r in records:
+        a, b, c = r["accuracy"], r["counts_before"], r["counts_after"]
+        acc = f"{a['float']:.3f}/{a['plain']:.3f}/{a['encrypted']:.2f}"
+        print(f"{r['name']:<6}{r['preset']:>7}{acc:>20}{'yes' if r['exact'] else 'NO':>6}{r['median_ms']:>10.0f}"
+              f"{r['ms_per_sample_batched']:>10.0f}{b['bootstraps']:>4}>{c['bootstraps']:<4}"
+              f"{b['pbs_calls']:>4}>{c['pbs_calls']:<4}{b['key_switches']:>4}>{c['key_switches']:<4}"
+              f"{b['test_vectors']:>4}>{c['test_vectors']:<4}{r['key_mib']['server']:>9.0f}"
+              f"{r.get('peer_median_ms') or float('nan'):>9.0f}")
+        if r.get("unoptimized_median_ms"):
+            print(f"       {r['name']} compiled with optimize=False: {r['unoptimized_median_ms']:.0f} ms at batch 1")
+        if not r["exact"]:
+            print(f"       the decrypted outputs differ from the plain model's on {r['name']}")
+    print("acc: float model / quantized plain (whole test split) / encrypted (samples run); counts before>after the "
+          "dedup and batching passes; b = --batch")
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
+    if args.quick:
+        args.batch, args.reps = min(args.batch, 2), min(args.reps, 3)
+    from crossfhe.cli.benchutil import enable_compilation_cache, write_json
+
+    enable_compilation_cache()
+    records, key_cache = [], {}
+    names = args.workloads.split(",")
+    for name in names:
+        rec = measure(name, args, key_cache)
+        records.append(rec)
+        print(f"# {name}: {rec['median_ms']:.0f} ms per sample at batch 1, exact {rec['exact']}", flush=True)
+    if not args.no_peer:
+        threads = records[0]["threads"] if records else 1
+        peers = run_peer(names, args.quick, args.peer_samples, threads)
+        for rec in records:
+            peer = peers.get(rec["name"])
+            if peer and peer.get("ms_per_sample"):
+                rec.update(peer_name=peer.get("peer", "concrete-ml"), peer_median_ms=peer["ms_per_sample"],
+                           peer_record=peer, ratio=rec["median_ms"] / peer["ms_per_sample"])
+    _table(records)
+    print(json.dumps(records, default=float))
+    if args.json:
+        write_json(records, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,272 @@
+"""Quantized neural networks on encrypted 28 x 28 digits (Taurus §VI: CNN workloads), as TFHE circuits
+(:mod:`crossfhe.apps.tfhe_ml`): a multilayer perceptron (:class:`QuantizedMLP`) and a one-convolution network
+(:class:`QuantizedCNN`), each hidden activation one lookup that applies ReLU and requantizes.
+
+Encoding. Pixels x in [0, 1] (:func:`crossfhe.apps.datasets.digits` with ``side=28``: 8 x 8 digits resized) are
+quantized to ``input_bits`` bits, q = min(floor(x 2^b), 2^b - 1) (:func:`~crossfhe.apps.tfhe_ml.quantize_unit`);
+the client encrypts all 784 pixels, one ``TFHEInt(input_bits)`` each. The float model is trained on q / (2^b - 1).
+
+Quantization (post-training, per neuron). A dense layer (a convolution is one, with shared weights: its matrix
+has the kernel at each window) maps integers a_i in [0, A] standing for a_i s_a to z_j = s_a sum_i W_ji a_i + b_j.
+Neuron j gets integer weights w_ji = round(W_ji / s_j) with the smallest scale s_j such that |w| <= ``weight_max``,
+the accumulator's width A sum_i |w_ji| <= 2^p - 1 and its noise sum_i w_ji^2 (the inputs are fresh encryptions
+or bootstrap outputs, noise 1 each) within the budget. The circuit computes acc_j = sum_i w_ji a_i + o_j with
+o_j = A sum_{w<0} |w_ji|, so acc_j in [0, 2^p) exactly (linear operations, no bootstrap), then one lookup
+T_j(acc) = clamp(round(relu(s_a s_j (acc - o_j) + b_j) / s_h), 0, 2^h - 1): ReLU and the requantization to
+``act_bits`` bits (s_h: the layer's activation scale, its 99.9th percentile on the training set over 2^h - 1).
+The last layer has no lookup: its accumulators are the circuit's outputs, decrypted; the client computes the
+scores s_a s_k (acc_k - o_k) + b_k in float64 and takes the argmax (the plain model runs the same function on
+the same integers, so the predictions are equal, not just close).
+
+Sizes. :class:`QuantizedMLP`: 784 -> ``hidden`` (lookups) -> 10. :class:`QuantizedCNN`: ``channels`` filters of
+``kernel`` x ``kernel`` at ``stride`` (no padding: ((28 - kernel) / stride + 1)^2 windows each; lookups) -> 10.
+One bootstrap level per hidden layer, all of a layer's lookups one batched launch; one key switch per lookup (no
+two lookups read one value), one test vector per distinct table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crossfhe.apps.tfhe_ml import TFHEModel, budget, quantize_unit
+from crossfhe.errors import ParameterError
+from crossfhe.tfhe import presets
+
+SIDE = 28
+
+
+class _Layer:
+    """One quantized dense layer: ``w`` int64 [out, in], ``off`` int64 [out], ``scale`` float [out] (s_a s_j),
+    ``bias`` float [out], ``tables`` int64 [out, 2^p] or None (the output layer), ``parts`` (the output layer):
+    (neuron, input indices, offset) per circuit output."""
+
+    def __init__(self, w, off, scale, bias, tables, parts=None):
+        self.w, self.off, self.scale, self.bias, self.tables, self.parts = w, off, scale, bias, tables, parts
+
+
+def _split(w, a_max: int, params) -> list[tuple[int, np.ndarray, int]]:
+    """The output layer's accumulators split into parts (neuron, inputs, offset), each of width a_max sum |w| <=
+    2^p - 1 and noise sum w^2 within the budget: (neuron, input indices, offset)."""
+    top, nb = (1 << params.message_bits) - 1, budget(params)
+    parts = []
+    for k, row in enumerate(w):
+        chunks, cur, width, noise = [], [], 0, 0
+        for i in np.flatnonzero(row):
+            v = int(row[i])
+            if cur and (width + a_max * abs(v) > top or noise + v * v > nb):
+                chunks.append(cur)
+                cur, width, noise = [], 0, 0
+            cur.append(i)
+            width, noise = width + a_max * abs(v), noise + v * v
+        chunks.append(cur)
+        for c in chunks:
+            idx = np.array(c, dtype=np.int64)
+            parts.append((k, idx, int(a_max * np.maximum(-row[idx], 0).sum())))
+    return parts
+
+
+def _quantize_neurons(weights, a_max: int, params, weight_max: int, split: bool = False) -> tuple[np.ndarray,
+                                                                                                   np.ndarray]:
+    """(integer weights int64 [out, in], scales s_j float [out]) per the module docstring; ``split``: only
+    |w| <= weight_max (the output layer, whose accumulators are split into parts that fit)."""
+    top, nb = (1 << params.message_bits) - 1, budget(params)
+    out_w, out_s = [], []
+    for row in np.asarray(weights, dtype=np.float64):
+        s = max(np.abs(row).max() / weight_max, 1e-12)
+        while True:
+            w = np.rint(row / s).astype(np.int64)
+            if np.abs(w).max() <= weight_max and (split or (a_max * np.abs(w).sum() <= top and (w * w).sum() <= nb)):
+                break
+            s *= 1.03
+        out_w.append(w)
+        out_s.append(s)
+    return np.array(out_w), np.array(out_s)
+
+
+class _Network(TFHEModel):
+    """A float network (list of (W [out, in], b [out]) with ReLU between) quantized as in the module docstring."""
+
+    def __init__(self, *, input_bits: int, act_bits: int, weight_max: int, params, seed: int):
+        super().__init__()
+        self.in_bits, self.act_bits, self.weight_max = int(input_bits), int(act_bits), int(weight_max)
+        self.params = params or presets.P8
+        self.seed = int(seed)
+        if self.in_bits > self.params.message_bits or self.act_bits > self.params.message_bits:
+            raise ParameterError(f"{self.in_bits}-bit inputs and {self.act_bits}-bit activations need as many "
+                                 f"message bits; {self.params.name} has {self.params.message_bits}")
+        self.input_bits = (self.in_bits,) * (SIDE * SIDE)
+
+    def encode(self, x) -> np.ndarray:
+        """Pixels quantized: int64 [n, 784]."""
+        return quantize_unit(np.asarray(x).reshape(len(x), -1), self.in_bits)
+
+    def _scaled(self, x) -> np.ndarray:
+        return self.encode(x) / ((1 << self.in_bits) - 1)
+
+    def _quantize(self, layers, x_train) -> None:
+        """The float layers quantized on the calibration inputs ``x_train``."""
+        size = 1 << self.params.message_bits
+        a_max, s_a = (1 << self.in_bits) - 1, 1.0 / ((1 << self.in_bits) - 1)
+        a = self.encode(x_train)
+        self.layers = []
+        for n, (wf, bf) in enumerate(layers):
+            w, s = _quantize_neurons(wf, a_max, self.params, self.weight_max)
+            off = a_max * np.where(w < 0, -w, 0).sum(axis=1)
+            scale = s_a * s
+            if n == len(layers) - 1:
+                w, s = _quantize_neurons(wf, a_max, self.params, self.weight_max, split=True)
+                scale = s_a * s
+                self.layers.append(_Layer(w, None, scale, np.asarray(bf, np.float64), None, _split(w, a_max,
+                                                                                                   self.params)))
+                break
+            z = scale[:, None] * (np.arange(size)[None, :] - off[:, None]) + np.asarray(bf)[:, None]
+            acc = a @ w.T + off
+            zs = scale * (acc - off) + bf
+            h_max = (1 << self.act_bits) - 1
+            s_h = max(float(np.percentile(np.maximum(zs, 0), 99.9)), 1e-9) / h_max
+            tables = np.clip(np.rint(np.maximum(z, 0) / s_h), 0, h_max).astype(np.int64)
+            layer = _Layer(w, off, scale, np.asarray(bf, np.float64), tables)
+            self.layers.append(layer)
+            a = tables[np.arange(len(w))[None, :], acc]
+            a_max, s_a = h_max, s_h
+
+    def outputs_plain(self, q) -> np.ndarray:
+        """The output layer's accumulators acc_k (int64 [n, 10]): the network on integers."""
+        a = np.asarray(q, dtype=np.int64)
+        for layer in self.layers:
+            if layer.tables is None:
+                return np.stack([a[:, idx] @ layer.w[k, idx] + off for k, idx, off in layer.parts], axis=1)
+            acc = a @ layer.w.T + layer.off
+            a = layer.tables[np.arange(len(layer.w))[None, :], acc]
+        raise ParameterError("internal: no output layer")
+
+    def scores(self, out) -> np.ndarray:
+        """The float scores s_k sum_parts (acc - o) + b_k of the decrypted (or plain) part accumulators:
+        float64 [n, 10]."""
+        last = self.layers[-1]
+        out = np.asarray(out, dtype=np.int64)
+        acc = np.zeros((len(out), len(last.w)), dtype=np.int64)
+        for c, (k, _, off) in enumerate(last.parts):
+            acc[:, k] += out[:, c] - off
+        return last.scale[None, :] * acc + last.bias[None, :]
+
+    def decode(self, out) -> np.ndarray:
+        return np.argmax(self.scores(out), axis=1)
+
+    def circuit_fn(self, *xs):
+        vals = list(xs)
+
+        def dot(row, idx, off):
+            acc = int(off)
+            for v in sorted(set(row[idx].tolist()) - {0}):
+                acc = sum(vals[i] for i in idx[row[idx] == v]) * v + acc
+            return vals[0] * 0 + acc if isinstance(acc, int) else acc
+
+        for layer in self.layers:
+            if layer.tables is None:
+                return tuple(dot(layer.w[k], idx, off) for k, idx, off in layer.parts)
+            every = np.arange(layer.w.shape[1])
+            vals = [dot(row, every, layer.off[j]).apply(layer.tables[j]) for j, row in enumerate(layer.w)]
+        raise ParameterError("internal: no output layer")
+
+    def predict_float(self, x) -> np.ndarray:
+        """The float network on the quantized inputs (q / (2^b - 1)): labels int64 [n]."""
+        a = self._scaled(x)
+        for n, (w, b) in enumerate(self.float_layers):
+            a = a @ np.asarray(w).T + b
+            if n < len(self.float_layers) - 1:
+                a = np.maximum(a, 0)
+        return np.argmax(a, axis=1)
+
+
+class QuantizedMLP(_Network):
+    """784 -> ``hidden`` (ReLU + requantize lookups; a tuple for several layers) -> 10, trained by scikit-learn's
+    ``MLPClassifier`` (ReLU, Adam, seeded) on ``input_bits``-bit pixels, quantized per neuron (module docstring).
+    Default P8: a 784-input accumulator of width 255."""
+
+    name = "mlp"
+
+    def __init__(self, *, hidden=(32,), input_bits: int = 2, act_bits: int = 3, weight_max: int = 15, params=None,
+                 seed: int = 0, max_iter: int = 200):
+        super().__init__(input_bits=input_bits, act_bits=act_bits, weight_max=weight_max, params=params, seed=seed)
+        self.hidden = (hidden,) if isinstance(hidden, int) else tuple(hidden)
+        self.max_iter = int(max_iter)
+
+    def fit(self, x, y) -> QuantizedMLP:
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.neural_network import MLPClassifier
+
+        mlp = MLPClassifier(hidden_layer_sizes=self.hidden, activation="relu", alpha=1e-3, max_iter=self.max_iter,
+                            random_state=self.seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            mlp.fit(self._scaled(x), np.asarray(y))
+        if list(mlp.classes_) != list(range(len(mlp.classes_))):
+            raise ParameterError(f"labels must be 0 .. classes - 1, got {mlp.classes_}")
+        self.float_layers = [(w.T, b) for w, b in zip(mlp.coefs_, mlp.intercepts_)]
+        self._quantize(self.float_layers, x)
+        return self
+
+
+def _windows(kernel: int, stride: int) -> np.ndarray:
+    """Pixel indices of each window: int64 [windows, kernel^2] (row-major windows, row-major pixels)."""
+    starts = range(0, SIDE - kernel + 1, stride)
+    return np.array([[(r + i) * SIDE + c + j for i in range(kernel) for j in range(kernel)]
+                     for r in starts for c in starts], dtype=np.int64)
+
+
+class QuantizedCNN(_Network):
+    """conv(``channels`` x ``kernel`` x ``kernel``, ``stride``, no padding) -> ReLU + requantize (lookups) ->
+    dense -> 10, trained in NumPy (Adam, cross-entropy, seeded), quantized as one dense layer per stage (module
+    docstring; every window of a channel gets the same integer kernel). Default P8."""
+
+    name = "cnn"
+
+    def __init__(self, *, channels: int = 2, kernel: int = 8, stride: int = 4, input_bits: int = 2, act_bits: int = 3,
+                 weight_max: int = 15, params=None, seed: int = 0, epochs: int = 20):
+        super().__init__(input_bits=input_bits, act_bits=act_bits, weight_max=weight_max, params=params, seed=seed)
+        self.channels, self.kernel, self.stride, self.epochs = int(channels), int(kernel), int(stride), int(epochs)
+
+    def fit(self, x, y) -> QuantizedCNN:
+        y = np.asarray(y)
+        classes = int(y.max()) + 1
+        win = _windows(self.kernel, self.stride)
+        a = self._scaled(x)
+        patches = a[:, win]  # [n, windows, k^2]
+        rng = np.random.default_rng(self.seed)
+        nw, kk, c = win.shape[0], win.shape[1], self.channels
+        params = {"k": rng.normal(0, np.sqrt(2 / kk), (kk, c)), "bk": np.zeros(c),
+                  "v": rng.normal(0, np.sqrt(2 / (nw * c)), (nw * c, classes)), "bv": np.zeros(classes)}
+        m = {k: np.zeros_like(v) for k, v in params.items()}
+        s2 = {k: np.zeros_like(v) for k, v in params.items()}
+        onehot = np.eye(classes)[y]
+        step = 0
+        for _ in range(self.epochs):
+            for idx in np.array_split(rng.permutation(len(y)), max(1, len(y) // 64)):
+                p, t = patches[idx], onehot[idx]
+                hpre = p @ params["k"] + params["bk"]  # [b, windows, c]
+                h = np.maximum(hpre, 0).reshape(len(idx), -1)
+                logits = h @ params["v"] + params["bv"]
+                prob = np.exp(logits - logits.max(1, keepdims=True))
+                prob /= prob.sum(1, keepdims=True)
+                g = (prob - t) / len(idx)
+                grads = {"v": h.T @ g, "bv": g.sum(0)}
+                gh = (g @ params["v"].T).reshape(hpre.shape) * (hpre > 0)
+                grads["k"] = np.einsum("bwk,bwc->kc", p, gh)
+                grads["bk"] = gh.sum((0, 1))
+                step += 1
+                for k in params:
+                    m[k] = 0.9 * m[k] + 0.1 * grads[k]
+                    s2[k] = 0.999 * s2[k] + 0.001 * grads[k] ** 2
+                    params[k] -= 0.01 * (m[k] / (1 - 0.9**step)) / (np.sqrt(s2[k] / (1 - 0.999**step)) + 1e-8)
+        conv = np.zeros((nw * c, SIDE * SIDE))
+        for w in range(nw):
+            conv[w * c:(w + 1) * c, win[w]] = params["k"].T
+        self.float_layers = [(conv, np.tile(params["bk"], nw)), (params["v"].T, params["bv"])]
+        self._quantize(self.float_layers, x)
+        return self
+
+
+__all__ = ["QuantizedCNN", "QuantizedMLP"]

@@ -1,0 +1,271 @@
+"""Decision trees and gradient-boosted trees on encrypted features (Taurus §VI: decision tree classifier,
+XGBoost), as TFHE circuits (:mod:`crossfhe.apps.tfhe_ml`).
+
+Encoding. Features in [0, 1] (e.g. :func:`crossfhe.apps.datasets.breast_cancer`) are quantized to ``bits``-bit
+integers q = min(floor(x 2^bits), 2^bits - 1) (:func:`~crossfhe.apps.tfhe_ml.quantize_unit`) and the trees are
+trained by scikit-learn on those integers, so every threshold is some k + 0.5 and x <= k + 0.5 iff x <= k: the
+quantized model's comparisons are exact integer comparisons. The client encrypts only the features the model uses
+(``model.features``, in that order), one ``TFHEInt(bits)`` each.
+
+Circuit (one sample; the compiler batches). Depth 1: every internal node n (feature f, threshold t) is one lookup
+b_n = [x_f <= t] in {0, 1}; the nodes on one feature share its key switch (KS-dedup), equal thresholds share a test
+vector (ACC-dedup), equal (feature, threshold) pairs are one bootstrap (CSE). Depth 2: a leaf L at depth d_L is
+reached iff its path's d_L directions all hold, i.e. iff s_L = sum over its path of (b_n if the path goes left
+else 1 - b_n) equals d_L; s_L in [0, d_L] (noise d_L bootstraps'), and one lookup s_L -> v_L [s_L = d_L] gives the
+leaf's contribution (leaves with v_L = 0 need none). Exactly one leaf per tree is reached, so a tree's value is
+the sum of its leaves' contributions; :func:`~crossfhe.apps.tfhe_ml.reduce_sum` adds them (and, for boosting, the
+trees) with clamping lookups min(m, b) where the compiler's interval bound (the sum of the leaves' bounds) would
+leave [0, 2^p).
+
+- :class:`DecisionTree`: one output per class c >= 1, the sum of the indicators [s_L = d_L] of the leaves of class
+  c (their majority class): 1 if the sample reaches one, else 0 (all 0: class 0), bound 1 after clamping where
+  more than 2^p - 1 leaves have one class. Two classes: one output, the class index. Bits: depth <= 2^p - 1
+  (s_L), bits <= p.
+- :class:`GradientBoostedTrees` (binary): the raw score init + lr sum_t value_t(x) is quantized with one step
+  Delta to q_init + sum_t q_t(x) (q = round(value / Delta)); tree t contributes q_t - min_L q_{t,L} in
+  [0, R_t], and Delta is the finest step with sum_t R_t <= 2^p - 1, so the shifted score S fits p bits, and with
+  each tree's sum of leaf contributions <= 2^p - 1 (so a tree's leaves always add up before clamping). A final
+  lookup gives [S + q_init + sum_t min q_t > 0], the class.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from crossfhe.apps.tfhe_ml import Term, TFHEModel, budget, clamp_traced, pick_params, quantize_unit, reduce_sum
+from crossfhe.errors import ParameterError
+from crossfhe.tfhe import presets
+
+
+def _structure(tree) -> tuple[dict, dict]:
+    """(internal nodes {node: (feature, t)} with x <= t the left branch, t an int; leaves {leaf: [(node, left)]})
+    of a fitted scikit-learn tree on integer features."""
+    t = tree.tree_
+    internal, leaves = {}, {}
+    stack = [(0, [])]
+    while stack:
+        node, path = stack.pop()
+        left, right = t.children_left[node], t.children_right[node]
+        if left == -1:
+            leaves[node] = path
+            continue
+        internal[node] = (int(t.feature[node]), int(np.floor(t.threshold[node])))
+        stack.append((right, path + [(node, False)]))
+        stack.append((left, path + [(node, True)]))
+    return internal, dict(sorted(leaves.items()))
+
+
+def _walk(tree, q: np.ndarray, column: dict) -> np.ndarray:
+    """The leaf each row of ``q`` (int64 [n, columns]) reaches: int64 [n] (integer comparisons x_f <= t)."""
+    t = tree.tree_
+    node = np.zeros(len(q), dtype=np.int64)
+    thr = np.floor(t.threshold).astype(np.int64)
+    col = np.array([column.get(int(f), 0) for f in t.feature], dtype=np.int64)
+    for _ in range(t.max_depth + 1):
+        leaf = t.children_left[node] == -1
+        go = q[np.arange(len(q)), col[node]] <= thr[node]
+        node = np.where(leaf, node, np.where(go, t.children_left[node], t.children_right[node]))
+    return node
+
+
+def _leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict) -> list[Term]:
+    """The traced contributions of one tree: for each leaf with ``values[leaf] > 0`` the lookup s_L -> v [s_L =
+    d_L] (module docstring); ``bits_cache`` shares the comparison lookups b = [x_f <= t] across trees."""
+    internal, leaves = _structure(tree)
+
+    def bit(node):
+        f, t = internal[node]
+        key = (f, t)
+        if key not in bits_cache:
+            bits_cache[key] = xs[column[f]].apply(lambda m, t=t: int(m <= t))
+        return bits_cache[key]
+
+    terms = []
+    for leaf, path in leaves.items():
+        v = values[leaf]
+        if v <= 0:
+            continue
+        s = sum(bit(n) if left else 1 - bit(n) for n, left in path)
+        depth = len(path)
+        terms.append(Term(s.apply(lambda m, d=depth, v=v: v if m == d else 0), v, group))
+    return terms
+
+
+def _fits_tree(bits: int, depth: int, top: int):
+    def fits(p):
+        if p.message_bits < bits:
+            return f"{bits}-bit features need at least {bits} message bits"
+        if depth > (1 << p.message_bits) - 1 or depth > budget(p):
+            return f"a path of depth {depth} sums {depth} bits"
+        if top > (1 << p.message_bits) - 1:
+            return f"the output reaches {top}"
+        return None
+    return fits
+
+
+class _Trees(TFHEModel):
+    """What the tree models share: the quantization, the feature columns, the float twin."""
+
+    def __init__(self, *, bits: int, params, seed: int):
+        super().__init__()
+        self.bits, self.seed, self._params_given = int(bits), int(seed), params
+
+    def _columns(self, trees) -> None:
+        used = sorted({int(f) for t in trees for f in t.tree_.feature if f >= 0})
+        if not used:
+            raise ParameterError(f"{self.name}: the fitted trees make no split (constant model)")
+        self.features = np.array(used, dtype=np.int64)
+        self.column = {f: i for i, f in enumerate(used)}
+        self.input_bits = (self.bits,) * len(used)
+
+    def encode(self, x) -> np.ndarray:
+        """The client's inputs: the used features quantized, int64 [n, len(features)]."""
+        return quantize_unit(np.asarray(x)[:, self.features], self.bits)
+
+    def predict_float(self, x) -> np.ndarray:
+        """The same scikit-learn model trained on the unquantized features (the float reference)."""
+        return self.float_model_.predict(np.asarray(x))
+
+
+class DecisionTree(_Trees):
+    """A scikit-learn ``DecisionTreeClassifier`` (``max_depth``, seeded) on ``bits``-bit features, evaluated on
+    encrypted features: one comparison lookup per internal node, one leaf lookup per leaf of a nonzero class, one
+    output per nonzero class (module docstring). ``params``: default the smallest of P4, P6, P8 that fits
+    (bits <= p, depth <= 2^p - 1)."""
+
+    name = "decision_tree"
+
+    def __init__(self, *, max_depth: int = 4, bits: int = 4, params=None, seed: int = 0, **tree_options):
+        super().__init__(bits=bits, params=params, seed=seed)
+        self.max_depth, self.tree_options = int(max_depth), tree_options
+
+    def fit(self, x, y) -> DecisionTree:
+        from sklearn.tree import DecisionTreeClassifier
+
+        x, y = np.asarray(x), np.asarray(y)
+        q = quantize_unit(x, self.bits)
+        self.model_ = DecisionTreeClassifier(max_depth=self.max_depth, random_state=self.seed,
+                                             **self.tree_options).fit(q, y)
+        self.float_model_ = DecisionTreeClassifier(max_depth=self.max_depth, random_state=self.seed,
+                                                   **self.tree_options).fit(x, y)
+        self.classes_ = self.model_.classes_
+        self._columns([self.model_])
+        depth = self.model_.tree_.max_depth
+        self.params = pick_params(_fits_tree(self.bits, depth, 1), self.name, self._params_given)
+        t = self.model_.tree_
+        self.leaf_class = {leaf: int(np.argmax(t.value[leaf][0])) for leaf in _structure(self.model_)[1]}
+        return self
+
+    def outputs_plain(self, q) -> np.ndarray:
+        """[the leaf reached is of class c] for c = 1 .. classes - 1 (the tree walked with integer comparisons):
+        int64 [n, classes - 1]."""
+        leaf = _walk(self.model_, np.asarray(q), self.column)
+        cls = np.array([self.leaf_class[int(v)] for v in leaf], dtype=np.int64)
+        return (cls[:, None] == np.arange(1, len(self.classes_))[None, :]).astype(np.int64)
+
+    def decode(self, out) -> np.ndarray:
+        out = np.asarray(out)
+        return self.classes_[(out * np.arange(1, out.shape[1] + 1)).sum(axis=1)]
+
+    def circuit_fn(self, *xs):
+        cache: dict = {}
+        outs = []
+        for c in range(1, len(self.classes_)):
+            ind = {leaf: int(k == c) for leaf, k in self.leaf_class.items()}
+            terms = _leaf_terms(xs, self.column, self.model_, ind, "tree", cache)
+            value, _ = reduce_sum(terms, {"tree": max}, self.params, clamp_traced)
+            outs.append(xs[0] * 0 if isinstance(value, int) else value)
+        return tuple(outs)
+
+
+class GradientBoostedTrees(_Trees):
+    """A scikit-learn ``GradientBoostingClassifier`` (binary; ``n_estimators`` trees of ``max_depth``, seeded) on
+    ``bits``-bit features, its leaf values quantized to integers with one step (module docstring), evaluated on
+    encrypted features. Output: the class index (0 or 1). ``params``: default P4 for bits <= 4, else P6, else P8
+    (more message bits: a finer step for the leaf values)."""
+
+    name = "gradient_boosting"
+
+    def __init__(self, *, n_estimators: int = 8, max_depth: int = 2, learning_rate: float = 0.3, bits: int = 4,
+                 params=None, seed: int = 0):
+        super().__init__(bits=bits, params=params, seed=seed)
+        self.n_estimators, self.max_depth, self.learning_rate = int(n_estimators), int(max_depth), learning_rate
+
+    def _sklearn(self):
+        from sklearn.ensemble import GradientBoostingClassifier
+
+        return GradientBoostingClassifier(n_estimators=self.n_estimators, max_depth=self.max_depth,
+                                          learning_rate=self.learning_rate, random_state=self.seed)
+
+    def fit(self, x, y) -> GradientBoostedTrees:
+        x, y = np.asarray(x), np.asarray(y)
+        q = quantize_unit(x, self.bits)
+        self.model_ = self._sklearn().fit(q, y)
+        self.float_model_ = self._sklearn().fit(x, y)
+        if len(self.model_.classes_) != 2:
+            raise ParameterError(f"{self.name} takes two classes, got {len(self.model_.classes_)}")
+        self.classes_ = self.model_.classes_
+        self.trees = [e[0] for e in self.model_.estimators_]
+        self._columns(self.trees)
+        depth = max(t.tree_.max_depth for t in self.trees)
+        self.params = pick_params(_fits_tree(self.bits, depth, 1), self.name, self._params_given or (
+            presets.P4 if self.bits <= 4 else presets.P6 if self.bits <= 6 else presets.P8))
+        lr = self.learning_rate
+        leaves = [_structure(t)[1] for t in self.trees]
+        raw = [{leaf: lr * float(t.tree_.value[leaf].ravel()[0]) for leaf in lv} for t, lv in zip(self.trees, leaves)]
+        init = float(self.model_.decision_function(q[:1])[0] - lr * sum(t.predict(q[:1])[0] for t in self.trees))
+        top = (1 << self.params.message_bits) - 1
+        biggest = max(abs(v) for r in raw for v in r.values()) or 1.0
+
+        def quant(k):
+            step = biggest / k
+            qv = [{leaf: int(np.rint(v / step)) for leaf, v in r.items()} for r in raw]
+            rng = sum(max(d.values()) - min(d.values()) for d in qv)
+            per_tree = max(sum(v - min(d.values()) for v in d.values()) for d in qv)
+            return step, qv, rng, per_tree
+
+        def ok(k):
+            _, _, rng, per_tree = quant(k)
+            return rng <= top and per_tree <= top
+
+        k = 1
+        while ok(k + 1) and k < 1 << 12:
+            k += 1
+        self.step, qv, self.score_range, _ = quant(k)
+        if not ok(k):
+            raise ParameterError(f"{self.name}: {self.n_estimators} trees do not fit {top + 1} values even at one "
+                                 f"level per leaf sign; use fewer trees or a wider preset")
+        self.leaf_q = qv
+        self.tree_min = [min(d.values()) for d in qv]
+        self.init_q = int(np.rint(init / self.step))
+        self.offset = self.init_q + sum(self.tree_min)
+        return self
+
+    def scores_plain(self, q) -> np.ndarray:
+        """The quantized raw score q_init + sum_t q_t(x) of each row (int64 [n]); positive: class 1."""
+        q = np.asarray(q)
+        s = np.full(len(q), self.init_q, dtype=np.int64)
+        for t, d in zip(self.trees, self.leaf_q):
+            s += np.array([d[int(v)] for v in _walk(t, q, self.column)], dtype=np.int64)
+        return s
+
+    def outputs_plain(self, q) -> np.ndarray:
+        """[score > 0] per row: int64 [n, 1]."""
+        return (self.scores_plain(q) > 0).astype(np.int64)[:, None]
+
+    def decode(self, out) -> np.ndarray:
+        return self.classes_[np.asarray(out)[:, 0]]
+
+    def circuit_fn(self, *xs):
+        cache: dict = {}
+        terms = []
+        for i, (t, d, lo) in enumerate(zip(self.trees, self.leaf_q, self.tree_min)):
+            terms += _leaf_terms(xs, self.column, t, {leaf: v - lo for leaf, v in d.items()}, ("tree", i), cache)
+        caps = {("tree", i): max for i in range(len(self.trees))}
+        s, _ = reduce_sum(terms, caps, self.params, clamp_traced)
+        if isinstance(s, int):
+            return xs[0] * 0 + int(s + self.offset > 0)
+        return s.apply(lambda m, off=self.offset: int(m + off > 0))
+
+
+__all__ = ["DecisionTree", "GradientBoostedTrees"]

@@ -1,0 +1,219 @@
+"""The Taurus workloads on TFHE circuits (crossfhe.apps.trees, knn, qnn): each quantized model's circuit equals its
+plain integer twin, in the clear on the whole test split (the compiler's evaluate_plain, at the real presets) and
+encrypted on a few samples (small models at P4, one shared key pair); the dedup and batching passes cut launches,
+key switches and test vectors. Real-size encrypted runs (P6, P8) are marked slow.
+"""
+
+import numpy as np
+import pytest
+
+from crossfhe.apps import datasets
+from crossfhe.apps.knn import KNN
+from crossfhe.apps.qnn import QuantizedCNN, QuantizedMLP
+from crossfhe.apps.tfhe_ml import Term, quantize_unit, reduce_sum
+from crossfhe.apps.trees import DecisionTree, GradientBoostedTrees
+from crossfhe.compiler import CircuitKeys
+from crossfhe.compiler import tfhe as ct
+from crossfhe.errors import ParameterError
+from crossfhe.tfhe import ops, presets
+
+P4 = presets.P4
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CROSSFHE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def keys_p4():
+    return CircuitKeys(*ops.keygen(P4, b"tfhe-ml-p4".ljust(32, b"\0")))
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    return datasets.breast_cancer(seed=0)
+
+
+@pytest.fixture(scope="module")
+def digits28():
+    return datasets.digits(28, seed=0)
+
+
+def _plain_circuit(model, q) -> np.ndarray:
+    """The optimized circuit on ``q`` in the clear (the compiler's reference evaluation): int64 [n, outputs]."""
+    c = model.compile()
+    outs = ct.evaluate_plain(c.graph, c.params, *[q[:, i] for i in range(q.shape[1])])
+    return np.stack(outs, axis=1)
+
+
+def _check_counts(model):
+    c = model.counts()
+    before, after = c["before"], c["after"]
+    assert before["pbs_calls"] == before["bootstraps"] == before["key_switches"]
+    assert after["bootstraps"] <= before["bootstraps"]
+    assert after["pbs_calls"] == after["depth"]  # one batched launch per bootstrap level
+    assert after["key_switches"] <= before["key_switches"] and after["test_vectors"] <= before["test_vectors"]
+    return before, after
+
+
+def _check_encrypted(model, x, keys):
+    q = model.encode(x)
+    enc = model.outputs_encrypted(q, keys=keys)
+    np.testing.assert_array_equal(enc, model.outputs_plain(q))
+    np.testing.assert_array_equal(model.decode(enc), model.predict_plain(x))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pieces
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_quantize_unit():
+    np.testing.assert_array_equal(quantize_unit([0.0, 0.249, 0.25, 0.999, 1.0, 1.5, -1], 2), [0, 0, 1, 3, 3, 3, 0])
+
+
+def test_reduce_sum_clamps_exclusive_groups():
+    """Four trees of leaves (one nonzero per tree) with bounds adding to 120 on 4 bits: reduced by clamping lookups
+    to a value of true bound 4 x 3 = 12; the reduction on ints equals the plain sum."""
+    rng = np.random.default_rng(0)
+    his = [[3, 3, 2, 3, 1, 3, 3, 2, 3, 3]] * 4
+    active = [rng.integers(0, len(h), 100) for h in his]
+    terms = [Term(np.where(active[g] == i, h, 0), h, g) for g, hs in enumerate(his) for i, h in enumerate(hs)]
+    calls = []
+
+    def lookup(v, b):
+        calls.append(b)
+        assert v.max() <= 15
+        return np.minimum(v, b)
+
+    total, bound = reduce_sum(terms, {g: max for g in range(4)}, P4, lookup)
+    assert bound <= 15 and calls
+    np.testing.assert_array_equal(total, sum(t.value for t in terms))
+    with pytest.raises(ParameterError, match="truly reach"):
+        reduce_sum([Term(1, 9, "a"), Term(1, 9, "b")], {}, P4, lookup)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Decision tree and boosting
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_decision_tree_plain(cancer):
+    m = DecisionTree(max_depth=6, bits=6).fit(cancer.x_train, cancer.y_train)
+    assert m.params.name == "P6"
+    q = m.encode(cancer.x_test)
+    full = quantize_unit(cancer.x_test, 6)
+    np.testing.assert_array_equal(m.predict_plain(cancer.x_test), m.model_.predict(full))  # sklearn agrees
+    np.testing.assert_array_equal(_plain_circuit(m, q), m.outputs_plain(q))
+    before, after = _check_counts(m)
+    assert after["key_switches"] < before["key_switches"] and after["test_vectors"] < before["test_vectors"]
+
+
+def test_decision_tree_multiclass_plain():
+    s = datasets.digits(seed=0, flatten=True)
+    m = DecisionTree(max_depth=6, bits=4).fit(s.x_train, s.y_train)
+    q = m.encode(s.x_test)
+    np.testing.assert_array_equal(m.predict_plain(s.x_test), m.model_.predict(quantize_unit(s.x_test, 4)))
+    np.testing.assert_array_equal(_plain_circuit(m, q), m.outputs_plain(q))
+    _check_counts(m)
+
+
+def test_decision_tree_encrypted(cancer, keys_p4):
+    m = DecisionTree(max_depth=3, bits=4).fit(cancer.x_train, cancer.y_train)
+    assert m.params.name == "P4"
+    _check_encrypted(m, cancer.x_test[:6], keys_p4)
+
+
+def test_gradient_boosting_plain(cancer):
+    m = GradientBoostedTrees(n_estimators=16, max_depth=3, bits=6).fit(cancer.x_train, cancer.y_train)
+    assert m.score_range <= 63
+    q = m.encode(cancer.x_test)
+    np.testing.assert_array_equal(_plain_circuit(m, q), m.outputs_plain(q))
+    agree = (m.predict_plain(cancer.x_test) == m.model_.predict(quantize_unit(cancer.x_test, 6))).mean()
+    assert agree >= 0.95  # the leaf values rounded to the step
+    _check_counts(m)
+
+
+def test_gradient_boosting_encrypted(cancer, keys_p4):
+    m = GradientBoostedTrees(n_estimators=4, max_depth=2, bits=3, params=P4).fit(cancer.x_train, cancer.y_train)
+    _check_encrypted(m, cancer.x_test[:6], keys_p4)
+
+
+# ---------------------------------------------------------------------------------------------------
+# KNN
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_knn_plain(cancer):
+    m = KNN(k=3, n_train=16, n_features=4, bits=3).fit(cancer.x_train, cancer.y_train)
+    assert m.params.name == "P6"
+    q = m.encode(cancer.x_test)
+    np.testing.assert_array_equal(_plain_circuit(m, q), m.outputs_plain(q))
+    before, after = _check_counts(m)
+    assert after["key_switches"] < before["key_switches"]
+
+
+def test_knn_matches_sklearn_on_integers(cancer):
+    """Where no two training points tie in distance, the plain model is scikit-learn's KNN on the integers."""
+    from sklearn.neighbors import KNeighborsClassifier
+
+    m = KNN(k=3, n_train=16, n_features=4, bits=3).fit(cancer.x_train, cancer.y_train)
+    q = m.encode(cancer.x_test)
+    d = np.sort(m.distances(q), axis=1)
+    clear = d[:, 2] < d[:, 3]
+    ref = KNeighborsClassifier(3, p=1).fit(m.points, m.classes_[m.labels]).predict(q)
+    np.testing.assert_array_equal(m.predict_plain(cancer.x_test)[clear], ref[clear])
+
+
+def test_knn_encrypted(cancer, keys_p4):
+    m = KNN(k=3, n_train=6, n_features=2, bits=2).fit(cancer.x_train, cancer.y_train)
+    assert m.params.name == "P4"
+    _check_encrypted(m, cancer.x_test[:6], keys_p4)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Networks
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_cnn_plain(digits28):
+    m = QuantizedCNN(channels=2, kernel=8, stride=4, params=presets.P8, epochs=3).fit(digits28.x_train,
+                                                                                     digits28.y_train)
+    q = m.encode(digits28.x_test[:60])
+    np.testing.assert_array_equal(_plain_circuit(m, q), m.outputs_plain(q))
+    before, after = _check_counts(m)
+    assert after["pbs_calls"] == 1 and after["test_vectors"] < before["test_vectors"]
+
+
+def test_mlp_plain(digits28):
+    m = QuantizedMLP(hidden=8, max_iter=20).fit(digits28.x_train, digits28.y_train)
+    q = m.encode(digits28.x_test[:60])
+    np.testing.assert_array_equal(_plain_circuit(m, q), m.outputs_plain(q))
+    _check_counts(m)
+
+
+def test_cnn_encrypted(digits28, keys_p4):
+    m = QuantizedCNN(channels=1, kernel=14, stride=14, input_bits=1, act_bits=2, weight_max=3, params=P4,
+                     epochs=3).fit(digits28.x_train, digits28.y_train)
+    _check_encrypted(m, digits28.x_test[:3], keys_p4)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Real sizes, encrypted (slow)
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["tree/P6", "gbt/P6", "knn/P6", "mlp/P8", "cnn/P8"])
+def test_real_size_encrypted(workload, cancer, digits28):
+    kind = workload.split("/")[0]
+    if kind in ("mlp", "cnn"):
+        m = (QuantizedMLP() if kind == "mlp" else QuantizedCNN()).fit(digits28.x_train, digits28.y_train)
+        x = digits28.x_test[:2]
+    else:
+        m = {"tree": lambda: DecisionTree(max_depth=6, bits=6), "gbt": lambda: GradientBoostedTrees(
+            n_estimators=16, max_depth=3, bits=6), "knn": lambda: KNN()}[kind]().fit(cancer.x_train, cancer.y_train)
+        x = cancer.x_test[:2]
+    assert m.params.name == workload.split("/")[1]
+    _check_encrypted(m, x, None)
