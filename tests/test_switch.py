@@ -210,3 +210,24 @@ def test_keys_hold_slot_to_coeff_rotations_for_every_width(ctx):
     for k in range(1, s.keys.slots.bit_length()):
         need = {ckks_ops.galois_element(CKKS_P, r) for r in sw.s2c_rotations(CKKS_P, 1 << k)}
         assert need <= have, 1 << k
+
+
+@pytest.mark.slow
+def test_to_tfhe_at_secure_presets():
+    """CKKS N14_L7 (128-bit, no bootstrapping) to TFHE P4: 64 values at most 0.4 of a step from a grid point switch to
+    exactly NumPy's integers; the key to TFHE sits on the long key's published rate."""
+    from crossfhe.ckks import presets as ckks_presets
+    from crossfhe.tfhe import presets as tfhe_presets
+
+    ck = CKKSContext.create(ckks_presets.N14_L7, seed=b"secure-ckks".ljust(32, b"\0"), progress=None)
+    tf = TFHEContext.create(tfhe_presets.P4, seed=b"secure-tfhe".ljust(32, b"\0"), progress=None)
+    s = SchemeSwitch.create(ck, tf, slots=64, progress=None)
+    qz = s._quantizer((-4.0, 4.0), None)
+    rng = np.random.default_rng(29)
+    v = qz.dequantize(rng.integers(0, 8, 64)) + rng.uniform(-0.4, 0.4, 64) * qz.step
+    np.testing.assert_array_equal(s.to_tfhe(ck.encrypt(v), (-4.0, 4.0)).decrypt(), qz.quantize(v))
+    q0 = np.prod([float(q) for q in ck.params.moduli_at(0)])
+    assert s.keys.to_tfhe.sigma == pytest.approx(max(3.19, 2.0**sw.TFHE_LONG_LOG2_RATE * q0))
+    assert s.log2_p_fail() <= tfhe_presets.P4.log2_p_fail()
+    with pytest.raises(ParameterError, match="bootstrap"):
+        s.to_ckks(tf.encrypt(3))
