@@ -91,10 +91,12 @@ def _check_pbs(name: str) -> None:
     np.testing.assert_array_equal(ops.decrypt(ck, out), f(m))
 
 
+@pytest.mark.slow
 def test_pbs_p2_128():
     _check_pbs("P2_128")
 
 
+@pytest.mark.slow
 def test_pbs_p4_128():
     _check_pbs("P4_128")
 
