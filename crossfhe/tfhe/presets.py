@@ -81,6 +81,8 @@ with 30% of the keys).
 
 from __future__ import annotations
 
+import dataclasses
+
 from crossfhe.tfhe.params import Params, make
 
 P2 = make(
@@ -186,20 +188,7 @@ P4_128 = make(
 """4-bit messages at p_fail <= 2^-128: P4's ring and bootstrapping key shape with P6's short key (n 977) and a key
 switch of 5 x 3 digits."""
 
-P6_128 = make(
-    6,
-    lwe_dim=977,
-    glwe_dim=1,
-    poly_size=2048,
-    glwe_log2_rate=-48.32,
-    lwe_log2_rate=-21.66,
-    pbs=(16, 2),
-    ks=(3, 6),
-    max_norm2=2**6 + 1,
-    name="P6_128",
-    extension=2,
-    grouping=2,
-)
+P6_128 = dataclasses.replace(P6, name="P6_128")
 """6-bit messages at p_fail <= 2^-128: P6's parameters (with the centered modulus switch they meet 2^-128)."""
 
 PRESETS: dict[str, Params] = {
