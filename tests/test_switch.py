@@ -182,6 +182,7 @@ def test_switch_pickles_without_secrets(ctx):
     assert sizes["to_tfhe"] == 2 * sw.GADGET_LEVELS * len(CKKS_P.moduli_at(0)) * CKKS_P.n * 4
 
 
+@pytest.mark.slow  # its own keys (about 15 s); test_to_tfhe_at_secure_presets covers the same path at N14_L7
 def test_without_bootstrapping_only_to_tfhe():
     ck = CKKSContext.create(testing.INSECURE_CKKS_N11_COMPOSITE, insecure=True, seed=b"nb".ljust(32, b"\0"),
                             progress=None)
