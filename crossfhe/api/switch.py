@@ -14,7 +14,7 @@ parameters' message bits), which leaves the interval's width of headroom: values
 [lo, hi] clip to its ends, values further out give wrong results (nothing under encryption can tell). Every
 function here is a table on q (:meth:`SchemeSwitch.apply`): fn(lo + q d), whose outputs are integers where fn's are
 (sign, comparisons, indicators) and otherwise a 2^P-point grid over their range; back in CKKS they carry the switch's
-error (:func:`crossfhe.convert.switch.shift_errors`: a few hundredths of an output step at P4, about 2^-8 at P6).
+error (:func:`crossfhe.convert.switch.shift_errors`: a few hundredths of an output step at P4, under a hundredth at P6).
 So a function's error is at most half an input step of quantization (times fn's slope) plus half an output step
 plus that. A value is off by more than rounding with probability 2^:meth:`SchemeSwitch.log2_p_fail` each.
 
