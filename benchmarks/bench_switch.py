@@ -106,10 +106,10 @@ def ours(args) -> list[dict]:
         recs.append(dict(base, op="keygen", switch_keygen_s=keygen, ckks_keygen_s=ckks_keygen,
                          tfhe_keygen_s=tfhe_keygen, key_bytes=sw.sizes(), log2_p_fail=sw.log2_p_fail(),
                          load_avg=load_average()))
-        qz = sw._quantizer((lo, hi), None)
+        qz = sw.quantizer((lo, hi), None)
         for n in slots:
             # values at most 0.4 of a step from a grid point: rounding is then unambiguous under the switch's noise
-            qd = sw._quantizer((lo - hi, hi - lo), None)
+            qd = sw.quantizer((lo - hi, hi - lo), None)
             v = qz.dequantize(rng.integers(0, 2**qz.bits, n)) + rng.uniform(-0.4, 0.4, n) * qz.step
             w = v - qd.dequantize(rng.integers(0, 2**qd.bits, n)) - rng.uniform(-0.4, 0.4, n) * qd.step
             x, y = ck.encrypt(v), ck.encrypt(w)

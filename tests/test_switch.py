@@ -67,7 +67,7 @@ def test_ckks_to_lwe_phase_is_the_scaled_value(ctx):
 
 def test_to_tfhe_rounds_and_clips(ctx):
     ck, tf, s = ctx
-    qz = s._quantizer((-2.0, 2.0), None)
+    qz = s.quantizer((-2.0, 2.0), None)
     k = np.array([0, 1, 2, 3, 4, 5, 6, 7])
     rng = np.random.default_rng(6)
     v = qz.dequantize(k) + rng.uniform(-0.3, 0.3, 8) * qz.step  # 0.2 of a step from any rounding boundary
@@ -86,7 +86,7 @@ def test_functions_against_numpy(ctx):
     ck, _, s = ctx
     rng = np.random.default_rng(7)
     interval = (-3.0, 3.0)
-    qz = s._quantizer(interval, None)
+    qz = s.quantizer(interval, None)
     k = rng.permutation(8)[:7]  # distinct grid points: argmax has one answer
     v = qz.dequantize(k) + rng.uniform(-0.3, 0.3, 7) * qz.step
     q = qz.dequantize(qz.quantize(v))
@@ -223,7 +223,7 @@ def test_to_tfhe_at_secure_presets():
     ck = CKKSContext.create(ckks_presets.N14_L7, seed=b"secure-ckks".ljust(32, b"\0"), progress=None)
     tf = TFHEContext.create(tfhe_presets.P4, seed=b"secure-tfhe".ljust(32, b"\0"), progress=None)
     s = SchemeSwitch.create(ck, tf, slots=64, progress=None)
-    qz = s._quantizer((-4.0, 4.0), None)
+    qz = s.quantizer((-4.0, 4.0), None)
     rng = np.random.default_rng(29)
     v = qz.dequantize(rng.integers(0, 8, 64)) + rng.uniform(-0.4, 0.4, 64) * qz.step
     np.testing.assert_array_equal(s.to_tfhe(ck.encrypt(v), (-4.0, 4.0)).decrypt(), qz.quantize(v))

@@ -117,7 +117,9 @@ class SchemeSwitch:
             raise ParameterError("the vector is at level 0; switching spends SlotToCoeff's levels: bootstrap it first")
         return x
 
-    def _quantizer(self, interval, bits) -> switch.Quantizer:
+    def quantizer(self, interval, bits: int | None = None) -> switch.Quantizer:
+        """The grid values go to TFHE on (:class:`~crossfhe.convert.switch.Quantizer`): ``bits`` (default P - 1)
+        points over ``interval``, with its ``quantize`` / ``dequantize`` as NumPy references."""
         lo, hi = _interval(interval)
         bits = max(1, self.bits - 1) if bits is None else bits
         return switch.Quantizer(lo, hi, bits, self.bits)
@@ -144,7 +146,7 @@ class SchemeSwitch:
         """The vector's values as a batch of TFHE integers ``[len(x)]``: q = round((v - lo) / d) clipped (module
         docstring), or table(q) with ``table`` a callable or 2^bits ints in [0, 2^P). Bound: the table's image."""
         x = self._vector(x)
-        qz = self._quantizer(interval, bits)
+        qz = self.quantizer(interval, bits)
         tab = qz.table(table)
         lo, hi = int(tab.min()), int(tab.max())
         if lo < 0 or hi >= 2**self.bits:
@@ -191,7 +193,7 @@ class SchemeSwitch:
         called once, on the 2^bits grid points lo + q d), the result a CKKS vector of the same length. One
         bootstrap per value in TFHE, then half a CKKS bootstrap."""
         x = self._vector(x)
-        qz = self._quantizer(interval, bits)
+        qz = self.quantizer(interval, bits)
         grid = qz.dequantize(np.arange(2**qz.bits))
         outs = np.asarray(fn(grid), dtype=np.float64)
         if outs.shape != grid.shape or not np.all(np.isfinite(outs)):
@@ -245,7 +247,7 @@ class SchemeSwitch:
         """The largest of the vector's (quantized) values, in every slot (a length-1 vector): ceil(log2 n) rounds of
         bootstraps in TFHE, then one more and half a CKKS bootstrap."""
         x = self._vector(x)
-        qz = self._quantizer(interval, bits)
+        qz = self.quantizer(interval, bits)
         top, _ = self._tournament(x, qz)
         grid = qz.dequantize(np.arange(2**qz.bits))
         tab = np.clip(np.arange(2**self.bits), 0, 2**qz.bits - 1)
@@ -255,7 +257,7 @@ class SchemeSwitch:
         """A one-hot vector of the vector's length: 1 where the (quantized) value is the largest, 0 elsewhere (every
         maximal slot is 1 where values tie after quantization)."""
         x = self._vector(x)
-        qz = self._quantizer(interval, bits)
+        qz = self.quantizer(interval, bits)
         top, _ = self._tournament(x, qz)
         vals = tfhe_ops.pbs(self.tfhe.server_key, self._lwe(x, qz), qz.table())
         p = qz.bits
