@@ -51,6 +51,8 @@ def test_option_parsing(peer):
     assert peer.parse_n_bits("tree=8,knn=3") == dict(peer.N_BITS, tree=8, knn=3)
 
 
+# skipped where the peer's environment is absent (CI: concrete-ml pulls 6 GB with torch and is not installed there);
+# the data-equality test above runs everywhere
 @pytest.mark.skipif(not _VENV_PYTHON.exists(),
                     reason="no .venv-concrete (bash benchmarks/setup_concrete.sh; concrete-ml from PyPI): the "
                            "Concrete ML peer runs only in its own virtual environment")

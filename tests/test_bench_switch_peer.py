@@ -67,7 +67,7 @@ def test_driver_degrades_to_none(peer, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def record(tmp_path_factory):
     python, why = _openfhe_python()
-    if python is None:
+    if python is None:  # no .venv-openfhe (CI has none; `make openfhe-peer` builds it): nothing to run the peer in
         pytest.skip(f"OpenFHE scheme-switching peer not testable: {why}")
     out = tmp_path_factory.mktemp("switch-peer") / "switch.json"
     env = dict(os.environ, MALLOC_ARENA_MAX="1")
