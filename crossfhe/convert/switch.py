@@ -84,6 +84,7 @@ from crossfhe.convert import packing
 from crossfhe.core import keyswitch as ks
 from crossfhe.core.keys import SIGMA, SecretKey, check_key_ids
 from crossfhe.core.lwe import LWECiphertext, extract_lwe, lwe_to_rlwe
+from crossfhe.core.params import RingParams
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.math import random as crandom
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan, digits_to_residues, gadget_digits_rns
@@ -370,8 +371,6 @@ def to_tfhe_sigma(q0: int) -> float:
 
 def packing_ring(params: CKKSParams):
     """The ring of PackLWEs's keys: level 0's primes and one special prime (dense secret)."""
-    from crossfhe.core.params import RingParams
-
     return RingParams(n=params.n, q=params.moduli_at(0), p=params.p[:1], security=params.ring.security,
                       insecure=params.ring.insecure)
 
