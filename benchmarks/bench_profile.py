@@ -257,14 +257,13 @@ def profile_tfhe(args, rate: dict) -> None:
             prm = getattr(TP, name)
         t0 = time.perf_counter()
         ck, sk = T.keygen(prm, seed=bytes(32))
-        T.prepare(sk)
         keygen_s = time.perf_counter() - t0
         size = 2**prm.message_bits
         table = np.array([(v * v + 3 * v + 1) % size for v in range(size)])
         k1, levels = prm.glwe_dim + 1, prm.pbs_gadget.levels
         steps = prm.groups << prm.extension
         ffts = steps * k1 * levels + steps * k1
-        key_bytes = _nbytes(sk.prepared.fourier_key) or _nbytes(sk.bsk)
+        key_bytes = _nbytes(sk.prepared.rest) or _nbytes(sk.bsk)
         runs = [(int(b), 1) for b in args.tfhe_batches.split(",") if b]
         runs[1:1] = [(1, int(u)) for u in args.tfhe_unroll.split(",") if int(u) != 1]
         for batch, unroll in runs:

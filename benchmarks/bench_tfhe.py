@@ -69,6 +69,8 @@ BATCHES = (1, 8, 16, 32, 64)
 BATCHES_OF = {"P8": (1, 8), "P10": (1,)}
 NO_DEDUP = ("P10",)
 QUICK_BATCHES = (1, 8)
+PRODUCTS = {"auto": None, "ntt": "NTTProduct", "fft": "FFTProduct", "native": "NativeProduct"}
+"""--kernel's choices and the external-product kernel each names (crossfhe.core.blind_rotation)."""
 PEER_OF = {"P2": "1_1", "P4": "2_2", "P6": "3_3", "P2_128": "1_1", "P4_128": "2_2", "P6_128": "3_3"}
 PFAIL_128 = "2m128"
 """The TFHE-rs family of the ``*_128`` presets (p-fail <= 2^-128) whatever --peer-pfail says."""
@@ -99,10 +101,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int, default=None,
                    help="minimum timed calls (default 10, --quick 5; calls over the window: >= 3)")
     p.add_argument("--seed", type=int, default=2024, help="seed of the keys, messages and encryptions")
-    # the choices of crossfhe.tfhe.ops.KERNELS (not imported here: JAX loads only after the CPUs are pinned)
-    p.add_argument("--kernel", default="auto", choices=("auto", "fft", "ntt", "native"),
-                   help="the blind rotation's kernel (default auto: the FFT where the parameters take it, else the "
-                        "NTT; the FFT is the native CPU kernel on the NATIVE kernel set with grouped key bits)")
+    # the keys of PRODUCTS (the classes are not imported here: JAX loads only after the CPUs are pinned)
+    p.add_argument("--kernel", default="auto", choices=tuple(PRODUCTS),
+                   help="the blind rotation's external-product kernel, the server key's product (default auto: the "
+                        "FFT where the parameters take it, else the NTT; the FFT is the native CPU kernel on the "
+                        "NATIVE kernel set with grouped key bits; fft: always the XLA FFT)")
     p.add_argument("--kernels", default="auto", choices=("auto", "vector", "native", "matrix"),
                    help="the kernel set of the parameters (default auto: NATIVE on a CPU with the native build, "
                         "else VECTOR)")
@@ -130,7 +133,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import tfhers  # noqa: E402
 
-from crossfhe.kernels import as_kernel_set, cpu_native  # noqa: E402
+from crossfhe.kernels import as_kernel_set  # noqa: E402
 from crossfhe.ring.ntt import NTTPlan, intt, ntt  # noqa: E402
 from crossfhe.tfhe import ops, presets  # noqa: E402
 from crossfhe.tfhe.params import Params  # noqa: E402
@@ -159,13 +162,16 @@ def _stats(ts_: list[float]) -> dict:
             "reps": len(ts_)}
 
 
+def product_of(kernel: str):
+    """The product class ``--kernel`` names (None: the parameters' default, :func:`crossfhe.tfhe.ops.product_for`)."""
+    name = PRODUCTS[kernel]
+    return getattr(ops, name) if name else None
+
+
 def kernel_used(prm: Params, kernel: str) -> str:
-    """The kernel ``ops.pbs(..., kernel=kernel)`` runs for these parameters (:func:`crossfhe.tfhe.ops._route`'s
-    rule, from the parameters' resolved kernel set)."""
-    if kernel == "ntt" or (kernel == "auto" and not prm.fft_kernel):
-        return "ntt"
-    native = prm.kernels.resolve().native and prm.grouping > 1 and cpu_native.available()
-    return "native" if native else "fft"
+    """The kernel a key of these parameters prepared for ``--kernel`` runs (:func:`crossfhe.tfhe.ops.product_for`)."""
+    made = ops.product_for(prm, product_of(kernel)).__name__
+    return next(k for k, v in PRODUCTS.items() if v == made)
 
 
 def _params_dict(prm: Params, kernel: str = "auto", **extra) -> dict:
@@ -297,7 +303,7 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
     # Key generation and sizes
     load0 = load_average()
     t0 = time.perf_counter()
-    ck, sk = jax.block_until_ready(ops.keygen(prm, _seed(args, name, "keys")))
+    ck, sk = jax.block_until_ready(ops.keygen(prm, _seed(args, name, "keys"), product=product_of(args.kernel)))
     keygen_s = time.perf_counter() - t0
     key_bytes = int(sk.bsk.nbytes + sk.ksk.nbytes)
     print(f"# {name}: keygen {keygen_s:.1f} s, keys {key_bytes / 1e6:.0f} MB", flush=True)
@@ -345,10 +351,10 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
         rng = np.random.default_rng([args.seed, p, b])
         msgs = rng.integers(0, 2**p, b, dtype=np.int64)
         ct = jax.block_until_ready(ops.encrypt(ck, msgs, _seed(args, name, f"ct{b}")))
-        out, first = first_call(lambda ct=ct: ops.pbs(sk, ct, table_f, kernel=args.kernel))
+        out, first = first_call(lambda ct=ct: ops.pbs(sk, ct, table_f))
         correct = _check(ck, out, msgs, f, f"{name} pbs batch {b}", errors)
         del out
-        t = timeit(lambda ct=ct: ops.pbs(sk, ct, table_f, kernel=args.kernel), **timing)
+        t = timeit(lambda ct=ct: ops.pbs(sk, ct, table_f), **timing)
         st = _stats(t)
         per = st["median_ms"] / b
         rec = dict(base, name="pbs", params=_params_dict(prm, args.kernel, batch=b), **st, first_call_ms=first * 1e3,
@@ -377,12 +383,12 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
     load0 = load_average()
     msgs = np.random.default_rng([args.seed, p, 0]).integers(0, 2**p, 1, dtype=np.int64)
     ct = ops.encrypt(ck, msgs, _seed(args, name, "many"))
-    outs, first = first_call(lambda: ops.pbs_many(sk, ct, [table_f, table_g], kernel=args.kernel))
+    outs, first = first_call(lambda: ops.pbs_many(sk, ct, [table_f, table_g]))
     ok = _check(ck, outs[0], msgs, f, f"{name} pbs_many f", errors)
     ok &= _check(ck, outs[1], msgs, g, f"{name} pbs_many g", errors)
     del outs
-    t_many = timeit(lambda: ops.pbs_many(sk, ct, [table_f, table_g], kernel=args.kernel), **timing)
-    t_sep = timeit(lambda: (ops.pbs(sk, ct, table_f, kernel=args.kernel), ops.pbs(sk, ct, table_g, kernel=args.kernel)),
+    t_many = timeit(lambda: ops.pbs_many(sk, ct, [table_f, table_g]), **timing)
+    t_sep = timeit(lambda: (ops.pbs(sk, ct, table_f), ops.pbs(sk, ct, table_g)),
                    **timing)
     st, ss = _stats(t_many), _stats(t_sep)
     records.append(dict(base, name="pbs_many", params=_params_dict(prm, args.kernel, batch=1, tables=2), **st,

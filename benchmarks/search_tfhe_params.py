@@ -227,7 +227,7 @@ def _candidate(bits, n, k, big_n, nu, g, pbs, ks, w_product, w_ks) -> Candidate 
         return None
     br, kc = _work(n, k, big_n, nu, g, pbs[1], ks[1], w_product, w_ks)
     return Candidate(br + kc, bits, n, k, big_n, nu, g, pbs, ks, prm.log2_p_fail(), prm.bsk_bytes, prm.ksk_bytes,
-                     br, kc, ops._route_of(prm))
+                     br, kc, ops.product_for(prm).__name__.removesuffix("Product").lower())
 
 
 # --------------------------------------------------------------------------------------------------

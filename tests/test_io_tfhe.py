@@ -6,6 +6,7 @@ Blobs are edited with the helpers of tests/test_io.py, written from the byte lay
 crossfhe/io/format.py's docstring (not from its code).
 """
 
+import dataclasses
 import json
 import os
 import stat
@@ -21,7 +22,7 @@ from test_io import flip, reseal, split_blob, with_word
 
 from crossfhe import io
 from crossfhe.core.lwe import LWECiphertext
-from crossfhe.errors import SerializationError
+from crossfhe.errors import ParameterError, SerializationError
 from crossfhe.io import format as fmt
 from crossfhe.io import tfhe as tio
 from crossfhe.testing import INSECURE_BFV_N256, INSECURE_CKKS_N10, INSECURE_TFHE_P2, INSECURE_TFHE_P4
@@ -186,8 +187,9 @@ def test_blobs_equal_format_pack(keys, ct_blob, sk_blob):
 def test_pieces_give_the_same_blob(keys, sk_blob, tmp_path, monkeypatch, backing):
     sk = keys[1]
     monkeypatch.setattr(tio, "CHUNK_BYTES", 3 * sk.bsk.nbytes // n + 5)  # 3 GGSW a piece, a short last piece
-    if backing == "numpy":
-        sk = ServerKey(np.asarray(sk.bsk), np.asarray(sk.ksk), P)
+    if backing == "numpy":  # the key's arrays as NumPy arrays (ServerKey.create would move them to the device)
+        sk = ServerKey(dataclasses.replace(sk.prepared, bsk=np.asarray(sk.bsk), ksk=np.asarray(sk.ksk)), P)
+        assert isinstance(sk.bsk, np.ndarray) and isinstance(sk.ksk, np.ndarray)
     assert tio.dumps(sk) == sk_blob
     tio.save(sk, tmp_path / "sk.cfhe")
     assert (tmp_path / "sk.cfhe").read_bytes() == sk_blob
@@ -198,8 +200,11 @@ def test_dumps_makes_one_full_size_copy(monkeypatch):
     copies: the pieces, their join, the preamble + join, + the SHA-256)."""
     rng = np.random.default_rng(1)
     q = np.asarray(P.moduli, np.uint32).reshape(-1, 1)
-    sk = ServerKey((rng.integers(0, 2**31, BSK_SHAPE) % q).astype(np.uint32),
-                   rng.integers(-(2**31), 2**31, (n + 1, KN * P.ks_gadget.levels)).astype(np.int32), P)
+    bsk = (rng.integers(0, 2**31, BSK_SHAPE) % q).astype(np.uint32)
+    ksk = rng.integers(-(2**31), 2**31, (n + 1, KN * P.ks_gadget.levels)).astype(np.int32)
+    made = ServerKey.create(bsk, ksk, P, product=ops.NTTProduct)  # its prepared form, holding the NumPy arrays
+    sk = ServerKey(dataclasses.replace(made.prepared, bsk=bsk, ksk=ksk), P)
+    assert sk.bsk is bsk and sk.ksk is ksk
     monkeypatch.setattr(tio, "CHUNK_BYTES", 1 << 16)
     tracemalloc.start()
     try:
@@ -388,10 +393,17 @@ def test_wrong_shapes_and_dtypes_refused(keys, ct_blob, sk_blob):
         tio.loads(edited(ct_blob, lambda h: h["meta"].update(level=1)))
     with pytest.raises(SerializationError, match="meta.key_id must be 32 lowercase hex digits"):
         tio.loads(edited(ct_blob, lambda h: h["meta"].update(key_id="not-a-key-id")))
+    # a malformed key cannot be made (ServerKey.create checks the arrays), so it can never be written; one
+    # assembled around the check is refused by dumps itself
+    sk = keys[1]
+    with pytest.raises(ParameterError, match=r"bsk .* is uint32 \(64, 4, 2, 2, 256\), got uint32 \(63, 4, 2, 2, 256\)"):
+        ServerKey.create(sk.bsk[:-1], sk.ksk, P)
+    with pytest.raises(ParameterError, match=r"ksk .* is int32 .*, got uint32"):
+        ServerKey.create(sk.bsk, sk.ksk.astype(jnp.uint32), P)
     with pytest.raises(SerializationError, match="expected"):
-        tio.dumps(ServerKey(keys[1].bsk[:-1], keys[1].ksk, P))
+        tio.dumps(ServerKey(dataclasses.replace(sk.prepared, bsk=sk.bsk[:-1]), P))
     with pytest.raises(SerializationError, match="ksk is uint32"):
-        tio.dumps(ServerKey(keys[1].bsk, keys[1].ksk.astype(jnp.uint32), P))
+        tio.dumps(ServerKey(dataclasses.replace(sk.prepared, ksk=sk.ksk.astype(jnp.uint32)), P))
 
 
 def test_traced_values_refused(keys):
@@ -423,7 +435,7 @@ def test_failure_mid_stream_leaves_old_file(keys, tmp_path, monkeypatch):
     tio.save(sk, path)
     before = path.read_bytes()
     monkeypatch.setattr(tio, "CHUNK_BYTES", 4096)
-    bad = ServerKey(sk.bsk.at[n - 1, 0, 0, 0, 0].set(P.moduli[0]), sk.ksk, P)
+    bad = ServerKey.create(sk.bsk.at[n - 1, 0, 0, 0, 0].set(P.moduli[0]), sk.ksk, P, product=ops.NTTProduct)
     with pytest.raises(SerializationError, match="out of range"):
         tio.save(bad, path)
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["sk.cfhe"]

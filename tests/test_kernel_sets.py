@@ -88,14 +88,16 @@ def test_bfv_mul_rotate_bit_identical(other):
 
 
 def test_tfhe_pbs_bit_identical():
-    # kernel="ntt": the blind rotation through the set's NTT (by default it goes through the float64 FFT,
-    # which uses no kernel set)
+    # the key prepared for the NTT product: the blind rotation through the set's NTT (by default it goes through
+    # the float64 FFT, which uses no kernel set)
     outs = []
     for params in (testing.INSECURE_TFHE_P2, testing.INSECURE_TFHE_P2.with_kernels(MATRIX)):
         ck, sk = tfhe.keygen(params, b"kernel-sets".ljust(32, b"\0"))
         m = np.arange(4)
         ct = tfhe.encrypt(ck, m, b"kernel-sets-ct".ljust(32, b"\0"))
-        out = tfhe.pbs(sk, ct, lambda v: (3 * v + 1) % 4, kernel="ntt")
+        sk = tfhe.prepare(sk, product=tfhe.NTTProduct)
+        assert sk.prepared.kernels == params.kernels.resolve()
+        out = tfhe.pbs(sk, ct, lambda v: (3 * v + 1) % 4)
         np.testing.assert_array_equal(tfhe.decrypt(ck, out), (3 * m + 1) % 4)
         outs.append((sk, out))
     (sk_v, out_v), (sk_m, out_m) = outs

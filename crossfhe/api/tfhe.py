@@ -469,7 +469,8 @@ class EncryptedInt(KeyOwned):
                 "pack them and apply a table, e.g. (x * 2**k + y).apply(lambda v: (v >> k) * (v % 2**k)) with x, y "
                 "below 2**k")
         if _is_int(other):
-            return self._result(ops.mul_const(self.ct, int(other)), self.bound.scaled(other), f"x * {other}")
+            return self._result(ops.mul_const(self.ctx.params, self.ct, int(other)), self.bound.scaled(other),
+                                f"x * {other}")
         return NotImplemented
 
     __rmul__ = __mul__

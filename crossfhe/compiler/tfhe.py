@@ -67,6 +67,7 @@ from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.kernels import cpu_native
 from crossfhe.tfhe import ops, presets
+from crossfhe.tfhe.linear import add_const_words, linear_words, mul_const_words
 from crossfhe.tfhe.params import MAX_MESSAGE_BITS, Params
 
 MAX_TABLE = 1 << MAX_MESSAGE_BITS
@@ -605,13 +606,13 @@ _REPREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _key_for(sk: ops.ServerKey, params: Params) -> ops.ServerKey:
-    """The server key prepared for ``params``' kernel set and route (the same key, or once per key object the same
-    arrays prepared again where it was prepared for another set)."""
-    want = ops._route_of(params)
-    if sk.prepared is not None and sk.prepared.kernels == params.kernels.resolve() and ops._route(sk, "auto") == want:
+    """The server key prepared for ``params``' kernel set and default product (:func:`crossfhe.tfhe.keys.product_for`,
+    the structure :func:`runtime_shapes` exports): the same key, or once per key object the same arrays prepared
+    again where it was prepared for another set or product."""
+    if sk.params == params and sk.product is ops.product_for(params):
         return sk
     if sk not in _REPREPARED:
-        _REPREPARED[sk] = ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, params, sk.key_id))
+        _REPREPARED[sk] = ops.ServerKey.create(sk.bsk, sk.ksk, params, sk.key_id)
     return _REPREPARED[sk]
 
 
@@ -651,14 +652,14 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
             b_, a_ = inputs[g.inputs.index(i)]
             vals.append((b_, a_))
         elif n.op in ("add", "sub"):
-            vals.append(ops._linear(a[0][0], a[0][1], a[1][0], a[1][1], moduli=moduli, op=n.op))
+            vals.append(linear_words(a[0][0], a[0][1], a[1][0], a[1][1], moduli=moduli, op=n.op))
         elif n.op == "neg":
-            vals.append(ops._linear(a[0][0], a[0][1], None, None, moduli=moduli, op="neg"))
+            vals.append(linear_words(a[0][0], a[0][1], None, None, moduli=moduli, op="neg"))
         elif n.op == "add_const":
-            vals.append((ops._add_const(a[0][0], ops.encode(params, n.attr("c")), moduli=moduli), a[0][1]))
+            vals.append((add_const_words(a[0][0], ops.encode(params, n.attr("c")), moduli=moduli), a[0][1]))
         elif n.op == "mul_const":
             cr = np.array([n.attr("c") % q for q in moduli], dtype=np.uint32)
-            vals.append(ops._mul_const(a[0][0], a[0][1], cr, moduli=moduli))
+            vals.append(mul_const_words(a[0][0], a[0][1], cr, moduli=moduli))
         elif n.op in LAUNCHES:
             keys, rows = _launch_tables(n), _rows(n)
             if n.attr("shared"):
@@ -786,7 +787,7 @@ class TFHEScheme(Scheme):
 
     def scope(self, params):
         """``jax.enable_x64`` where the bootstraps run through the FFT (its float64 key and plans), else nothing."""
-        return jax.enable_x64(True) if ops._route_of(params) != "ntt" else nullcontext()
+        return jax.enable_x64(True) if ops.product_for(params).X64 else nullcontext()
 
     def params_digest(self, params) -> str:
         return params.digest()
@@ -798,7 +799,7 @@ class TFHEScheme(Scheme):
         from crossfhe.ring import ntt
 
         out = (ntt.NATIVE_TARGET, ntt.PERMUTE_TARGET) if params.kernels.resolve().native else ()
-        return out + (cpu_native.targets() if ops._route_of(params) == "native" else ())
+        return out + (cpu_native.targets() if ops.product_for(params) is ops.NativeProduct else ())
 
     def build_id(self, params) -> str:
         from crossfhe.ring import ntt
@@ -807,7 +808,7 @@ class TFHEScheme(Scheme):
         if params.kernels.resolve().native:
             lib = ntt.NATIVE.library()
             parts.append(Path(lib._name).name if lib is not None else "none")
-        if ops._route_of(params) == "native":
+        if ops.product_for(params) is ops.NativeProduct:
             parts.append(cpu_native.targets()[0])
         return "|".join(parts)
 
@@ -847,7 +848,7 @@ def sixteen_lookups_eager(sk: ops.ServerKey, x: LWECiphertext, y: LWECiphertext)
     fy = [ops.pbs(sk, y, f) for f in FEATURES]
     out = []
     for a, b in zip(fx, fy):
-        u = ops.add(ops.mul_const(a, 4), b)
+        u = ops.add(ops.mul_const(sk.params, a, 4), b)
         out += [ops.pbs(sk, u, lambda v: (v // 4) * (v % 4) % 4), ops.pbs(sk, u, lambda v: v // 4 + v % 4)]
     return out
 

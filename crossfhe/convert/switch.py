@@ -95,6 +95,7 @@ from crossfhe.progress import callback as progress_callback
 from crossfhe.progress import report
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
+from crossfhe.tfhe import keys as tfhe_keys
 from crossfhe.tfhe import ops as tfhe_ops
 from crossfhe.tfhe.params import Params as TFHEParams
 from crossfhe.tfhe.params import lwe_is_published_secure
@@ -199,7 +200,7 @@ def gen_gadget_key(s_from, s_to, moduli: tuple[int, ...], key, *, sigma: float =
     levels = gadget.levels
     q = _qcol(moduli)
     a = crandom.uniform_mod(ka, (levels, len(moduli), n), q)
-    e = tfhe_ops._noise(ke, (levels, n), float(sigma))
+    e = tfhe_keys.sample_noise(ke, (levels, n), float(sigma))
     e_eval = _eval_of(e, moduli, n)
     sf, st = _eval_of(s_from, moduli, n), _eval_of(s_to, moduli, n)
     g = gadget.vector(math.prod(moduli))

@@ -10,7 +10,8 @@ The price is rounding: each word of the float64 product carries an error (``var_
 and which the noise model adds to each external product. An input of concentrated spectrum (a test vector's
 long constant runs) gives an error of concentrated spectrum that meets the key's mean coherently, so a
 bootstrap's first step, on the test vector, goes through the exact NTT (:mod:`crossfhe.tfhe.ops`). Keys and
-ciphertexts stay RNS; only the blind rotation changes (:func:`blind_rotate`, traced under ``jax.enable_x64(True)``):
+ciphertexts stay RNS; only the blind rotation changes (its ``FFTProduct`` and ``NativeProduct``,
+:mod:`crossfhe.core.blind_rotation`, traced under ``jax.enable_x64(True)``):
 
 * **Key side** (:func:`ggsw_to_fourier`, on the host, once per key): each GGSW polynomial, residues mod
   q_0..q_{L-1}, is lifted to its centered integer in (-Q/2, Q/2] (Garner's mixed radix), rounded to float64
@@ -29,8 +30,8 @@ ciphertexts stay RNS; only the blind rotation changes (:func:`blind_rotate`, tra
 Negacyclic folding: a(X) in R[X]/(X^N + 1) maps to c_j = (a_j + i a_(j+N/2)) w^j, w = exp(i pi / N), and
 the FFT of c gives a at the N/2 points x_k = w exp(-2 pi i k / (N/2)), where x_k^(N/2) = i: a product of
 polynomials is the pointwise product there, and the inverse undoes the twist and unfolds. x_k = w^(1 - 4k),
-so a monomial X^e takes the value w^(e (1 - 4k) mod 2N) at slot k: the grouped blind rotation
-(:func:`blind_rotate_grouped`) rotates in this domain by a pointwise product.
+so a monomial X^e takes the value w^(e (1 - 4k) mod 2N) at slot k: the grouped blind rotation's step
+(:func:`group_step`) rotates in this domain by a pointwise product.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ within one of the true quotient (:func:`reduce_mod_q`)."""
 
 
 def supports(moduli: tuple[int, ...], n: int, gadget: Gadget, glwe_dim: int) -> bool:
-    """Whether :func:`blind_rotate` takes these parameters: Q < 2^63 and the quotient bound."""
+    """Whether the FFT blind rotation takes these parameters: Q < 2^63 and the quotient bound."""
     rows = (glwe_dim + 1) * gadget.levels
     return math.prod(moduli) < 2**63 and math.log2(rows * n) + gadget.base_log - 2 <= MAX_QUOTIENT_BITS
 
@@ -97,7 +98,7 @@ class FourierPlan:
         if not supports(moduli, n, gadget, glwe_dim):
             raise ParameterError(
                 f"the FFT blind rotation needs Q < 2^63 (at most two 31-bit primes) and (k+1) l N B < 2^50, got "
-                f"log2 Q = {math.log2(math.prod(moduli)):.1f}, N {n}, gadget {gadget} (use kernel='ntt')"
+                f"log2 Q = {math.log2(math.prod(moduli)):.1f}, N {n}, gadget {gadget} (prepare the key for NTTProduct)"
             )
         big_q = math.prod(moduli)
         j, j2 = np.arange(n // 2), np.arange(2 * n)
@@ -264,19 +265,6 @@ def cmux_step(acc, shift, ggsw_f, plan: FourierPlan):
     return add_mod(acc, external_product(ggsw_f, diff, plan), q)
 
 
-def blind_rotate(acc, shifts, bsk_f, plan: FourierPlan, *, unroll: int = 1):
-    """:func:`crossfhe.core.ggsw.blind_rotate` through the FFT: acc uint32 ``[B, 2^nu, k+1, L, N]``
-    (residues), shifts int32 ``[B, n]``, bsk_f complex128 ``[n, (k+1) l, k+1, N/2]``. Returns residues of
-    acc's shape. Traceable under x64."""
-    x = compose(acc, plan)
-
-    def step(a, xs):
-        s, g = xs
-        return cmux_step(a, s, g, plan), None
-
-    out, _ = jax.lax.scan(step, x, (shifts.T, bsk_f), unroll=unroll)
-    return decompose(out, plan)
-
 
 def group_step(acc, exps, keys_f, plan: FourierPlan):
     """One step of the grouped blind rotation (:mod:`crossfhe.tfhe.params`): ACC + sum_t (X^(e_t) - 1)
@@ -304,19 +292,6 @@ def group_step(acc, exps, keys_f, plan: FourierPlan):
         out = jnp.sum(mono[..., None, :] * moved - prod, axis=2)  # [B, 2^nu, k+1, N/2]
     return add_mod(acc, reduce_mod_q(inverse(out, plan.twist), plan), q)
 
-
-def blind_rotate_grouped(acc, exps, bsk_f, plan: FourierPlan, *, unroll: int = 1):
-    """:func:`crossfhe.core.ggsw.blind_rotate_grouped` through the FFT: acc uint32 ``[B, 2^nu, k+1, L, N]``
-    (residues), exps int32 ``[B, G, T]``, bsk_f complex128 ``[G, T, (k+1) l, k+1, N/2]``. Returns residues of
-    acc's shape. Traceable under x64."""
-    x = compose(acc, plan)
-
-    def step(a, xs):
-        e, keys = xs
-        return group_step(a, e, keys, plan), None
-
-    out, _ = jax.lax.scan(step, x, (jnp.moveaxis(exps, 1, 0), bsk_f), unroll=unroll)
-    return decompose(out, plan)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -362,7 +337,8 @@ def ggsw_to_fourier(ggsw_coeff: np.ndarray, moduli: tuple[int, ...]) -> np.ndarr
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class NativeTables:
-    """Constants of :func:`blind_rotate_grouped_native` for one :class:`FourierPlan` and one build of the kernel,
+    """Constants of the native blind rotation (:class:`crossfhe.core.blind_rotation.NativeProduct`) for one
+    :class:`FourierPlan` and one build of the kernel,
     made once (on the host, outside any trace) and passed to it as arguments: ``order`` int32 ``[N/2]`` (the
     kernel's FFT slot order, :func:`crossfhe.kernels.cpu_native.slot_order`: position p holds the point
     x_k = w^(1 - 4k), k = order[p]), ``tw`` float64 ``[2, N/2]`` (its FFT twiddles), ``twist`` float64 ``[2, N/2]``
@@ -406,22 +382,3 @@ def native_key(keys_f: np.ndarray, tables: NativeTables) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(planes, -2, 1))
 
 
-def blind_rotate_grouped_native(acc, exps, key, plan: FourierPlan, tables: NativeTables):
-    """:func:`blind_rotate_grouped` by the native CPU kernel, one custom call of the program (traceable under x64;
-    runs under ``jit``, ``vmap`` over acc and exps, and ``scan``; CPU only): acc uint32 ``[B, 2^nu, k+1, L, N]``
-    (residues), exps int32 ``[B, G, T]``, key float64 from :func:`native_key` for ``tables``. Returns residues of
-    acc's shape.
-
-    Words. Both kernels compute the same digits (the same rint of the same product) and round the same inverse
-    transform to integers; they differ only in the FFTs' rounding (order of operations, twiddles), each within
-    the noise model's ``var_fft``. Where every product's integers are small enough that both FFTs' errors stay
-    below 1/2 (|y| eps c log2(N/2) < 1/2 for the products' values y, eps = 2^-53 and c a small constant: |y| up to
-    about 2^45 at N 2^11), both round to the same integers and the words are equal, on any backend the XLA kernel
-    runs on (cuFFT included); on keys uniform mod Q (real keys) the words differ in the last bits of the error."""
-    x = compose(acc, plan)
-    src, power = (jnp.swapaxes(v, -1, -2).astype(jnp.int32) for v in component_move(exps, acc.shape[1]))
-    words = cpu_native.blind_rotate(
-        x, src, power, key, tables.tw, tables.twist, tables.roots, tables.zeta, tables.order, target=tables.target,
-        levels=plan.levels, base_log=plan.base_log, scale=plan.scale, q=plan.modulus, inv_q=1.0 / plan.big_qf,
-    )
-    return decompose(words, plan)

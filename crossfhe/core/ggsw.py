@@ -16,12 +16,12 @@ GGSW rows and summed (multiply-accumulate at most 4 terms, reduce once: :func:`c
 and the k + 1 sums come back through the inverse NTT. Phase: m times the input's phase plus
 sum d e_row (digit noise) plus m <decomposition error, (s, 1)>.
 
-Blind rotation: ACC <- ACC + BSK_i [x] (X^(r_i) ACC - ACC) for i = 0..n-1 (a CMux of ACC and X^(r_i) ACC
-selected by the key bit in BSK_i), over a ``lax.scan`` whose step reads BSK_i once for the whole batch:
-every ciphertext of the batch (and every table of a KS-dedup fan-out) goes through step i together.
-The accumulator is held as 2^nu components of degree N (nu = 0: one, the plain blind rotation; nu > 0:
-the extended blind rotation over the ring of degree 2^nu N, :func:`cmux_step`), and each step's external
-product covers all of them in one batch.
+Blind rotation steps: ACC <- ACC + BSK_i [x] (X^(r_i) ACC - ACC) (:func:`cmux_step`, a CMux of ACC and
+X^(r_i) ACC selected by the key bit in BSK_i), or a grouped step (:func:`group_step`); the rotation that runs
+them, once for all kernels, is :func:`crossfhe.core.blind_rotation.blind_rotate` (its ``NTTProduct``). The
+accumulator is held as 2^nu components of degree N (nu = 0: one, the plain blind rotation; nu > 0: the extended
+blind rotation over the ring of degree 2^nu N, :func:`cmux_step`), and each step's external product covers all
+of them in one batch.
 
 Everything is exact integer arithmetic on uint32/int32 (no x64).
 """
@@ -149,20 +149,6 @@ def cmux_step(acc, shift, ggsw, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
     return add_mod(acc, external_product(ggsw, diff, plan, gplan, mac), q)
 
 
-def blind_rotate(acc, shifts, bsk, plan: NTTPlan, gplan: RNSGadgetPlan, mac, *, unroll: int = 1):
-    """n CMux steps: ACC X^(sum_i shifts_i b_i) for the key bits b_i inside ``bsk`` (module docstring).
-
-    acc: uint32 ``[B, 2^nu, k+1, L, N]`` (:func:`cmux_step`); shifts: int32 ``[B, n]`` in [0, 2^(nu+1) N);
-    bsk: uint32 ``[n, (k+1) l, k+1, L, N]`` (EVAL). Step i reads bsk[i] once for the whole batch. Traceable.
-    """
-
-    def step(a, xs):
-        s, g = xs
-        return cmux_step(a, s, g, plan, gplan, mac), None
-
-    out, _ = jax.lax.scan(step, acc, (shifts.T, bsk), unroll=unroll)
-    return out
-
 
 def group_step(acc, exps, ggsws, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
     """One step of the grouped blind rotation (:mod:`crossfhe.tfhe.params`): ACC + sum_t (X^(e_t) ACC_t -
@@ -178,19 +164,6 @@ def group_step(acc, exps, ggsws, plan: NTTPlan, gplan: RNSGadgetPlan, mac):
         out = add_mod(out, sub_mod(rotate_components(part, exps[:, t], q), part, q), q)
     return out
 
-
-def blind_rotate_grouped(acc, exps, bsk, plan: NTTPlan, gplan: RNSGadgetPlan, mac, *, unroll: int = 1):
-    """n / g grouped steps (:func:`group_step`): ACC X^(sum_i shifts_i s_i) for the key bits s_i, given as
-    the indicators of their groups inside ``bsk``. acc: uint32 ``[B, 2^nu, k+1, L, N]``; exps: int32
-    ``[B, G, T]`` (e_t = sum_j shifts_(g i + j) t_j mod 2N' for group i and pattern t); bsk: uint32
-    ``[G, T, (k+1) l, k+1, L, N]`` (EVAL). Step i reads bsk[i] once for the whole batch. Traceable."""
-
-    def step(a, xs):
-        e, g = xs
-        return group_step(a, e, g, plan, gplan, mac), None
-
-    out, _ = jax.lax.scan(step, acc, (jnp.moveaxis(exps, 1, 0), bsk), unroll=unroll)
-    return out
 
 
 def sample_extract(glwe, q):

@@ -356,7 +356,7 @@ def _read_server_key(c: fmt.Container, params: Params) -> ServerKey:
     com.check_names(c.arrays, {"bsk", "ksk"})
     bsk = _loaded(c.arrays, "bsk", np.uint32, _bsk_shape(params), params.moduli)
     ksk = _loaded(c.arrays, "ksk", np.int32, _ksk_shape(params))
-    return ServerKey(jnp.asarray(bsk), jnp.asarray(ksk), params, key_id(ksk[-1]))
+    return ServerKey.create(bsk, ksk, params, key_id(ksk[-1]))
 
 
 def _client_key_arrays(ck: ClientKey) -> list[_Array]:

@@ -1,6 +1,6 @@
 """The TFHE grouped blind rotation through the FFT as a native CPU kernel: an XLA FFI custom call.
 
-The XLA kernel (:func:`crossfhe.core.fourier.blind_rotate_grouped`) is the reference and runs everywhere (CPU,
+The XLA kernel (:class:`crossfhe.core.blind_rotation.FFTProduct`) is the reference and runs everywhere (CPU,
 GPU, TPU). ``tfhe_fft.c`` (next to this module) is the same computation step for step in vector loops, with the
 FFT's short stages on register tiles where AVX-512 is present; ``tfhe_fft_ffi.cc`` wraps it as an XLA FFI handler,
 so it is one operation of a compiled program and runs under ``jax.jit``, ``vmap`` and ``lax.scan``. It is the

@@ -191,8 +191,8 @@ class _Tally:
 
 def _program(*static: str, idle: Callable[..., bool] | None = None):
     """An operation ``op(sk, *args)`` as one compiled program per call (its plan depends only on static degrees,
-    norms and ``static`` arguments, so the program is cached): the server key is prepared first
-    (:func:`crossfhe.tfhe.ops.prepare`) and passed as an argument. A stand-in key (:func:`cost`), or arguments for
+    norms and ``static`` arguments, so the program is cached): the server key (its prepared forms included:
+    :class:`crossfhe.tfhe.keys.PreparedKey`) is passed as an argument. A stand-in key (:func:`cost`), or arguments for
     which ``idle(*args)`` says there is nothing to compute, run it as it is."""
 
     def wrap(fun):
@@ -201,7 +201,7 @@ def _program(*static: str, idle: Callable[..., bool] | None = None):
         @functools.wraps(fun)
         def run(sk, *args, **kwargs):
             if isinstance(sk, ops.ServerKey) and not (idle is not None and idle(*args, **kwargs)):
-                return jitted(ops.prepare(sk), *args, **kwargs)
+                return jitted(sk, *args, **kwargs)
             return fun(sk, *args, **kwargs)
 
         return run
@@ -618,7 +618,8 @@ def mul_const(sk: ops.ServerKey, x: RadixInteger, c: int) -> RadixInteger:
         if d == 1:
             return _shift(x, j)
         if all(d * a <= top for a in x.degrees) and all(d * d * n <= budget for n in x.norms):
-            y = _replace(x, ops.mul_const(x.blocks, d), [d * a for a in x.degrees], [d * d * n for n in x.norms])
+            y = _replace(x, ops.mul_const(params, x.blocks, d), [d * a for a in x.degrees],
+                         [d * d * n for n in x.norms])
             return _shift(y, j)
     if any(d > 1 for d in digits) and not x.is_clean:
         x = propagate_carries(sk, x)
@@ -723,7 +724,7 @@ def _order(sk, x: RadixInteger, y: RadixInteger, pred: Callable[[int], int]) -> 
     while count > 1:
         k, odd = count // 2, count % 2
         hi, lo = _take(s, slice(1, 2 * k, 2)), _take(s, slice(0, 2 * k, 2))
-        packed = ops.add(ops.mul_const(hi, 3), lo)
+        packed = ops.add(ops.mul_const(params, hi, 3), lo)
         last = count == 2
         f = (lambda t: pred(_merge(t // 3, t % 3))) if last else (lambda t: _merge(t // 3, t % 3))
         (merged,) = _bootstrap(sk, packed, [_table(params, lambda t, f=f: f(t) if t < 9 else 0)])

@@ -381,7 +381,7 @@ def test_keys_are_checked(keys_p4):
         c.run(*ins, keys=other)
     sk = keys_p4.public
     with pytest.raises(ParameterError, match="the server key was made for P2, the circuit for P4"):
-        c.run(*ins, keys=ops.ServerKey(sk.bsk, sk.ksk, P2, sk.key_id))
+        c.run(*ins, keys=ops.ServerKey(sk.prepared, P2, sk.key_id))
     with pytest.raises(TypeError, match="runs with a tfhe ServerKey"):
         c.run(*ins, keys=keys_p4.secret)
     with pytest.raises(TypeError, match="TFHE encrypts with the client key"):
@@ -437,11 +437,12 @@ def test_pbs_rows_matches_pbs_through_the_ntt(keys_p4):
     ck, sk = keys_p4.secret, keys_p4.public
     x = ops.encrypt(ck, np.array([3, 9, 14]), b"pbs rows".ljust(32, b"\0"))
     tabs = np.stack([ops.lookup_table(P4, _sq), ops.lookup_table(P4, _half)]).astype(np.int32)
-    key = ops.program_key(sk, "ntt")
-    assert key["fkey"] is None
+    sk = ops.prepare(sk, product=ops.NTTProduct)
+    key = ops.program_key(sk)
+    assert key is sk.prepared and key.rest is None and isinstance(key.product, ops.NTTProduct)
     ob, oa = jax.jit(lambda k, b, a: ops.pbs_rows(k, b, a, ops.make_test_vectors(P4, tabs), (0, 1, 2, 2),
                                                   (0, 0, 0, 1), params=P4))(key, x.b, x.a)
-    want = ops.pbs_many(sk, x, [_sq, _half], kernel="ntt")
+    want = ops.pbs_many(sk, x, [_sq, _half])
     np.testing.assert_array_equal(np.asarray(ob[:3]), np.asarray(want[0].b))
     np.testing.assert_array_equal(np.asarray(oa[:3]), np.asarray(want[0].a))
     np.testing.assert_array_equal(np.asarray(ob[3]), np.asarray(want[1].b[2]))

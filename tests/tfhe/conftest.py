@@ -41,19 +41,3 @@ def keys_g2():
 def keys_ext_g3():
     """INSECURE_TFHE_P4_EXT with the key's bits three at a time (test_grouping, test_native)."""
     return ops.keygen(testing.INSECURE_TFHE_P4_EXT_G3, b"tfhe-test-p4-ext".ljust(32, b"\0"))
-
-
-@pytest.fixture(scope="session")
-def on_kernels():
-    """``on_kernels(sk, kernels)``: the same server key with its parameters on another kernel set, prepared for it
-    (made once per key and set; the keys and ciphertexts are the same words on every set)."""
-    made = {}
-
-    def make(sk, kernels):
-        key = (id(sk), kernels)
-        if key not in made:
-            other = ops.ServerKey(sk.bsk, sk.ksk, sk.params.with_kernels(kernels), sk.key_id)
-            made[key] = (sk, ops.prepare(other))  # sk kept alive: its id stays unique
-        return made[key][1]
-
-    return make

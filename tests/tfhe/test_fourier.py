@@ -153,18 +153,20 @@ def test_fourier_plan_refuses_unsuited_parameters():
 
 
 def test_fft_and_ntt_kernels_both_bootstrap(keys_p4):
-    """The same bootstrap through either kernel decrypts to the table (INSECURE_TFHE_P4 runs the FFT under
-    "auto"); an unknown kernel is refused."""
+    """The same bootstrap through either kernel (the key prepared for FFTProduct, NTTProduct, or the default)
+    decrypts to the table (INSECURE_TFHE_P4 runs the FFT by default); an unknown product is refused."""
     ck, sk = keys_p4
     params = testing.INSECURE_TFHE_P4
-    assert params.fft_kernel
+    assert params.fft_kernel and sk.product is ops.FFTProduct
     m = np.arange(2**params.message_bits)
     ct = ops.encrypt(ck, m, b"fourier".ljust(32, b"\0"))
     table = (3 * m + 5) % 2**params.message_bits
-    for kernel in ("fft", "ntt", "auto"):
-        np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ct, table, kernel=kernel)), table)
-    with pytest.raises(ParameterError, match="kernel"):
-        ops.pbs(sk, ct, table, kernel="gpu")
+    for product in (ops.FFTProduct, ops.NTTProduct, None):
+        key = ops.prepare(sk, product=product)
+        assert key.product is (product or ops.FFTProduct)
+        np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(key, ct, table)), table)
+    with pytest.raises(ParameterError, match="product must be one of"):
+        ops.prepare(sk, product="gpu")
 
 
 def test_fft_kernel_choice():

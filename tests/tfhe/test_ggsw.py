@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from crossfhe.core import ggsw as G
+from crossfhe.core.blind_rotation import NTTProduct, blind_rotate
 from crossfhe.core.lwe import extract_lwe
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan
 from crossfhe.math.modular import ModulusTable
@@ -39,7 +40,7 @@ EXACT = Gadget(16, 4)  # B^l = 2^64 >= Q ~ 2^62: sum_j d_j g_j = x exactly
 APPROX = Gadget(12, 2)  # the test presets' gadget: B^l = 2^24 < Q, error <= Gadget.error_bound(Q)
 
 _external_product = jax.jit(G.external_product)
-_blind_rotate = jax.jit(G.blind_rotate)
+_blind_rotate = jax.jit(blind_rotate)
 _cmux_step = jax.jit(G.cmux_step)
 
 
@@ -287,7 +288,8 @@ def test_blind_rotate_equals_definition(k, nu):
     shifts[0] = [0, 5, big, 2 * big - 1, 7]  # a zero and a negation among the shifts
     acc = _uniform(rng, (batch, 1 << nu, k + 1))  # [B, 2^nu, k+1, L, N]
     gplan = RNSGadgetPlan.create(BASIS, EXACT)
-    out = np.asarray(_blind_rotate(acc, shifts, bsk, PLAN, gplan, MAC))
+    # the plain CMux rotation: one GGSW per step (T = 1), exps [B, n, 1], keys [n, 1, ...]
+    out = np.asarray(_blind_rotate(acc, shifts[:, :, None], bsk[:, None], NTTProduct(PLAN, gplan, MAC)))
     total = (shifts.astype(np.int64) * bits).sum(axis=1) % (2 * big)
     for i in range(batch):
         # phase of each component over N, interleaved into the ring of degree N' (coefficient m 2^nu + j)

@@ -26,13 +26,13 @@ from crossfhe.core import fourier as F
 from crossfhe.core import ggsw as G
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError, SerializationError
-from crossfhe.kernels import VECTOR
 from crossfhe.math import primes
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan
 from crossfhe.math.modular import ModulusTable
 from crossfhe.math.rns import RNSBasis
 from crossfhe.ring.ntt import NTTPlan, ntt
-from crossfhe.tfhe import ops
+from crossfhe.tfhe import bootstrap, ops
+from crossfhe.tfhe.keys import Tables
 from crossfhe.tfhe.params import MAX_GROUPING, make
 
 PG, PXG = testing.INSECURE_TFHE_P4_G2, testing.INSECURE_TFHE_P4_EXT_G3
@@ -69,11 +69,11 @@ def test_bsk_bits_are_the_group_indicators(g):
 
 @pytest.mark.parametrize("g", [2, 3])
 def test_group_exponents_brute_force(g):
-    """_group_exponents: per group and pattern t, sum_j shifts_j t_j mod 2N' (missing bits count as 0)."""
+    """group_exponents: per group and pattern t, sum_j shifts_j t_j mod 2N' (missing bits count as 0)."""
     rng = np.random.default_rng(10 + g)
     n2, m = 256, 11
     shifts = rng.integers(0, n2, size=(3, m)).astype(np.int32)
-    got = np.asarray(ops._group_exponents(jnp.asarray(shifts), g, n2))
+    got = np.asarray(bootstrap.group_exponents(jnp.asarray(shifts), g, n2))
     groups = -(-m // g)
     assert got.shape == (3, groups, (1 << g) - 1)
     for b in range(3):
@@ -166,32 +166,38 @@ def test_fft_group_step_error_within_model(nu):
 
 
 def test_g2_every_input_output_pair_both_kernels(keys_g2):
-    """Every (m, f(m)) of a random 4-bit table through both kernels, and the key has 3 GGSWs per 2 bits."""
+    """Every (m, f(m)) of a random 4-bit table through both kernels (the key prepared for FFTProduct, NTTProduct,
+    and its default product: the native kernel on the NATIVE set), and the key has 3 GGSWs per 2 bits."""
     ck, sk = keys_g2
     assert sk.bsk.shape[0] == PG.ggsw_count == 96 and PG.fft_kernel
     m = np.arange(16)
     table = np.random.default_rng(40).integers(0, 16, 16)
     ct = ops.encrypt(ck, m, _seed(40))
-    for kernel in ("fft", "ntt"):
-        np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ct, table, kernel=kernel)), table[m])
+    for product in dict.fromkeys((ops.FFTProduct, ops.NTTProduct, sk.product)):
+        key = ops.prepare(sk, product=product)
+        assert key.product is product
+        np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(key, ct, table)), table[m])
 
 
 def test_grouping_with_extension(keys_ext_g3):
-    """g = 3 over an accumulator of 16 components: random tables and KS-dedup through both kernels, and
-    through the exact NTT a batch equal to its items bootstrapped one at a time, word for word (through the
-    FFT the rounding, hence the words, may depend on the batch's shape: INSECURE_TFHE_P4 without grouping
-    does so too)."""
+    """g = 3 over an accumulator of 16 components: random tables and KS-dedup through both kernels (and the key's
+    default product: the native kernel on the NATIVE set), and through the exact NTT a batch equal to its items
+    bootstrapped one at a time, word for word (through the FFT the rounding, hence the words, may depend on the
+    batch's shape: INSECURE_TFHE_P4 without grouping does so too)."""
     ck, sk = keys_ext_g3
     rng = np.random.default_rng(50)
     m = rng.integers(0, 16, 6)
     f, h = rng.integers(0, 16, 16), rng.integers(0, 16, 16)
     ct = ops.encrypt(ck, m, _seed(50))
-    for kernel in ("fft", "ntt"):
-        out_f, out_h = ops.pbs_many(sk, ct, [f, h], kernel=kernel)
+    for product in dict.fromkeys((ops.FFTProduct, ops.NTTProduct, sk.product)):
+        key = ops.prepare(sk, product=product)
+        assert key.product is product
+        out_f, out_h = ops.pbs_many(key, ct, [f, h])
         np.testing.assert_array_equal(ops.decrypt(ck, out_f), f[m])
         np.testing.assert_array_equal(ops.decrypt(ck, out_h), h[m])
-    one = ops.pbs(sk, LWECiphertext(ct.b[2], ct.a[2], ct.moduli), f, kernel="ntt")
-    np.testing.assert_array_equal(np.asarray(one.a), np.asarray(ops.pbs(sk, ct, f, kernel="ntt").a[2]))
+    ntt_key = ops.prepare(sk, product=ops.NTTProduct)
+    one = ops.pbs(ntt_key, LWECiphertext(ct.b[2], ct.a[2], ct.moduli), f)
+    np.testing.assert_array_equal(np.asarray(one.a), np.asarray(ops.pbs(ntt_key, ct, f).a[2]))
 
 
 def test_grouped_progress_same_words(keys_g2):
@@ -208,7 +214,18 @@ def test_grouped_progress_same_words(keys_g2):
     assert fracs == sorted(fracs) and fracs[-1] == 1.0 and len(fracs) > 1
 
 
-def test_grouped_pbs_output_noise_within_model(keys_g2, on_kernels):
+def _keys_by_kernel(sk) -> dict:
+    """sk prepared for the XLA FFT ("fft"), the exact NTT ("ntt"), and the native kernel ("native") where its
+    parameters and kernel set take it (its default product there)."""
+    keys = {"fft": ops.prepare(sk, product=ops.FFTProduct), "ntt": ops.prepare(sk, product=ops.NTTProduct)}
+    if sk.product is ops.NativeProduct:
+        keys["native"] = sk
+    for kernel, product in (("fft", ops.FFTProduct), ("ntt", ops.NTTProduct)):
+        assert keys[kernel].product is product
+    return keys
+
+
+def test_grouped_pbs_output_noise_within_model(keys_g2):
     """256 bootstrap outputs at INSECURE_TFHE_P4_G2 (both kernels), error (phase - f(m) Delta) / Q.
 
     For this key the model's terms are: per group 2 (2^g - 1) digits (2^g - 1 products, each doubled by
@@ -229,10 +246,10 @@ def test_grouped_pbs_output_noise_within_model(keys_g2, on_kernels):
     dropped = (int(np.sum(ck.glwe_key)) + 1) * 4.0 ** -(gd.base_log * gd.levels) / 12
     digits = (PG.glwe_dim + 1) * gd.levels * PG.poly_size * (gd.base**2 + 2) / 12 * PG.var_fresh
     for_key = PG.groups * 2 * ((1 << g) - 1) * digits + nonzero * 2 * dropped
-    # the XLA FFT (the key on VECTOR), the exact NTT, and the native kernel where the key has it (test_native.py)
-    keys = {"fft": on_kernels(sk, VECTOR), "ntt": sk} | ({"native": sk} if sk.prepared.native is not None else {})
+    # the XLA FFT, the exact NTT, and the native kernel where the key has it (test_native.py)
+    keys = _keys_by_kernel(sk)
     for kernel, key in keys.items():
-        out = ops.pbs(key, ct, table, kernel=kernel)
+        out = ops.pbs(key, ct, table)
         np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
         e = ops.noise(ck, out, table[m])
         measured = float(np.mean(e**2))
@@ -261,7 +278,7 @@ def test_var_step_model():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("grouping", [1, 2])
-def test_fft_rounding_noise_within_model_n2048(grouping, on_kernels):
+def test_fft_rounding_noise_within_model_n2048(grouping):
     """Where the FFT's rounding is a large part of the noise (N 2048, 23-bit digits, n 128, the shape of P4
     at a smaller n): 256 bootstraps through the FFT, mean square error at most var_pbs, whose FFT term is
     the phase variance (kN/2 + 1) var_fft per product; and above the NTT's for the same inputs (the
@@ -276,10 +293,10 @@ def test_fft_rounding_noise_within_model_n2048(grouping, on_kernels):
     m, table = rng.integers(0, 16, 256), rng.integers(0, 16, 16)
     ct = ops.encrypt(ck, m, _seed(81))
     got = {}
-    # the XLA FFT (the key on VECTOR), the exact NTT, and the native kernel where the key has it (test_native.py)
-    keys = {"fft": on_kernels(sk, VECTOR), "ntt": sk} | ({"native": sk} if sk.prepared.native is not None else {})
+    # the XLA FFT, the exact NTT, and the native kernel where the key has it (test_native.py)
+    keys = _keys_by_kernel(sk)
     for kernel, key in keys.items():
-        out = ops.pbs(key, ct, table, kernel=kernel)
+        out = ops.pbs(key, ct, table)
         np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
         got[kernel] = float(np.mean(ops.noise(ck, out, table[m]) ** 2))
     for kernel in set(keys) - {"ntt"}:
@@ -287,20 +304,27 @@ def test_fft_rounding_noise_within_model_n2048(grouping, on_kernels):
 
 
 def test_first_step_exact_under_fft(keys_g2):
-    """Under the FFT kernel the first group step runs through the exact NTT: one step of it on a bootstrap's
-    initial accumulator (the test vector) equals crossfhe.core.ggsw.group_step word for word."""
-    ck, sk = keys_g2
-    t = ops._Tables(PG)
+    """Under the FFT kernels (the XLA FFT, and the native kernel where the key has it) the first group step runs
+    through the exact NTT: the bootstrap's start (crossfhe.tfhe.bootstrap._start, the key's ``first`` product) on
+    an initial accumulator (the test vector) equals crossfhe.core.ggsw.group_step word for word, and leaves the
+    other groups' exponents to the key's ``rest`` (one entry per later group, in the product's layout)."""
+    _, sk = keys_g2
+    t = Tables(PG)
     rng = np.random.default_rng(90)
-    tv = jnp.asarray(ops._test_vector(PG, ops.lookup_table(PG, lambda x: x)).reshape(1, 1, 1, len(PG.moduli), -1))
-    acc = ops._initial_acc(jnp.asarray(rng.integers(0, 2048, 3).astype(np.int32)), tv, t.q, PG)
-    shifts = jnp.asarray(rng.integers(0, 2048, size=(3, 2)).astype(np.int32))
-    rest = sk.prepared.fourier_key  # the other steps' keys: per GGSW, or per group in the native layout
-    assert rest.shape[0] == (PG.groups - 1 if sk.prepared.native is not None else PG.ggsw_count - 3)
-    got = ops._first_step(acc, shifts, sk.bsk[:3], t.plan, t.gplan, t.mac, grouping=2)
-    exps = ops._group_exponents(shifts, 2, 2048)
+    tv = jnp.asarray(bootstrap._test_vector(PG, ops.lookup_table(PG, lambda x: x)).reshape(1, 1, 1, len(PG.moduli), -1))
+    bt = jnp.asarray(rng.integers(0, 2048, 3).astype(np.int32))
+    at = jnp.asarray(rng.integers(0, 2048, size=(3, PG.lwe_dim)).astype(np.int32))
+    acc = bootstrap._initial_acc(bt, tv, t.q, PG)
+    exps = bootstrap.group_exponents((2048 - at) % 2048, 2, 2048)  # X^(-a~_i)
     want = G.group_step(acc, exps[:, 0], sk.bsk[:3], t.plan, t.gplan, t.mac)
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    for product in dict.fromkeys((ops.FFTProduct, sk.product)):
+        key = ops.prepare(sk, product=product).prepared
+        assert product is not ops.NTTProduct and type(key.product) is product and type(key.first) is ops.NTTProduct
+        # the other steps' keys: per group, [G - 1, 3, ...] (XLA FFT) or [G - 1, N/16, 3, ...] (native layout)
+        assert key.rest.shape[0] == PG.groups - 1 and key.rest.shape[2 if product is ops.NativeProduct else 1] == 3
+        got, rest = bootstrap._start(key, bt, at, tv, params=PG)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        np.testing.assert_array_equal(np.asarray(rest), np.asarray(exps[:, 1:]))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -29,11 +29,12 @@ def test_client_key_refuses_pickle_server_key_carries_no_secret(keys_p2):
 
 def test_a_pickled_server_key_bootstraps_correctly(keys_p4):
     # regression: the prepared complex128 Fourier key came back as complex64 from a pickle (JAX's default precision)
-    # and bootstrapped to wrong messages; the prepared forms now stay behind and are made again on first use
+    # and bootstrapped to wrong messages; the prepared forms now stay behind and are made again when it is loaded
     ck, sk = keys_p4
-    ops.pbs(sk, ops.encrypt(ck, 1), lambda m: m)  # prepared here
+    assert sk.product is ops.FFTProduct and sk.prepared.rest.dtype == np.complex128
     back = pickle.loads(pickle.dumps(sk))
-    assert back.prepared is None
+    assert back.prepared is not None and back.prepared is not sk.prepared and back.product is sk.product
+    assert back.prepared.rest.dtype == np.complex128
     m = np.arange(16)
     np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(back, ops.encrypt(ck, m), lambda v: (3 * v + 1) % 16)),
                                   (3 * m + 1) % 16)
@@ -58,7 +59,7 @@ def test_key_ids_are_checked(keys_p2, stranger):
     # A trivial (keyless) ciphertext combines with any key pair's.
     t = ops.trivial(P, np.ones(4, dtype=np.int64))
     assert t.key_id is None and np.array_equal(ops.decrypt(ck2, ops.add(y, t)), np.arange(4) % 3 + 1)
-    assert ops.mul_const(ops.negate(ops.add_const(P, x, 1)), 3).key_id == ck.key_id
+    assert ops.mul_const(P, ops.negate(ops.add_const(P, x, 1)), 3).key_id == ck.key_id
     with pytest.raises(ParameterError, match="differ in parameters"):
         ops.check_compatible(ck, ops.keygen(testing.INSECURE_TFHE_P4, bytes(32))[1])
 

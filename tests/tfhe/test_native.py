@@ -19,6 +19,7 @@ import pytest
 from crossfhe import testing
 from crossfhe.core import fourier as F
 from crossfhe.core import ggsw as G
+from crossfhe.core.blind_rotation import PRODUCTS, FFTProduct, NativeProduct, blind_rotate
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
 from crossfhe.kernels import NATIVE, VECTOR, cpu_native, default_kernels
@@ -121,22 +122,23 @@ EXACT_CASES = [(2048, 1, Gadget(23, 1), 2, 0), (1024, 1, Gadget(16, 2), 2, 0), (
 @pytest.mark.parametrize("n, glwe_dim, gadget, g, nu", EXACT_CASES)
 def test_rotation_equals_xla_kernel_on_exact_products(n, glwe_dim, gadget, g, nu):
     """On keys small enough that every product is exact in float64, both kernels round the same exact integers:
-    the native rotation's words (one custom call under jax.jit, on the CPU) equal F.blind_rotate_grouped's (on
-    the default backend), over 3 steps and a batch of 2 (P4's shape, two digit levels, k = 2 (the generic
-    product loop), a 4 x 15-bit gadget with g = 3, and accumulators of 4 and 16 components, the extended rotation
-    of P6 and P8). The 4 x 15-bit gadget has B^l = 2^60 > 2^53: its scaled digit values are not integers before
-    rounding, and both kernels round them once (rint; test_digits_are_one_rounding_of_the_product)."""
+    the native rotation's words (blind_rotate with NativeProduct: one custom call under jax.jit, on the CPU) equal
+    the XLA FFT's (blind_rotate with FFTProduct, on the default backend), over 3 steps and a batch of 2 (P4's
+    shape, two digit levels, k = 2 (the generic product loop), a 4 x 15-bit gadget with g = 3, and accumulators of
+    4 and 16 components, the extended rotation of P6 and P8). The 4 x 15-bit gadget has B^l = 2^60 > 2^53: its
+    scaled digit values are not integers before rounding, and both kernels round them once (rint;
+    test_digits_are_one_rounding_of_the_product)."""
     rng = np.random.default_rng(n + g + nu)
     moduli, acc, exps, keys_f = _rotation_inputs(n, glwe_dim, gadget, g, nu, 3, 2, rng, key_bits=8)
     with jax.enable_x64(True):
         plan = F.FourierPlan.create(n, moduli, gadget, glwe_dim)
-        want = np.asarray(jax.jit(F.blind_rotate_grouped)(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys_f),
-                                                          plan))
+        want = np.asarray(jax.jit(blind_rotate)(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys_f),
+                                                FFTProduct(plan)))
     with jax.default_device(CPU):
         key, fplan, tables = _native_operands(keys_f, plan)
         with jax.enable_x64(True):
-            got = np.asarray(jax.jit(F.blind_rotate_grouped_native)(jnp.asarray(acc), jnp.asarray(exps), key, fplan,
-                                                                    tables))
+            got = np.asarray(jax.jit(blind_rotate)(jnp.asarray(acc), jnp.asarray(exps), key,
+                                                   NativeProduct(fplan, tables)))
     np.testing.assert_array_equal(got, want)
 
 
@@ -151,15 +153,16 @@ def test_rotation_under_vmap_and_scan():
     acc4, exps4 = acc.reshape((4, 1) + acc.shape[1:]), exps.reshape((4, 1) + exps.shape[1:])
     with jax.enable_x64(True):
         plan = F.FourierPlan.create(n, moduli, gadget, 1)
-        xla = jax.jit(F.blind_rotate_grouped)
-        want = np.asarray(xla(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys_f), plan))
+        xla = jax.jit(blind_rotate)
+        want = np.asarray(xla(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys_f), FFTProduct(plan)))
         want_shared = np.stack([np.asarray(xla(jnp.asarray(acc[:1]), jnp.asarray(e[None]), jnp.asarray(keys_f),
-                                               plan))[0] for e in exps])
+                                               FFTProduct(plan)))[0] for e in exps])
     with jax.default_device(CPU):
         key, fplan, tables = _native_operands(keys_f, plan)
+        native = NativeProduct(fplan, tables)
         with jax.enable_x64(True):
             def rot(a, e):
-                return F.blind_rotate_grouped_native(a, e, key, fplan, tables)
+                return blind_rotate(a, e, key, native)
 
             got = jax.jit(jax.vmap(rot))(jnp.asarray(acc4), jnp.asarray(exps4))
             np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), want)
@@ -171,7 +174,7 @@ def test_rotation_under_vmap_and_scan():
 
             def step(a, xs):
                 e, k = xs
-                return F.blind_rotate_grouped_native(a, e[:, None], k[None], fplan, tables), None
+                return blind_rotate(a, e[:, None], k[None], native), None
 
             scanned, _ = jax.lax.scan(step, jnp.asarray(acc), (jnp.moveaxis(jnp.asarray(exps), 1, 0), key))
             np.testing.assert_array_equal(np.asarray(scanned), want)
@@ -231,8 +234,8 @@ def test_group_step_error_within_model():
     with jax.default_device(CPU):
         key, fp, tables = _native_operands(F.ggsw_to_fourier(keys, moduli)[None], fplan)
         with jax.enable_x64(True):
-            out = np.asarray(jax.jit(F.blind_rotate_grouped_native)(jnp.asarray(acc), jnp.asarray(exps[:, None]), key,
-                                                                    fp, tables))
+            out = np.asarray(jax.jit(blind_rotate)(jnp.asarray(acc), jnp.asarray(exps[:, None]), key,
+                                                   NativeProduct(fp, tables)))
     qcol = np.array(moduli, dtype=np.int64)[:, None]
     diff = (out.astype(np.int64) - np.asarray(exact).astype(np.int64)) % qcol
     err = F.centered_float(diff.astype(np.uint32), moduli) / math.prod(moduli)
@@ -276,18 +279,27 @@ def test_bad_operands_refused():
 
 @needs_native_set
 def test_pbs_every_input_and_batch_equals_items(keys_g2):
-    """The NATIVE set's grouped key bootstraps through the kernel ("auto", "fft" and "native" alike): every (m, f(m));
-    a batch gives the words of its items bootstrapped one at a time (each item's arithmetic is the same in C,
-    whichever thread runs it); KS-dedup and per-input tables; progress gives the words of one call."""
+    """The NATIVE set's grouped key bootstraps through the kernel (by default, and prepared for NativeProduct
+    explicitly, also anew from its arrays, alike): every (m, f(m)); a batch gives the words of its items
+    bootstrapped one at a time (each item's arithmetic is the same in C, whichever thread runs it); KS-dedup and
+    per-input tables; progress gives the words of one call. FFTProduct on the same key is the XLA FFT: the same
+    messages."""
     ck, sk = keys_g2
-    assert sk.prepared.kernels is NATIVE and sk.prepared.native is not None
+    assert sk.prepared.kernels is NATIVE and sk.product is ops.NativeProduct
+    native = ops.prepare(sk, product=ops.NativeProduct)
+    assert native is sk and ops.prepare(sk) is sk
     m = np.arange(16)
     table = np.random.default_rng(41).integers(0, 16, 16)
     ct = ops.encrypt(ck, m, _seed(41))
-    out = ops.pbs(sk, ct, table, kernel="native")
+    out = ops.pbs(native, ct, table)
     np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
     _same(ops.pbs(sk, ct, table), out)
-    _same(ops.pbs(sk, ct, table, kernel="fft"), out)
+    again = ops.ServerKey.create(sk.bsk, sk.ksk, sk.params, sk.key_id, product=ops.NativeProduct)
+    assert again is not sk and again.product is ops.NativeProduct
+    _same(ops.pbs(again, ct, table), out)
+    xla = ops.prepare(sk, product=ops.FFTProduct)
+    assert xla.product is ops.FFTProduct and xla.prepared.rest.dtype == np.complex128
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(xla, ct, table)), table[m])
     for i in (0, 7, 15):
         one = ops.pbs(sk, LWECiphertext(ct.b[i], ct.a[i], ct.moduli, ct.key_id), table)
         np.testing.assert_array_equal(np.asarray(one.a), np.asarray(out.a[i]))
@@ -321,18 +333,20 @@ def test_native_inside_jit_and_vmap(keys_g2):
 
 
 @needs_native_set
-def test_native_and_xla_sets_same_messages(keys_g2, on_kernels):
+def test_native_and_xla_sets_same_messages(keys_g2):
     """The same key on VECTOR bootstraps through the XLA FFT: the same messages (the words differ by the two FFTs'
     rounding, each within the model: test_grouping's noise test), and the same words through the exact NTT."""
     ck, sk = keys_g2
-    vec = on_kernels(sk, VECTOR)
-    assert vec.prepared.native is None and vec.prepared.fourier_key.dtype == np.complex128
+    vec = ops.ServerKey.create(sk.bsk, sk.ksk, sk.params.with_kernels(VECTOR), sk.key_id)
+    assert vec.prepared.kernels is VECTOR
+    assert vec.product is ops.FFTProduct and vec.prepared.rest.dtype == np.complex128
     m = np.arange(16)
     table = (7 * m + 2) % 16
     ct = ops.encrypt(ck, m, _seed(49))
     for key in (sk, vec):
         np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(key, ct, table)), table[m])
-    _same(ops.pbs(sk, ct, table, kernel="ntt"), ops.pbs(vec, ct, table, kernel="ntt"))
+    _same(ops.pbs(ops.prepare(sk, product=ops.NTTProduct), ct, table),
+          ops.pbs(ops.prepare(vec, product=ops.NTTProduct), ct, table))
 
 
 @needs_native_set
@@ -340,31 +354,34 @@ def test_pbs_extended_accumulator(keys_ext_g3):
     """g = 3 over an accumulator of 16 components (the extended rotation of P6 and P8) through the native
     kernel: every input's table value, KS-dedup, and a batch equal to its items one at a time, word for word."""
     ck, sk = keys_ext_g3
-    assert sk.prepared.native is not None and sk.params.extension == 4
+    assert sk.product is ops.NativeProduct and sk.params.extension == 4
+    native = ops.prepare(sk, product=ops.NativeProduct)
+    assert native.product is ops.NativeProduct
     m = np.arange(16)
     f, h = np.random.default_rng(45).integers(0, 16, (2, 16))
     ct = ops.encrypt(ck, m, _seed(45))
-    out_f, out_h = ops.pbs_many(sk, ct, [f, h], kernel="native")
+    out_f, out_h = ops.pbs_many(native, ct, [f, h])
     np.testing.assert_array_equal(ops.decrypt(ck, out_f), f[m])
     np.testing.assert_array_equal(ops.decrypt(ck, out_h), h[m])
-    one = ops.pbs(sk, LWECiphertext(ct.b[3], ct.a[3], ct.moduli, ct.key_id), f, kernel="native")
+    one = ops.pbs(native, LWECiphertext(ct.b[3], ct.a[3], ct.moduli, ct.key_id), f)
     np.testing.assert_array_equal(np.asarray(one.a), np.asarray(out_f.a[3]))
 
 
-def test_native_refused_where_it_does_not_apply(keys_p4, keys_g2, on_kernels):
-    """kernel="native" names what is wrong: ungrouped parameters, a key prepared for another kernel set; an unknown
-    kernel name is refused. "auto" on ungrouped parameters runs the XLA FFT whatever the set."""
-    ck, sk = keys_p4
-    ct = ops.encrypt(ck, np.arange(4), _seed(42))
-    assert sk.prepared.native is None
-    with pytest.raises(ParameterError, match="grouping|VECTOR"):
-        ops.pbs(sk, ct, lambda x: x, kernel="native")
-    with pytest.raises(ParameterError, match="kernel must be one of"):
-        ops.pbs(sk, ct, lambda x: x, kernel="c")
-    ck2, sk2 = keys_g2
-    vec = on_kernels(sk2, VECTOR)
-    with pytest.raises(ParameterError, match="VECTOR kernel set"):
-        ops.pbs(vec, ops.encrypt(ck2, np.arange(2), _seed(43)), lambda x: x, kernel="native")
+def test_native_refused_where_it_does_not_apply(keys_p4, keys_g2):
+    """NativeProduct names what is wrong (ops.product_for's ParameterError): ungrouped parameters, a key prepared
+    for another kernel set; anything but the three product classes is refused. The default on ungrouped parameters
+    is the XLA FFT whatever the set."""
+    _, sk = keys_p4
+    assert sk.product is ops.FFTProduct
+    with pytest.raises(ParameterError, match="the native blind rotation cannot run here: .*(grouping|VECTOR)"):
+        ops.prepare(sk, product=ops.NativeProduct)
+    with pytest.raises(ParameterError, match="product must be one of NTTProduct, FFTProduct, NativeProduct"):
+        ops.prepare(sk, product="c")
+    _, sk2 = keys_g2
+    vec = ops.ServerKey.create(sk2.bsk, sk2.ksk, sk2.params.with_kernels(VECTOR), sk2.key_id)
+    assert vec.prepared.kernels is VECTOR
+    with pytest.raises(ParameterError, match="the native blind rotation cannot run here: the kernel set is VECTOR"):
+        ops.prepare(vec, product=ops.NativeProduct)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -386,16 +403,18 @@ def test_fallback_without_compiler(fresh_native, tmp_path, keys_g2):
     assert not ring_ntt.NATIVE.available() and "no C/C++ compiler" in ring_ntt.NATIVE.status()
     assert default_kernels() is VECTOR
     fresh = dataclasses.replace(PG, name="no-compiler")  # parameters not used yet in this process (their plans)
-    auto = ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, fresh, sk.key_id))
-    assert auto.prepared.kernels is VECTOR and auto.prepared.native is None
+    auto = ops.ServerKey.create(sk.bsk, sk.ksk, fresh, sk.key_id)
+    assert auto.prepared.kernels is VECTOR and auto.product is ops.FFTProduct
     ct = ops.encrypt(ck, np.arange(4), _seed(44))
     np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(auto, ct, lambda x: 3 * x % 16)), 3 * np.arange(4) % 16)
     with pytest.raises(RuntimeError, match="no C/C\\+\\+ compiler"):
-        ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, sk.params.with_kernels(NATIVE), sk.key_id))
+        ops.ServerKey.create(sk.bsk, sk.ksk, sk.params.with_kernels(NATIVE), sk.key_id)
     with pytest.raises(RuntimeError, match="no C/C\\+\\+ compiler"):
         ops.keygen(fresh.with_kernels(NATIVE), _seed(44))
-    with pytest.raises(ParameterError, match="kernel='native' cannot run here"):
-        ops.pbs(auto, ct, lambda x: x, kernel="native")
+    with pytest.raises(ParameterError, match="the native blind rotation cannot run here"):
+        ops.prepare(auto, product=ops.NativeProduct)
+    with pytest.raises(ParameterError, match="cannot run here: it is not available .*no C/C\\+\\+ compiler"):
+        ops.product_for(fresh.with_kernels(NATIVE), ops.NativeProduct)
 
 
 @needs_kernel
@@ -456,8 +475,9 @@ def test_portable_build_same_function(fresh_native, tmp_path, keys_g2):
     assert np.abs(cpu_native.fft_forward(x) - want[order]).max() <= 1e-14 * np.abs(want).max()
     test_rotation_equals_xla_kernel_on_exact_products(256, 1, Gadget(16, 2), 2, 2)
     ck, sk = keys_g2
-    portable = ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, sk.params, sk.key_id))
-    assert portable.prepared.native.target == cpu_native.targets()[0]
+    portable = ops.ServerKey.create(sk.bsk, sk.ksk, sk.params, sk.key_id)
+    assert portable.product is ops.NativeProduct
+    assert portable.prepared.product.tables.target == cpu_native.targets()[0]
     m = np.arange(16)
     table = (5 * m + 2) % 16
     np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(portable, ops.encrypt(ck, m, _seed(47)), table)), table[m])
@@ -465,13 +485,16 @@ def test_portable_build_same_function(fresh_native, tmp_path, keys_g2):
 
 
 def test_bench_offers_every_kernel():
-    """benchmarks/bench_tfhe.py's --kernel lists its choices before JAX loads: they are ops.KERNELS."""
+    """benchmarks/bench_tfhe.py's --kernel lists its choices before JAX loads: "auto" (the default, the parameters'
+    product) and one name for each of the external-product kernels (crossfhe.core.blind_rotation.PRODUCTS)."""
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_tfhe.py"
     spec = importlib.util.spec_from_file_location("bench_tfhe", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     (action,) = [a for a in bench.parser()._actions if a.dest == "kernel"]
-    assert tuple(action.choices) == ops.KERNELS and action.default == "auto"
+    assert tuple(action.choices) == tuple(bench.PRODUCTS) and action.default == "auto"
+    named = [bench.product_of(c) for c in action.choices]
+    assert bench.product_of("auto") is None and len(named) == len(PRODUCTS) + 1 and set(named) == {None, *PRODUCTS}
 
 
 def test_compiler_flags_keep_ieee_results():

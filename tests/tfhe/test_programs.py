@@ -27,6 +27,7 @@ from crossfhe.tfhe import integer, ops
 mode = sys.argv[1]
 P = dataclasses.replace(testing.INSECURE_TFHE_P2, grouping=2, name="P2_G2")
 ck, sk = ops.keygen(P, b"programs".ljust(32, b"\0"))
+skn = ops.prepare(sk, product=ops.NTTProduct)
 m, m2 = np.array([0, 1, 2, 3, 1, 2]), np.array([3, 1, 0, 2, 2, 1])
 f, g = [1, 3, 0, 2], (lambda v: (v + 1) % 4)
 own = np.array([np.roll([0, 1, 2, 3], i) for i in range(6)])
@@ -62,12 +63,12 @@ if mode == "jit":  # the first call of every operation is traced by the caller's
         "add": (ops.add, (x, y)),
         "sub": (ops.sub, (x, y)),
         "negate": (ops.negate, (x,)),
-        "mul_const": (lambda c: ops.mul_const(c, 3), (x,)),
+        "mul_const": (lambda c: ops.mul_const(P, c, 3), (x,)),
         "add_const": (lambda c: ops.add_const(P, c, 1), (x,)),
         "keyswitch": (ops.keyswitch, (sk, x)),
         "pbs": (lambda s, c: ops.pbs(s, c, f), (sk, x)),
         "pbs closed over": (lambda c: ops.pbs(sk, c, f), (x,)),
-        "pbs ntt": (lambda s, c: ops.pbs(s, c, f, kernel="ntt"), (sk, x)),
+        "pbs ntt": (lambda s, c: ops.pbs(s, c, f), (skn, x)),
         "pbs per input": (lambda s, c: ops.pbs(s, c, own), (sk, x)),
         "pbs_many": (lambda s, c: ops.pbs_many(s, c, [f, g]), (sk, x)),
         "integer.add": (integer.add, (sk, xi, yi)),
@@ -89,11 +90,11 @@ else:  # the first call of every operation on ciphertexts is traced by the calle
         "add": (v(ops.add, 0, 0), (x, y)),
         "sub": (v(ops.sub, 0, 0), (x, y)),
         "negate": (v(ops.negate, 0), (x,)),
-        "mul_const": (v(lambda c: ops.mul_const(c, 3), 0), (x,)),
+        "mul_const": (v(lambda c: ops.mul_const(P, c, 3), 0), (x,)),
         "add_const": (v(lambda c: ops.add_const(P, c, 1), 0), (x,)),
         "keyswitch": (v(ops.keyswitch, None, 0), (sk, x)),
         "pbs": (v(lambda s, c: ops.pbs(s, c, f), None, 0), (sk, x)),
-        "pbs ntt": (v(lambda s, c: ops.pbs(s, c, f, kernel="ntt"), None, 0), (sk, x)),
+        "pbs ntt": (v(lambda s, c: ops.pbs(s, c, f), None, 0), (skn, x)),
         "pbs_many": (v(lambda s, c: ops.pbs_many(s, c, [f, g]), None, 0), (sk, x)),
         "integer.add": (vi(integer.add, 2), (sk, xi, yi)),
         "integer.sub": (vi(integer.sub, 2), (sk, xi, yi)),
@@ -109,12 +110,12 @@ eager = {
     "add": lambda: ops.add(x, y),
     "sub": lambda: ops.sub(x, y),
     "negate": lambda: ops.negate(x),
-    "mul_const": lambda: ops.mul_const(x, 3),
+    "mul_const": lambda: ops.mul_const(P, x, 3),
     "add_const": lambda: ops.add_const(P, x, 1),
     "keyswitch": lambda: ops.keyswitch(sk, x),
     "pbs": lambda: ops.pbs(sk, x, f),
     "pbs closed over": lambda: ops.pbs(sk, x, f),
-    "pbs ntt": lambda: ops.pbs(sk, x, f, kernel="ntt"),
+    "pbs ntt": lambda: ops.pbs(skn, x, f),
     "pbs per input": lambda: ops.pbs(sk, x, own),
     "pbs_many": lambda: ops.pbs_many(sk, x, [f, g]),
     "integer.add": lambda: integer.add(sk, xi, yi),
@@ -128,7 +129,7 @@ eager = {
 for name, got in traced.items():
     res[name] = bool(same(got, words(eager[name]())))
 res["decrypts"] = bool(np.array_equal(ops.decrypt(ck, ops.pbs(sk, x, f)), np.array(f)[m]))
-res["native"] = sk.prepared.native is not None
+res["native"] = sk.product is ops.NativeProduct
 print("RESULT " + json.dumps(res))
 """
 

@@ -26,7 +26,7 @@ import pytest
 from crossfhe import testing
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import BasisMismatchError, ParameterError
-from crossfhe.tfhe import ops
+from crossfhe.tfhe import bootstrap, keys, keyswitch, ops
 from crossfhe.tfhe.params import make
 
 P2, P4, P6 = testing.INSECURE_TFHE_P2, testing.INSECURE_TFHE_P4, testing.INSECURE_TFHE_P6
@@ -38,8 +38,8 @@ def _seed(i: int) -> bytes:
 
 def _fresh_bound(params) -> int:
     """|e| of a fresh encryption, absolute: the test presets' sigma (2^-45 Q ~ 2^17) is above
-    ops.GAUSSIAN_MAX_SIGMA, so e is uniform on [-B, B] with B (B + 1) / 3 = sigma^2, i.e. B < sqrt(3) sigma."""
-    assert params.glwe_sigma > ops.GAUSSIAN_MAX_SIGMA
+    keys.GAUSSIAN_MAX_SIGMA, so e is uniform on [-B, B] with B (B + 1) / 3 = sigma^2, i.e. B < sqrt(3) sigma."""
+    assert params.glwe_sigma > keys.GAUSSIAN_MAX_SIGMA
     return math.ceil(math.sqrt(3) * params.glwe_sigma)
 
 
@@ -149,7 +149,7 @@ def test_mul_const_add_const(keys_p4, c):
     ck, _ = keys_p4
     mx, _, x, _ = _pair(ck, 30)
     b, r = _fresh_bound(P4), _wrap_error(P4)
-    ct = ops.mul_const(x, c)
+    ct = ops.mul_const(P4, x, c)
     np.testing.assert_array_equal(ops.decrypt(ck, ct), (c * mx) % 16)
     assert (_abs_noise(ck, ct, c * mx) <= abs(c) * b + r * (abs(c) + 1)).all()
     ct = ops.add_const(P4, x, c)
@@ -291,7 +291,7 @@ def test_chained_bootstraps_bivariate(keys_p4):
     x, y = rng.permutation(16), rng.integers(0, 16, 16)
     fx = ops.pbs(sk, ops.encrypt(ck, x, _seed(80)), lambda m: m % 4)
     gy = ops.pbs(sk, ops.encrypt(ck, y, _seed(81)), lambda m: m % 4)
-    v = ops.add(ops.mul_const(gy, 4), fx)
+    v = ops.add(ops.mul_const(P4, gy, 4), fx)
     np.testing.assert_array_equal(ops.decrypt(ck, v), (x % 4) + 4 * (y % 4))
     out = ops.pbs(sk, v, lambda m: (m % 4) * (m // 4))
     np.testing.assert_array_equal(ops.decrypt(ck, out), (x % 4) * (y % 4))
@@ -481,8 +481,8 @@ def test_bad_arguments(keys_p2):
         lambda: ops.keygen("P2"),
         lambda: ops.keygen(P2, seed=1234),
         lambda: ops.encrypt("key", [1]),
-        lambda: ops.mul_const(x, 1.5),
-        lambda: ops.mul_const(x, True),
+        lambda: ops.mul_const(P2, x, 1.5),
+        lambda: ops.mul_const(P2, x, True),
         lambda: ops.add_const(P2, x, 0.5),
         lambda: ops.add(x, "y"),
     ):
@@ -525,12 +525,12 @@ def test_batch_chunks_cover_the_batch():
     for the native kernel (which runs items one at a time anyway)."""
     from crossfhe.kernels import MATRIX, NATIVE, VECTOR
 
-    assert ops._batch_chunks(P4, 100, VECTOR, "fft") == (1, 100)
-    assert ops._batch_chunks(P4, 100, MATRIX, "ntt") == (1, 100)
-    assert ops._batch_chunks(P4, 100, NATIVE, "native") == (1, 100)
+    assert bootstrap.batch_chunks(P4, 100, VECTOR, ops.FFTProduct) == (1, 100)
+    assert bootstrap.batch_chunks(P4, 100, MATRIX, ops.NTTProduct) == (1, 100)
+    assert bootstrap.batch_chunks(P4, 100, NATIVE, ops.NativeProduct) == (1, 100)
     for params, rows in ((P4, 1), (P4, 100), (P4, 111), (testing.INSECURE_TFHE_P6_EXT, 18)):
-        for route in ("fft", "ntt"):
-            count, size = ops._batch_chunks(params, rows, NATIVE, route)
+        for product in (ops.FFTProduct, ops.NTTProduct):
+            count, size = bootstrap.batch_chunks(params, rows, NATIVE, product)
             per_row = (params.glwe_dim + 1) * params.acc_size
             assert count * size >= rows > (count - 1) * size
             assert size == 1 or size * per_row <= ops.CPU_BATCH_WORDS
@@ -541,14 +541,16 @@ def test_split_batch_equals_one_piece(keys_p4, monkeypatch):
     as in one piece, for one table and for per-input tables with KS-dedup (through the exact NTT: the XLA FFT's
     rounding, hence its words, may depend on the shape it runs on; chunked, it still decrypts)."""
     ck, sk = keys_p4
+    ntt_key, fft_key = ops.prepare(sk, product=ops.NTTProduct), ops.prepare(sk, product=ops.FFTProduct)
+    assert ntt_key.product is ops.NTTProduct and fft_key.product is ops.FFTProduct
     m = np.arange(7) % 2**P4.message_bits
     ct = ops.encrypt(ck, m, b"split".ljust(32, b"\0"))
     tables = [lambda v: (v * v) % 16, np.outer(np.arange(7), np.arange(16)) % 16]
-    monkeypatch.setattr(ops, "_batch_chunks", lambda params, rows, kernels, route: (1, rows))
-    whole = ops.pbs_many(sk, ct, tables, kernel="ntt")
-    monkeypatch.setattr(ops, "_batch_chunks", lambda params, rows, kernels, route: (-(-rows // 3), 3))
-    split = ops.pbs_many(sk, ct, tables, kernel="ntt")
-    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ct, tables[0], kernel="fft")), (m * m) % 16)
+    monkeypatch.setattr(bootstrap, "batch_chunks", lambda params, rows, kernels, product: (1, rows))
+    whole = ops.pbs_many(ntt_key, ct, tables)
+    monkeypatch.setattr(bootstrap, "batch_chunks", lambda params, rows, kernels, product: (-(-rows // 3), 3))
+    split = ops.pbs_many(ntt_key, ct, tables)
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(fft_key, ct, tables[0])), (m * m) % 16)
     for x, y in zip(whole, split, strict=True):
         np.testing.assert_array_equal(np.asarray(x.b), np.asarray(y.b))
         np.testing.assert_array_equal(np.asarray(x.a), np.asarray(y.a))
@@ -563,15 +565,16 @@ def test_keyswitch_through_key_bytes(keys_p4):
     import dataclasses
 
     ck, sk = keys_p4
-    by = ops._ksk_bytes(sk.params, sk.ksk)
+    by = keys.ksk_bytes(sk.params, sk.ksk)
     planes = np.asarray(by).astype(np.int64).reshape(4, sk.ksk.shape[0], -1)
     assert planes.min() >= -128 and planes.max() <= 127
     total = sum(planes[b] << (8 * b) for b in range(4)) % 2**32
     np.testing.assert_array_equal(total, np.asarray(sk.ksk).view(np.uint32))
     with_bytes = dataclasses.replace(sk, prepared=dataclasses.replace(sk.prepared, ksk_bytes=by))
     without = dataclasses.replace(sk, prepared=dataclasses.replace(sk.prepared, ksk_bytes=None))
-    assert ops._ks_key(with_bytes, 6).dtype == np.int8 and ops._ks_key(with_bytes, 1).dtype == np.int32
-    assert ops._ks_key(without, 6).dtype == np.int32
+    assert keyswitch.ks_key(with_bytes.prepared, 6).dtype == np.int8
+    assert keyswitch.ks_key(with_bytes.prepared, 1).dtype == np.int32
+    assert keyswitch.ks_key(without.prepared, 6).dtype == np.int32
     ct = ops.encrypt(ck, np.arange(6) % 16, _seed(120))
     bt, at = ops.keyswitch(with_bytes, ct)  # 6 >= KS_BYTES_FROM: the bytes
     bt32, at32 = ops.keyswitch(without, ct)  # the int32 product
@@ -579,27 +582,32 @@ def test_keyswitch_through_key_bytes(keys_p4):
     for x, y in ((bt, bt32), (at, at32), (bt_jit, bt), (at_jit, at)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     wide = dataclasses.replace(sk.params, ks_gadget=dataclasses.replace(sk.params.ks_gadget, base_log=8, levels=2))
-    assert ops._ksk_bytes(wide, sk.ksk) is None
+    assert keys.ksk_bytes(wide, sk.ksk) is None
 
 
 def test_pbs_with_a_key_traced_under_jit(keys_p4):
-    """A server key passed to jax.jit as an argument carries its prepared forms (pytree leaves): "auto" and "fft"
-    give the eager words, and so does a key closed over. A key without them (as after a load) is prepared on its
-    first use, also inside a trace when closed over (its arrays are concrete); passed as an argument it is
-    refused with a message naming the way out, and accepted once prepared."""
+    """A server key passed to jax.jit as an argument carries its prepared forms (pytree leaves): the key prepared by
+    default and for the FFT product give the eager words, and so does a key closed over. A key made from its arrays
+    (as after a load) is prepared when it is made, also inside a trace from concrete arrays (closed over); from
+    traced arrays (the key's arrays passed as arguments) it is refused with a message naming the way out, and a key
+    made outside the trace is accepted as an argument."""
     ck, sk = keys_p4
     m = np.array([0, 5, 11])
     ct = ops.encrypt(ck, m, _seed(130))
     table = (np.arange(16) * 3 + 1) % 16
     eager = ops.pbs(sk, ct, table)
     np.testing.assert_array_equal(ops.decrypt(ck, eager), table[m])
-    for kernel in ("auto", "fft"):
-        _assert_same_words(jax.jit(lambda s, c, k=kernel: ops.pbs(s, c, table, kernel=k))(sk, ct), eager)
+    for product in (None, ops.FFTProduct):
+        key = ops.prepare(sk, product=product)
+        _assert_same_words(jax.jit(lambda s, c: ops.pbs(s, c, table))(key, ct), eager)
     _assert_same_words(jax.jit(lambda c: ops.pbs(sk, c, table))(ct), eager)
-    fresh = ops.ServerKey(sk.bsk, sk.ksk, sk.params, sk.key_id)  # as after a load: nothing prepared yet
+
+    def fresh(bsk, ksk):  # as after a load: a key made from its arrays
+        return ops.ServerKey.create(bsk, ksk, sk.params, sk.key_id)
+
     with pytest.raises(ParameterError, match="prepare"):
-        jax.jit(lambda s, c: ops.pbs(s, c, table))(fresh, ct)
-    _assert_same_words(jax.jit(lambda c: ops.pbs(fresh, c, table))(ct), eager)  # prepared inside the trace
-    assert fresh.prepared is not None
-    other = ops.prepare(ops.ServerKey(sk.bsk, sk.ksk, sk.params, sk.key_id))
+        jax.jit(lambda b, k, c: ops.pbs(fresh(b, k), c, table))(sk.bsk, sk.ksk, ct)
+    _assert_same_words(jax.jit(lambda c: ops.pbs(fresh(sk.bsk, sk.ksk), c, table))(ct), eager)  # made in the trace
+    other = fresh(sk.bsk, sk.ksk)
+    assert other.prepared is not None and other.product is sk.product
     _assert_same_words(jax.jit(lambda s, c: ops.pbs(s, c, table))(other, ct), eager)

@@ -87,7 +87,7 @@ def test_p4_bivariate_at_max_norm2(keys_preset_p4):
     x, y = rng.permutation(16), rng.integers(0, 16, 16)
     fx = ops.pbs(sk, ops.encrypt(ck, x, _seed(42)), lambda v: v % 4)
     gy = ops.pbs(sk, ops.encrypt(ck, y, _seed(43)), lambda v: v % 4)
-    out = ops.pbs(sk, ops.add(ops.mul_const(gy, 4), fx), lambda v: (v % 4) * (v // 4))
+    out = ops.pbs(sk, ops.add(ops.mul_const(presets.P4, gy, 4), fx), lambda v: (v % 4) * (v // 4))
     np.testing.assert_array_equal(ops.decrypt(ck, out), (x % 4) * (y % 4))
 
 
@@ -139,7 +139,7 @@ def test_p10_one_batch():
     x, y = m % 32
     first = LWECiphertext(low.b[0], low.a[0], low.moduli)
     second = LWECiphertext(low.b[1], low.a[1], low.moduli)
-    both = ops.add(ops.mul_const(second, 32), first)  # 32 y + x
+    both = ops.add(ops.mul_const(params, second, 32), first)  # 32 y + x
     assert int(ops.decrypt(ck, both)) == 32 * y + x
     prod = ops.pbs(sk, both, lambda v: (v % 32) * (v // 32))
     assert int(ops.decrypt(ck, prod)) == (x * y) % 1024
