@@ -64,6 +64,8 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--unoptimized", default="tree,knn",
                    help="workloads also timed at batch 1 compiled with optimize=False (no CSE, dedup or batching)")
     p.add_argument("--quick", action="store_true", help="small P4 models: a smoke test")
+    p.add_argument("--knn", default="16x4x3", help="KNN size TRAINxFEATURESxBITS (the peer's too; Concrete ML 1.9 "
+                                                    "compiles 10x3x2, not 16x4x3)")
     p.add_argument("--no-peer", action="store_true", help="skip the Concrete ML peer")
     p.add_argument("--peer-samples", type=int, default=5, help="samples the peer runs, one at a time")
     p.add_argument("--json", default=str(HERE / "results" / "taurus.json"))
@@ -104,14 +106,19 @@ def _model(name: str, quick: bool):
     return cls(**kw)
 
 
+KNN_SIZE = {"n_train": 16, "n_features": 4, "bits": 3}
+"""The KNN workload's training points, features and bits per feature (``--knn TRAINxFEATURESxBITS``; the peer gets
+the same three)."""
+
 MODELS = {
     "tree": lambda q: ("cancer", {"class": "DecisionTree", "max_depth": 3 if q else 6, "bits": 4 if q else 6,
                                   "seed": 0, "preset": "P4" if q else "P6"}),
     "gbt": lambda q: ("cancer", {"class": "GradientBoostedTrees", "n_estimators": 4 if q else 16,
                                  "max_depth": 2 if q else 3, "learning_rate": 0.3, "bits": 3 if q else 6, "seed": 0,
                                  "preset": "P4" if q else "P6"}),
-    "knn": lambda q: ("cancer", {"class": "KNN", "k": 3, "n_train": 6 if q else 16, "n_features": 2 if q else 4,
-                                 "bits": 2 if q else 3, "seed": 0, "preset": "P4" if q else "P6"}),
+    "knn": lambda q: ("cancer", {"class": "KNN", "k": 3, "n_train": 6 if q else KNN_SIZE["n_train"],
+                                 "n_features": 2 if q else KNN_SIZE["n_features"], "bits": 2 if q else KNN_SIZE["bits"],
+                                 "seed": 0, "preset": "P4" if q else "P6"}),
     "mlp": lambda q: ("digits", {"class": "QuantizedMLP", "hidden": [4] if q else [32], "input_bits": 1 if q else 2,
                                  "act_bits": 2 if q else 3, "weight_max": 3 if q else 15, "seed": 0,
                                  "preset": "P4" if q else "P8"}),
@@ -252,8 +259,10 @@ def peer_args(names: list[str], quick: bool, samples: int, threads: int) -> list
            "--p-error", "tfhe-rs"]
     if quick:
         return out + ["--quick"]
+    knn = KNN_SIZE
     return out + ["--tree-depth", "6", "--xgb-estimators", "16", "--xgb-depth", "3", "--knn-k", "3", "--knn-train",
-                  "16", "--knn-features", "4", "--mlp-hidden", "32", "--n-bits", "tree=6,xgb=6"]
+                  str(knn["n_train"]), "--knn-features", str(knn["n_features"]), "--mlp-hidden", "32", "--n-bits",
+                  f"tree=6,xgb=6,knn={knn['bits']}"]
 
 
 def run_peer(names: list[str], quick: bool, samples: int, threads: int) -> dict:
@@ -296,6 +305,10 @@ def _table(records: list[dict]) -> None:
 
 def main(argv=None) -> int:
     args = _parse(argv)
+    try:
+        KNN_SIZE.update(zip(("n_train", "n_features", "bits"), (int(v) for v in args.knn.split("x")), strict=True))
+    except ValueError as e:
+        raise SystemExit(f"--knn takes TRAINxFEATURESxBITS, e.g. 10x3x2, got {args.knn!r}") from e
     if args.quick:
         args.batch, args.reps = min(args.batch, 2), min(args.reps, 3)
     from crossfhe.cli.benchutil import enable_compilation_cache, write_json
