@@ -155,14 +155,17 @@ static void dit_stages(double *restrict re, double *restrict im, const double *r
     if (m < h) dit_stage(re, im, twr, twi, h, m);
 }
 
-/* The next step's keys, brought towards the cache a few lines per FFT tile (spread over the step's compute, so
-   that the key products find them in L2: P4, one item, keys streamed from memory): cursor, end, lines per tile. */
+/* The next step's keys, brought towards the cache a few lines per chunk of 64 slots or coefficients of the step's
+   other loops (the FFT tiles, the digits, the twist, the monomials, the reduction: spread over all of the step's
+   compute, so that the key products find them in L2: P4, one item, keys streamed from memory): cursor, end, lines
+   per chunk. PF_CHUNK: the chunk. */
 static __thread const char *pf_cur, *pf_end;
 static __thread int64_t pf_lines;
 
 static inline void prefetch_some(void) {
     for (int64_t i = 0; i < pf_lines && pf_cur < pf_end; i++, pf_cur += 64) __builtin_prefetch(pf_cur, 0, 2);
 }
+#define PF_CHUNK 64
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -326,11 +329,15 @@ static inline double rnd(double x) { return floor(x + 0.5); }
 static void digits1(const uint64_t *restrict x, double *restrict out, int64_t n, uint64_t q, double scale,
                     double base, double inv_base, int approx) {
     const uint64_t half_q = q >> 1;
-    for (int64_t j = 0; j < n; j++) {
-        int64_t xc = (int64_t)x[j] - (x[j] > half_q ? (int64_t)q : 0);
-        double v = rint((double)xc * scale);
-        if (approx) v = v - rnd(v * inv_base) * base;
-        out[j] = v;
+    for (int64_t j0 = 0; j0 < n; j0 += PF_CHUNK) {
+        prefetch_some();
+        const int64_t j1 = j0 + PF_CHUNK < n ? j0 + PF_CHUNK : n;
+        for (int64_t j = j0; j < j1; j++) {
+            int64_t xc = (int64_t)x[j] - (x[j] > half_q ? (int64_t)q : 0);
+            double v = rint((double)xc * scale);
+            if (approx) v = v - rnd(v * inv_base) * base;
+            out[j] = v;
+        }
     }
 }
 
@@ -439,13 +446,17 @@ static inline uint64_t reduce_add(double yy, uint64_t x, uint64_t q, double inv_
 static void untwist_reduce_add(const double *restrict re, const double *restrict im, const double *restrict cs,
                                const double *restrict sn, uint64_t *restrict x, int64_t h, double inv_h, uint64_t q,
                                double inv_q) {
-    for (int64_t j = 0; j < h; j++) {
-        const double a = re[j] * inv_h, b = im[j] * inv_h;
-        x[j] = reduce_add(rnd(a * cs[j] + b * sn[j]), x[j], q, inv_q);
-    }
-    for (int64_t j = 0; j < h; j++) {
-        const double a = re[j] * inv_h, b = im[j] * inv_h;
-        x[j + h] = reduce_add(rnd(b * cs[j] - a * sn[j]), x[j + h], q, inv_q);
+    for (int64_t j0 = 0; j0 < h; j0 += PF_CHUNK) {
+        prefetch_some();
+        const int64_t j1 = j0 + PF_CHUNK < h ? j0 + PF_CHUNK : h;
+        for (int64_t j = j0; j < j1; j++) {
+            const double a = re[j] * inv_h, b = im[j] * inv_h;
+            x[j] = reduce_add(rnd(a * cs[j] + b * sn[j]), x[j], q, inv_q);
+        }
+        for (int64_t j = j0; j < j1; j++) {
+            const double a = re[j] * inv_h, b = im[j] * inv_h;
+            x[j + h] = reduce_add(rnd(b * cs[j] - a * sn[j]), x[j + h], q, inv_q);
+        }
     }
 }
 
@@ -525,7 +536,10 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
     for (int64_t g = 0; g < groups; g++) {
         const double *kg = key + g * key_step;
         if (g + 1 < groups) { /* the next step's keys, during this step's transforms (first item) */
-            const int64_t tiles = (r_count + k1) * comps * (h >= 64 ? h / 64 : 1);
+            /* prefetch_some calls per step: FFT tiles, digits (one level), twist, monomials, reduction */
+            const int64_t per = h >= PF_CHUNK ? h / PF_CHUNK : 1;
+            const int64_t tiles =
+                comps * per * ((r_count + k1) + (levels == 1 ? 2 * k1 : 0) + r_count + t_count + k1);
             pf_cur = (const char *)(kg + key_step);
             pf_end = pf_cur + key_step * (int64_t)sizeof(double);
             pf_lines = (key_step * (int64_t)sizeof(double) / 64 + tiles - 1) / tiles;
@@ -545,9 +559,13 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
                 for (int64_t r = 0; r < r_count; r++) {
                     const double *restrict lo = dig + r * ds, *restrict hi = lo + h;
                     double *restrict er = evc + 2 * r * ps, *restrict ei = er + ps;
-                    for (int64_t j = 0; j < h; j++) {
-                        er[j] = lo[j] * cs[j] - hi[j] * sn[j];
-                        ei[j] = lo[j] * sn[j] + hi[j] * cs[j];
+                    for (int64_t j0 = 0; j0 < h; j0 += PF_CHUNK) {
+                        prefetch_some();
+                        const int64_t j1 = j0 + PF_CHUNK < h ? j0 + PF_CHUNK : h;
+                        for (int64_t j = j0; j < j1; j++) {
+                            er[j] = lo[j] * cs[j] - hi[j] * sn[j];
+                            ei[j] = lo[j] * sn[j] + hi[j] * cs[j];
+                        }
                     }
                     fft_dif(er, ei, twr, twi, h);
                 }
@@ -562,10 +580,14 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
                     const uint32_t et = (uint32_t)e[t], hm = (uint32_t)(h - 1); /* products wrap mod 2^32 */
                     const double one = comps == 1 ? 1.0 : 0.0; /* one component: X^e - 1 here, fused below */
                     const double wr = rre[et & (uint32_t)mask], wi = rim[et & (uint32_t)mask];
-                    for (int64_t p = 0; p < h; p++) {
-                        const uint32_t j = (et * (uint32_t)slot_k[p]) & hm;
-                        mr[p] = wr * zre[j] - wi * zim[j] - one;
-                        mi[p] = wr * zim[j] + wi * zre[j];
+                    for (int64_t p0 = 0; p0 < h; p0 += PF_CHUNK) {
+                        prefetch_some();
+                        const int64_t p1 = p0 + PF_CHUNK < h ? p0 + PF_CHUNK : h;
+                        for (int64_t p = p0; p < p1; p++) {
+                            const uint32_t j = (et * (uint32_t)slot_k[p]) & hm;
+                            mr[p] = wr * zre[j] - wi * zim[j] - one;
+                            mi[p] = wr * zim[j] + wi * zre[j];
+                        }
                     }
                 }
                 if (comps == 1) {
