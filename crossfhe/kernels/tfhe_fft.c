@@ -400,6 +400,48 @@ static void digits_any(const uint64_t *restrict x, double *restrict dig, int64_t
     }
 
 PRODUCTS(products_2_2_3, 2, 2, 3)
+
+/* Two key bits a group (patterns 01, 10, 11 with exponents e0, e1, e0 + e1), one component: with A = X^e0 and
+   B = X^e1 (mono holds A and B, not minus one), sum_t (X^e_t - 1) P_t = A (P0 + B P2) + B P1 - (P0 + P1 + P2): two
+   monomials instead of three, the same three complex products. */
+#define PRODUCTS_PAIR(NAME, K1, R)                                                                          \
+    static void NAME(const double *restrict ev, const double *restrict mono, const double *restrict kg,      \
+                     double *restrict out, int64_t h, int64_t ps) {                                        \
+        for (int64_t pb = 0; pb < h; pb += VB) {                                                            \
+            const double *restrict kb = kg + pb * 3 * (R) * (K1) * 2;                                       \
+            for (int64_t u = 0; u < VB; u++) {                                                              \
+                const int64_t p = pb + u;                                                                   \
+                double er[R], ei[R], qr[3][K1], qi[3][K1];                                                  \
+                for (int r = 0; r < (R); r++) {                                                             \
+                    er[r] = ev[2 * r * ps + p];                                                              \
+                    ei[r] = ev[(2 * r + 1) * ps + p];                                                        \
+                }                                                                                           \
+                for (int t = 0; t < 3; t++)                                                                 \
+                    for (int c = 0; c < (K1); c++) {                                                        \
+                        double pr = 0.0, pi = 0.0;                                                          \
+                        for (int r = 0; r < (R); r++) {                                                     \
+                            const double *restrict k = kb + (((t * (R) + r) * (K1) + c) * 2) * VB + u;      \
+                            pr += er[r] * k[0] - ei[r] * k[VB];                                             \
+                            pi += er[r] * k[VB] + ei[r] * k[0];                                             \
+                        }                                                                                   \
+                        qr[t][c] = pr;                                                                      \
+                        qi[t][c] = pi;                                                                      \
+                    }                                                                                       \
+                const double ar = mono[p], ai = mono[ps + p], br = mono[2 * ps + p], bi = mono[3 * ps + p];  \
+                for (int c = 0; c < (K1); c++) {                                                            \
+                    const double sr = qr[0][c] + (br * qr[2][c] - bi * qi[2][c]);                           \
+                    const double si = qi[0][c] + (br * qi[2][c] + bi * qr[2][c]);                           \
+                    out[2 * c * ps + p] = (ar * sr - ai * si) + (br * qr[1][c] - bi * qi[1][c])             \
+                                          - (qr[0][c] + qr[1][c] + qr[2][c]);                               \
+                    out[(2 * c + 1) * ps + p] = (ar * si + ai * sr) + (br * qi[1][c] + bi * qr[1][c])       \
+                                                - (qi[0][c] + qi[1][c] + qi[2][c]);                         \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+
+PRODUCTS_PAIR(products_pair_2_2, 2, 2)
+PRODUCTS_PAIR(products_pair_2_4, 2, 4)
 PRODUCTS(products_2_4_3, 2, 4, 3)
 
 static void products_any(const double *restrict ev, const double *restrict mono, const double *restrict kg,
@@ -573,12 +615,18 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
             if (comps > 1) products_split(ev, kg, prod, h, ps, k1, r_count, t_count, comps, ev_comp, prod_comp);
             for (int64_t comp = 0; comp < comps; comp++) {
                 const int32_t *e = power + at + comp * t_count, *from = src + at + comp * t_count;
-                for (int64_t t = 0; t < t_count; t++) {
+                /* two key bits a group, one component, pattern 11's exponent the sum of the others' (the grouped
+                   exponents always are; checked): its monomial is not made (PRODUCTS_PAIR) */
+                const uint32_t e01 = ((uint32_t)e[0] + (uint32_t)e[1]) & (uint32_t)mask;
+                const int pair = comps == 1 && k1 == 2 && (r_count == 2 || r_count == 4) && t_count == 3 &&
+                                 e01 == ((uint32_t)e[2] & (uint32_t)mask);
+                for (int64_t t = 0; t < (pair ? 2 : t_count); t++) {
                     /* X^e at slot k's point w^(1 - 4k) is w^e zeta^(e k mod h), zeta = w^-4: one gather from an
                        h-entry table (L1) per slot instead of one from the 2n-entry roots */
                     double *restrict mr = mono + 2 * t * ps, *restrict mi = mr + ps;
                     const uint32_t et = (uint32_t)e[t], hm = (uint32_t)(h - 1); /* products wrap mod 2^32 */
-                    const double one = comps == 1 ? 1.0 : 0.0; /* one component: X^e - 1 here, fused below */
+                    /* one component: X^e - 1 here, fused below (the pair products take X^e itself) */
+                    const double one = comps == 1 && !pair ? 1.0 : 0.0;
                     const double wr = rre[et & (uint32_t)mask], wi = rim[et & (uint32_t)mask];
                     for (int64_t p0 = 0; p0 < h; p0 += PF_CHUNK) {
                         prefetch_some();
@@ -591,7 +639,9 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
                     }
                 }
                 if (comps == 1) {
-                    if (k1 == 2 && r_count == 2 && t_count == 3) products_2_2_3(ev, mono, kg, out, h, ps);
+                    if (pair && r_count == 2) products_pair_2_2(ev, mono, kg, out, h, ps);
+                    else if (pair) products_pair_2_4(ev, mono, kg, out, h, ps);
+                    else if (k1 == 2 && r_count == 2 && t_count == 3) products_2_2_3(ev, mono, kg, out, h, ps);
                     else if (k1 == 2 && r_count == 4 && t_count == 3) products_2_4_3(ev, mono, kg, out, h, ps);
                     else products_any(ev, mono, kg, out, h, ps, k1, r_count, t_count);
                 } else { /* out[c] = sum_t X^power P[src][t][c] - P[comp][t][c] */
