@@ -39,10 +39,11 @@ import numpy as np
 
 from crossfhe.core import ggsw as G
 from crossfhe.core.blind_rotation import FFTProduct, NativeProduct, NTTProduct, blind_rotate
+from crossfhe.core.fourier import NativeTables
 from crossfhe.core.keys import check_key_ids
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
-from crossfhe.kernels import KernelSet
+from crossfhe.kernels import MATRIX, NATIVE, KernelSet, cpu_native
 from crossfhe.math.modular import ModulusTable, barrett_mul
 from crossfhe.math.xla import jit, plan_cache
 from crossfhe.progress import callback as progress_callback
@@ -53,6 +54,7 @@ from crossfhe.tfhe.keys import (
     _check_ct,
     _params_of,
     fourier_plan,
+    ksk_bytes_fit,
     patterns,
     product_for,
 )
@@ -378,15 +380,11 @@ def program_key_shapes(params: Params, product=None) -> PreparedKey:
     """:func:`program_key` of any key of ``params`` prepared for ``product`` (:func:`~crossfhe.tfhe.keys.product_for`)
     with ``jax.ShapeDtypeStruct`` leaves, without a key (for ``jax.export``): the plans are made, the keys' shapes
     computed. Call under ``jax.enable_x64(True)`` for the FFT products' dtypes."""
-    from crossfhe.core.fourier import NativeTables
-    from crossfhe.kernels import MATRIX, NATIVE, cpu_native
-
     product = product_for(params, product)
     kernels = params.kernels.resolve()
     k1, levels, big_n = params.glwe_dim + 1, params.pbs_gadget.levels, params.poly_size
     rows, ks_cols = k1 * levels, params.long_dim * params.ks_gadget.levels
-    g = params.ks_gadget
-    by = kernels in (NATIVE, MATRIX) and not (ks_cols * 128 * (1 << (g.base_log - 1)) >= 2**31 or g.base_log > 7)
+    by = kernels in (NATIVE, MATRIX) and ksk_bytes_fit(params)
     per = (1 << params.grouping) - 1
     sds = jax.ShapeDtypeStruct
     t = Tables(params)

@@ -356,8 +356,7 @@ def ksk_bytes(params: Params, ksk) -> jax.Array | None:
     and the digits sums k N l_ks terms of at most 128 B_ks / 2 (checked below), so it fits int32, and their
     shifted sum is the key's product mod 2^32. None for a gadget whose byte products could overflow int32, or
     whose digits do not fit int8."""
-    g, rows = params.ks_gadget, ksk.shape[1]
-    if rows * 128 * (1 << (g.base_log - 1)) >= 2**31 or g.base_log > 7:
+    if not ksk_bytes_fit(params):
         return None
     k = np.asarray(ksk).view(np.uint32).astype(np.int64)
     planes = []
@@ -366,6 +365,13 @@ def ksk_bytes(params: Params, ksk) -> jax.Array | None:
         planes.append(np.where(low >= 128, low - 256, low).astype(np.int8))
         k = (k >> 8) + (low >= 128)  # the borrow of a negative byte
     return jnp.asarray(np.concatenate(planes, axis=0))
+
+
+def ksk_bytes_fit(params: Params) -> bool:
+    """Whether the key switch of ``params`` can run through the key's signed bytes (:func:`ksk_bytes`): its
+    k N l_ks products of at most 128 B_ks / 2 fit int32 and its digits fit int8."""
+    g = params.ks_gadget
+    return params.long_dim * g.levels * 128 * (1 << (g.base_log - 1)) < 2**31 and g.base_log <= 7
 
 
 def _glwe_key_eval(ck: ClientKey, tables: Tables):
@@ -494,5 +500,5 @@ def check_compatible(ck: ClientKey | None, sk: ServerKey | None) -> None:
 
 
 __all__ = ["ClientKey", "PreparedKey", "ServerKey", "Tables", "bsk_bits", "check_compatible", "fourier_plan",
-           "keygen", "ksk_bytes", "patterns", "prepare", "product_for",
+           "keygen", "ksk_bytes", "ksk_bytes_fit", "patterns", "prepare", "product_for",
            "sample_noise"]
