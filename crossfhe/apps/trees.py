@@ -11,11 +11,14 @@ Circuit (one sample; the compiler batches). Depth 1: every internal node n (feat
 b_n = [x_f <= t] in {0, 1}; the nodes on one feature share its key switch (KS-dedup), equal thresholds share a test
 vector (ACC-dedup), equal (feature, threshold) pairs are one bootstrap (CSE). Depth 2: a leaf L at depth d_L is
 reached iff its path's d_L directions all hold, i.e. iff s_L = sum over its path of (b_n if the path goes left
-else 1 - b_n) equals d_L; s_L in [0, d_L] (noise d_L bootstraps'), and one lookup s_L -> v_L [s_L = d_L] gives the
-leaf's contribution (leaves with v_L = 0 need none). Exactly one leaf per tree is reached, so a tree's value is
-the sum of its leaves' contributions; :func:`~crossfhe.apps.tfhe_ml.reduce_sum` adds them (and, for boosting, the
-trees) with clamping lookups min(m, b) where the compiler's interval bound (the sum of the leaves' bounds) would
-leave [0, 2^p).
+else 1 - b_n) equals d_L. Packed subtrees: a whole subtree is one lookup. For a node r at depth d with the
+internal nodes S of its subtree, m = 2^|S| s_r + sum_i 2^i b_{S_i} is an integer in [0, (d + 1) 2^|S|) (noise
+sum_i 4^i + d 4^|S| bootstraps'), and one lookup maps it to the value of the leaf the bits reach when s_r = d,
+and to 0 otherwise. :func:`_leaf_terms` cuts each tree at the shallowest nodes whose m fits p bits and the noise
+budget (a leaf, |S| = 0, is the unpacked case s_L -> v_L [s_L = d_L]); a depth-3 tree at P4 or P6 is two
+lookups instead of one per leaf. Exactly one leaf per tree is reached, so a tree's value is the sum of its
+terms; :func:`~crossfhe.apps.tfhe_ml.reduce_sum` adds them (and, for boosting, the trees) with clamping lookups
+min(m, b) where the compiler's interval bound (the sum of the terms' bounds) would leave [0, 2^p).
 
 - :class:`DecisionTree`: one output per class c >= 1, the sum of the indicators [s_L = d_L] of the leaves of class
   c (their majority class): 1 if the sample reaches one, else 0 (all 0: class 0), bound 1 after clamping where
@@ -68,26 +71,55 @@ def _walk(tree, q: np.ndarray, column: dict) -> np.ndarray:
     return node
 
 
-def _leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict) -> list[Term]:
-    """The traced contributions of one tree: for each leaf with ``values[leaf] > 0`` the lookup s_L -> v [s_L =
-    d_L] (module docstring); ``bits_cache`` shares the comparison lookups b = [x_f <= t] across trees."""
+def _children(leaves: dict) -> dict:
+    """{internal node: {True: left child, False: right child}} from the leaves' paths."""
+    kids: dict = {}
+    for leaf, path in leaves.items():
+        for (node, left), nxt in zip(path, [n for n, _ in path[1:]] + [leaf]):
+            kids.setdefault(node, {})[left] = nxt
+    return kids
+
+
+def _leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict, params) -> list[Term]:
+    """The traced contributions of one tree (module docstring, "Packed subtrees"): one lookup per cut node r
+    whose subtree holds a leaf with ``values[leaf] > 0``. With d the depth of r, s_r its path sum (in [0, d]) and
+    S the internal nodes of its subtree (preorder), the lookup maps m = 2^|S| s_r + sum_i 2^i b_{S_i} to the
+    value of the leaf that the bits reach if s_r = d, else 0. A cut node is the shallowest on its path with
+    (d + 1) 2^|S| <= 2^p and the noise sum_i 4^i + d 4^|S| within the budget (a leaf, |S| = 0, always is:
+    :func:`_fits_tree`). ``bits_cache`` shares the comparison lookups b = [x_f <= t] across trees."""
     internal, leaves = _structure(tree)
+    kids = _children(leaves)
+    size, nb = 1 << params.message_bits, budget(params)
 
     def bit(node):
         f, t = internal[node]
-        key = (f, t)
-        if key not in bits_cache:
-            bits_cache[key] = xs[column[f]].apply(lambda m, t=t: int(m <= t))
-        return bits_cache[key]
+        if (f, t) not in bits_cache:
+            bits_cache[f, t] = xs[column[f]].apply(lambda m, t=t: int(m <= t))
+        return bits_cache[f, t]
 
-    terms = []
-    for leaf, path in leaves.items():
-        v = values[leaf]
-        if v <= 0:
+    def below(node) -> list[int]:
+        return [node] + below(kids[node][True]) + below(kids[node][False]) if node in internal else []
+
+    def reached(node, bits: dict) -> int:
+        while node in internal:
+            node = kids[node][bool(bits[node])]
+        return node
+
+    terms, stack = [], [(0, [])]
+    while stack:
+        node, path = stack.pop()
+        sub, d = below(node), len(path)
+        k = len(sub)
+        if k and ((d + 1) << k > size or (4**k - 1) // 3 + d * 4**k > nb):
+            stack += [(kids[node][True], path + [(node, True)]), (kids[node][False], path + [(node, False)])]
             continue
-        s = sum(bit(n) if left else 1 - bit(n) for n, left in path)
-        depth = len(path)
-        terms.append(Term(s.apply(lambda m, d=depth, v=v: v if m == d else 0), v, group))
+        table = [max(values[reached(node, {n: (c >> i) & 1 for i, n in enumerate(sub)})], 0) for c in range(1 << k)]
+        table = [v if hit == d else 0 for hit in range(size >> k) for v in table]
+        if max(table) <= 0:
+            continue
+        m = sum(((bit(n) if left else 1 - bit(n)) * (1 << k) for n, left in path), 0)
+        m = sum((bit(n) * (1 << i) for i, n in enumerate(sub)), m)
+        terms.append(Term(table[m] if isinstance(m, int) else m.apply(table), max(table), group))
     return terms
 
 
@@ -129,9 +161,9 @@ class _Trees(TFHEModel):
 
 class DecisionTree(_Trees):
     """A scikit-learn ``DecisionTreeClassifier`` (``max_depth``, seeded) on ``bits``-bit features, evaluated on
-    encrypted features: one comparison lookup per internal node, one leaf lookup per leaf of a nonzero class, one
-    output per nonzero class (module docstring). ``params``: default the smallest of P4, P6, P8 that fits
-    (bits <= p, depth <= 2^p - 1)."""
+    encrypted features: one comparison lookup per internal node, one lookup per packed subtree holding a leaf of a
+    nonzero class, one output per nonzero class (module docstring). ``params``: default the smallest of P4, P6,
+    P8 that fits (bits <= p, depth <= 2^p - 1)."""
 
     name = "decision_tree"
 
@@ -172,7 +204,7 @@ class DecisionTree(_Trees):
         outs = []
         for c in range(1, len(self.classes_)):
             ind = {leaf: int(k == c) for leaf, k in self.leaf_class.items()}
-            terms = _leaf_terms(xs, self.column, self.model_, ind, "tree", cache)
+            terms = _leaf_terms(xs, self.column, self.model_, ind, "tree", cache, self.params)
             value, _ = reduce_sum(terms, {"tree": max}, self.params, clamp_traced)
             outs.append(xs[0] * 0 if isinstance(value, int) else value)
         return tuple(outs)
@@ -260,7 +292,8 @@ class GradientBoostedTrees(_Trees):
         cache: dict = {}
         terms = []
         for i, (t, d, lo) in enumerate(zip(self.trees, self.leaf_q, self.tree_min)):
-            terms += _leaf_terms(xs, self.column, t, {leaf: v - lo for leaf, v in d.items()}, ("tree", i), cache)
+            terms += _leaf_terms(xs, self.column, t, {leaf: v - lo for leaf, v in d.items()}, ("tree", i), cache,
+                                 self.params)
         caps = {("tree", i): max for i in range(len(self.trees))}
         s, _ = reduce_sum(terms, caps, self.params, clamp_traced)
         if isinstance(s, int):
