@@ -24,9 +24,11 @@ Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gi
   by index, P6.
 - mlp, cnn: ``crossfhe.apps.datasets.digits(28, seed=0)``: scikit-learn's 1797 8 x 8 digits resized bilinearly to
   28 x 28, pixels in [0, 1], seeded split 1437 / 360; pixels quantized to 2 bits. mlp: 784 -> 32 -> 10,
-  MLPClassifier(relu, alpha=1e-3, max_iter=200, random_state=0), 3-bit activations, P8. cnn: conv 2 x 8 x 8 stride
-  4 (36 windows) -> 10, NumPy Adam (seed 0, 20 epochs), 3-bit activations, P8. Per-neuron post-training
-  quantization as in crossfhe.apps.qnn.
+  MLPClassifier(relu, alpha=1e-3, max_iter=200, random_state=0), then 30 epochs of quantization-aware fine-tuning
+  (NumPy Adam, rate 3e-3, seed 0), integer weights |w| <= 7, 3-bit activations, P8. cnn: conv 2 x 8 x 8 stride
+  4 (36 windows) -> 10, NumPy Adam (seed 0, 20 epochs), 3-bit activations, P8, post-training quantization.
+  Per-neuron quantization as in crossfhe.apps.qnn.
+- gbt, tree: each tree cut into packed subtrees, one lookup each (crossfhe.apps.trees).
 
 ``--quick``: P4 models of a few lookups (the tests' sizes), batch 2, 3 reps: a smoke test in about a minute.
 Threads: the process's CPUs (``threads`` in each record); run one heavy process at a time.
@@ -120,8 +122,8 @@ MODELS = {
                                  "n_features": 2 if q else KNN_SIZE["n_features"], "bits": 2 if q else KNN_SIZE["bits"],
                                  "seed": 0, "preset": "P4" if q else "P6"}),
     "mlp": lambda q: ("digits", {"class": "QuantizedMLP", "hidden": [4] if q else [32], "input_bits": 1 if q else 2,
-                                 "act_bits": 2 if q else 3, "weight_max": 3 if q else 15, "seed": 0,
-                                 "preset": "P4" if q else "P8"}),
+                                 "act_bits": 2 if q else 3, "weight_max": 3 if q else 7, "seed": 0,
+                                 "qat_epochs": 2 if q else 30, "preset": "P4" if q else "P8"}),
     "cnn": lambda q: ("digits", {"class": "QuantizedCNN", "channels": 1 if q else 2, "kernel": 14 if q else 8,
                                  "stride": 14 if q else 4, "input_bits": 1 if q else 2, "act_bits": 2 if q else 3,
                                  "weight_max": 3 if q else 15, "seed": 0, "epochs": 3 if q else 20,

@@ -18,6 +18,14 @@ The last layer has no lookup: its accumulators are the circuit's outputs, decryp
 scores s_a s_k (acc_k - o_k) + b_k in float64 and takes the argmax (the plain model runs the same function on
 the same integers, so the predictions are equal, not just close).
 
+Quantization-aware training (:class:`QuantizedMLP`, ``qat_epochs``). 784 inputs of A = 3 into an accumulator of
+width 2^p - 1 leave sum_i |w_ji| <= 85 at P8, so post-training quantization rounds most weights to 0. The float
+network is therefore fine-tuned with the quantization in its forward pass: each step runs the integer model's
+function exactly (weights w s_j from the per-neuron rule above, activations clamp(round(relu(z) / s_h)) s_h with
+s_h refreshed each epoch by the same percentile rule), and the gradient passes straight through the roundings
+(to the float weights; to z where 0 < z < (2^h - 1/2) s_h). The fine-tuned weights are then quantized as above,
+so the encrypted outputs still equal the integer model's.
+
 Sizes. :class:`QuantizedMLP`: 784 -> ``hidden`` (lookups) -> 10. :class:`QuantizedCNN`: ``channels`` filters of
 ``kernel`` x ``kernel`` at ``stride`` (no padding: ((28 - kernel) / stride + 1)^2 windows each; lookups) -> 10.
 One bootstrap level per hidden layer, all of a layer's lookups one batched launch; one key switch per lookup (no
@@ -130,6 +138,62 @@ class _Network(TFHEModel):
             a = tables[np.arange(len(w))[None, :], acc]
             a_max, s_a = h_max, s_h
 
+    def _fake_quantized(self, layers):
+        """The dense layers' weights as the integer model uses them, w s_j (float [out, in] each), with the
+        activation bounds a_max of their inputs."""
+        out, a_max = [], (1 << self.in_bits) - 1
+        for n, (wf, _) in enumerate(layers):
+            last = n == len(layers) - 1
+            w, s = _quantize_neurons(wf, a_max, self.params, self.weight_max, split=last)
+            out.append(w * s[:, None])
+            a_max = (1 << self.act_bits) - 1
+        return out
+
+    def _quantization_aware(self, layers, x, y, epochs: int, lr: float) -> list:
+        """``layers`` fine-tuned for ``epochs`` epochs (Adam, batches of 64, cross-entropy, seeded) through the
+        integer model's function, straight-through gradients (module docstring): a new list of (W, b)."""
+        rng = np.random.default_rng(self.seed)
+        params = [np.array(w, np.float64) for pair in layers for w in pair]
+        moment = [np.zeros_like(v) for v in params]
+        second = [np.zeros_like(v) for v in params]
+        a0, onehot = self._scaled(x), np.eye(len(layers[-1][1]))[np.asarray(y)]
+        h_max, step, depth = (1 << self.act_bits) - 1, 0, len(layers)
+
+        def forward(a, weights, scales):
+            acts, pres = [a], []
+            for n in range(depth):
+                z = acts[-1] @ weights[n].T + params[2 * n + 1]
+                pres.append(z)
+                if n < depth - 1:
+                    acts.append(np.clip(np.rint(np.maximum(z, 0) / scales[n]), 0, h_max) * scales[n])
+            return acts, pres
+
+        for _ in range(epochs):
+            weights = self._fake_quantized(list(zip(params[::2], params[1::2])))
+            scales, a = [], a0
+            for n in range(depth - 1):  # s_h layer by layer, as _quantize sets it
+                z = a @ weights[n].T + params[2 * n + 1]
+                scales.append(max(float(np.percentile(np.maximum(z, 0), 99.9)), 1e-9) / h_max)
+                a = np.clip(np.rint(np.maximum(z, 0) / scales[n]), 0, h_max) * scales[n]
+            for idx in np.array_split(rng.permutation(len(a0)), max(1, len(a0) // 64)):
+                weights = self._fake_quantized(list(zip(params[::2], params[1::2])))
+                acts, pres = forward(a0[idx], weights, scales)
+                prob = np.exp(pres[-1] - pres[-1].max(1, keepdims=True))
+                g = (prob / prob.sum(1, keepdims=True) - onehot[idx]) / len(idx)
+                grads = [None] * len(params)
+                for n in range(depth - 1, -1, -1):
+                    grads[2 * n], grads[2 * n + 1] = g.T @ acts[n], g.sum(0)
+                    if n:
+                        z = pres[n - 1]
+                        g = (g @ weights[n]) * ((z > 0) & (z < (h_max + 0.5) * scales[n - 1]))
+                step += 1
+                for i, gr in enumerate(grads):
+                    moment[i] = 0.9 * moment[i] + 0.1 * gr
+                    second[i] = 0.999 * second[i] + 0.001 * gr**2
+                    params[i] = params[i] - lr * (moment[i] / (1 - 0.9**step)) / (
+                        np.sqrt(second[i] / (1 - 0.999**step)) + 1e-8)
+        return list(zip(params[::2], params[1::2]))
+
     def outputs_plain(self, q) -> np.ndarray:
         """The output layer's accumulators acc_k (int64 [n, 10]): the network on integers."""
         a = np.asarray(q, dtype=np.int64)
@@ -181,16 +245,19 @@ class _Network(TFHEModel):
 
 class QuantizedMLP(_Network):
     """784 -> ``hidden`` (ReLU + requantize lookups; a tuple for several layers) -> 10, trained by scikit-learn's
-    ``MLPClassifier`` (ReLU, Adam, seeded) on ``input_bits``-bit pixels, quantized per neuron (module docstring).
-    Default P8: a 784-input accumulator of width 255."""
+    ``MLPClassifier`` (ReLU, Adam, seeded) on ``input_bits``-bit pixels, then fine-tuned for ``qat_epochs``
+    epochs through the quantization (module docstring; 0: post-training quantization only) and quantized per
+    neuron. Default P8: a 784-input accumulator of width 255. ``predict_float`` is the scikit-learn network."""
 
     name = "mlp"
 
-    def __init__(self, *, hidden=(32,), input_bits: int = 2, act_bits: int = 3, weight_max: int = 15, params=None,
-                 seed: int = 0, max_iter: int = 200):
+    def __init__(self, *, hidden=(32,), input_bits: int = 2, act_bits: int = 3, weight_max: int = 7, params=None,
+                 seed: int = 0, max_iter: int = 200, qat_epochs: int = 30, qat_rate: float = 3e-3):
         super().__init__(input_bits=input_bits, act_bits=act_bits, weight_max=weight_max, params=params, seed=seed)
         self.hidden = (hidden,) if isinstance(hidden, int) else tuple(hidden)
-        self.max_iter = int(max_iter)
+        self.max_iter, self.qat_epochs, self.qat_rate = int(max_iter), int(qat_epochs), float(qat_rate)
+        if self.qat_epochs < 0 or not self.qat_rate > 0:
+            raise ParameterError(f"qat_epochs must be >= 0 and qat_rate > 0, got {qat_epochs} and {qat_rate}")
 
     def fit(self, x, y) -> QuantizedMLP:
         import warnings
@@ -206,7 +273,10 @@ class QuantizedMLP(_Network):
         if list(mlp.classes_) != list(range(len(mlp.classes_))):
             raise ParameterError(f"labels must be 0 .. classes - 1, got {mlp.classes_}")
         self.float_layers = [(w.T, b) for w, b in zip(mlp.coefs_, mlp.intercepts_)]
-        self._quantize(self.float_layers, x)
+        tuned = self.float_layers
+        if self.qat_epochs:
+            tuned = self._quantization_aware(self.float_layers, x, y, self.qat_epochs, self.qat_rate)
+        self._quantize(tuned, x)
         return self
 
 
