@@ -36,7 +36,10 @@ Threads: the process's CPUs (``threads`` in each record); run one heavy process 
 Peer: Concrete ML (benchmarks/concrete_peer.py in .venv-concrete) is started once by :func:`run_peer` after our
 rows unless ``--no-peer`` (arguments: :func:`peer_args`; same data, split and seed, its own quantization); each
 model's record is attached as ``peer_record``, ``peer_median_ms`` and ``ratio`` (ours / peer, ms per sample at
-batch 1).
+batch 1). For mlp and cnn a second peer runs our own integer network: :func:`export_network` writes it and
+benchmarks/concrete_python_peer.py compiles it with concrete-python (the same integers, its own TFHE parameters,
+outputs checked equal to ours): ``same_model_record``, ``same_model_ms`` and ``same_model_ratio``. This is the CNN
+comparison, since Concrete ML's own CNN compiles to wrong outputs.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -210,6 +214,9 @@ def measure(name: str, args, key_cache: dict) -> dict:
         unopt = 1e3 * statistics.median(runs)
     enc_pred = model.decode(outb)
     sk = keys.public
+    if name in ("mlp", "cnn") and not args.no_peer:
+        EXPORTS[name] = Path(tempfile.mkdtemp(prefix="taurus-")) / f"{name}.npz"
+        export_network(model, model.encode(data.x_test[: args.peer_samples]), EXPORTS[name])
     return {
         "suite": "taurus", "name": name, "peer": "crossfhe", "workload": MODELS[name](args.quick)[1],
         "data": data.name, "train": len(data.y_train), "test": len(y), "preset": model.params.name,
@@ -241,9 +248,53 @@ def measure(name: str, args, key_cache: dict) -> dict:
     }
 
 
+def export_network(model, q, path) -> None:
+    """The integer network of a fitted QuantizedMLP / QuantizedCNN (crossfhe.apps.qnn) as an .npz that
+    benchmarks/concrete_python_peer.py compiles with concrete-python, the same integers on both sides:
+    ``in_bits``, ``p`` (message bits), ``layers`` (hidden layers L); per hidden layer i ``w{i}`` int64 [out, in],
+    ``off{i}`` int64 [out] and ``tables{i}`` int64 [out, 2^p] (acc_j = a . w_j + off_j in [0, 2^p), then
+    a'_j = tables_j[acc_j]); the output layer as parts, ``out_w`` int64 [parts, in] (the neuron's weights on the
+    part's inputs, 0 elsewhere) and ``out_off`` int64 [parts] (out_c = a . out_w_c + out_off_c in [0, 2^p));
+    ``q`` int64 [samples, inputs] and ``expected`` = model.outputs_plain(q)."""
+    import numpy as np
+
+    hidden = [layer for layer in model.layers if layer.tables is not None]
+    last = model.layers[-1]
+    out_w = np.zeros((len(last.parts), last.w.shape[1]), dtype=np.int64)
+    for c, (k, idx, _) in enumerate(last.parts):
+        out_w[c, idx] = last.w[k, idx]
+    arrays = {f"{kind}{i}": getattr(layer, attr) for i, layer in enumerate(hidden)
+              for kind, attr in (("w", "w"), ("off", "off"), ("tables", "tables"))}
+    np.savez(path, in_bits=model.in_bits, p=model.params.message_bits, layers=len(hidden), out_w=out_w,
+             out_off=np.array([off for _, _, off in last.parts], dtype=np.int64), q=np.asarray(q, np.int64),
+             expected=model.outputs_plain(q), **arrays)
+
+
 # --------------------------------------------------------------------------------------------------
 # The peer
 # --------------------------------------------------------------------------------------------------
+
+
+EXPORTS: dict = {}
+"""Our workload name -> the .npz :func:`export_network` wrote for the same-model peer (this run's)."""
+
+
+def run_same_model(samples: int, threads: int) -> dict:
+    """benchmarks/concrete_python_peer.py on the networks in :data:`EXPORTS`: {our name: its record}; empty where
+    the script or .venv-concrete is missing; a record holds ``error`` where its model failed."""
+    script = HERE / "concrete_python_peer.py"
+    python = HERE.parent / ".venv-concrete" / "bin" / "python"
+    if not EXPORTS or not script.exists() or not python.exists():
+        return {}
+    r = subprocess.run([str(python), str(script), *map(str, EXPORTS.values()), "--samples", str(samples),
+                        "--threads", str(threads), "--p-error", "tfhe-rs"], capture_output=True, text=True,
+                       env=dict(os.environ, MALLOC_ARENA_MAX="1"))
+    lines = r.stdout.strip().splitlines()
+    if not lines:
+        print(f"# concrete-python peer failed:\n{r.stderr[-2000:]}", file=sys.stderr)
+        return {}
+    models = json.loads(lines[-1]).get("models", {})
+    return {n: models[p.stem] for n, p in EXPORTS.items() if p.stem in models}
 
 
 PEER_NAMES = {"tree": "tree", "gbt": "xgb", "knn": "knn", "mlp": "mlp", "cnn": "cnn"}
@@ -299,6 +350,11 @@ def _table(records: list[dict]) -> None:
               f"{r.get('peer_median_ms') or float('nan'):>9.0f}")
         if r.get("unoptimized_median_ms"):
             print(f"       {r['name']} compiled with optimize=False: {r['unoptimized_median_ms']:.0f} ms at batch 1")
+        if r.get("same_model_record"):
+            sm = r["same_model_record"]
+            print(f"       {r['name']}, our integer network in concrete-python: "
+                  + (f"{sm['ms_per_sample']:.0f} ms, exact {sm.get('exact')}, ours / it "
+                     f"{r['same_model_ratio']:.2f}" if sm.get("ms_per_sample") else f"failed: {sm.get('error')}"))
         if not r["exact"]:
             print(f"       the decrypted outputs differ from the plain model's on {r['name']}")
     print("acc: float model / quantized plain (whole test split) / encrypted (samples run); counts before>after the "
@@ -330,6 +386,14 @@ def main(argv=None) -> int:
             if peer and peer.get("ms_per_sample"):
                 rec.update(peer_name=peer.get("peer", "concrete-ml"), peer_median_ms=peer["ms_per_sample"],
                            peer_record=peer, ratio=rec["median_ms"] / peer["ms_per_sample"])
+        same = run_same_model(args.peer_samples, threads)
+        for rec in records:
+            peer = same.get(rec["name"])
+            if peer:
+                rec["same_model_record"] = peer
+            if peer and peer.get("ms_per_sample"):
+                rec.update(same_model_ms=peer["ms_per_sample"],
+                           same_model_ratio=rec["median_ms"] / peer["ms_per_sample"])
     _table(records)
     print(json.dumps(records, default=float))
     if args.json:
