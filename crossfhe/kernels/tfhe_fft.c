@@ -79,11 +79,19 @@ __attribute__((noinline)) static void dif_block2(double *restrict r0, double *re
     }
 }
 
+static inline void prefetch_some(void);
+#define PF_CHUNK 64
+
 static void dif_stage2(double *re, double *im, const double *twr, const double *twi, int64_t h, int64_t m) {
     const int64_t q = m / 2;
     for (int64_t b = 0; b < h; b += 2 * m)
-        dif_block2(re + b, re + b + q, re + b + m, re + b + m + q, im + b, im + b + q, im + b + m, im + b + m + q,
-                   twr + m, twi + m, twr + m + q, twi + m + q, twr + q, twi + q, q);
+        for (int64_t j = 0; j < q; j += PF_CHUNK) { /* in chunks: the prefetch runs during these passes too */
+            const int64_t len = q - j < PF_CHUNK ? q - j : PF_CHUNK;
+            prefetch_some();
+            dif_block2(re + b + j, re + b + q + j, re + b + m + j, re + b + m + q + j, im + b + j, im + b + q + j,
+                       im + b + m + j, im + b + m + q + j, twr + m + j, twi + m + j, twr + m + q + j, twi + m + q + j,
+                       twr + q + j, twi + q + j, len);
+        }
 }
 
 /* DIF stages of half-sizes h/2 down to m_last, two per pass where two remain. */
@@ -143,8 +151,13 @@ __attribute__((noinline)) static void dit_block2(double *restrict r0, double *re
 static void dit_stage2(double *re, double *im, const double *twr, const double *twi, int64_t h, int64_t q) {
     const int64_t m = 2 * q;
     for (int64_t b = 0; b < h; b += 2 * m)
-        dit_block2(re + b, re + b + q, re + b + m, re + b + m + q, im + b, im + b + q, im + b + m, im + b + m + q,
-                   twr + q, twi + q, twr + m, twi + m, twr + m + q, twi + m + q, q);
+        for (int64_t j = 0; j < q; j += PF_CHUNK) {
+            const int64_t len = q - j < PF_CHUNK ? q - j : PF_CHUNK;
+            prefetch_some();
+            dit_block2(re + b + j, re + b + q + j, re + b + m + j, re + b + m + q + j, im + b + j, im + b + q + j,
+                       im + b + m + j, im + b + m + q + j, twr + q + j, twi + q + j, twr + m + j, twi + m + j,
+                       twr + m + q + j, twi + m + q + j, len);
+        }
 }
 
 /* DIT stages of half-sizes m_first up to h/2, two per pass where two remain. */
@@ -156,16 +169,17 @@ static void dit_stages(double *restrict re, double *restrict im, const double *r
 }
 
 /* The next step's keys, brought towards the cache a few lines per chunk of 64 slots or coefficients of the step's
-   other loops (the FFT tiles, the digits, the twist, the monomials, the reduction: spread over all of the step's
-   compute, so that the key products find them in L2: P4, one item, keys streamed from memory): cursor, end, lines
-   per chunk. PF_CHUNK: the chunk. */
+   loops (the FFT passes and tiles, the digits, the twist, the monomials, the key products, the reduction: spread
+   over all of the step, so that the key products find them in L2: P4, one item, keys streamed from memory):
+   cursor, end, lines per call, calls this step (the next step spreads its lines over as many). PF_CHUNK: the
+   chunk. */
 static __thread const char *pf_cur, *pf_end;
-static __thread int64_t pf_lines;
+static __thread int64_t pf_lines, pf_calls;
 
 static inline void prefetch_some(void) {
+    pf_calls++;
     for (int64_t i = 0; i < pf_lines && pf_cur < pf_end; i++, pf_cur += 64) __builtin_prefetch(pf_cur, 0, 2);
 }
-#define PF_CHUNK 64
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -408,6 +422,7 @@ PRODUCTS(products_2_2_3, 2, 2, 3)
     static void NAME(const double *restrict ev, const double *restrict mono, const double *restrict kg,      \
                      double *restrict out, int64_t h, int64_t ps) {                                        \
         for (int64_t pb = 0; pb < h; pb += VB) {                                                            \
+            if (!(pb & (PF_CHUNK - 1))) prefetch_some();                                                    \
             const double *restrict kb = kg + pb * 3 * (R) * (K1) * 2;                                       \
             for (int64_t u = 0; u < VB; u++) {                                                              \
                 const int64_t p = pb + u;                                                                   \
@@ -473,10 +488,14 @@ static inline uint64_t reduce_add(double yy, uint64_t x, uint64_t q, double inv_
     const double v = yy * inv_q;
     int64_t m = (int64_t)v;
     m -= (double)m > v ? 1 : 0;
-    const double rest = yy - rnd(yy * 0x1p-64) * 0x1p64;
+    const double rest = yy - rnd(yy * 0x1p-64) * 0x1p64; /* yy mod 2^64, in [-2^63, 2^63): exact */
+#ifdef __AVX512DQ__
+    const uint64_t low = (uint64_t)(int64_t)rest; /* one vector conversion (vcvttpd2qq) */
+#else /* no vector double -> int64 conversion: two halves through int32 range */
     const double a1 = rnd(rest * 0x1p-32);
     const double a0 = rest - a1 * 0x1p32;
     const uint64_t low = ((uint64_t)(int64_t)a1 << 32) + (uint64_t)(int64_t)a0;
+#endif
     const int64_t qs = (int64_t)q;
     int64_t tt = (int64_t)(low - (uint64_t)m * q);
     tt = tt < 0 ? tt + qs : tt;
@@ -575,17 +594,21 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
     double *dig = work, *ev = dig + r_count * ds, *mono = ev + comps * ev_comp, *out = mono + 2 * t_count * ps;
     double *prod = out + 2 * k1 * ps;
     const int64_t key_step = t_count * r_count * k1 * 2 * h;
+    /* whether the slot order splits k over a slot's low three bits and the rest (a bit permutation does) */
+    int split_k = 1;
+    for (int64_t p = 0; p < h && split_k; p++)
+        split_k = slot_k[p] == slot_k[p & ~(int64_t)(VB - 1)] + slot_k[p & (VB - 1)];
     for (int64_t g = 0; g < groups; g++) {
         const double *kg = key + g * key_step;
-        if (g + 1 < groups) { /* the next step's keys, during this step's transforms (first item) */
-            /* prefetch_some calls per step: FFT tiles, digits (one level), twist, monomials, reduction */
+        if (g + 1 < groups) { /* the next step's keys, spread over this step's prefetch_some calls */
+            /* calls per step: the previous step's count (the first step: the FFT tiles alone) */
             const int64_t per = h >= PF_CHUNK ? h / PF_CHUNK : 1;
-            const int64_t tiles =
-                comps * per * ((r_count + k1) + (levels == 1 ? 2 * k1 : 0) + r_count + t_count + k1);
+            const int64_t calls = g ? pf_calls : batch * comps * per * (r_count + k1);
             pf_cur = (const char *)(kg + key_step);
             pf_end = pf_cur + key_step * (int64_t)sizeof(double);
-            pf_lines = (key_step * (int64_t)sizeof(double) / 64 + tiles - 1) / tiles;
+            pf_lines = (key_step * (int64_t)sizeof(double) / 64 + calls - 1) / (calls > 0 ? calls : 1);
         }
+        pf_calls = 0;
         for (int64_t bi = 0; bi < batch; bi++) {
             uint64_t *a = acc + bi * comps * k1 * n;
             const int64_t at = (bi * groups + g) * comps * t_count; /* this item's and step's src / power */
@@ -628,15 +651,36 @@ int cf_blind_rotate_grouped(uint64_t *acc, const int32_t *src, const int32_t *po
                     /* one component: X^e - 1 here, fused below (the pair products take X^e itself) */
                     const double one = comps == 1 && !pair ? 1.0 : 0.0;
                     const double wr = rre[et & (uint32_t)mask], wi = rim[et & (uint32_t)mask];
-                    for (int64_t p0 = 0; p0 < h; p0 += PF_CHUNK) {
-                        prefetch_some();
-                        const int64_t p1 = p0 + PF_CHUNK < h ? p0 + PF_CHUNK : h;
-                        for (int64_t p = p0; p < p1; p++) {
-                            const uint32_t j = (et * (uint32_t)slot_k[p]) & hm;
-                            mr[p] = wr * zre[j] - wi * zim[j] - one;
-                            mi[p] = wr * zim[j] + wi * zre[j];
+                    if (split_k) { /* slot 8a + j holds k = K(8a) + K(j): X^e = (w^e zeta^(e K(j))) zeta^(e K(8a)),
+                                      eight lane values a step and one scalar per VB slots, no gathers */
+                        double lr[VB], li[VB];
+                        for (int j = 0; j < VB; j++) {
+                            const uint32_t jj = (et * (uint32_t)slot_k[j]) & hm;
+                            lr[j] = wr * zre[jj] - wi * zim[jj];
+                            li[j] = wr * zim[jj] + wi * zre[jj];
                         }
-                    }
+                        for (int64_t p0 = 0; p0 < h; p0 += PF_CHUNK) {
+                            prefetch_some();
+                            const int64_t p1 = p0 + PF_CHUNK < h ? p0 + PF_CHUNK : h;
+                            for (int64_t p = p0; p < p1; p += VB) {
+                                const uint32_t ja = (et * (uint32_t)slot_k[p]) & hm;
+                                const double sr = zre[ja], si = zim[ja];
+                                for (int j = 0; j < VB; j++) {
+                                    mr[p + j] = lr[j] * sr - li[j] * si - one;
+                                    mi[p + j] = lr[j] * si + li[j] * sr;
+                                }
+                            }
+                        }
+                    } else
+                        for (int64_t p0 = 0; p0 < h; p0 += PF_CHUNK) {
+                            prefetch_some();
+                            const int64_t p1 = p0 + PF_CHUNK < h ? p0 + PF_CHUNK : h;
+                            for (int64_t p = p0; p < p1; p++) {
+                                const uint32_t j = (et * (uint32_t)slot_k[p]) & hm;
+                                mr[p] = wr * zre[j] - wi * zim[j] - one;
+                                mi[p] = wr * zim[j] + wi * zre[j];
+                            }
+                        }
                 }
                 if (comps == 1) {
                     if (pair && r_count == 2) products_pair_2_2(ev, mono, kg, out, h, ps);
