@@ -280,21 +280,27 @@ EXPORTS: dict = {}
 
 
 def run_same_model(samples: int, threads: int) -> dict:
-    """benchmarks/concrete_python_peer.py on the networks in :data:`EXPORTS`: {our name: its record}; empty where
+    """benchmarks/concrete_python_peer.py on each network in :data:`EXPORTS`, one process each (Concrete's keys for
+    an 8-bit network take about 8 GB; two in one process exceeded 18 GB here): {our name: its record}; empty where
     the script or .venv-concrete is missing; a record holds ``error`` where its model failed."""
     script = HERE / "concrete_python_peer.py"
     python = HERE.parent / ".venv-concrete" / "bin" / "python"
     if not EXPORTS or not script.exists() or not python.exists():
         return {}
-    r = subprocess.run([str(python), str(script), *map(str, EXPORTS.values()), "--samples", str(samples),
-                        "--threads", str(threads), "--p-error", "tfhe-rs"], capture_output=True, text=True,
-                       env=dict(os.environ, MALLOC_ARENA_MAX="1"))
-    lines = r.stdout.strip().splitlines()
-    if not lines:
-        print(f"# concrete-python peer failed:\n{r.stderr[-2000:]}", file=sys.stderr)
-        return {}
-    models = json.loads(lines[-1]).get("models", {})
-    return {n: models[p.stem] for n, p in EXPORTS.items() if p.stem in models}
+    out = {}
+    for name, path in EXPORTS.items():
+        r = subprocess.run([str(python), str(script), str(path), "--samples", str(samples), "--threads",
+                            str(threads), "--p-error", "tfhe-rs"], capture_output=True, text=True,
+                           env=dict(os.environ, MALLOC_ARENA_MAX="1"))
+        lines = r.stdout.strip().splitlines()
+        models = json.loads(lines[-1]).get("models", {}) if lines else {}
+        if path.stem in models:
+            out[name] = models[path.stem]
+        else:
+            print(f"# concrete-python peer failed on {name} (status {r.returncode}):\n{r.stderr[-2000:]}",
+                  file=sys.stderr)
+            out[name] = {"error": f"exit status {r.returncode}"}
+    return out
 
 
 PEER_NAMES = {"tree": "tree", "gbt": "xgb", "knn": "knn", "mlp": "mlp", "cnn": "cnn"}
