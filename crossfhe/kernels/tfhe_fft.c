@@ -424,6 +424,9 @@ PRODUCTS(products_2_2_3, 2, 2, 3)
         for (int64_t pb = 0; pb < h; pb += VB) {                                                            \
             if (!(pb & (PF_CHUNK - 1))) prefetch_some();                                                    \
             const double *restrict kb = kg + pb * 3 * (R) * (K1) * 2;                                       \
+            if (pb + 4 * VB < h) /* this step's key 4 blocks on, into L1 (already bound for L2) */          \
+                for (int64_t l = 0; l < 3 * (R) * (K1) * 2 * VB; l += 8)                                    \
+                    __builtin_prefetch(kb + 4 * 3 * (R) * (K1) * 2 * VB + l, 0, 3);                         \
             for (int64_t u = 0; u < VB; u++) {                                                              \
                 const int64_t p = pb + u;                                                                   \
                 double er[R], ei[R], qr[3][K1], qi[3][K1];                                                  \
