@@ -531,8 +531,12 @@ static void untwist_reduce_add(const double *restrict re, const double *restrict
 static void products_split(const double *restrict ev, const double *restrict kg, double *restrict prod, int64_t h,
                            int64_t ps, int64_t k1, int64_t r_count, int64_t t_count, int64_t comps, int64_t ev_comp,
                            int64_t prod_comp) {
+    const int64_t block = t_count * r_count * k1 * 2 * VB;
     for (int64_t pb = 0; pb < h; pb += VB) {
         const double *restrict kb = kg + pb * t_count * r_count * k1 * 2;
+        if (!(pb & (PF_CHUNK - 1))) prefetch_some();
+        if (pb + 4 * VB < h) /* this step's key four blocks on, into L1 (already bound for L2) */
+            for (int64_t l = 0; l < block; l += 8) __builtin_prefetch(kb + 4 * block + l, 0, 3);
         for (int64_t comp = 0; comp < comps; comp++) {
             const double *restrict evc = ev + comp * ev_comp + pb;
             for (int64_t t = 0; t < t_count; t++)
