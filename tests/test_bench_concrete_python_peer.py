@@ -66,8 +66,8 @@ def test_export_round_trip(which, tiny, digits28, tmp_path):
 
 
 # Skipped where Concrete is not installed (CI, a fresh clone): concrete-python lives in its own environment,
-# made by benchmarks/setup_concrete.sh, because its pinned dependencies clash with ours. The export round trip
-# above runs everywhere.
+# made by benchmarks/setup_concrete.sh, as the Concrete ML peer does. The export round trip above runs
+# everywhere.
 @pytest.mark.skipif(not _VENV_PYTHON.exists(), reason="no .venv-concrete (bash benchmarks/setup_concrete.sh)")
 def test_concrete_python_runs_our_network(tiny, digits28, tmp_path):
     """concrete-python compiles the tiny export at 4 bits (one PBS per hidden neuron) and decrypts our outputs."""
