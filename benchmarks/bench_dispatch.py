@@ -4,7 +4,8 @@ eagerly against the same call inside a user's ``jax.jit``.
 
     python benchmarks/bench_dispatch.py [--json PATH] [--threads 1] [--reps 200] [--presets ...] [--eager-vs-jit P]
 
-For each preset (N 2^12 to 2^16): ``library`` = ``ckks.ops.add(ct, ct2)`` (parameter and key-id checks, the one
+For each preset (N 2^12 to 2^16): ``x + y`` = the front end's HE-Add (two :class:`crossfhe.EncryptedVector`);
+``library`` = ``ckks.ops.add(ct, ct2)`` (parameter and key-id checks, the one
 program of crossfhe.core.evaluator, the result wrapped in a Ciphertext), ``bare`` = ``jax.jit(add_mod)`` on the four
 arrays (the same program with no library Python), ``floor`` = the bytes an add moves (read two ciphertexts, write
 one) at the bandwidth of one fused elementwise pass over the same arrays measured in the same run. Reported:
@@ -77,11 +78,27 @@ def run(name: str, reps: int) -> dict:
     args = (a.c0.data, a.c1.data, b.c0.data, b.c1.data, q)
     copy = jax.jit(lambda x0, x1, y0, y1: (x0 ^ y0, x1 ^ y1))  # one fused pass, the same bytes, no modular work
     library = _median_us(lambda: ops.add(a, b).c0.data, reps)
+    x, y = _front_end_pair(p)
+    front = _median_us(lambda: _words(x + y), reps)
     bare_us = _median_us(lambda: bare(*args)[0], reps)
     floor = _median_us(lambda: copy(*args[:4])[0], reps)
     return {"suite": "dispatch", "preset": name, "n": p.n, "limbs": a.c0.limbs, "bytes": 6 * a.c0.data.nbytes,
             "library_us": round(library, 1), "bare_jit_us": round(bare_us, 1), "floor_us": round(floor, 1),
-            "library_python_us": round(library - bare_us, 1), "library_over_floor": round(library / floor, 2)}
+            "library_python_us": round(library - bare_us, 1), "library_over_floor": round(library / floor, 2),
+            "front_end_us": round(front, 1), "front_end_python_us": round(front - bare_us, 1)}
+
+
+def _front_end_pair(p):
+    """Two encrypted vectors of the front end (``crossfhe.CKKSContext``) at ``p``: ``x + y`` is the user's HE-Add."""
+    from crossfhe import CKKSContext
+
+    ctx = CKKSContext.create(p, seed=bytes(32), progress=None)
+    return ctx.encrypt(np.ones(8)), ctx.encrypt(np.ones(8))
+
+
+def _words(v):
+    """The first array of a front-end value (its c0 words), whatever the value class keeps them in."""
+    return v.ct.c0.data if hasattr(v, "ct") else jax.tree_util.tree_leaves(v)[0]
 
 
 def eager_vs_jit(name: str, reps: int) -> list[dict]:
@@ -117,10 +134,11 @@ def main() -> None:
         records.append(r)
     print(json.dumps(records, indent=1))
     print(f"{'preset':<16}{'MB':>8}{'library us':>12}{'bare jit us':>13}{'floor us':>10}{'python us':>11}"
-          f"{'lib/floor':>11}")
+          f"{'lib/floor':>11}{'x + y us':>10}")
     for r in records:
         print(f"{r['preset']:<16}{r['bytes'] / 1e6:>8.2f}{r['library_us']:>12.1f}{r['bare_jit_us']:>13.1f}"
-              f"{r['floor_us']:>10.1f}{r['library_python_us']:>11.1f}{r['library_over_floor']:>11.2f}")
+              f"{r['floor_us']:>10.1f}{r['library_python_us']:>11.1f}{r['library_over_floor']:>11.2f}"
+              f"{r['front_end_us']:>10.1f}")
     if ARGS.eager_vs_jit:
         rows = eager_vs_jit(ARGS.eager_vs_jit, max(10, ARGS.reps // 10))
         print(json.dumps(rows, indent=1))

@@ -1,4 +1,5 @@
-"""``jit``: :func:`jax.jit` with XLA:CPU code-generation options for the library's kernels.
+"""``jit``: :func:`jax.jit` with XLA:CPU code-generation options for the library's kernels; ``program``: a whole
+workload as one compiled executable whose tables are arguments.
 
 The options are compile options of each jitted function (part of its compilation-cache key), never a
 process-wide setting: a user's own jitted code, and JAX's configuration, stay as they were.
@@ -115,6 +116,85 @@ def to_device(tree):
 
     with jax.ensure_compile_time_eval():
         return jax.tree_util.tree_map(put, tree)
+
+
+class Program:
+    """``fn`` as one compiled executable per argument structure, with every array it reads that is not an argument
+    (the plans, tables and encoded constants its library calls fetch from their caches) passed in as an argument
+    rather than embedded in the program.
+
+    On the first call for a structure (the pytree structure of the arguments, their shapes and dtypes) ``fn`` is
+    traced once (:func:`jax.make_jaxpr`): its Python runs with abstract arguments, the library's plan caches build
+    their tables concretely (:func:`plan_cache`), and every concrete array the trace reads becomes a constant of the
+    jaxpr. The executable is :func:`jit` of that jaxpr with its constants as its first argument, so a bootstrap's
+    gigabytes of encoded diagonals travel as arguments (compiles stay small, :meth:`export` can write it) and each
+    call is one dispatch: what a GPU needs, where every separate executable is a synchronous launch. The constants
+    are kept with the executable (they are the cached tables the trace read, not copies).
+
+    Called while a trace is in progress (under a caller's ``jax.jit``, ``vmap`` or another program) it is ``fn``
+    itself: the caller's trace takes the operations in. ``x64``: trace and run inside ``jax.enable_x64(True)`` (the
+    float64 Fourier kernels of TFHE). The result's pytree structure (static metadata included: levels, scales, key
+    ids) is the one the trace produced.
+    """
+
+    def __init__(self, fn, *, x64: bool = False, name: str | None = None):
+        self.fn = fn
+        self.x64 = x64
+        self.name = name or getattr(fn, "__name__", "program")
+        self._entries: dict = {}
+        functools.update_wrapper(self, fn)
+
+    @staticmethod
+    def _signature(flat) -> tuple:
+        return tuple((tuple(np.shape(x)), str(getattr(x, "dtype", None) or np.asarray(x).dtype)) for x in flat)
+
+    def _scope(self):
+        import contextlib
+
+        return jax.enable_x64(True) if self.x64 else contextlib.nullcontext()
+
+    def _entry(self, args):
+        flat, tree = jax.tree_util.tree_flatten(args)
+        key = (tree, self._signature(flat))
+        entry = self._entries.get(key)
+        if entry is None:
+            with self._scope():
+                closed, out_shape = jax.make_jaxpr(lambda *a: self.fn(*a), return_shape=True)(*args)
+            out_tree = jax.tree_util.tree_structure(out_shape)
+            jaxpr = closed.jaxpr
+
+            def run(consts, *leaves):
+                return jax.core.eval_jaxpr(jaxpr, consts, *leaves)
+
+            run.__name__ = self.name
+            entry = (tuple(closed.consts), jit(run), out_tree, tree)
+            self._entries[key] = entry
+        return entry, flat
+
+    def __call__(self, *args):
+        if _top_level is not None and not _top_level():
+            return self.fn(*args)
+        (consts, exe, out_tree, _), flat = self._entry(args)
+        with self._scope():
+            out = exe(consts, *flat)
+        return jax.tree_util.tree_unflatten(out_tree, out)
+
+    def constants(self, *args) -> tuple:
+        """The arrays the program for ``args``' structure takes besides them (traced once, as a call would)."""
+        return self._entry(args)[0][0]
+
+    def lower(self, *args):
+        """The lowered program for ``args``' structure (``.as_text()``, ``.compile()``), constants as arguments."""
+        (consts, exe, _, _), flat = self._entry(args)
+        with self._scope():
+            return exe.lower(consts, *flat)
+
+
+def program(fn=None, /, **kwargs):
+    """:class:`Program` as a decorator: ``@program`` or ``@program(x64=True)``."""
+    if fn is None:
+        return functools.partial(program, **kwargs)
+    return Program(fn, **kwargs)
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
