@@ -23,13 +23,15 @@ offset_{i+1} = offset_i + length_i, sum of lengths = D. Every other header key b
 
 :func:`unpack` checks, in this order, and raises :class:`~crossfhe.errors.SerializationError` naming the
 first failure: the magic; the version (a newer or unknown version is refused); the lengths (a truncated
-blob, or trailing bytes); the SHA-256; the header's JSON (UTF-8, one object, no duplicate keys, no NaN);
+blob, or trailing bytes); the SHA-256; the header's JSON (:func:`parse_header`: UTF-8, one object, no
+duplicate keys, no NaN or infinity, integers of at most 4300 digits);
 the kind (against ``expected_kind``); the array table (names, dtypes, shapes, offsets and lengths).
 
 Integrity, not authenticity: the SHA-256 is unkeyed. It detects accidental corruption (a flipped bit, a
 cut transfer) and naive tampering, but anyone who edits a blob can recompute it. To know who wrote a blob,
 sign it or MAC it outside this format. The loaders therefore still check every value they rebuild
-(parameters, shapes, residue ranges) as if the hash were absent.
+(parameters, shapes, residue ranges; :mod:`crossfhe.io.checks`) as if the hash were absent, and a blob
+edited and resealed raises SerializationError, never another exception.
 """
 
 from __future__ import annotations
@@ -179,11 +181,20 @@ def _no_constant(name):
     raise SerializationError(f"header JSON holds {name}, which is not a number this format writes")
 
 
-def _parse_header(raw: bytes) -> dict:
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise SerializationError(f"header JSON holds the number {text}, which overflows a float")
+    return value
+
+
+def parse_header(raw: bytes) -> dict:
+    """The JSON object of a header's bytes: UTF-8, one object, no repeated key, no NaN or infinity, integers
+    of at most 4300 digits, nesting within Python's recursion limit. SerializationError otherwise."""
     try:
         text = raw.decode("utf-8")
-        header = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        header = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError, JSONDecodeError, int digits past the limit
         raise SerializationError(f"header is not valid UTF-8 JSON: {e}") from None
     if not isinstance(header, dict):
         raise SerializationError(f"header must be a JSON object, got {type(header).__name__}")
@@ -214,7 +225,7 @@ def _check_entry(entry, index: int, offset: int) -> tuple[str, np.dtype, tuple[i
     name, dtype, shape = entry["name"], entry["dtype"], entry["shape"]
     if not isinstance(name, str) or not name:
         raise SerializationError(f"array table entry {index}: name must be a non-empty string, got {name!r}")
-    if dtype not in _DTYPES:
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
         raise SerializationError(f"array {name!r}: dtype {dtype!r} is not allowed (only uint32 and int32)")
     if not isinstance(shape, list) or not all(is_json_int(d) and d >= 0 for d in shape):
         raise SerializationError(f"array {name!r}: shape must be a list of non-negative ints, got {shape!r}")
@@ -259,7 +270,7 @@ def unpack(blob, *, expected_kind: str | tuple[str, ...] | None = None) -> Conta
     _check_version(blob)
     header_len, payload_len = _check_lengths(blob)
     _check_digest(blob)
-    header = _parse_header(blob[PREAMBLE_SIZE : PREAMBLE_SIZE + header_len])
+    header = parse_header(blob[PREAMBLE_SIZE : PREAMBLE_SIZE + header_len])
     kind = _check_kind(header, expected_kind)
     start = PREAMBLE_SIZE + header_len
     arrays = _read_arrays(header.get("arrays"), memoryview(blob)[start : start + payload_len])
@@ -278,7 +289,7 @@ def peek_kind(blob) -> str:
         _check_magic(blob)
         _check_version(blob)
         header_len, _ = _check_lengths(blob)
-        return _check_kind(_parse_header(blob[PREAMBLE_SIZE : PREAMBLE_SIZE + header_len]), None)
+        return _check_kind(parse_header(blob[PREAMBLE_SIZE : PREAMBLE_SIZE + header_len]), None)
     except SerializationError:
         unpack(blob)  # raises the first failing check
         raise
@@ -323,6 +334,7 @@ __all__ = [
     "Container",
     "is_json_int",
     "pack",
+    "parse_header",
     "peek_kind",
     "read_bytes",
     "unpack",
