@@ -23,6 +23,7 @@ from crossfhe.core.keys import PublicKey, SecretKey, key_id, sample_uniform
 from crossfhe.core.keyswitch import KeySwitchKey
 from crossfhe.core.params import RingParams, SecretDistribution, SecurityLevel
 from crossfhe.errors import CrossFHEError, SerializationError
+from crossfhe.io import checks
 from crossfhe.io import format as fmt
 from crossfhe.io.format import is_json_int
 from crossfhe.math import random as crandom
@@ -125,7 +126,7 @@ def params_from_description(desc, int_keys: tuple[str, ...], build: Callable):
                           security=SecurityLevel(ints["security"]), secret=SecretDistribution(desc["secret"]),
                           insecure=desc["insecure"], hamming_weight=h)
         return build(ring, ints)
-    except (CrossFHEError, ValueError, TypeError) as e:
+    except (CrossFHEError, ValueError, TypeError, ArithmeticError) as e:
         raise SerializationError(f"the parameters in the header are invalid: {e}") from None
 
 
@@ -215,27 +216,27 @@ def host(x, what: str) -> np.ndarray:
 
 
 def check_names(arrays: dict, names: set) -> None:
+    """Exactly the arrays ``names``; the message names the missing and the unexpected ones."""
     if set(arrays) != names:
-        raise SerializationError(f"the blob holds arrays {sorted(arrays)}, expected {sorted(names)}")
+        missing, extra = sorted(names - set(arrays)), sorted(set(arrays) - names)
+        parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])
+        raise SerializationError(f"the blob holds arrays {sorted(arrays)}, expected {sorted(names)} "
+                                 f"({', '.join(parts)})")
 
 
 def check_array(arrays: dict, name: str, dtype, shape: tuple) -> np.ndarray:
-    a = arrays[name]
+    """Array ``name`` after checking that it is present, of ``dtype`` and of ``shape``."""
+    a = arrays.get(name)
+    if a is None:
+        raise SerializationError(f"the blob has no array {name!r} (it holds {sorted(arrays)})")
     if a.dtype != np.dtype(dtype) or a.shape != tuple(shape):
         raise SerializationError(f"array {name!r} is {a.dtype}{list(a.shape)}, expected {np.dtype(dtype)}{list(shape)}")
     return a
 
 
 def check_residues(data: np.ndarray, moduli: tuple[int, ...], name: str) -> None:
-    """Every residue of ``data`` [..., limbs, N] below its limb's modulus."""
-    q = np.asarray(moduli, dtype=np.uint32).reshape(-1, 1)
-    bad = data >= q
-    if bad.any():
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise SerializationError(
-            f"array {name!r} holds {int(data[index])} at index {index}, not below its modulus "
-            f"q = {moduli[index[-2]]}: out of range (corrupted or tampered)"
-        )
+    """Every residue of ``data`` [..., limbs, N] below its limb's modulus (:func:`.checks.check_residues`)."""
+    checks.check_residues(data, moduli, what=f"array {name!r}")
 
 
 def poly_array(poly, moduli: tuple[int, ...], n: int, name: str) -> np.ndarray:
@@ -476,7 +477,8 @@ def loads_evaluation_keys(scheme: Scheme, blob, params, kinds: tuple[str, ...]):
     if params is not None:
         scheme.check_params(params)
     c = fmt.unpack(blob, expected_kind=kinds)
-    return _read_evaluation_keys(scheme, c, header_params(scheme, c.fields, params))
+    with checks.about(c.kind):
+        return _read_evaluation_keys(scheme, c, header_params(scheme, c.fields, params))
 
 
 def _read_public_key_blob(c: fmt.Container, params) -> PublicKey:
@@ -524,8 +526,7 @@ def _read_secret_key(c: fmt.Container, params) -> SecretKey:
     h = m["hamming_weight"]
     check_names(c.arrays, {"coeffs"})
     coeffs = check_array(c.arrays, "coeffs", np.int32, (params.n,))
-    if np.any(np.abs(coeffs) > 1):
-        raise SerializationError("secret coefficients must be in {-1, 0, 1} (corrupted or tampered)")
+    checks.check_bounds(coeffs, -1, 2, what="array 'coeffs'", meaning="secret coefficients must be in {-1, 0, 1}")
     if h is not None and (not is_json_int(h) or int(np.count_nonzero(coeffs)) != h):
         raise SerializationError(f"meta.hamming_weight = {h!r}, but the key has {np.count_nonzero(coeffs)} nonzero "
                                  "coefficients")
@@ -616,7 +617,8 @@ def loads(scheme: Scheme, blob, params, expected):
             raise SerializationError(f"the blob holds a {c.kind}, not a {scheme.name} object: load it with "
                                      f"crossfhe.io.{other}, not crossfhe.io.{scheme.name}")
         raise SerializationError(f"unknown kind {c.kind!r}; this library reads {sorted(readers)}")
-    return reader(c, header_params(scheme, c.fields, params))
+    with checks.about(c.kind):
+        return reader(c, header_params(scheme, c.fields, params))
 
 
 def save(scheme: Scheme, obj, path, params) -> None:
@@ -631,7 +633,8 @@ def dumps_secret_key(scheme: Scheme, sk: SecretKey, params) -> bytes:
 def loads_secret_key(scheme: Scheme, blob, params) -> SecretKey:
     scheme.check_params(params)
     c = fmt.unpack(blob, expected_kind=scheme.secret_kind)
-    return _read_secret_key(c, header_params(scheme, c.fields, params))
+    with checks.about(c.kind):
+        return _read_secret_key(c, header_params(scheme, c.fields, params))
 
 
 def save_secret_key(scheme: Scheme, sk: SecretKey, path, params) -> None:

@@ -52,6 +52,7 @@ from crossfhe.bfv.params import Params
 from crossfhe.core.keys import SecretKey
 from crossfhe.errors import SerializationError
 from crossfhe.io import _common as com
+from crossfhe.io import checks
 from crossfhe.io import format as fmt
 from crossfhe.linalg.hmvp import EncryptedVector as HMVPVector
 from crossfhe.ring.poly import Domain
@@ -108,11 +109,8 @@ def _read_ciphertext(c: fmt.Container, params: Params) -> Ciphertext:
 
 def _check_messages(coeffs: np.ndarray, t: int, name: str) -> None:
     """Every coefficient of ``coeffs`` below the plaintext modulus t."""
-    bad = coeffs >= t
-    if bad.any():
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise SerializationError(f"array {name!r} holds {int(coeffs[index])} at index {index}, not below the "
-                                 f"plaintext modulus t = {t}: out of range (corrupted or tampered)")
+    checks.check_bounds(coeffs, 0, t, what=f"array {name!r}",
+                        meaning=f"not below the plaintext modulus t = {t}: out of range")
 
 
 def _encoding(value, params: Params) -> Encoding:
@@ -198,7 +196,11 @@ def loads_hmvp_vector(blob, *, params: Params | None = None) -> HMVPVector:
     if params is not None:
         SCHEME.check_params(params)
     c = fmt.unpack(blob, expected_kind=KIND_HMVP_VECTOR)
-    params = com.header_params(SCHEME, c.fields, params)
+    with checks.about(KIND_HMVP_VECTOR):
+        return _read_hmvp_vector(c, com.header_params(SCHEME, c.fields, params))
+
+
+def _read_hmvp_vector(c: fmt.Container, params: Params) -> HMVPVector:
     m = com.meta(c.fields, {"length"}, com.KEY_ID | {"rows_per_product"})
     rows = 1 if m["rows_per_product"] is None else m["rows_per_product"]  # blobs before it: CHAM's layout
     moduli = params.q + params.p

@@ -84,6 +84,7 @@ from crossfhe.core.keys import key_id
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import CrossFHEError, SerializationError
 from crossfhe.io import _common as com
+from crossfhe.io import checks
 from crossfhe.io import format as fmt
 from crossfhe.math.decompose import Gadget
 from crossfhe.tfhe.ops import ClientKey, ServerKey
@@ -175,7 +176,7 @@ def params_from_description(desc) -> Params:
         )
     except SerializationError:
         raise
-    except (CrossFHEError, ValueError, TypeError) as e:
+    except (CrossFHEError, ValueError, TypeError, ArithmeticError) as e:
         raise SerializationError(f"the parameters in the header are invalid: {e}") from None
 
 
@@ -232,23 +233,11 @@ class _Array:
 def _check_below(data: np.ndarray, moduli: tuple[int, ...], limb_axis: int, name: str, start: int = 0) -> None:
     """Every residue of ``data`` below its prime (``moduli`` along ``limb_axis``); ``data`` holds rows
     ``start ...`` of array ``name``, for the message."""
-    q = np.asarray(moduli, dtype=np.uint32).reshape((-1,) + (1,) * (-limb_axis - 1))
-    bad = data >= q
-    if bad.any():
-        local = tuple(int(i) for i in np.argwhere(bad)[0])
-        index = (local[0] + start,) + local[1:]
-        raise SerializationError(
-            f"array {name!r} holds {int(data[local])} at index {index}, not below its modulus "
-            f"q = {moduli[local[limb_axis]]}: out of range (corrupted or tampered)"
-        )
+    checks.check_residues(data, moduli, what=f"array {name!r}", axis=limb_axis, start=start)
 
 
 def _check_bits(data: np.ndarray, name: str) -> None:
-    bad = (data != 0) & (data != 1)
-    if bad.any():
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise SerializationError(f"array {name!r} holds {int(data[index])} at index {index}: key coefficients "
-                                 "must be 0 or 1 (corrupted or tampered)")
+    checks.check_bounds(data, 0, 2, what=f"array {name!r}", meaning="key coefficients must be 0 or 1")
 
 
 def _rows_per_chunk(shape: tuple[int, ...], limb_axis: int | None) -> int | None:
@@ -522,7 +511,8 @@ def loads(blob, *, params: Params | None = None, expected=None):
             raise SerializationError(f"the blob holds a {c.kind}, not a tfhe object: load it with "
                                      f"crossfhe.io.{other}, not crossfhe.io.tfhe")
         raise SerializationError(f"unknown kind {c.kind!r}; crossfhe.io.tfhe reads {sorted(_READERS)}")
-    return reader(c, _header_params(c.fields, params))
+    with checks.about(c.kind):
+        return reader(c, _header_params(c.fields, params))
 
 
 def save(obj, path, *, params: Params | None = None) -> None:
@@ -558,7 +548,8 @@ def loads_secret_key(blob, *, params: Params | None = None) -> ClientKey:
     if params is not None:
         _check_params_type(params)
     c = fmt.unpack(blob, expected_kind=KIND_CLIENT_KEY)
-    return _read_client_key(c, _header_params(c.fields, params))
+    with checks.about(c.kind):
+        return _read_client_key(c, _header_params(c.fields, params))
 
 
 def save_secret_key(ck: ClientKey, path, *, params: Params | None = None) -> None:
