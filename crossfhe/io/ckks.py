@@ -20,6 +20,8 @@ kind                      arrays                                       meta
 ``ckks.secret_key``       ``coeffs``: int32[N] in {-1, 0, 1}           hamming_weight[, key_id]
 ``ckks.vector``           ``c0``, ``c1``, as a ciphertext's            a ciphertext's, length, width, complex
 ``ckks.public_context``   as ``ckks.evaluation_keys``                  as ``ckks.evaluation_keys``
+``ckks.bootstrap_keys``   the evaluation keys', ``to_sparse.*``,       the evaluation keys', to_sparse,
+                          ``to_dense.*``                               to_dense (as a key-switching key), config
 ========================  ===========================================  ======================================
 
 ``key_id`` (when known) is the identifier of the key pair a ciphertext was encrypted under and a secret key
@@ -56,6 +58,7 @@ from crossfhe.ckks.params import Params
 from crossfhe.core.keys import SecretKey
 from crossfhe.errors import CrossFHEError, SerializationError
 from crossfhe.io import _common as com
+from crossfhe.io import checks
 from crossfhe.io import format as fmt
 from crossfhe.ring.poly import Domain, RNSPoly
 
@@ -204,14 +207,18 @@ def loads_vector(blob, *, params: Params | None = None) -> tuple[Ciphertext, dic
     """(ciphertext, shape) of a :func:`dumps_vector` blob, after every check of :func:`loads` and of the shape
     (:data:`VECTOR_SHAPE`). ``params``: if given, the blob must be for exactly these parameters."""
     c = fmt.unpack(blob, expected_kind=KIND_VECTOR)
-    params = com.header_params(SCHEME, c.fields, params)
+    with checks.about(KIND_VECTOR):
+        return _read_vector(c, com.header_params(SCHEME, c.fields, params))
+
+
+def _read_vector(c: fmt.Container, params: Params) -> tuple[Ciphertext, dict]:
     scale, moduli, domain, meta = _read_leveled_meta(c.fields, params, com.KEY_ID | set(VECTOR_SHAPE) | {"clean"})
     if any(meta[k] is None for k in VECTOR_SHAPE):
         raise SerializationError(f"a ckks.vector blob's meta must hold {list(VECTOR_SHAPE)}")
     shape = _vector_shape(*(meta[k] for k in VECTOR_SHAPE), params, SerializationError)
-    if meta.get("clean") not in (None, True, False):
-        raise SerializationError(f"a ckks.vector blob's meta.clean must be a bool, got {meta['clean']!r}")
-    shape["clean"] = meta.get("clean") is True  # absent (older blobs): the padding is not known to be zero
+    if meta["clean"] is not None and not isinstance(meta["clean"], bool):
+        raise SerializationError(f"a ckks.vector blob's meta.clean must be true or false, got {meta['clean']!r}")
+    shape["clean"] = meta["clean"] is True  # absent (older blobs): the padding is not known to be zero
     c0, c1 = com.read_pair(c.arrays, moduli, params.n, domain)
     return Ciphertext(c0, c1, params, scale, com.read_key_id(meta["key_id"])), shape
 
@@ -267,31 +274,42 @@ def loads_bootstrap_keys(blob, *, params: Params | None = None):
     from crossfhe.ckks import bootstrap as bt
 
     c = fmt.unpack(blob, expected_kind=KIND_BOOTSTRAP_KEYS)
-    params = com.header_params(SCHEME, c.fields, params)
-    m = dict(c.fields.get("meta") or {})
-    extra = {k: m.pop(k, None) for k in ("to_sparse", "to_dense", "config")}
-    if any(v is None for v in extra.values()):
-        raise SerializationError("a ckks.bootstrap_keys blob needs meta.to_sparse, meta.to_dense and meta.config")
-    names = {n for n in c.arrays if n.startswith(("to_sparse.", "to_dense."))}
-    ek_fields = dict(c.fields, meta=m)
-    ek = com._read_evaluation_keys(SCHEME, fmt.Container(c.kind, ek_fields, {k: v for k, v in c.arrays.items()
-                                                                             if k not in names}), params)
-    cfg_meta = com.keys(extra["config"], {*_CONFIG_INTS, "K"}, "meta.config")
-    try:
-        config = bt.Config(**{k: com.json_int(cfg_meta[k], f"config.{k}") for k in _CONFIG_INTS},
-                           K=com.float_from_hex(cfg_meta["K"], "config.K"))
-        ring = bt.sparse_ring(params)
-        if bt.config_for(params, config.slots, degree=config.degree, double_angle=config.double_angle,
-                         K=config.K) != config:
-            raise SerializationError("meta.config does not match the parameters' bootstrapping levels")
-    except CrossFHEError as e:
-        raise SerializationError(f"the bootstrapping configuration is invalid: {e}") from None
-    sub = {n: v for n, v in c.arrays.items() if n in names}
-    for name in ("to_sparse", "to_dense"):
-        com.keys(extra[name], {"sigma", "dnum", *com.A_KEYS}, f"meta.{name}")
-    to_sparse = com._read_ksk(extra["to_sparse"], sub, ring, "to_sparse.")
-    to_dense = com._read_ksk(extra["to_dense"], sub, params, "to_dense.")
+    with checks.about(KIND_BOOTSTRAP_KEYS):
+        params = com.header_params(SCHEME, c.fields, params)
+        m = com.meta(c.fields, {"public", "relin", "galois", *_ENCAPSULATION, "config"})
+        for name in _ENCAPSULATION:
+            com.keys(m[name], {"sigma", "dnum", *com.A_KEYS}, f"meta.{name}")
+        config, ring = _bootstrap_config(m["config"], params, bt)
+        ek_meta = {k: m[k] for k in ("public", "relin", "galois")}
+        ek_arrays = {k: v for k, v in c.arrays.items() if not k.startswith(tuple(f"{n}." for n in _ENCAPSULATION))}
+        sub = {k: v for k, v in c.arrays.items() if k not in ek_arrays}
+        com.check_names(sub, {n for name in _ENCAPSULATION
+                              for n in {f"{name}.b"} | com._uniform_names(f"{name}.", m[name]["a"])})
+        ek = com._read_evaluation_keys(SCHEME, fmt.Container(c.kind, dict(c.fields, meta=ek_meta), ek_arrays), params)
+        to_sparse = com._read_ksk(m["to_sparse"], sub, ring, "to_sparse.")
+        to_dense = com._read_ksk(m["to_dense"], sub, params, "to_dense.")
     return bt.Keys(ek, to_sparse, to_dense, ring, config)
+
+
+_ENCAPSULATION = ("to_sparse", "to_dense")
+
+
+def _bootstrap_config(value, params: Params, bt):
+    """(Config, sparse ring) of a header's meta.config, after checking it is the configuration
+    :func:`crossfhe.ckks.bootstrap.config_for` gives these parameters with its slots, degree, double angles and K."""
+    cfg = com.keys(value, {*_CONFIG_INTS, "K"}, "meta.config")
+    ints = {k: com.json_int(cfg[k], f"meta.config.{k}") for k in _CONFIG_INTS}
+    K = com.float_from_hex(cfg["K"], "meta.config.K")
+    try:
+        config = bt.Config(**ints, K=K)
+        ring = bt.sparse_ring(params)
+        expected = bt.config_for(params, config.slots, degree=config.degree, double_angle=config.double_angle, K=K)
+    except (CrossFHEError, ValueError, TypeError, ArithmeticError) as e:
+        raise SerializationError(f"the bootstrapping configuration meta.config is invalid: {e}") from None
+    if expected != config:
+        raise SerializationError(f"meta.config {ints} does not match the parameters' bootstrapping levels "
+                                 f"(expected cts_levels = {expected.cts_levels}, stc_levels = {expected.stc_levels})")
+    return config, ring
 
 
 SCHEME = com.Scheme(
