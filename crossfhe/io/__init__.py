@@ -20,9 +20,15 @@ HMVP vectors) and :mod:`crossfhe.io.tfhe` (parameters, LWE ciphertexts, server a
 of the schemes differ (``"ckks.ciphertext"``, ``"bfv.ciphertext"``, ``"tfhe.ciphertext"``), so each
 scheme module refuses the others' blobs. :func:`describe_params` and :func:`params_from_description` are
 CKKS's.
+
+For the circuit layer: :mod:`crossfhe.io.circuit_value` writes and reads a circuit's encrypted values (kind
+``circuit.value``, each leaf checked against the circuit's :class:`~crossfhe.io.circuit_value.LeafSpec`),
+:mod:`crossfhe.io.circuit_file` the exported-circuit file (``CFHECIR1``), and :mod:`crossfhe.io.checks` holds the
+checks every loader makes (residues against their limbs' moduli, value bounds, JSON field types), each raising a
+SerializationError that names the object, the field or array, what was expected and what was found.
 """
 
-from crossfhe.io import bfv, ckks, registry, tfhe
+from crossfhe.io import bfv, checks, circuit_file, circuit_value, ckks, registry, tfhe
 from crossfhe.io.ckks import describe_params, params_from_description
 from crossfhe.io.format import FORMAT_VERSION, MAGIC
 from crossfhe.io.registry import (
@@ -44,6 +50,9 @@ __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
     "bfv",
+    "checks",
+    "circuit_file",
+    "circuit_value",
     "ckks",
     "describe_params",
     "dumps",
