@@ -2,7 +2,8 @@
 
 **Stream.** :func:`chacha20_block` is the ChaCha20 block function of RFC 8439 §2.3 on ``uint32`` words only
 (add, rotate, xor), so it runs on any device with 64-bit types off and never changes a global JAX setting.
-The 20 rounds are unrolled in Python; blocks are computed many at a time, one per counter.
+The 10 double rounds are a loop of the program (``lax.fori_loop``); blocks are computed many at a time, one per
+counter.
 
 **Keys.** A :class:`ChaChaKey` is a 256-bit ChaCha20 key ``k`` (``words``, uint32[8]) and a 64-bit stream id
 ``s = (s0, s1)`` (``stream``, uint32[2]). Everything a key produces is a ChaCha20 block under ``k`` with
@@ -105,7 +106,7 @@ def _double_round(s):
     """Column round, then diagonal round (RFC 8439 §2.3) as a column round on permuted rows.
 
     The row permutations are gathers, which XLA does not duplicate into their consumers; without them
-    XLA:CPU fuses the 20 rounds into 16 loops, one per output word, each recomputing the shared rounds
+    XLA:CPU fuses the rounds into 16 loops, one per output word, each recomputing the shared rounds
     (measured 2.5x slower, and 5 s instead of 0.5 s to compile).
     """
     s = _column_round(s)
@@ -122,19 +123,18 @@ def _initial_state(key_words, counters, nonce):
 
 
 def _blocks_chunk(key_words, counters, nonce):
-    """uint32[16, m]: the blocks of counters uint32[m]; 10 double rounds unrolled."""
+    """uint32[16, m]: the blocks of counters uint32[m]. The 10 double rounds are one loop (``lax.fori_loop``), so
+    every program that draws randomness holds one double round, not twenty rounds, to trace, lower and compile."""
     s0 = _initial_state(key_words, counters, nonce)
-    s = s0
-    for _ in range(10):
-        s = _double_round(s)
+    s = lax.fori_loop(0, 10, lambda _, s: _double_round(s), s0)
     return s + s0
 
 
 def _blocks(key_words, counters, nonce):
     """uint32[m, 16]: the blocks of counters uint32[m].
 
-    More than ``_CHUNK_BLOCKS`` blocks are computed in passes (``lax.map`` over chunks of counters, the
-    rounds unrolled inside each pass), measured 3x faster than one pass over 2^18 blocks.
+    More than ``_CHUNK_BLOCKS`` blocks are computed in passes (``lax.map`` over chunks of counters), measured 3x
+    faster than one pass over 2^18 blocks.
     """
     m = counters.shape[0]
     if m <= _CHUNK_BLOCKS:
@@ -226,7 +226,7 @@ def seed_key(seed: bytes | None = None, *, stream: int = 0) -> ChaChaKey:
     stream = int(stream)
     words = np.frombuffer(bytes(seed), dtype="<u4").astype(np.uint32)
     stream_words = np.array([stream & _MASK32, stream >> 32], dtype=np.uint32)
-    return ChaChaKey(jnp.asarray(words), jnp.asarray(stream_words))
+    return ChaChaKey(jax.device_put(words), jax.device_put(stream_words))
 
 
 def _check_key(key) -> None:
@@ -284,6 +284,12 @@ def fold_in(key: ChaChaKey, data) -> ChaChaKey:
     return _fold_in(key, data.astype(U32))
 
 
+@jit
+def _split_pair(key: ChaChaKey) -> tuple[ChaChaKey, ChaChaKey]:
+    keys = _split(key, 2)
+    return keys[0], keys[1]
+
+
 class Rng:
     """A host-side source of fresh keys: each :meth:`next_key` splits the held key and keeps one half.
 
@@ -301,7 +307,8 @@ class Rng:
         return rng
 
     def next_key(self) -> ChaChaKey:
-        self._key, child = split(self._key)
+        """Child 1 of ``split(held key)``; child 0 becomes the held key. One program."""
+        self._key, child = _split_pair(self._key)
         return child
 
     def __repr__(self) -> str:
@@ -434,9 +441,16 @@ def uniform_mod(key: ChaChaKey, shape, q) -> jax.Array:
     return _uniform_mod(key, _as_moduli(q, shape), shape)
 
 
+@partial(jit, static_argnames=("shape",))
+def _ternary(key: ChaChaKey, shape: tuple[int, ...]):
+    return _uniform_mod(key, jnp.full((), 3, U32), shape).astype(I32) - 1
+
+
 def ternary(key: ChaChaKey, shape) -> jax.Array:
-    """int32[shape], uniform in {-1, 0, 1}: ``uniform_mod(key, shape, 3) - 1``; distance <= 3 / 2^98."""
-    return uniform_mod(key, shape, 3).astype(I32) - 1
+    """int32[shape], uniform in {-1, 0, 1}: ``uniform_mod(key, shape, 3) - 1`` (one program); distance
+    <= 3 / 2^98."""
+    _check_key(key)
+    return _ternary(key, _as_shape(shape))
 
 
 @jit
