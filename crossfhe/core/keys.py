@@ -19,7 +19,6 @@ Reference: Lyubashevsky, Peikert, Regev, "On ideal lattices and learning with er
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -249,21 +248,48 @@ class SecretKey(SecretHolder):
         return f"SecretKey(n={self.n}, q limbs={len(self.q)}, p limbs={len(self.p)}, key id={self.key_id})"
 
 
-def gen_secret_key(params_like, key, *, hamming_weight: int | None = None) -> SecretKey:
-    """A fresh secret key for the ring (n, q, p) of ``params_like``, from a ChaChaKey.
+def key_plan(params_like, n: int, moduli: tuple[int, ...]) -> NTTPlan:
+    """The NTT plan key generation uses for (N, moduli): on the kernel set of ``params_like`` (its ``kernels``,
+    AUTO resolved; VECTOR when it has none). Every kernel set gives the same words."""
+    kernels = getattr(params_like, "kernels", None)
+    return NTTPlan.create(n, moduli, None if kernels is None else kernels.resolve())
 
-    s is uniform ternary (the distribution of the security table), or, with ``hamming_weight`` h, has
-    exactly h coefficients ±1. Returns :class:`SecretKey` with s's EVAL residues over Q_L ∪ P.
-    """
+
+def eval_residues(coeffs, moduli: tuple[int, ...], plan: NTTPlan):
+    """uint32 ``[..., limbs, N]``: the EVAL residues over ``moduli`` of small signed coefficients int32
+    ``[..., N]`` (a secret): ``NTT(coeffs mod q_i)`` with ``plan``. Exact; traceable."""
+    return ntt(crandom.to_residues(coeffs[..., None, :], _qcol(moduli)), plan)
+
+
+def _secret_traced(key, plan, moduli, n, hamming_weight):
+    s = ternary_coeffs(key, n, hamming_weight=hamming_weight)
+    return s, eval_residues(s, moduli, plan)
+
+
+@partial(jit, static_argnames=("moduli", "n", "hamming_weight"))
+def _k_secret(key, plan, *, moduli, n, hamming_weight):
+    return _secret_traced(key, plan, moduli, n, hamming_weight)
+
+
+def _secret_args(params_like, hamming_weight):
     n, q, p = ring_of(params_like)
     if hamming_weight is not None and not 1 <= int(hamming_weight) <= n:
         raise ParameterError(f"hamming_weight must be in [1, N = {n}], got {hamming_weight}")
-    s = ternary_coeffs(key, n, hamming_weight=hamming_weight)
-    moduli = q + p
-    plan = _plan_for(Domain.EVAL, n, moduli, None)
-    poly = RNSPoly.create(ntt(crandom.to_residues(s[None, :], _qcol(moduli)), plan), moduli, Domain.EVAL)
     h = None if hamming_weight is None else int(hamming_weight)
-    return SecretKey(coeffs=s, poly=poly, q=q, p=p, hamming_weight=h)
+    return n, q, p, h
+
+
+def gen_secret_key(params_like, key, *, hamming_weight: int | None = None) -> SecretKey:
+    """A fresh secret key for the ring (n, q, p) of ``params_like``, from a ChaChaKey (one program).
+
+    s is uniform ternary (the distribution of the security table), or, with ``hamming_weight`` h, has
+    exactly h coefficients ±1 (:func:`ternary_coeffs` of ``key``). Returns :class:`SecretKey` with s's EVAL
+    residues over Q_L ∪ P (:func:`eval_residues`).
+    """
+    n, q, p, h = _secret_args(params_like, hamming_weight)
+    moduli = q + p
+    s, data = _k_secret(key, key_plan(params_like, n, moduli), moduli=moduli, n=n, hamming_weight=h)
+    return SecretKey(coeffs=s, poly=RNSPoly(data, moduli, Domain.EVAL), q=q, p=p, hamming_weight=h)
 
 
 def check_secret_key(sk: SecretKey, params_like) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
@@ -320,16 +346,30 @@ def _rlwe_b(a: RNSPoly, e: RNSPoly, s: RNSPoly) -> RNSPoly:
     return add(neg(mul(a, s)), e)
 
 
-def gen_public_key(sk: SecretKey, params_like, key, *, sigma: float = SIGMA) -> PublicKey:
-    """(b, a) = (-a s + e, a) over Q_L ∪ P, EVAL domain; a from ``split(key)[0]`` (kept as the seed), e
-    from ``split(key)[1]``. Raises BasisMismatchError if ``sk`` is for another ring."""
-    n, q, p = check_secret_key(sk, params_like)
-    moduli = q + p
+def _public_traced(key, s, plan, moduli, n, sigma):
     seed, key_e = crandom.split(key)
     a = sample_uniform(seed, moduli, n, domain=Domain.EVAL)
-    e = sample_gaussian(key_e, moduli, n, sigma, domain=Domain.EVAL)
-    b = _rlwe_b(a, e, sk.residues(moduli))
-    return PublicKey(b=b, a=a, seed=seed, sigma=float(sigma), key_id=key_id(b))
+    e = sample_gaussian(key_e, moduli, n, sigma, domain=Domain.EVAL, plan=plan)
+    return _rlwe_b(a, e, RNSPoly(s, moduli, Domain.EVAL)).data, a.data, seed
+
+
+@partial(jit, static_argnames=("moduli", "n", "sigma"))
+def _k_public(key, s, plan, *, moduli, n, sigma):
+    return _public_traced(key, s, plan, moduli, n, sigma)
+
+
+def _public_key(b, a, seed, moduli, sigma) -> PublicKey:
+    b = RNSPoly(b, moduli, Domain.EVAL)
+    return PublicKey(b=b, a=RNSPoly(a, moduli, Domain.EVAL), seed=seed, sigma=float(sigma), key_id=key_id(b))
+
+
+def gen_public_key(sk: SecretKey, params_like, key, *, sigma: float = SIGMA) -> PublicKey:
+    """(b, a) = (-a s + e, a) over Q_L ∪ P, EVAL domain, one program; a from ``split(key)[0]`` (kept as the
+    seed), e from ``split(key)[1]``. Raises BasisMismatchError if ``sk`` is for another ring."""
+    n, q, p = check_secret_key(sk, params_like)
+    moduli = q + p
+    b, a, seed = _k_public(key, sk.poly.data, key_plan(params_like, n, moduli), moduli=moduli, n=n, sigma=float(sigma))
+    return _public_key(b, a, seed, moduli, sigma)
 
 
 def key_id(public) -> str:
@@ -344,12 +384,25 @@ def key_id(public) -> str:
     return hashlib.sha256(b"crossfhe.key_id/v1:" + data).hexdigest()[:32]
 
 
+@partial(jit, static_argnames=("moduli", "n", "hamming_weight", "sigma"))
+def _k_key_pair(key_s, key_p, plan, *, moduli, n, hamming_weight, sigma):
+    s, s_eval = _secret_traced(key_s, plan, moduli, n, hamming_weight)
+    return s, s_eval, _public_traced(key_p, s_eval, plan, moduli, n, sigma)
+
+
 def gen_key_pair(params_like, rng: crandom.Rng, *, hamming_weight: int | None = None, sigma: float = SIGMA):
     """(SecretKey, PublicKey) for the ring of ``params_like``, from the next two keys of ``rng`` (the
-    secret, then the public key), the secret bound to the public key's :func:`key_id`."""
-    sk = gen_secret_key(params_like, rng.next_key(), hamming_weight=hamming_weight)
-    pk = gen_public_key(sk, params_like, rng.next_key(), sigma=sigma)
-    return dataclasses.replace(sk, key_id=pk.key_id), pk
+    secret's, as :func:`gen_secret_key`, then the public key's, as :func:`gen_public_key`: the same words),
+    in one program; the secret bound to the public key's :func:`key_id`."""
+    n, q, p, h = _secret_args(params_like, hamming_weight)
+    moduli = q + p
+    key_s, key_p = rng.next_key(), rng.next_key()
+    s, s_eval, (b, a, seed) = _k_key_pair(
+        key_s, key_p, key_plan(params_like, n, moduli), moduli=moduli, n=n, hamming_weight=h, sigma=float(sigma)
+    )
+    pk = _public_key(b, a, seed, moduli, sigma)
+    sk = SecretKey(coeffs=s, poly=RNSPoly(s_eval, moduli, Domain.EVAL), q=q, p=p, hamming_weight=h, key_id=pk.key_id)
+    return sk, pk
 
 
 def check_key_ids(what: str, *ids: str | None) -> str | None:
@@ -374,11 +427,13 @@ __all__ = [
     "SecretKey",
     "check_key_ids",
     "check_secret_key",
+    "eval_residues",
     "gaussian_bound",
     "gen_key_pair",
     "gen_public_key",
     "gen_secret_key",
     "key_id",
+    "key_plan",
     "moduli_of",
     "ring_of",
     "sample_gaussian",
