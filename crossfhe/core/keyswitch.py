@@ -51,8 +51,19 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
-from crossfhe.core.keys import SIGMA, SecretKey, check_secret_key, gaussian_bound, ring_of, sample_gaussian
+from crossfhe.core.keys import (
+    SIGMA,
+    SecretKey,
+    check_secret_key,
+    eval_residues,
+    gaussian_bound,
+    key_plan,
+    moduli_of,
+    ring_of,
+    sample_gaussian,
+)
 from crossfhe.core.keys import sample_uniform as _sample_uniform
 from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
 from crossfhe.math import random as crandom
@@ -73,7 +84,7 @@ from crossfhe.math.modular import (
 from crossfhe.math.rns import ModDownPlan, ModUpPlan, RNSBasis, fast_basis_conversion
 from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt, permute_slots, slot_exponents, slot_of_exponent
-from crossfhe.ring.poly import Domain, RNSPoly, add, automorphism, mul, sub
+from crossfhe.ring.poly import Domain, RNSPoly, add, mul, sub
 
 _static = partial(field, metadata={"static": True})
 
@@ -160,16 +171,45 @@ class KeySwitchKey:
         return f"KeySwitchKey(n={self.n}, L={len(self.q)}, K={len(self.p)}, dnum={self.dnum}, digits={self.digits})"
 
 
+RELIN = 0
+"""Among the elements of :func:`evaluation_key_batches`, the relinearization key (s' = s^2): no Galois element is
+even, so 0 names no automorphism."""
+
+KEY_BATCH_BYTES = 2**28
+"""The most bytes of keys (b and a) one program of :func:`evaluation_key_batches` makes, at least one key: the keys
+of a batch exist twice at its end (stacked, then as the keys' own arrays); its other temporaries are one key's.
+N 2^14 with 12 limbs and 3 digits (N14_L7): 4.7 MB a key, 56 keys a batch; N 2^16 with 56 limbs and 3 digits
+(N16_BOOT_L3): 88 MB a key, 3 keys a batch."""
+
+
+def _expand_a_traced(seed, moduli: tuple[int, ...], n: int, digits: int):
+    """uint32 ``[digits, limbs, N]``: a_j = ``sample_uniform(fold_in(seed, j), moduli, N)``, mapped over j."""
+
+    def one(j):
+        return _sample_uniform(crandom.fold_in(seed, j), moduli, n, domain=Domain.EVAL).data
+
+    return jax.vmap(one)(jnp.arange(digits, dtype=jnp.uint32))
+
+
+@partial(jit, static_argnames=("moduli", "n", "digits"))
+def _k_expand_a(seed, *, moduli, n, digits):
+    return _expand_a_traced(seed, moduli, n, digits)
+
+
 def expand_keyswitch_a(seed, moduli, n: int, digits: int) -> RNSPoly:
     """The uniform part of a key-switching key from its seed: RNSPoly ``uint32[digits, limbs, N]``, EVAL,
-    a_j = ``sample_uniform(fold_in(seed, j), moduli, N)`` (one sampler shape for every dnum)."""
-    a = [_sample_uniform(crandom.fold_in(seed, j), moduli, n, domain=Domain.EVAL) for j in range(digits)]
-    return RNSPoly(jnp.stack([aj.data for aj in a]), tuple(moduli), Domain.EVAL)
+    a_j = ``sample_uniform(fold_in(seed, j), moduli, N)`` (one sampler shape for every dnum), one program."""
+    moduli = moduli_of(moduli)
+    return RNSPoly(_k_expand_a(seed, moduli=moduli, n=int(n), digits=int(digits)), moduli, Domain.EVAL)
 
 
 def _check_target(s_from, n: int, moduli: tuple[int, ...]) -> None:
+    if isinstance(s_from, SecretKey):
+        if s_from.n != n:
+            raise BasisMismatchError(f"s_from is a secret key of N = {s_from.n}, the key's ring has N = {n}")
+        return
     if not isinstance(s_from, RNSPoly):
-        raise TypeError(f"s_from must be an RNSPoly (EVAL over Q_L ∪ P), got {type(s_from).__name__}")
+        raise TypeError(f"s_from must be an RNSPoly (EVAL over Q_L ∪ P) or a SecretKey, got {type(s_from).__name__}")
     if s_from.domain != Domain.EVAL:
         raise DomainMismatchError(f"s_from must be in the EVAL domain, got {s_from.domain.name}")
     if s_from.n != n or s_from.basis != moduli or s_from.data.ndim != 2:
@@ -187,47 +227,180 @@ def _key_digit(a: RNSPoly, e: RNSPoly, s: RNSPoly, s_from: RNSPoly, factor) -> R
     return add(sub(e, mul(a, s)), gs)
 
 
-def gen_keyswitch_key(
-    sk_to: SecretKey, s_from: RNSPoly, params_like, key, *, dnum: int | None = None, sigma: float = SIGMA
-) -> KeySwitchKey:
-    """A key that switches d s' (s' = ``s_from``) to a pair under ``sk_to``: b_j = -a_j s + e_j + P g_j s'.
+def _ksk_traced(key, s_to, s_from, factors, plan: NTTPlan, moduli: tuple[int, ...], n: int, sigma: float):
+    """(b, a, seed) of the key from s' = ``s_from`` to s = ``s_to`` (uint32 ``[limbs, N]``, EVAL over ``moduli``) with
+    gadget ``factors`` uint32 ``[digits, limbs, 1]``: seed, k_e = split(key); a = expand_keyswitch_a(seed);
+    e_j = sample_gaussian(fold_in(k_e, j)) in EVAL through ``plan``; b_j = e_j - a_j s + f_j s'. Traceable."""
+    digits = factors.shape[0]
+    seed, key_e = crandom.split(key)
+    a = _expand_a_traced(seed, moduli, n, digits)
+    s, s_prime = RNSPoly(s_to, moduli, Domain.EVAL), RNSPoly(s_from, moduli, Domain.EVAL)
 
-    s_from: RNSPoly ``uint32[L + K, N]``, EVAL over Q_L ∪ P (s^2 for relinearization, s(X^k) for a Galois
-    element k, another key's s for a key switch). dnum: the number of digits (default ``params_like.dnum``),
-    1 <= dnum <= L; needs K >= 1 special primes. a from ``split(key)[0]`` (kept as the seed, expanded by
-    :func:`expand_keyswitch_a`), e_j from ``fold_in(split(key)[1], j)``. Raises ParameterError,
-    BasisMismatchError or DomainMismatchError naming the mismatch.
-    """
+    def digit(j, a_j, f_j):
+        e = sample_gaussian(crandom.fold_in(key_e, j), moduli, n, sigma, domain=Domain.EVAL, plan=plan)
+        return _key_digit(RNSPoly(a_j, moduli, Domain.EVAL), e, s, s_prime, f_j).data
+
+    b = jax.vmap(digit)(jnp.arange(digits, dtype=jnp.uint32), a, factors)
+    return b, a, seed
+
+
+@partial(jit, static_argnames=("moduli", "n", "sigma"))
+def _k_keyswitch_key(key, s_to, s_from, factors, plan, *, moduli, n, sigma):
+    return _ksk_traced(key, s_to, s_from, factors, plan, moduli, n, sigma)
+
+
+@partial(jit, static_argnames=("moduli", "n", "sigma"))
+def _k_keyswitch_key_from_secret(key, s_to, coeffs_from, factors, plan, *, moduli, n, sigma):
+    return _ksk_traced(key, s_to, eval_residues(coeffs_from, moduli, plan), factors, plan, moduli, n, sigma)
+
+
+@partial(jit, static_argnames=("moduli", "n", "sigma"))
+def _k_evaluation_keys(key, elements, s, factors, plan, *, moduli, n, sigma):
+    """The keys of ``elements`` uint32 ``[m]`` (:data:`RELIN` or odd Galois elements) one after another
+    (``lax.map``: one key's temporaries at a time), returned as m separate (b, a, seed)."""
+    s_poly = RNSPoly(s, moduli, Domain.EVAL)
+    square = mul(s_poly, s_poly).data
+
+    def one(g):
+        s_g = jnp.take(s, slot_permutation(n, g | 1), axis=-1)
+        s_from = jnp.where(g == RELIN, square, s_g)
+        return _ksk_traced(crandom.fold_in(key, g), s, s_from, factors, plan, moduli, n, sigma)
+
+    b, a, seed = lax.map(one, elements)
+    return tuple((b[i], a[i], crandom.ChaChaKey(seed.words[i], seed.stream[i])) for i in range(elements.shape[0]))
+
+
+@plan_cache(maxsize=32, on_device=True)
+def _gadget_table(q: tuple[int, ...], p: tuple[int, ...], dnum: int) -> np.ndarray:
+    return _gadget_factors(q, p, digit_groups(len(q), dnum))
+
+
+def _key_setup(sk_to: SecretKey, params_like, dnum: int | None):
+    """(n, q, p, dnum, Q_L ∪ P, gadget factors, NTT plan) of a key-switching key to ``sk_to``, checked."""
     n, q, p = check_secret_key(sk_to, params_like)
     dnum = _dnum_of(params_like, dnum)
     if not p:
         raise ParameterError("hybrid key switching needs at least one special prime (p is empty)")
-    groups = digit_groups(len(q), dnum)
+    digit_groups(len(q), dnum)
     moduli = q + p
+    return n, q, p, dnum, moduli, _gadget_table(q, p, dnum), key_plan(params_like, n, moduli)
+
+
+def _key(b, a, seed, q, p, dnum, sigma) -> KeySwitchKey:
+    moduli = q + p
+    return KeySwitchKey(
+        b=RNSPoly(b, moduli, Domain.EVAL),
+        a=RNSPoly(a, moduli, Domain.EVAL),
+        seed=seed,
+        q=q,
+        p=p,
+        dnum=dnum,
+        sigma=float(sigma),
+    )
+
+
+def gen_keyswitch_key(
+    sk_to: SecretKey, s_from, params_like, key, *, dnum: int | None = None, sigma: float = SIGMA
+) -> KeySwitchKey:
+    """A key that switches d s' (s' = ``s_from``) to a pair under ``sk_to``: b_j = -a_j s + e_j + P g_j s'. One
+    program.
+
+    s_from: RNSPoly ``uint32[L + K, N]``, EVAL over Q_L ∪ P (another key's s, s^2, s(X^k)), or a SecretKey of the
+    same N on any ring (its ternary coefficients are taken mod Q_L ∪ P: the key switches from that secret). dnum:
+    the number of digits (default ``params_like.dnum``), 1 <= dnum <= L; needs K >= 1 special primes. a from
+    ``split(key)[0]`` (kept as the seed, expanded by :func:`expand_keyswitch_a`), e_j from ``fold_in(split(key)[1],
+    j)``. Raises ParameterError, BasisMismatchError or DomainMismatchError naming the mismatch.
+    """
+    n, q, p, dnum, moduli, factors, plan = _key_setup(sk_to, params_like, dnum)
     _check_target(s_from, n, moduli)
-    seed, key_e = crandom.split(key)
-    a = expand_keyswitch_a(seed, moduli, n, len(groups))
-    factors = _gadget_factors(q, p, groups)
-    b = []
-    for j in range(len(groups)):
-        e = sample_gaussian(crandom.fold_in(key_e, j), moduli, n, sigma, domain=Domain.EVAL)
-        b.append(_key_digit(RNSPoly(a.data[j], moduli, Domain.EVAL), e, sk_to.poly, s_from, factors[j]).data)
-    b = RNSPoly(jnp.stack(b), moduli, Domain.EVAL)
-    return KeySwitchKey(b=b, a=a, seed=seed, q=q, p=p, dnum=dnum, sigma=float(sigma))
+    if isinstance(s_from, SecretKey):
+        out = _k_keyswitch_key_from_secret(
+            key, sk_to.poly.data, s_from.coeffs, factors, plan, moduli=moduli, n=n, sigma=float(sigma)
+        )
+    else:
+        out = _k_keyswitch_key(key, sk_to.poly.data, s_from.data, factors, plan, moduli=moduli, n=n, sigma=float(sigma))
+    return _key(*out, q, p, dnum, sigma)
+
+
+def evaluation_key_batches(
+    sk: SecretKey,
+    params_like,
+    key,
+    elements,
+    *,
+    dnum: int | None = None,
+    sigma: float = SIGMA,
+    batch_bytes: int | None = None,
+):
+    """The relinearization key and Galois keys of ``elements`` (:data:`RELIN`, or odd k taken mod 2N; repeats
+    dropped), made batch by batch: yields one ``{element: KeySwitchKey}`` per batch, each once its keys are computed.
+
+    The key of element k is :func:`gen_keyswitch_key` to s from s' = s^2 (k = RELIN) or s' = s(X^k) (the EVAL slots
+    of s permuted, :func:`slot_permutation`) with the ChaChaKey ``fold_in(key, k)``: each element's key has the key
+    words of its own ChaCha20 block (the same whichever other elements are asked for), and within it a, its seed and
+    each digit's error come from distinct children (``split``, ``fold_in``). A batch holds
+    m = min(count, max(1, batch_bytes // key bytes)) keys (default :data:`KEY_BATCH_BYTES`), made by one program
+    that takes the elements as an argument array uint32 ``[m]``: the same executable for every batch and every set
+    of m elements (a last, shorter batch is padded with its last element, whose repeat is dropped). Within it the
+    keys are made one after another (``lax.map``), so its temporaries are one key's. Raises ParameterError for an
+    even element other than RELIN, and as :func:`gen_keyswitch_key`.
+    """
+    n, q, p, dnum, moduli, factors, plan = _key_setup(sk, params_like, dnum)
+    wanted = []
+    for g in elements:
+        g = int(g) % (2 * n)
+        if g % 2 == 0 and g != RELIN:
+            raise ParameterError(f"Galois elements must be odd (mod 2N = {2 * n}), got {g}")
+        if g not in wanted:
+            wanted.append(g)
+    if not wanted:
+        return
+    key_bytes = 2 * factors.shape[0] * len(moduli) * n * 4
+    batch_bytes = KEY_BATCH_BYTES if batch_bytes is None else int(batch_bytes)
+    size = min(len(wanted), max(1, batch_bytes // key_bytes))
+    for start in range(0, len(wanted), size):
+        batch = wanted[start : start + size]
+        padded = np.array(batch + batch[-1:] * (size - len(batch)), dtype=np.uint32)
+        out = _k_evaluation_keys(key, padded, sk.poly.data, factors, plan, moduli=moduli, n=n, sigma=float(sigma))
+        out = jax.block_until_ready(out[: len(batch)])
+        yield {g: _key(*parts, q, p, dnum, sigma) for g, parts in zip(batch, out)}
+
+
+def gen_galois_keys(
+    sk: SecretKey,
+    params_like,
+    key,
+    elements,
+    *,
+    dnum: int | None = None,
+    sigma: float = SIGMA,
+    batch_bytes: int | None = None,
+) -> dict[int, KeySwitchKey]:
+    """``{k: key}`` for the Galois elements ``elements``: every batch of :func:`evaluation_key_batches` together."""
+    keys: dict[int, KeySwitchKey] = {}
+    for batch in evaluation_key_batches(
+        sk, params_like, key, elements, dnum=dnum, sigma=sigma, batch_bytes=batch_bytes
+    ):
+        keys.update(batch)
+    return keys
 
 
 def gen_relin_key(sk: SecretKey, params_like, key, *, dnum: int | None = None, sigma: float = SIGMA) -> KeySwitchKey:
-    """The relinearization key: switches d s^2 to s (s' = s^2, the EVAL product of s with itself)."""
-    check_secret_key(sk, params_like)
-    return gen_keyswitch_key(sk, mul(sk.poly, sk.poly), params_like, key, dnum=dnum, sigma=sigma)
+    """The relinearization key: switches d s^2 to s. The key :func:`evaluation_key_batches` makes for :data:`RELIN`
+    with the same ``key`` (ChaChaKey ``fold_in(key, 0)``), by the same program."""
+    return gen_galois_keys(sk, params_like, key, [RELIN], dnum=dnum, sigma=sigma)[RELIN]
 
 
 def gen_galois_key(
     sk: SecretKey, params_like, key, galois_element: int, *, dnum: int | None = None, sigma: float = SIGMA
 ) -> KeySwitchKey:
-    """The key of the automorphism X -> X^k (k = ``galois_element``, odd): switches d s(X^k) to s."""
+    """The key of the automorphism X -> X^k (k = ``galois_element``, odd): switches d s(X^k) to s. The key
+    :func:`evaluation_key_batches` makes for k with the same ``key`` (ChaChaKey ``fold_in(key, k)``)."""
     check_secret_key(sk, params_like)
-    return gen_keyswitch_key(sk, automorphism(sk.poly, galois_element), params_like, key, dnum=dnum, sigma=sigma)
+    k = int(galois_element) % (2 * sk.n)
+    if k % 2 == 0:
+        raise ParameterError(f"automorphism X -> X^k needs an odd k, got k = {galois_element}")
+    return gen_galois_keys(sk, params_like, key, [k], dnum=dnum, sigma=sigma)[k]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -636,7 +809,11 @@ __all__ = [
     "digit_groups",
     "transform_counts",
     "expand_keyswitch_a",
+    "KEY_BATCH_BYTES",
+    "RELIN",
+    "evaluation_key_batches",
     "gen_galois_key",
+    "gen_galois_keys",
     "gen_keyswitch_key",
     "gen_relin_key",
     "keyswitch",
