@@ -102,13 +102,16 @@ def keygen(
     ask for one), the public key, the relinearization key (``relin``), and Galois keys for ``rotations``
     (row rotations, any sign), the row swap, and any extra odd ``galois_elements`` (e.g. the packing
     elements of :func:`crossfhe.convert.packing.packing_galois_elements`). ``seed``: 32 bytes for
-    reproducible keys (tests); default os.urandom. ``progress``: :mod:`crossfhe.progress` (one step per key;
-    default silent)."""
+    reproducible keys (tests); default os.urandom. ``progress``: :mod:`crossfhe.progress` (one step per key, the
+    relinearization and Galois keys' reported as each batch of them is done; default silent).
+
+    Programs and ChaCha20 keys as :func:`crossfhe.ckks.ops.keygen`: from ``Rng(seed)`` in turn the secret's, the
+    public key's, then one from which the relinearization key (if ``relin``) takes ``fold_in(., 0)`` and the Galois
+    key of element k ``fold_in(., k)`` (:func:`~crossfhe.core.keyswitch.evaluation_key_batches`)."""
     _check_params(params)
     progress = progress_callback(progress)
     rng = crandom.Rng(seed)
     sk, pk = gen_key_pair(params, rng, hamming_weight=params.hamming_weight)
-    rlk = ks.gen_relin_key(sk, params, rng.next_key(), dnum=params.dnum) if relin else None
     elements = {rotation_element(params, r) for r in rotations if int(r) % (params.n // 2)}
     if row_swap:
         elements.add(row_swap_element(params))
@@ -118,12 +121,15 @@ def keygen(
             raise ParameterError(f"Galois elements must be odd (mod 2N = {2 * params.n}), got {g}")
         elements.add(g)
     total, what = 2 + len(elements), "BFV keys"
-    report(progress, 2, total, what)
-    galois = {}
-    for i, g in enumerate(sorted(elements)):
-        galois[g] = ks.gen_galois_key(sk, params, crandom.fold_in(rng.next_key(), g), g, dnum=params.dnum)
-        report(progress, 3 + i, total, what)
-    return sk, EvaluationKeys(public=pk, relin=rlk, galois=galois, params=params)
+    report(progress, 1 if relin else 2, total, what)
+    wanted = ([ks.RELIN] if relin else []) + sorted(elements)
+    made = {}
+    for batch in ks.evaluation_key_batches(sk, params, rng.next_key(), wanted, dnum=params.dnum):
+        for g, key in batch.items():
+            made[g] = key
+            report(progress, 1 + len(made) + (not relin), total, what)
+    rlk = made.pop(ks.RELIN, None)
+    return sk, EvaluationKeys(public=pk, relin=rlk, galois=made, params=params)
 
 
 def gen_galois_keys(sk: SecretKey, keys: EvaluationKeys, elements, *, seed: bytes | None = None) -> EvaluationKeys:

@@ -72,7 +72,13 @@ def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: byt
     """(SecretKey, EvaluationKeys) for ``params``: a ternary secret (fixed Hamming weight if the
     parameters ask for one), the public key, the relinearization key and Galois keys for ``rotations``
     (slot offsets, any sign) and, if asked, conjugation. ``seed``: 32 bytes for reproducible keys
-    (tests); default os.urandom. ``progress``: :mod:`crossfhe.progress` (one step per key; default silent)."""
+    (tests); default os.urandom. ``progress``: :mod:`crossfhe.progress` (one step per key, the relinearization
+    and Galois keys' reported as each batch of them is done; default silent).
+
+    Programs: the secret and public key one (:func:`~crossfhe.core.keys.gen_key_pair`), the relinearization and
+    Galois keys one per batch (:func:`~crossfhe.core.keyswitch.evaluation_key_batches`, one executable for all
+    batches). ChaCha20 keys, from ``Rng(seed)`` in turn: the secret's, the public key's, then one from which the
+    relinearization key takes ``fold_in(., 0)`` and the Galois key of element k ``fold_in(., k)``."""
     if not isinstance(params, Params):
         raise TypeError(f"keygen takes ckks.Params, got {type(params).__name__}")
     progress = progress_callback(progress)
@@ -83,13 +89,14 @@ def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: byt
     total, what = 2 + len(elements), "CKKS keys"
     sk, pk = gen_key_pair(params, rng, hamming_weight=params.hamming_weight)
     report(progress, 1, total, what)
-    rlk = ks.gen_relin_key(sk, params, rng.next_key(), dnum=params.dnum)
-    report(progress, 2, total, what)
-    galois = {}
-    for i, g in enumerate(sorted(elements)):
-        galois[g] = ks.gen_galois_key(sk, params, rng.next_key(), g, dnum=params.dnum)
-        report(progress, 3 + i, total, what)
-    return sk, EvaluationKeys(public=pk, relin=rlk, galois=galois, params=params)
+    made = {}
+    for batch in ks.evaluation_key_batches(sk, params, rng.next_key(), [ks.RELIN, *sorted(elements)],
+                                           dnum=params.dnum):
+        for g, key in batch.items():
+            made[g] = key
+            report(progress, 1 + len(made), total, what)
+    rlk = made.pop(ks.RELIN)
+    return sk, EvaluationKeys(public=pk, relin=rlk, galois=made, params=params)
 
 
 # --------------------------------------------------------------------------------------------------
