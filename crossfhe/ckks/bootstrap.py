@@ -356,8 +356,13 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
            progress=None) -> Keys:
     """The bootstrapping keys of ``keys.params`` for the secret ``sk`` (whose public material ``keys`` is): the
     Galois keys of :meth:`Plan.rotations` and conjugation added to ``keys``, and the two encapsulation keys.
-    ``progress``: :mod:`crossfhe.progress` (one step per key; default silent). ``seed``: 32 bytes for reproducible
-    keys (tests)."""
+    ``progress``: :mod:`crossfhe.progress` (one step per key, the Galois keys' reported as each batch of them is done;
+    default silent). ``seed``: 32 bytes for reproducible keys (tests).
+
+    Programs: the Galois keys one per batch (:func:`~crossfhe.core.keyswitch.evaluation_key_batches`, one executable
+    for all batches), then one each for the ephemeral secret and the two encapsulation keys. ChaCha20 keys, from
+    ``Rng(seed)`` in turn: one from which the Galois key of element k takes ``fold_in(., k)``, then the ephemeral
+    secret's, the encapsulation key's to it (``to_sparse``) and the one's back (``to_dense``)."""
     progress = progress_callback(progress)
     params = keys.params
     config = config_for(params) if config is None else config
@@ -365,19 +370,21 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     rng = crandom.Rng(seed)
     elements = sorted({ops.galois_element(params, r) for r in pl.rotations()} | {ops.conjugation_element(params)})
     todo = [g for g in elements if g not in keys.galois]
-    total = len(todo) + 2
+    total, what = len(todo) + 2, "bootstrapping keys"
     galois = dict(keys.galois)
-    for i, g in enumerate(todo):
-        galois[g] = ks.gen_galois_key(sk, params, rng.next_key(), g, dnum=params.dnum)
-        report(progress, i + 1, total, "bootstrapping keys")
+    done = 0
+    for batch in ks.evaluation_key_batches(sk, params, rng.next_key(), todo, dnum=params.dnum):
+        galois.update(batch)
+        for _ in batch:
+            done += 1
+            report(progress, done, total, what)
     ring = sparse_ring(params)
     sk_sparse = gen_secret_key(ring, rng.next_key(), hamming_weight=EPHEMERAL_WEIGHT)
-    to_sparse = ks.gen_keyswitch_key(sk_sparse, sk.residues(ring.q + ring.p), ring, rng.next_key(),
-                                     dnum=len(ring.q))
-    report(progress, total - 1, total, "bootstrapping keys")
-    s_full = _residues_eval(sk_sparse.coeffs, params.q + params.p, params.n)
-    to_dense = ks.gen_keyswitch_key(sk, s_full, params, rng.next_key(), dnum=params.dnum)
-    report(progress, total, total, "bootstrapping keys")
+    to_sparse = ks.gen_keyswitch_key(sk_sparse, sk, ring, rng.next_key(), dnum=len(ring.q))
+    jax.block_until_ready(to_sparse)
+    report(progress, total - 1, total, what)
+    to_dense = jax.block_until_ready(ks.gen_keyswitch_key(sk, sk_sparse, params, rng.next_key(), dnum=params.dnum))
+    report(progress, total, total, what)
     evaluation = dataclasses.replace(keys, galois=galois)
     return Keys(evaluation, to_sparse, to_dense, ring, config)
 
