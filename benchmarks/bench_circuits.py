@@ -3,13 +3,13 @@ time cold and warm, and the first run of a fresh process with a cold and a warm 
 
     python benchmarks/bench_circuits.py [--quick] [--json PATH] [--threads 2] [--reps 10] [--gpu-targets]
 
-Workloads (``crossfhe.compiler``):
+Workloads (``crossfhe.api``):
 
 - ``readme``: the README's CKKS example as a circuit, N14_L7: ``x * y + 0.5 * x - 2, x @ y, x.rotate(1)`` on 1000
   values. Peer: the same task in TenSEAL (``pip install tenseal``), a fresh process each, end to end.
 - ``poly7``: a degree-7 polynomial (sigmoid(8 t) on [-1, 1]) by Horner's rule (depth 7), N14_L7, 8192 values.
 - ``inner``: an inner product with rotations (``x @ y``: one product, log2(4096) = 12 rotations), N14_L7.
-- ``tfhe16``: :func:`crossfhe.compiler.tfhe.sixteen_lookups`, 16 lookups sharing two inputs, P4.
+- ``tfhe16``: :func:`crossfhe.api.tfhe_lower.sixteen_lookups`, 16 lookups sharing two inputs, P4.
 - ``--gpu-targets``: the issue's accelerator targets, on whatever device runs this: 64 HE-Adds inside one circuit at
   N14_L7 (per add), and 4 HE-Mult+relin+rescale at N16_L21_DNUM3 (per product).
 
@@ -90,7 +90,7 @@ def _spec(name):
     """(fn, specs, params name, input values) of a workload."""
     import numpy as np
 
-    from crossfhe.compiler import CKKSVector, TFHEInt
+    from crossfhe.api import CKKSVector, TFHEInt
 
     rng = np.random.default_rng(0)
     if name == "readme":
@@ -108,7 +108,7 @@ def _spec(name):
         return mults4, (CKKSVector(8), CKKSVector(8)), "N16_L21_DNUM3", (rng.uniform(-1, 1, 8),
                                                                           rng.uniform(-1, 1, 8))
     if name == "tfhe16":
-        from crossfhe.compiler import tfhe as ctfhe
+        from crossfhe.api import tfhe_lower as ctfhe
 
         return ctfhe.sixteen_lookups, (TFHEInt(4), TFHEInt(4)), "P4", (np.arange(16) % 16, (np.arange(16) * 7) % 16)
     raise SystemExit(f"unknown workload {name}")
@@ -136,7 +136,7 @@ def _reference(name, values):
     if name == "mults4":
         return [values[0] * values[1] ** 4]
     if name == "tfhe16":
-        from crossfhe.compiler import tfhe as ctfhe
+        from crossfhe.api import tfhe_lower as ctfhe
 
         return list(ctfhe.sixteen_lookups_reference(*values))
     return None
@@ -239,7 +239,7 @@ def _eager_ckks(fn, circuit, values):
 
 
 def _eager_tfhe(circuit, values):
-    from crossfhe.compiler import tfhe as ctfhe
+    from crossfhe.api import tfhe_lower as ctfhe
     from crossfhe.tfhe import ops
 
     ck, sk = ops.keygen(circuit.params)

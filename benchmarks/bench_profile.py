@@ -22,7 +22,7 @@ points per second (the TFHE blind rotation's transform; P4's N/2), in a batch of
   ``jax.jit``: ``batch_ms`` and ``ct_per_s``.
 - Floor: ``bytes`` = the operands, the key the operation reads and the result, each once (``tables_bytes``, the
   NTT and conversion tables, apart: a kernel may compute twiddles instead of reading them); ``modmuls`` = the
-  NTT butterflies ((N/2) log2 N per limb transform, the limb count of ``crossfhe.compiler.ckks`` cost model) +
+  NTT butterflies ((N/2) log2 N per limb transform, the limb count of ``crossfhe.api.ckks_lower`` cost model) +
   the key products (2 per digit, limb and coefficient) + the tensor product's (4 per limb and coefficient).
   ``floor_ms`` = max(bytes / hbm, modmuls / modmul), ``bound`` names the larger; ``eager / floor`` the gap.
 

@@ -141,7 +141,7 @@ MODELS = {
 
 
 def _keys(params, cache: dict):
-    from crossfhe.compiler import CircuitKeys
+    from crossfhe.api import CircuitKeys
     from crossfhe.tfhe import ops
 
     if params.name not in cache:

@@ -25,9 +25,11 @@ from crossfhe.api import (
     TFHEContext,
     TFHEPublicContext,
 )
+from crossfhe.api.circuit import circuit, compile  # noqa: A004
+from crossfhe.api.ir import CircuitError
+from crossfhe.api.specs import BFVVector, CKKSVector, TFHEInt
 from crossfhe.bfv import presets as _bfv_presets
 from crossfhe.ckks import presets as _ckks_presets
-from crossfhe.compiler import BFVVector, CircuitError, CKKSVector, TFHEInt, circuit, compile  # noqa: A004
 from crossfhe.core.params import (
     SPARSE_ESTIMATES,
     RingParams,

@@ -22,7 +22,7 @@ import numpy as np
 import crossfhe
 import crossfhe.io as io
 from crossfhe.ckks import presets
-from crossfhe.compiler import Encrypted
+from crossfhe.api import Encrypted
 
 BATCH = 8
 
@@ -70,7 +70,7 @@ def decrypt(d: Path) -> None:
     circuit = build()
     secret = io.load_secret_key(d / "secret.key", params=circuit.params)
     public = io.load(d / "public.keys", params=circuit.params)
-    keys = crossfhe.compiler.CircuitKeys(secret, public)
+    keys = crossfhe.api.CircuitKeys(secret, public)
     parts = sorted(d.glob("output0.part*"), key=lambda p: int(p.suffix[5:]))
     outs = [Encrypted.concatenate([io.load(d / f"output{j}{p.suffix}") for p in parts]) for j in range(2)]
     s, s2 = circuit.decrypt(*outs, keys=keys)

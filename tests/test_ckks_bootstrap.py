@@ -280,7 +280,7 @@ def test_bootstrap_keys_round_trip_through_the_public_context(keys):
 
 
 def test_circuit_bootstraps_where_its_levels_run_out():
-    import crossfhe.compiler as fhe
+    import crossfhe.api as fhe
 
     def f(x, y):
         for _ in range(5):

@@ -12,8 +12,8 @@ from crossfhe.apps.knn import KNN
 from crossfhe.apps.qnn import QuantizedCNN, QuantizedMLP
 from crossfhe.apps.tfhe_ml import Term, quantize_unit, reduce_sum
 from crossfhe.apps.trees import DecisionTree, GradientBoostedTrees
-from crossfhe.compiler import CircuitKeys
-from crossfhe.compiler import tfhe as ct
+from crossfhe.api import CircuitKeys
+from crossfhe.api import tfhe_lower as ct
 from crossfhe.errors import ParameterError
 from crossfhe.tfhe import ops, presets
 

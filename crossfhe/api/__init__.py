@@ -15,11 +15,27 @@ and ``.serialize()`` / ``load(ctx, blob)``.
 """
 
 from crossfhe.api.bfv import BFVContext, BFVPublicContext, EncryptedIntVector
+from crossfhe.api.circuit import Circuit, CircuitKeys, Encrypted, cache_dir, circuit, compile, load  # noqa: A004
 from crossfhe.api.ckks import CKKSContext, CKKSPublicContext, EncryptedVector
+from crossfhe.api.ir import CircuitError, Graph, Node
+from crossfhe.api.specs import BFVVector, CKKSVector, TFHEInt
 from crossfhe.api.switch import SchemeSwitch
 from crossfhe.api.tfhe import EncryptedInt, TFHEContext, TFHEPublicContext
 
 __all__ = [
+    "BFVVector",
+    "CKKSVector",
+    "Circuit",
+    "CircuitError",
+    "CircuitKeys",
+    "Encrypted",
+    "Graph",
+    "Node",
+    "TFHEInt",
+    "cache_dir",
+    "circuit",
+    "compile",
+    "load",
     "BFVContext",
     "BFVPublicContext",
     "CKKSContext",

@@ -33,18 +33,23 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import operator
 from dataclasses import dataclass
 
 import jax
 import numpy as np
 
 from crossfhe import runtime
+from crossfhe.api import eager
 from crossfhe.api._owner import KeyOwned
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
-from crossfhe.api.ckks import padding_clean
+from crossfhe.api.bfv_lower import SCHEME
+from crossfhe.api.ckks import _Same
+from crossfhe.api.ir import const_key
+from crossfhe.api.trace import Value
+from crossfhe.api.vector import SlotVector, is_int, padding_clean, scalar_operand
 from crossfhe.bfv import ops
+from crossfhe.bfv import ops as bfv_ops
 from crossfhe.bfv.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.bfv.params import Params
 from crossfhe.core.keys import SecretHolder, SecretKey
@@ -54,6 +59,9 @@ from crossfhe.io import format as fmt
 from crossfhe.io.registry import register_kind, register_type
 from crossfhe.kernels import as_kernel_set
 from crossfhe.progress import callback as progress_callback
+from crossfhe.ring.poly import Domain, RNSPoly
+
+_ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
 KIND_VECTOR = "bfv.vector"
 """The kind of an :class:`EncryptedIntVector` blob: the ``bfv.ciphertext`` layout (:mod:`crossfhe.io.bfv`) with
@@ -291,40 +299,47 @@ class BFVContext(SecretHolder):
         return f"BFVContext(with secret key, {self.public!r})"
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class EncryptedIntVector(KeyOwned):
-    """A BFV ciphertext with its public context: ``length`` integers mod t, padded to the power of two ``width``
-    and repeated over the N slots; ``clean`` if the padding slots hold zeros (:func:`~crossfhe.api.ckks.padding_clean`:
-    :meth:`sum` and :meth:`rotate` clear them first where they do not, a plaintext product)."""
+class EncryptedIntVector(KeyOwned, SlotVector):
+    """An encrypted vector of ``length`` integers mod t, padded to the power of two ``width`` and repeated over the N
+    slots (:mod:`crossfhe.api.vector`): concrete (``ct`` a BFV ciphertext and ``ctx`` its public context; each
+    operator runs at once) or symbolic inside :func:`crossfhe.compile` (each operator recorded). ``clean`` if the
+    padding slots hold zeros (:func:`~crossfhe.api.vector.padding_clean`)."""
 
-    ct: Ciphertext
-    ctx: BFVPublicContext
-    length: int = 1
-    width: int = 1
-    clean: bool = True
+    scheme = "bfv"
+    _MASK_DTYPE = np.int64
 
-    __array_ufunc__ = None  # a NumPy operand on the left defers to the reflected operators here
+    def __init__(self, ct: Ciphertext | None = None, ctx: BFVPublicContext | None = None, length: int = 1,
+                 width: int = 1, clean: bool = True, *, trace=None, node: int | None = None):
+        d = self.__dict__
+        d["ct"], d["ctx"], d["length"], d["width"], d["clean"] = ct, ctx, int(length), int(width), bool(clean)
+        d["trace"], d["node"] = trace, node
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"an EncryptedIntVector is immutable (setting {name})")
+
+    @classmethod
+    def symbolic(cls, trace, node: int, spec) -> EncryptedIntVector:
+        """The traced value of an input node (:class:`~crossfhe.api.specs.BFVVector` ``spec``)."""
+        return cls(None, None, spec.length, _width(spec.length), True, trace=trace, node=node)
 
     @property
     def t(self) -> int:
-        return self.ctx.t
-
-    def __len__(self) -> int:
-        return self.length
+        return self.ctx.t if not self.traced else None
 
     def __repr__(self) -> str:
+        if self.traced:
+            return f"EncryptedIntVector(%{self.node}, length={self.length}, traced)"
         return f"EncryptedIntVector(length={self.length}, t={self.t}, N={self.ctx.params.n})"
 
-    def __bool__(self):
-        raise TypeError("an encrypted vector has no truth value: decrypt it first")
-
-    # Key owner -------------------------------------------------------------------------------------
+    __hash__ = object.__hash__
 
     # Serialization ---------------------------------------------------------------------------------
 
     def serialize(self) -> bytes:
         """The vector's blob (kind ``bfv.vector``: the ciphertext as :func:`crossfhe.io.bfv.dumps` stores it, with
         its key id, and the length, width and padding state); no key material. Read it back with :meth:`load`."""
+        if self.traced:
+            raise self._error(TypeError, "a traced value has no words to serialize; serialize the circuit's outputs")
         c = fmt.unpack(bio.dumps(self.ct))
         shape = {"length": self.length, "width": self.width, "clean": bool(self.clean)}
         return fmt.pack(KIND_VECTOR, {**c.fields, "vector": shape}, c.arrays)
@@ -351,178 +366,236 @@ class EncryptedIntVector(KeyOwned):
         x = cls(ct, public, length, width, clean)
         return _set_owner(x, ctx if isinstance(ctx, BFVContext) else None)
 
-    # Operands --------------------------------------------------------------------------------------
+    # Primitives ------------------------------------------------------------------------------------
 
-    def _wrap(self, ct: Ciphertext, length: int, width: int, op: str = "same",
-              other: EncryptedIntVector | None = None) -> EncryptedIntVector:
-        b = None if other is None else (other.length, other.clean)
-        clean = padding_clean(op, length, width, (self.length, self.clean), b)
-        owner = self.__dict__.get("_owner") or (other.__dict__.get("_owner") if other is not None else None)
-        return _set_owner(EncryptedIntVector(ct, self.ctx, length, width, clean), owner)
+    def _apply(self, op: str, others=(), attrs: dict | None = None, *, length: int | None = None,
+               width: int | None = None, clean: bool | None = None, consts=None):
+        """The value of primitive ``op`` on this value and ``others`` (:mod:`crossfhe.api.bfv_lower`): recorded
+        while tracing, else run as a one-operation circuit (:mod:`crossfhe.api.eager`)."""
+        attrs = attrs or {}
+        length = self.length if length is None else length
+        width = self.width if width is None else width
+        clean = padding_clean("same", length, width, (self.length, self.clean)) if clean is None else clean
+        if self.traced:
+            if consts:
+                for key, array in consts.items():
+                    self.trace.builder.consts.setdefault(key, array)
+            node = self.trace.node(op, (self.node, *(o.node for o in others)), attrs)
+            return EncryptedIntVector(None, None, length, width, clean, trace=self.trace, node=node)
+        public = self.ctx
+        operands = [({}, (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
+        node, (c0, c1) = eager.run(SCHEME, public.params, public.keys, op, attrs, operands, consts=consts)
+        q = public.params.q
+        ct = Ciphertext(RNSPoly(c0, q, Domain.EVAL), RNSPoly(c1, q, Domain.EVAL), public.params, self.ct.key_id)
+        owner = self.__dict__.get("_owner") or next((o.__dict__.get("_owner") for o in others
+                                                     if o.__dict__.get("_owner") is not None), None)
+        return _set_owner(EncryptedIntVector(ct, public, length, width, clean), owner)
 
-    def _masked(self) -> EncryptedIntVector:
-        """This vector with zeros in its padding slots (unchanged if they hold zeros already)."""
-        if self.clean or self.length == self.width:
-            return self
-        return self * np.ones(self.length, dtype=np.int64)
-
-    def _shape_with(self, length: int, what: str) -> tuple[int, int]:
-        """(length, width) of the result of combining with an operand of ``length`` values, NumPy-style."""
-        if length == self.length or length == 1:
-            return self.length, self.width
-        if self.length == 1:
-            return length, _width(length)
-        raise ParameterError(
-            f"{what}: operands of lengths {self.length} and {length} cannot be combined (NumPy would not broadcast "
-            "them either); use vectors of one length, or a single value"
-        )
+    def _reshaped(self, length: int, width: int) -> EncryptedIntVector:
+        out = EncryptedIntVector(self.ct, self.ctx, length, width, True, trace=self.trace, node=self.node)
+        return _set_owner(out, self.__dict__.get("_owner"))
 
     def _vector(self, other: EncryptedIntVector, what: str) -> tuple[int, int]:
-        _same_keys(what, self.ct.key_id, other.ct.key_id)
+        self._same(other, what)
+        if not self.traced:
+            _same_keys(what, self.ct.key_id, other.ct.key_id)
         return self._shape_with(other.length, what)
 
-    def _plain(self, other, what: str):
-        """(plaintext, length, width) of an integer vector operand, zero-padded and repeated like this vector."""
-        v = _vector(other, self.t, what)
-        length, width = self._shape_with(v.shape[0], what)
-        if v.shape[0] == 1:
-            v = np.broadcast_to(v, (length,))
-        return ops.encode(self.ctx.params, _slots(v, width, self.ctx.params.n)), length, width
-
     def _int(self, c, what: str) -> int:
+        """An int operand: taken mod t (concrete values: it must lie in (-t, t), a negative c standing for t + c)."""
+        if self.traced:
+            return int(c)
         return int(_ints(np.array(int(c), dtype=object), self.t, what))
+
+    def _plain(self, other, what: str):
+        """(constant key, {key: int64 [width]}, length, width) of a 1-D integer array operand, zero-padded."""
+        v = np.asarray(other)
+        if v.dtype.kind not in "iub" and v.dtype != object:
+            raise self._error(TypeError, f"{what}: BFV values are integers mod t; a plaintext operand is a 1-D array "
+                              f"of integers, got dtype {v.dtype}")
+        if v.ndim != 1 or v.shape[0] == 0:
+            raise self._error(ValueError, f"{what}: a plaintext operand is a non-empty 1-D array of integers, got "
+                              f"shape {v.shape}")
+        if not self.traced:
+            v = _ints(v, self.t, what)
+        elif v.dtype.kind == "u" and v.size and int(v.max()) > np.iinfo(np.int64).max:
+            raise self._error(ValueError, f"{what}: the plaintext values must fit 64-bit signed integers")
+        v = v.astype(np.int64)
+        length, width = self._shape_with(v.shape[0], what)
+        v = np.broadcast_to(v, (length,)) if v.shape[0] == 1 else v
+        out = np.zeros(width, dtype=np.int64)
+        out[:length] = v
+        key = const_key(out)
+        return key, {key: out}, length, width
+
+    def _operand(self, other, what: str):
+        other = scalar_operand(other)
+        if isinstance(other, Value) and not isinstance(other, EncryptedIntVector):
+            self._same(other, what)
+        if isinstance(other, (bool, np.bool_)):
+            return int(other)
+        if isinstance(other, numbers.Number) and not is_int(other):
+            raise self._error(TypeError, f"{what}: BFV values are integers mod t; got the constant {other!r}")
+        return other
 
     # Arithmetic ------------------------------------------------------------------------------------
 
     def __add__(self, other):
-        other = _scalar(other)
+        other = self._operand(other, "+")
         if isinstance(other, EncryptedIntVector):
-            length, width = self._vector(other, "add")
-            return self._wrap(ops.add(self.ct, other.ct), length, width, "add", other)
-        if _is_int(other):
-            c = self._int(other, "add")
-            if self.clean and self.length < self.width:  # as NumPy's padded vector: the padding stays zero
+            length, width = self._vector(other, "+")
+            return self._apply("add", [other], length=length, width=width, clean=padding_clean(
+                "add", length, width, (self.length, self.clean), (other.length, other.clean)))
+        if is_int(other):
+            c = self._int(other, "+")
+            if c == 0:
+                return self
+            if self._scalar_fills_padding():
                 return self + np.full(self.length, c, dtype=np.int64)
-            return self._wrap(ops.add_scalar(self.ct, c), self.length, self.width)
-        if isinstance(other, (np.ndarray, jax.Array, list, tuple)):
-            pt, length, width = self._plain(other, "add")
-            return self._wrap(ops.add_plain(self.ct, pt), length, width)
+            return self._apply("add_scalar", [], {"c": c})
+        if isinstance(other, _ARRAYS):
+            key, consts, length, width = self._plain(other, "+")
+            return self._apply("add_plain", [], {"const": key}, length=length, width=width, consts=consts,
+                               clean=padding_clean("add", length, width, (self.length, self.clean), (length, True)))
         return NotImplemented
 
     __radd__ = __add__
 
     def __neg__(self):
-        return self._wrap(ops.negate(self.ct), self.length, self.width)
+        return self._apply("neg")
 
     def __sub__(self, other):
-        other = _scalar(other)
+        other = self._operand(other, "-")
         if isinstance(other, EncryptedIntVector):
-            length, width = self._vector(other, "sub")
-            return self._wrap(ops.sub(self.ct, other.ct), length, width, "sub", other)
-        if _is_int(other):
-            return self + (self.t - self._int(other, "sub")) % self.t
-        if isinstance(other, (np.ndarray, jax.Array, list, tuple)):
-            pt, length, width = self._plain(other, "sub")
-            return self._wrap(ops.sub_plain(self.ct, pt), length, width)
+            length, width = self._vector(other, "-")
+            return self._apply("sub", [other], length=length, width=width, clean=padding_clean(
+                "sub", length, width, (self.length, self.clean), (other.length, other.clean)))
+        if is_int(other):
+            c = self._int(other, "-")
+            return self + (-c if self.traced else (self.t - c) % self.t)
+        if isinstance(other, _ARRAYS):
+            return self + (-np.asarray(other, dtype=object if np.asarray(other).dtype == object else np.int64))
         return NotImplemented
 
     def __rsub__(self, other):
-        other = _scalar(other)
-        if _is_int(other) or isinstance(other, (np.ndarray, jax.Array, list, tuple)):
+        other = self._operand(other, "-")
+        if is_int(other) or isinstance(other, _ARRAYS):
             return (-self) + other
         return NotImplemented
 
     def __mul__(self, other):
-        other = _scalar(other)
+        other = self._operand(other, "*")
         if isinstance(other, EncryptedIntVector):
-            length, width = self._vector(other, "mul")
-            return self._wrap(ops.mul(self.ct, other.ct, self.ctx.keys), length, width, "mul", other)
-        if _is_int(other):
-            return self._wrap(ops.mul_scalar(self.ct, self._int(other, "mul")), self.length, self.width)
-        if isinstance(other, (np.ndarray, jax.Array, list, tuple)):
-            pt, length, width = self._plain(other, "mul")
-            return self._wrap(ops.mul_plain(self.ct, pt), length, width, "mul_plain")
+            length, width = self._vector(other, "*")
+            return self._apply("mul", [other], length=length, width=width, clean=padding_clean(
+                "mul", length, width, (self.length, self.clean), (other.length, other.clean)))
+        if is_int(other):
+            c = self._int(other, "*")
+            return self if c == 1 else self._apply("mul_int", [], {"c": c})
+        if isinstance(other, _ARRAYS):
+            key, consts, length, width = self._plain(other, "*")
+            return self._apply("mul_plain", [], {"const": key}, length=length, width=width, consts=consts, clean=True)
         return NotImplemented
 
     __rmul__ = __mul__
 
-    def __matmul__(self, other):
-        """Inner product sum_i self_i other_i mod t, a length-1 vector (equal lengths)."""
-        if not isinstance(other, (EncryptedIntVector, np.ndarray, jax.Array, list, tuple)):
-            return NotImplemented
-        length = other.length if isinstance(other, EncryptedIntVector) else np.shape(other)[-1]
-        if length != self.length:
-            raise ParameterError(f"@: operands of lengths {self.length} and {length}: an inner product needs equal "
-                                 "lengths")
-        return (self * other).sum()
+    def __truediv__(self, other):
+        raise self._error(TypeError, "/: BFV computes exactly with integers mod t, where division is the product by a "
+                          "modular inverse: x * pow(c, -1, t) (exact when c divides the value); for real division "
+                          "use CKKS (crossfhe.CKKSContext)")
 
-    def __rmatmul__(self, other):
-        return self.__matmul__(other)
+    __rtruediv__ = __truediv__
+
+    def mean(self):
+        raise self._error(TypeError, "mean: BFV holds integers mod t; take the sum (x.sum(), np.sum(x)) and divide "
+                          "after decryption, or use CKKS for real values")
+
+    def _compare(self, other, op: str):
+        raise self._error(TypeError, f"{op}: comparisons of BFV vectors are not polynomial; decrypt first, or compare "
+                          "on TFHE integers (crossfhe.TFHEContext), or on CKKS vectors through a SchemeSwitch")
+
+    def __gt__(self, other):
+        return self._compare(other, ">")
+
+    __ge__ = __lt__ = __le__ = __gt__
 
     # Slots -----------------------------------------------------------------------------------------
 
-    def _rows_rotated(self, ct: Ciphertext, k: int, period: int, what: str) -> Ciphertext:
+    def _rows_rotated(self, k: int, period: int, what: str) -> EncryptedIntVector:
         """Both slot rows rotated left by k, for data of ``period`` (a power of two dividing N/2): one key switch
-        with the key for k (or k mod period, or that minus period), else one per set bit of k mod period."""
-        params, keys = self.ctx.params, self.ctx.keys
+        with the key for k (or k mod period, or that minus period), else one per set bit of k mod period
+        (concrete values; a traced one records one rotation, whose key the circuit's keys get)."""
         r = k % period
+        if self.traced:
+            return self._apply("rotate", [], {"k": r}, clean=False)
+        params, keys = self.ctx.params, self.ctx.keys
         for offset in (k, r, r - period):
-            if ops.rotation_element(params, offset) in keys.galois:
-                return ops.rotate_rows(ct, offset, keys)
+            if bfv_ops.rotation_element(params, offset) in keys.galois:
+                return self._apply("rotate", [], {"k": offset}, clean=False)
         steps = [1 << i for i in range(r.bit_length()) if r >> i & 1]
-        missing = [s for s in steps if ops.rotation_element(params, s) not in keys.galois]
+        missing = [s for s in steps if bfv_ops.rotation_element(params, s) not in keys.galois]
         if missing:
-            raise ParameterError(
-                f"{what}: the context holds no rotation key for {k} (or {r} or {r - period}) nor the power-of-two keys "
-                f"{missing} to compose it; create the context with BFVContext.create(params, rotations=[{k}])")
+            raise self._error(ValueError, f"{what}: the context holds no rotation key for {k} (or {r} or {r - period}) "
+                              f"nor the power-of-two keys {missing} to compose it; create the context with "
+                              f"BFVContext.create(params, rotations=[{k}])")
+        x = self
         for s in steps:
-            ct = ops.rotate_rows(ct, s, keys)
-        return ct
+            x = x._apply("rotate", [], {"k": s}, clean=False)
+        return x
 
-    def _swapped(self, ct: Ciphertext, what: str) -> Ciphertext:
-        if ops.row_swap_element(self.ctx.params) not in self.ctx.keys.galois:
-            raise ParameterError(f"{what}: the context holds no row-swap key (vectors longer than N/2 need it); create "
-                                 "the context with BFVContext.create, which always makes it")
-        return ops.swap_rows(ct, self.ctx.keys)
+    def _swapped(self, what: str) -> EncryptedIntVector:
+        if not self.traced and bfv_ops.row_swap_element(self.ctx.params) not in self.ctx.keys.galois:
+            raise self._error(ValueError, f"{what}: the context holds no row-swap key (vectors longer than N/2 need "
+                              "it); create the context with BFVContext.create, which always makes it")
+        return self._apply("swap_rows", clean=False)
 
-    def rotate(self, k: int) -> EncryptedIntVector:
-        """The values rotated left by k over the width-periodic slots (slot i holds slot (i + k) mod width), any
-        integer k. Up to width N/2: key switches only (:meth:`_rows_rotated`). At width N the two rows exchange
-        their ends: also the row swap and two plaintext products by 0/1 masks (noise budget)."""
-        try:
-            k = operator.index(k)
-        except TypeError:
-            raise TypeError(f"rotate takes an integer offset, got {type(k).__name__}") from None
-        r = k % self.width
-        if r == 0:
-            return self
-        x = self._masked()  # values the padding holds would wrap into view
-        half = self.ctx.params.n // 2
+    def _half(self) -> int:
+        return (self.ctx.params.n if not self.traced else 2**30) // 2
+
+    def _raw_rotate(self, r: int) -> EncryptedIntVector:
+        """The width-periodic slots rotated left by r (0 < r < width). Up to width N/2: row rotations (key switches
+        only). At width N the two rows exchange their ends: also the row swap and two 0/1 mask products."""
+        half = self._half()
         if self.width <= half:
-            return x._wrap(self._rows_rotated(x.ct, k, self.width, f"rotate({k})"), self.length, self.width, "rotate")
-        ct = x.ct
+            return self._rows_rotated(r, self.width, f"rotate({r})")
+        x = self
         if r >= half:  # a rotation by N/2 is the row swap
-            ct, r = self._swapped(ct, f"rotate({k})"), r - half
+            x, r = x._swapped(f"rotate({r})"), r - half
         if r:
-            rot = self._rows_rotated(ct, r, half, f"rotate({k})")
-            keep = (np.arange(self.ctx.params.n) % half < half - r).astype(np.int64)
-            params = self.ctx.params
-            ct = ops.add(ops.mul_plain(rot, ops.encode(params, keep)),
-                         ops.mul_plain(self._swapped(rot, f"rotate({k})"), ops.encode(params, 1 - keep)))
-        return x._wrap(ct, self.length, self.width, "rotate")
+            rot = x._rows_rotated(r, half, f"rotate({r})")
+            n = 2 * half
+            keep = (np.arange(n) % half < half - r).astype(np.int64)
+            x = rot * keep[: self.length] + rot._swapped(f"rotate({r})") * (1 - keep)[: self.length]
+            x = x._reshaped(self.length, self.width)
+        return x
 
-    def sum(self) -> EncryptedIntVector:
-        """The sum of the values mod t, a length-1 vector (every slot holds it): log2(width) rotations by powers of
-        two, and the row swap at width N; where the padding holds something it is cleared first."""
-        x = self._masked()
-        half = self.ctx.params.n // 2
-        ct, step = x.ct, 1
-        while step < min(self.width, half):
-            ct = ops.add(ct, self._rows_rotated(ct, step, half, "sum"))
+    def _fold_sum(self, x: EncryptedIntVector, length: int = 1) -> EncryptedIntVector:
+        """Every slot of the width period holding the sum of x's width slots: log2(width) row rotations by powers
+        of two, and the row swap at width N; read as a vector of ``length`` (1: the sum)."""
+        half = self._half()
+        step = 1
+        while step < min(x.width, half):
+            x = x + x._rows_rotated(step, half, "sum")
             step *= 2
-        if self.width > half:
-            ct = ops.add(ct, self._swapped(ct, "sum"))
-        return _set_owner(EncryptedIntVector(ct, self.ctx, 1, 1, True), self.__dict__.get("_owner"))
+        if x.width > half:
+            x = x + x._swapped("sum")
+        return x._reshaped(length, 1 if length == 1 else x.width)
+
+
+def _flatten(x: EncryptedIntVector):
+    if x.traced:
+        raise TypeError("a traced EncryptedIntVector (inside crossfhe.compile) is not a JAX value; return it from the "
+                        "traced function instead")
+    return (x.ct,), (_Same(x.ctx), x.length, x.width, x.clean, _Same(x.__dict__.get("_owner")))
+
+
+def _unflatten(aux, children) -> EncryptedIntVector:
+    ctx, length, width, clean, owner = aux
+    return _set_owner(EncryptedIntVector(children[0], ctx.obj, length, width, clean), owner.obj)
+
+
+jax.tree_util.register_pytree_node(EncryptedIntVector, _flatten, _unflatten)
+SCHEME.value_class = EncryptedIntVector
 
 
 # crossfhe.io.dumps / loads take these objects (io cannot import the api: the api registers them).

@@ -26,18 +26,24 @@ slot i holds value i mod width. Operands combine like NumPy arrays of the same l
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
-import operator
 from dataclasses import dataclass
 
 import jax
 import numpy as np
 
 from crossfhe import runtime
+from crossfhe.api import eager
 from crossfhe.api._owner import KeyOwned
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
+from crossfhe.api.ckks_lower import SCHEME
+from crossfhe.api.ir import const_key
+from crossfhe.api.trace import Value
+from crossfhe.api.vector import SlotVector, is_int, padding_clean, scalar_operand
 from crossfhe.ckks import ops
+from crossfhe.ckks import ops as ckks_ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
 from crossfhe.core.keys import SecretHolder, SecretKey
@@ -47,19 +53,13 @@ from crossfhe.io import format as fmt
 from crossfhe.io.registry import register_kind, register_type
 from crossfhe.kernels import as_kernel_set
 from crossfhe.progress import callback as progress_callback
+from crossfhe.ring.poly import Domain, RNSPoly
 
 _ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
 
 def _width(length: int) -> int:
     return 1 << max(0, (length - 1).bit_length())
-
-
-def _operand(other):
-    """A 0-d array operand as the Python number it holds (it then acts as a scalar); others unchanged."""
-    if isinstance(other, (np.ndarray, jax.Array, np.generic)) and np.ndim(other) == 0:
-        return np.asarray(other).item()
-    return other
 
 
 def _is_complex(x) -> bool:
@@ -86,27 +86,6 @@ def _values(values, what: str) -> np.ndarray:
     if v.shape[-1] == 0:
         raise ParameterError(f"{what} takes at least one value, got shape {v.shape}")
     return v
-
-
-def padding_clean(op: str, length: int, width: int, a: tuple[int, bool], b: tuple[int, bool] | None = None) -> bool:
-    """Whether the padding slots (``length`` to ``width``) of the result of ``op`` hold zeros, from its operands'
-    (length, clean): the NumPy view of a zero-padded vector holds only where they do. A broadcast single value and a
-    rotation fill the padding; a product with a zero-padded plaintext or a clean operand clears it."""
-    if length == width:
-        return True
-
-    def as_result(x):
-        return x[1] if x[0] == length else False  # a single value broadcast over every slot
-
-    if op in ("add", "sub"):
-        return as_result(a) and as_result(b)
-    if op == "mul":
-        return as_result(a) or as_result(b)
-    if op == "mul_plain":
-        return True
-    if op in ("rotate", "sum"):
-        return False
-    return as_result(a)
 
 
 @dataclass(frozen=True, repr=False)
@@ -142,6 +121,12 @@ class CKKSPublicContext:
     def key_id(self) -> str | None:
         """The key pair's identifier (:func:`crossfhe.core.keys.key_id`)."""
         return self.keys.key_id
+
+    @property
+    def runtime_keys(self):
+        """The key set the primitives' runtime reads (:meth:`crossfhe.api.ckks_lower.CKKSScheme.runtime`): the
+        bootstrapping keys where the context has them (they hold the evaluation keys), else the evaluation keys."""
+        return self.bootstrap_keys if self.bootstrap_keys is not None else self.keys
 
     @property
     def rotations(self) -> list[int]:
@@ -287,43 +272,57 @@ class CKKSContext(SecretHolder):
         return f"CKKSContext(with secret key, {self.public!r})"
 
 
-@dataclass(frozen=True, repr=False)
-class EncryptedVector(KeyOwned):
-    """A ciphertext with its public context: ``length`` values padded to the power of two ``width``
-    (replicated over the slots), ``complex`` if they are complex."""
+class EncryptedVector(KeyOwned, SlotVector):
+    """An encrypted vector of ``length`` real (or ``complex``) values, padded to the power of two ``width`` and
+    repeated over the slots (:mod:`crossfhe.api.vector`): concrete (``ct``, a ciphertext, and ``ctx``, the public
+    context it belongs to; each operator runs at once, products relinearized and rescaled) or symbolic inside
+    :func:`crossfhe.compile` (each operator recorded; the compiler places the levels). The same operators either way.
+    """
 
-    ct: Ciphertext
-    ctx: CKKSPublicContext
-    complex: bool = False
-    length: int = 1
-    width: int = 1
-    clean: bool = True
-    """Whether the padding slots hold zeros (:func:`padding_clean`); :meth:`sum` and :meth:`rotate` clear them first
-    where they do not (a product with a 0/1 plaintext: one level)."""
+    scheme = "ckks"
+
+    def __init__(self, ct: Ciphertext | None = None, ctx: CKKSPublicContext | None = None, complex: bool = False,
+                 length: int = 1, width: int = 1, clean: bool = True, *, trace=None, node: int | None = None):
+        d = self.__dict__
+        d["ct"], d["ctx"], d["complex"] = ct, ctx, bool(complex)
+        d["length"], d["width"], d["clean"] = int(length), int(width), bool(clean)
+        d["trace"], d["node"] = trace, node
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"an EncryptedVector is immutable (setting {name})")
+
+    @classmethod
+    def symbolic(cls, trace, node: int, spec) -> EncryptedVector:
+        """The traced value of an input node (:class:`~crossfhe.api.specs.CKKSVector` ``spec``)."""
+        return cls(None, None, spec.complex, spec.length, spec.width, True, trace=trace, node=node)
 
     @property
     def level(self) -> int:
+        """The ciphertext's level (a concrete value; a traced one's level is the compiler's to choose)."""
+        if self.traced:
+            raise self._error(TypeError, "a traced value has no level yet: the compiler places the levels")
         return self.ct.level
 
     @property
     def scale(self) -> float:
+        if self.traced:
+            raise self._error(TypeError, "a traced value has no scale yet: the compiler places the scales")
         return self.ct.scale
-
-    def __len__(self) -> int:
-        return self.length
 
     def __repr__(self) -> str:
         kind = ", complex" if self.complex else ""
+        if self.traced:
+            return f"EncryptedVector(%{self.node}, length={self.length}{kind}, traced)"
         return (f"EncryptedVector(length={self.length}{kind}, level={self.level}/{self.ctx.params.levels}, "
                 f"scale=2^{np.log2(self.scale):.1f}, slots={self.ctx.params.slots})")
-
-    # Key owner -------------------------------------------------------------------------------------
 
     # Serialization ---------------------------------------------------------------------------------
 
     def serialize(self) -> bytes:
         """The vector's blob (kind ``ckks.vector``: the ciphertext, its key id, length, width, complex);
         no key material. Read it back with :meth:`load` and the public context."""
+        if self.traced:
+            raise self._error(TypeError, "a traced value has no words to serialize; serialize the circuit's outputs")
         return io.dumps_vector(self.ct, length=self.length, width=self.width, complex=self.complex, clean=self.clean)
 
     @classmethod
@@ -338,166 +337,273 @@ class EncryptedVector(KeyOwned):
         x = cls(ct, public, shape["complex"], shape["length"], shape["width"], shape["clean"])
         return _set_owner(x, ctx if isinstance(ctx, CKKSContext) else None)
 
-    # Operands --------------------------------------------------------------------------------------
+    # Primitives ------------------------------------------------------------------------------------
 
-    def _wrap(self, ct: Ciphertext, length: int, width: int, is_complex: bool, op: str = "same",
-              other: EncryptedVector | None = None) -> EncryptedVector:
-        b = None if other is None else (other.length, other.clean)
-        clean = padding_clean(op, length, width, (self.length, self.clean), b)
-        owner = self.__dict__.get("_owner") or (other.__dict__.get("_owner") if other is not None else None)
-        return _set_owner(EncryptedVector(ct, self.ctx, self.complex or is_complex, length, width, clean), owner)
+    def _apply(self, op: str, others=(), attrs: dict | None = None, *, length: int | None = None,
+               width: int | None = None, clean: bool | None = None, is_complex: bool = False, consts=None):
+        """The value of primitive ``op`` on this value and ``others`` (:mod:`crossfhe.api.ckks_lower`): recorded
+        while tracing, else run as a one-operation circuit (:mod:`crossfhe.api.eager`)."""
+        attrs = attrs or {}
+        length = self.length if length is None else length
+        width = self.width if width is None else width
+        clean = padding_clean("same", length, width, (self.length, self.clean)) if clean is None else clean
+        cx = self.complex or is_complex or any(o.complex for o in others)
+        if self.traced:
+            if consts:
+                for key, array in consts.items():
+                    self.trace.builder.consts.setdefault(key, array)
+            node = self.trace.node(op, (self.node, *(o.node for o in others)), attrs)
+            return EncryptedVector(None, None, cx, length, width, clean, trace=self.trace, node=node)
+        public = self.ctx
+        operands = [({"level": v.ct.level, "scale": v.ct.scale}, (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
+        node, (c0, c1) = eager.run(SCHEME, public.params, public.runtime_keys, op, attrs, operands, consts=consts)
+        moduli = public.params.moduli_at(node.attr("level"))
+        ct = Ciphertext(RNSPoly(c0, moduli, Domain.EVAL), RNSPoly(c1, moduli, Domain.EVAL), public.params,
+                        node.attr("scale"), self.ct.key_id)
+        owner = self.__dict__.get("_owner") or next((o.__dict__.get("_owner") for o in others
+                                                     if o.__dict__.get("_owner") is not None), None)
+        return _set_owner(EncryptedVector(ct, public, cx, length, width, clean), owner)
 
-    def _masked(self) -> EncryptedVector:
-        """This vector with zeros in its padding slots (unchanged if they hold zeros already)."""
-        if self.clean or self.length == self.width:
-            return self
-        return self * np.ones(self.length)
-
-    def _shape_with(self, length: int, what: str) -> tuple[int, int]:
-        """(length, width) of the result of combining with an operand of ``length`` values, NumPy-style:
-        equal lengths, or one of them 1 (broadcast)."""
-        if length == self.length or length == 1:
-            return self.length, self.width
-        if self.length == 1:
-            return length, _width(length)
-        raise ParameterError(
-            f"{what}: operands of lengths {self.length} and {length} cannot be combined (NumPy would not broadcast "
-            "them either); use vectors of one length, or a single value"
-        )
+    def _reshaped(self, length: int, width: int) -> EncryptedVector:
+        """The same words read as a vector of ``length`` values with period ``width`` (the caller has made the slots
+        hold that), padding clean."""
+        out = EncryptedVector(self.ct, self.ctx, self.complex, length, width, True, trace=self.trace, node=self.node)
+        return _set_owner(out, self.__dict__.get("_owner"))
 
     def _vector(self, other: EncryptedVector, what: str) -> tuple[int, int]:
-        _same_keys(what, self.ct.key_id, other.ct.key_id)
+        self._same(other, what)
+        if not self.traced:
+            _same_keys(what, self.ct.key_id, other.ct.key_id)
         return self._shape_with(other.length, what)
 
+    def _number(self, c, what: str) -> complex:
+        if isinstance(c, (bool, np.bool_)):
+            raise self._error(TypeError, f"{what}: a bool is not a number operand")
+        z = complex(c)
+        if not (math.isfinite(z.real) and math.isfinite(z.imag)):
+            raise self._error(ValueError, f"{what}: the scalar must be finite, got {c!r}")
+        return z
+
     def _plain(self, other, what: str):
-        """(padded values, length, width, complex) of an array operand, replicated like this vector."""
-        v = _values(other, what)
-        length, width = self._shape_with(v.shape[-1], what)
-        if v.shape[-1] == 1:
-            v = np.broadcast_to(v, v.shape[:-1] + (length,))
-        return _padded(v, width), length, width, _is_complex(v)
+        """(constant key, {key: array}, length, width, complex) of a 1-D array operand, zero-padded like this
+        vector."""
+        v = np.asarray(other)
+        if not (np.issubdtype(v.dtype, np.number) or v.dtype == bool):
+            raise self._error(TypeError, f"{what} takes real or complex numbers, got an array of dtype {v.dtype}")
+        if v.ndim != 1 or v.shape[0] == 0:
+            raise self._error(ValueError, f"{what}: a plaintext operand is a non-empty 1-D array of values, got shape "
+                              f"{v.shape}")
+        if not np.all(np.isfinite(v)):
+            raise self._error(ValueError, f"{what}: the plaintext operand holds NaN or infinity")
+        length, width = self._shape_with(v.shape[0], what)
+        v = np.broadcast_to(v, (length,)) if v.shape[0] == 1 else v
+        out = np.zeros(width, dtype=np.complex128 if np.iscomplexobj(v) else np.float64)
+        out[:length] = v
+        key = const_key(out)
+        return key, {key: out}, length, width, bool(np.iscomplexobj(v))
 
     # Arithmetic ------------------------------------------------------------------------------------
 
     def __add__(self, other):
-        other = _operand(other)
+        other = scalar_operand(other)
         if isinstance(other, EncryptedVector):
-            length, width = self._vector(other, "add")
-            return self._wrap(ops.add(self.ct, other.ct), length, width, other.complex, "add", other)
+            length, width = self._vector(other, "+")
+            return self._apply("add", [other], length=length, width=width, clean=padding_clean(
+                "add", length, width, (self.length, self.clean), (other.length, other.clean)))
+        if isinstance(other, Value):
+            self._same(other, "+")
         if isinstance(other, numbers.Number):
-            if self.clean and self.length < self.width:  # as NumPy's padded vector: the padding stays zero
-                return self + np.full(self.length, other)
-            return self._wrap(ops.add_scalar(self.ct, other), self.length, self.width, _is_complex(other))
+            c = self._number(other, "+")
+            if c == 0:
+                return self
+            if c.imag or self._scalar_fills_padding():
+                return self + np.full(self.length, c if c.imag else c.real)
+            return self._apply("add_scalar", [], {"c": float(c.real)})
         if isinstance(other, _ARRAYS):
-            values, length, width, is_complex = self._plain(other, "add")
-            pt = ops.encode(self.ctx.params, values, level=self.level, scale=self.ct.scale)
-            return self._wrap(ops.add_plain(self.ct, pt), length, width, is_complex)
+            key, consts, length, width, cx = self._plain(other, "+")
+            return self._apply("add_plain", [], {"const": key}, length=length, width=width, is_complex=cx,
+                               consts=consts, clean=padding_clean("add", length, width, (self.length, self.clean),
+                                                                  (length, True)))
         return NotImplemented
 
     __radd__ = __add__
 
     def __neg__(self):
-        return self._wrap(ops.negate(self.ct), self.length, self.width, False)
+        return self._apply("neg")
 
     def __sub__(self, other):
-        other = _operand(other)
+        other = scalar_operand(other)
         if isinstance(other, EncryptedVector):
-            length, width = self._vector(other, "sub")
-            return self._wrap(ops.sub(self.ct, other.ct), length, width, other.complex, "sub", other)
+            length, width = self._vector(other, "-")
+            return self._apply("sub", [other], length=length, width=width, clean=padding_clean(
+                "sub", length, width, (self.length, self.clean), (other.length, other.clean)))
+        if isinstance(other, Value):
+            self._same(other, "-")
         if isinstance(other, numbers.Number):
-            return self + (-other)
+            return self + (-int(other) if is_int(other) else -self._number(other, "-"))
         if isinstance(other, _ARRAYS):
             return self + (-np.asarray(other))
         return NotImplemented
 
     def __rsub__(self, other):
-        other = _operand(other)
+        other = scalar_operand(other)
         if isinstance(other, (numbers.Number, *_ARRAYS)):
             return (-self) + other
         return NotImplemented
 
     def __mul__(self, other):
-        other = _operand(other)
+        other = scalar_operand(other)
         if isinstance(other, EncryptedVector):
-            length, width = self._vector(other, "mul")
-            ct = ops.rescale(ops.mul(self.ct, other.ct, self.ctx.keys))
-            return self._wrap(ct, length, width, other.complex, "mul", other)
-        if isinstance(other, (int, np.integer)) and not isinstance(other, (bool, np.bool_)):
-            return self._wrap(ops.mul_scalar(self.ct, int(other)), self.length, self.width, False)
+            length, width = self._vector(other, "*")
+            return self._apply("mul", [other], length=length, width=width, clean=padding_clean(
+                "mul", length, width, (self.length, self.clean), (other.length, other.clean)))
+        if isinstance(other, Value):
+            self._same(other, "*")
+        if is_int(other):
+            c = int(other)
+            return self if c == 1 else self._apply("mul_int", [], {"c": c})
         if isinstance(other, numbers.Number):
-            ct = ops.rescale(ops.mul_scalar(self.ct, other))
-            return self._wrap(ct, self.length, self.width, _is_complex(other))
+            c = self._number(other, "*")
+            if c.imag:
+                return self * np.full(self.length, c)
+            return self._apply("mul_scalar", [], {"c": float(c.real)})
         if isinstance(other, _ARRAYS):
-            values, length, width, is_complex = self._plain(other, "mul")
-            pt = ops.encode(self.ctx.params, values, level=self.level)
-            return self._wrap(ops.rescale(ops.mul_plain(self.ct, pt)), length, width, is_complex, "mul_plain")
+            key, consts, length, width, cx = self._plain(other, "*")
+            return self._apply("mul_plain", [], {"const": key}, length=length, width=width, is_complex=cx,
+                               consts=consts, clean=True)
         return NotImplemented
 
     __rmul__ = __mul__
 
-    def __matmul__(self, other):
-        """Inner product: every slot holds sum_i self_i other_i (equal lengths)."""
-        if not isinstance(other, (EncryptedVector, *_ARRAYS)):
-            return NotImplemented
-        length = other.length if isinstance(other, EncryptedVector) else np.shape(other)[-1]
-        if length != self.length:
-            raise ParameterError(f"@: operands of lengths {self.length} and {length}: an inner product needs equal "
-                                 "lengths")
-        return (self * other).sum()
+    def __truediv__(self, other):
+        """Division by a public nonzero scalar or array: the product by its reciprocal (a level, as any product)."""
+        other = scalar_operand(other)
+        if isinstance(other, Value):
+            raise self._error(TypeError, "/: division by an encrypted value is not a polynomial operation; divide by "
+                              "public numbers, or approximate 1/x with a polynomial (crossfhe.ckks.activations)")
+        if isinstance(other, numbers.Number):
+            c = self._number(other, "/")
+            if c == 0:
+                raise ZeroDivisionError("division of an encrypted vector by zero")
+            return self * (1 / c if c.imag else 1 / c.real)
+        if isinstance(other, _ARRAYS):
+            arr = np.asarray(other)
+            if arr.size and np.any(arr == 0):
+                raise ZeroDivisionError("division of an encrypted vector by an array holding zeros")
+            return self * (1 / arr)
+        return NotImplemented
 
-    def __rmatmul__(self, other):
-        return self.__matmul__(other)
+    def __rtruediv__(self, other):
+        raise self._error(TypeError, "/: division by an encrypted value is not a polynomial operation; approximate "
+                          "1/x with a polynomial (crossfhe.ckks.activations)")
+
+    # Comparisons (through TFHE) ----------------------------------------------------------------------
+
+    def _compare(self, other, op: str):
+        if self.traced:
+            raise self._error(TypeError, f"{op}: comparisons of CKKS values go through TFHE (crossfhe.SchemeSwitch), "
+                              "which circuits do not trace; compare eagerly with a SchemeSwitch")
+        from crossfhe.api.switch import switch_for
+
+        sw = switch_for(self.ct.key_id)
+        if sw is None:
+            raise self._error(TypeError, f"{op}: encrypted CKKS values are compared through TFHE: create "
+                              "crossfhe.SchemeSwitch.create(ckks_ctx, tfhe_ctx, interval=(lo, hi)) for this context "
+                              "(then x > y, or sw.greater(x, y, interval), give 0/1 vectors); without it, compute a "
+                              "polynomial approximation of the sign (crossfhe.ckks.activations)")
+        return sw.compare(self, other, op)
+
+    def __gt__(self, other):
+        return self._compare(other, ">")
+
+    def __ge__(self, other):
+        return self._compare(other, ">=")
+
+    def __lt__(self, other):
+        return self._compare(other, "<")
+
+    def __le__(self, other):
+        return self._compare(other, "<=")
+
+    __hash__ = object.__hash__
 
     # Slots -----------------------------------------------------------------------------------------
 
-    def rotate(self, k: int) -> EncryptedVector:
-        """The values rotated left by k over the width-periodic slots (slot i holds slot (i + k) mod width),
-        any integer k. One key switch with the Galois key for k (or for k mod width, or that minus width)
-        when the context holds it, else one per set bit of k mod width with the power-of-two keys."""
-        try:
-            k = operator.index(k)
-        except TypeError:
-            raise TypeError(f"rotate takes an integer offset, got {type(k).__name__}") from None
-        r = k % self.width
-        if r == 0:
-            return self
+    def _raw_rotate(self, r: int) -> EncryptedVector:
+        """The width-periodic slots rotated left by r (0 < r < width; padding included): one key switch with the
+        Galois key for r or r - width when the context holds it, else one per set bit of r with the power-of-two
+        keys (concrete values; a traced one records one rotation, whose key the circuit's keys get)."""
+        if self.traced:
+            return self._apply("rotate", [], {"k": r}, clean=False)
         keys, params = self.ctx.keys, self.ctx.params
-        x = self._masked()  # values the padding holds would wrap into view
-        for offset in (k, r, r - self.width):
-            if ops.galois_element(params, offset) in keys.galois:
-                return x._wrap(ops.rotate(x.ct, offset, keys), self.length, self.width, False, "rotate")
+        for offset in (r, r - self.width):
+            if ckks_ops.galois_element(params, offset) in keys.galois:
+                return self._apply("rotate", [], {"k": offset}, clean=False)
         steps = [1 << i for i in range(r.bit_length()) if r >> i & 1]
-        missing = [s for s in steps if ops.galois_element(params, s) not in keys.galois]
+        missing = [s for s in steps if ckks_ops.galois_element(params, s) not in keys.galois]
         if missing:
-            raise ParameterError(
-                f"rotate({k}): the context holds no Galois key for {k} (or {r} or {r - self.width}) nor the "
-                f"power-of-two keys {missing} to compose it; create the context with rotations=[{k}]"
-            )
-        ct = x.ct
+            raise self._error(ValueError, f"rotate: the context holds no Galois key for {r} (or {r - self.width}) nor "
+                              f"the power-of-two keys {missing} to compose it; create the context with "
+                              f"rotations=[{r}]")
+        x = self
         for s in steps:
-            ct = ops.rotate(ct, s, keys)
-        return x._wrap(ct, self.length, self.width, False, "rotate")
+            x = x._apply("rotate", [], {"k": s}, clean=False)
+        return x
+
+    def _fold_sum(self, x: EncryptedVector, length: int = 1) -> EncryptedVector:
+        """Every slot of the width period holding the sum of x's width slots (log2(width) rotations by powers of
+        two), read as a vector of ``length`` (1: the sum)."""
+        step = 1
+        while step < x.width:
+            x = x + x._raw_rotate(step)
+            step *= 2
+        return x._reshaped(length, 1 if length == 1 else x.width)
 
     def bootstrap(self) -> EncryptedVector:
         """The same values at the top user level (``params.user_levels``), so computation can go on: CKKS
-        bootstrapping (:func:`crossfhe.ckks.bootstrap.bootstrap`), within the preset's stated precision. Needs a
-        context made with ``bootstrap=True``; values must stay within [-1, 1] (larger ones wrap)."""
-        boot = self.ctx.bootstrap_keys
-        if boot is None:
-            raise ParameterError(
-                "this context holds no bootstrapping keys: create it with CKKSContext.create(params, bootstrap=True) "
-                "on a bootstrappable preset (crossfhe.ckks.presets.BOOTSTRAP)")
-        return self._wrap(ops.bootstrap(self.ct, boot), self.length, self.width, False)
+        bootstrapping (:func:`crossfhe.ckks.bootstrap.bootstrap`, one program), within the preset's stated precision.
+        Needs a context made with ``bootstrap=True`` (traced: a bootstrappable preset, whose keygen makes the keys);
+        values must stay within [-1, 1] (larger ones wrap)."""
+        if not self.traced and self.ctx.bootstrap_keys is None:
+            raise self._error(ValueError, "this context holds no bootstrapping keys: create it with "
+                              "CKKSContext.create(params, bootstrap=True) on a bootstrappable preset "
+                              "(crossfhe.ckks.presets.BOOTSTRAP)")
+        return self._apply("bootstrap", [], {}, is_complex=False)
 
     def conjugate(self) -> EncryptedVector:
-        """Complex conjugate of every value (needs the context's conjugation key)."""
-        return self._wrap(ops.conjugate(self.ct, self.ctx.keys), self.length, self.width, False)
+        """The complex conjugate of every value (a key switch with the conjugation key)."""
+        return self._apply("conjugate")
 
-    def sum(self) -> EncryptedVector:
-        """Every slot holds the sum of the vector's values (log2(width) rotations by powers of two; where the padding
-        holds something, it is cleared first, one level)."""
-        x = self._masked()
-        return x._wrap(ops.sum_slots(x.ct, self.ctx.keys, width=self.width), self.length, self.width, False, "sum")
+
+def _flatten(x: EncryptedVector):
+    if x.traced:
+        raise TypeError("a traced EncryptedVector (inside crossfhe.compile) is not a JAX value; return it from the "
+                        "traced function instead")
+    return (x.ct,), (_Same(x.ctx), x.complex, x.length, x.width, x.clean, _Same(x.__dict__.get("_owner")))
+
+
+def _unflatten(aux, children) -> EncryptedVector:
+    ctx, cx, length, width, clean, owner = aux
+    return _set_owner(EncryptedVector(children[0], ctx.obj, cx, length, width, clean), owner.obj)
+
+
+class _Same:
+    """A reference compared by identity: a context in a pytree's static data (contexts hold arrays)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
+jax.tree_util.register_pytree_node(EncryptedVector, _flatten, _unflatten)
+SCHEME.value_class = EncryptedVector
 
 
 # crossfhe.io.dumps / loads take these objects (io cannot import the api: the api registers them).

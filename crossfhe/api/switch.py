@@ -25,6 +25,7 @@ pickles and travels without any secret. TFHE values and CKKS vectors it returns 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import jax.numpy as jnp
@@ -40,6 +41,15 @@ from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
 from crossfhe.progress import callback as progress_callback
 from crossfhe.tfhe import ops as tfhe_ops
+
+_SWITCHES: dict = {}
+
+
+def switch_for(ckks_key_id: str | None):
+    """The :class:`SchemeSwitch` made in this process for the CKKS key pair ``ckks_key_id`` (the one whose
+    comparisons ``x > y`` on encrypted vectors go through), or None."""
+    ref = _SWITCHES.get(ckks_key_id)
+    return None if ref is None else ref()
 
 
 def _interval(interval) -> tuple[float, float]:
@@ -57,14 +67,18 @@ class SchemeSwitch:
     ckks: CKKSPublicContext
     tfhe: TFHEPublicContext
     keys: switch.SwitchKeys
+    interval: tuple = (-1.0, 1.0)
+    """The interval ``x > y`` (and ``<``, ``<=``, ``>=``) on encrypted vectors assumes for x - y (:meth:`compare`)."""
 
     @classmethod
     def create(cls, ckks: CKKSContext, tfhe: TFHEContext, *, slots: int | None = None, seed: bytes | None = None,
-               progress="auto") -> SchemeSwitch:
+               interval=(-1.0, 1.0), progress="auto") -> SchemeSwitch:
         """The switching keys of the two key owner's contexts (:func:`crossfhe.convert.switch.keygen`): CKKS vectors
         of up to ``slots`` values (a power of two; default 64, at most N/2) switch to TFHE, and up to that many
         TFHE values come back in one vector. Switching back to CKKS needs the CKKS parameters to bootstrap
-        (``crossfhe.presets.ckks.BOOTSTRAP``); without, only :meth:`to_tfhe` works. ``seed``: 32 bytes (tests)."""
+        (``crossfhe.presets.ckks.BOOTSTRAP``); without, only :meth:`to_tfhe` works. ``seed``: 32 bytes (tests).
+        The switch is the one this process's comparisons of the CKKS context's vectors go through (``x > y``, with
+        ``interval`` bounding x - y)."""
         if not isinstance(ckks, CKKSContext):
             raise TypeError(f"SchemeSwitch.create takes the key owner's CKKSContext, got {type(ckks).__name__}")
         if not isinstance(tfhe, TFHEContext):
@@ -73,8 +87,9 @@ class SchemeSwitch:
         keys = switch.keygen(ckks.secret_key, ckks.keys, tfhe.client_key, tfhe.server_key, slots=slots, seed=seed,
                              progress=progress_callback(progress))
         public = CKKSPublicContext(ckks.params, keys.evaluation, keys.bootstrap)
-        out = cls(public, tfhe.public, keys)
+        out = cls(public, tfhe.public, keys, _interval(interval))
         object.__setattr__(out, "_owner", (ckks, tfhe))
+        _SWITCHES[ckks.key_id] = weakref.ref(out)
         return out
 
     def __repr__(self) -> str:
@@ -215,6 +230,16 @@ class SchemeSwitch:
     def greater(self, x: EncryptedVector, y, interval, bits: int | None = None) -> EncryptedVector:
         """1 where x > y, else 0, elementwise (y a vector or a number); ``interval`` bounds x - y."""
         return self.apply(x - y, lambda d: (np.round(d, 12) > 0).astype(np.float64), interval, bits)
+
+    def compare(self, x: EncryptedVector, y, op: str, interval=None, bits: int | None = None) -> EncryptedVector:
+        """1 where ``x op y`` holds, else 0, elementwise (``op`` one of ``>``, ``>=``, ``<``, ``<=``; y a vector or
+        a number): a table on the quantized x - y, ``interval`` (default the switch's) bounding it."""
+        tests = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal}
+        if op not in tests:
+            raise ParameterError(f"compare takes one of {sorted(tests)}, got {op!r}")
+        test = tests[op]
+        return self.apply(x - y, lambda d: test(np.round(d, 12), 0).astype(np.float64),
+                          self.interval if interval is None else interval, bits)
 
     def _tournament(self, x: EncryptedVector, qz: switch.Quantizer) -> tuple[LWECiphertext, int]:
         """The quantized maximum of the vector's values as one TFHE integer (noise in bootstraps' variances): pairs

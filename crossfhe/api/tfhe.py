@@ -18,49 +18,53 @@ Values of different key pairs are refused (:class:`~crossfhe.errors.KeyMismatchE
 Values and bounds. A message is an integer in [0, 2^p), p the parameters' ``message_bits`` (:attr:`bits`), with
 one padding bit (:mod:`crossfhe.tfhe.params`). An :class:`EncryptedInt` is one message, or a batch of them when
 encrypted from an array (operations broadcast over batch shapes as NumPy does). Each value carries a
-:class:`Bound`: the affine form of the circuit compiler's TFHE analysis (:mod:`crossfhe.compiler.tfhe`), applied
-at once: c + sum_s w_s v_s over independent sources (a fresh encryption in [0, 2^bits - 1], a lookup's result in
-its table's image, a loaded value), which gives the interval the value can take (exact over independent sources:
-``x - x`` is 0) and its noise, sum_s w_s^2 bootstraps' worth. An operation whose result could leave [0, 2^p), or
-carry more noise than a bootstrap of it tolerates (:func:`noise_budget`), raises ParameterError naming the bound;
-nothing wraps silently. The compiler is more lenient in between (linear operations are exact mod 2^(p+1), and it
-checks only what a lookup reads and what an output holds); here every result must fit, so order the operations
-(``x + 8 - y``, not ``x - y + 8``) or reduce a value with :meth:`EncryptedInt.apply`. Bounds are public: they
-derive from the declared ``bits`` and the tables, never from the encrypted values.
+:class:`Bound`, the one rule a compiled circuit's analysis applies too (:mod:`crossfhe.api.tfhe_lower`):
+c + sum_s w_s v_s over independent sources (a fresh encryption in [0, 2^bits - 1], a lookup's result in its
+table's image, a loaded value), which gives the interval the value can take (exact over independent sources:
+``x - x`` is 0) and its noise, sum_s w_s^2 bootstraps' worth. Linear operations are exact mod 2^(p+1), so a value
+in between may leave [0, 2^p) (``x - y + 8`` is fine); what a bootstrap reads (a lookup, a comparison) and what is
+decrypted or serialized must lie in [0, 2^p) and carry at most :func:`noise_budget`: else ParameterError names the
+bound, nothing wraps silently. Bounds are public: they derive from the declared ``bits`` and the tables, never from
+the encrypted values.
 """
 
 from __future__ import annotations
 
-import functools
 import numbers
-import os
 from dataclasses import dataclass
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from crossfhe import runtime
+from crossfhe.api import eager
 from crossfhe.api._owner import KeyOwned
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
+from crossfhe.api.ckks import _Same
+from crossfhe.api.ir import const_key
+from crossfhe.api.tfhe_lower import LOG2_P_FAIL, SCHEME, Bound, apply_linear, noise_budget, raw_table
+from crossfhe.api.trace import Value
+from crossfhe.api.vector import is_int, scalar_operand
 from crossfhe.core.keys import SecretHolder
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import InsecureParametersError, ParameterError, SerializationError
 from crossfhe.io import format as fmt
 from crossfhe.io import tfhe as tio
 from crossfhe.io.registry import register_kind, register_type
+from crossfhe.math import xla
 from crossfhe.progress import callback as progress_callback
 from crossfhe.tfhe import ops
+from crossfhe.tfhe import ops as tfhe_ops
 from crossfhe.tfhe.params import Params
+
+_ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
 KIND_INTEGER = "tfhe.integer"
 """The kind of an :class:`EncryptedInt` blob: the ``tfhe.ciphertext`` layout (:mod:`crossfhe.io.tfhe`) with one more
 header field, ``integer``: ``{"lo", "hi", "noise"}`` (its interval and noise; a loaded value is one source)."""
 
-LOG2_P_FAIL = -64
-"""The failure probability (log2, per bootstrap) a value's noise may lead to: the presets' target."""
-
-_MAX_NOISE = 1 << 40
 
 
 def _is_int(x) -> bool:
@@ -84,77 +88,6 @@ def _int_array(values, what: str) -> np.ndarray:
             raise ParameterError(f"{what}: integers beyond 2^62 cannot be encrypted values or constants")
         v = v.astype(np.int64)
     return v.astype(np.int64)
-
-
-@functools.cache
-def noise_budget(params: Params) -> int:
-    """The most noise a value may carry on ``params``, in bootstraps' output variances (a fresh encryption counts
-    1, ``x * c`` c^2 times x's, ``x + y`` the sum over independent sources): ``params.norm2``, where the presets
-    quote their failure probability, or more as long as a bootstrap of it fails with probability at most
-    2^:data:`LOG2_P_FAIL` (``params.log2_p_fail``); at most 2^40."""
-    def ok(norm2: int) -> bool:
-        return params.log2_p_fail(norm2) <= LOG2_P_FAIL
-
-    good = params.norm2
-    if not ok(good):
-        return good
-    bad = 2 * good
-    while ok(bad):
-        if bad >= _MAX_NOISE:
-            return _MAX_NOISE
-        good, bad = bad, 2 * bad
-    while bad - good > 1:  # log2_p_fail grows with the noise: bisect the last good value
-        mid = (good + bad) // 2
-        good, bad = (mid, bad) if ok(mid) else (good, mid)
-    return good
-
-
-@dataclass(frozen=True)
-class Bound:
-    """What an encrypted value can hold: the affine form ``const`` + sum_s w_s v_s over independent sources s,
-    ``terms`` the tuples (source id, w_s, lo_s, hi_s, noise_s), sorted by id: source s lies in [lo_s, hi_s] and
-    carries noise_s bootstraps' variance (0 for a constant array). Source ids are random 64-bit ints, so values
-    that travel between processes do not alias."""
-
-    const: int = 0
-    terms: tuple = ()
-
-    @classmethod
-    def source(cls, lo: int, hi: int, noise: int = 1) -> Bound:
-        """A new independent source in [lo, hi]."""
-        return cls(0, ((int.from_bytes(os.urandom(8), "little"), 1, int(lo), int(hi), int(noise)),))
-
-    @property
-    def lo(self) -> int:
-        return self.const + sum(w * (lo if w > 0 else hi) for _, w, lo, hi, _ in self.terms)
-
-    @property
-    def hi(self) -> int:
-        return self.const + sum(w * (hi if w > 0 else lo) for _, w, lo, hi, _ in self.terms)
-
-    @property
-    def noise(self) -> int:
-        """sum_s w_s^2 noise_s: the value's noise in bootstraps' output variances."""
-        return sum(w * w * nz for _, w, _, _, nz in self.terms)
-
-    def __add__(self, other) -> Bound:
-        if _is_int(other):
-            return Bound(self.const + int(other), self.terms)
-        if not isinstance(other, Bound):
-            return NotImplemented
-        merged = {t[0]: list(t) for t in self.terms}
-        for sid, w, lo, hi, nz in other.terms:
-            if sid in merged:
-                merged[sid][1] += w
-            else:
-                merged[sid] = [sid, w, lo, hi, nz]
-        terms = tuple(tuple(t) for _, t in sorted(merged.items()) if t[1])
-        return Bound(self.const + other.const, terms)
-
-    def scaled(self, c: int) -> Bound:
-        """The bound of c times this value."""
-        c = int(c)
-        return Bound(c * self.const, tuple((s, c * w, lo, hi, nz) for s, w, lo, hi, nz in self.terms if c * w))
 
 
 @dataclass(frozen=True, repr=False)
@@ -292,10 +225,12 @@ class TFHEContext(SecretHolder):
 
     def decrypt(self, x: EncryptedInt):
         """The value(s): a Python int, or an int64 array of the batch shape. KeyMismatchError for a value of another
-        context."""
-        if not isinstance(x, EncryptedInt):
-            raise TypeError(f"decrypt takes an EncryptedInt, got {type(x).__name__}")
+        context; ParameterError for one whose interval may leave [0, 2^p) or whose noise is beyond the budget (its
+        value would be wrong)."""
+        if not isinstance(x, EncryptedInt) or x.traced:
+            raise TypeError(f"decrypt takes an EncryptedInt, got {x!r}")
         _same_keys("decrypt", self.key_id, x.ct.key_id)
+        x._check_usable("decrypt")
         v = ops.decrypt(self.client_key, x.ct)
         return int(v) if v.ndim == 0 else v
 
@@ -303,27 +238,44 @@ class TFHEContext(SecretHolder):
         return f"TFHEContext(with secret key, {self.public!r})"
 
 
-@dataclass(frozen=True, repr=False, eq=False)
-class EncryptedInt(KeyOwned):
-    """An LWE ciphertext (or a batch) with its public context and its :class:`Bound`. ``+`` and ``-`` with another
-    EncryptedInt, an int or an int array; ``*`` by an int; unary ``-``; :meth:`apply` (a lookup table, one
-    bootstrap); ``<``, ``<=``, ``>``, ``>=`` (encrypted 0/1, one bootstrap). No ``==`` (identity, as for any
-    object) and no product of two values (pack them and apply a table, see ``*``)."""
+class EncryptedInt(KeyOwned, Value):
+    """An encrypted p-bit integer, or a batch of them (NumPy's broadcasting): concrete (``ct`` an LWE ciphertext,
+    ``ctx`` its public context and ``bound`` its :class:`Bound`; each operator runs at once) or symbolic inside
+    :func:`crossfhe.compile` (each operator recorded; the compiler's analysis computes the same bounds). ``+`` and
+    ``-`` with another EncryptedInt, an int or an int array; ``*`` by an int; unary ``-``; :meth:`apply` (a lookup
+    table, one bootstrap); ``<``, ``<=``, ``>``, ``>=`` (encrypted 0/1, one bootstrap). Linear operations are exact
+    mod 2^(p+1), so a value in between may leave [0, 2^p) (``x - y + 8`` is fine); what a lookup reads and what is
+    decrypted must lie in [0, 2^p) with noise within :func:`noise_budget`, else ParameterError names the bound.
+    No ``==`` (identity, as for any object) and no product of two values (pack them and apply a table, see ``*``)."""
 
-    ct: LWECiphertext
-    ctx: TFHEPublicContext
-    bound: Bound
-
+    scheme = "tfhe"
     __array_ufunc__ = None  # a NumPy operand on the left defers to the reflected operators here
+
+    def __init__(self, ct: LWECiphertext | None = None, ctx: TFHEPublicContext | None = None,
+                 bound: Bound | None = None, *, trace=None, node: int | None = None):
+        d = self.__dict__
+        d["ct"], d["ctx"], d["bound"], d["trace"], d["node"] = ct, ctx, bound, trace, node
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"an EncryptedInt is immutable (setting {name})")
+
+    @classmethod
+    def symbolic(cls, trace, node: int, spec) -> EncryptedInt:
+        """The traced value of an input node (:class:`~crossfhe.api.specs.TFHEInt` ``spec``)."""
+        return cls(trace=trace, node=node)
 
     @property
     def bits(self) -> int:
         """p: the message width of the parameters."""
+        if self.traced:
+            raise self._error(TypeError, "a traced value's parameters are the circuit's (circuit.params)")
         return self.ctx.bits
 
     @property
     def range(self) -> tuple[int, int]:
         """(lo, hi): the interval the value can take."""
+        if self.traced:
+            raise self._error(TypeError, "a traced value's interval is the compiler's analysis (circuit.graph)")
         return self.bound.lo, self.bound.hi
 
     @property
@@ -332,19 +284,25 @@ class EncryptedInt(KeyOwned):
         return tuple(self.ct.b.shape[:-1])
 
     def __repr__(self) -> str:
+        if self.traced:
+            return f"EncryptedInt(%{self.node}, traced)"
         batch = f", batch={self.shape}" if self.shape else ""
         return f"EncryptedInt(bits={self.bits}, range=[{self.bound.lo}, {self.bound.hi}]{batch})"
 
     def __bool__(self):
-        raise TypeError("an encrypted integer has no truth value: decrypt it first (ctx.decrypt(x))")
+        raise self._error(TypeError, "an encrypted integer has no truth value: decrypt it first (ctx.decrypt(x)), or "
+                          "select arithmetically with a lookup table")
 
-    # Key owner -------------------------------------------------------------------------------------
+    __hash__ = object.__hash__
 
     # Serialization ---------------------------------------------------------------------------------
 
     def serialize(self) -> bytes:
         """The value's blob (kind ``tfhe.integer``: the ciphertext as :func:`crossfhe.io.tfhe.dumps` stores it, with
         its key id, and its interval and noise); no key material. Read it back with :meth:`load`."""
+        if self.traced:
+            raise self._error(TypeError, "a traced value has no words to serialize; serialize the circuit's outputs")
+        self._check_usable("serialize")
         c = fmt.unpack(tio.dumps(self.ct, params=self.ctx.params))
         integer = {"lo": self.bound.lo, "hi": self.bound.hi, "noise": self.bound.noise}
         return fmt.pack(KIND_INTEGER, {**c.fields, "integer": integer}, c.arrays)
@@ -373,104 +331,143 @@ class EncryptedInt(KeyOwned):
         x = cls(ct, public, Bound.source(lo, hi, nz))
         return _set_owner(x, ctx if isinstance(ctx, TFHEContext) else None)
 
-    # Checked results -------------------------------------------------------------------------------
+    # Checks ----------------------------------------------------------------------------------------
 
-    def _result(self, ct: LWECiphertext, bound: Bound, what: str, other: EncryptedInt | None = None) -> EncryptedInt:
-        """The value (ct, bound) after checking that it fits the message space and the noise budget."""
+    def _check_usable(self, what: str) -> None:
+        """Refuse to bootstrap or decrypt a value that may leave [0, 2^p) or carries more noise than a bootstrap of it
+        tolerates (``what`` says who reads it)."""
         p, size = self.bits, 1 << self.bits
         name = self.ctx.params.name or "these parameters"
-        lo, hi = bound.lo, bound.hi
+        lo, hi = self.bound.lo, self.bound.hi
         if lo < 0 or hi >= size:
             reach = f"reach {hi}, beyond" if hi >= size else f"reach {lo}, below"
-            fix = ("reduce an operand first with .apply(...) (a lookup table, e.g. x.apply(lambda v: min(v, "
-                   f"{size // 2 - 1}))), encrypt with fewer bits (ctx.encrypt(v, bits={p - 1})), or use parameters "
-                   "with more message bits (crossfhe.presets.tfhe)")
-            if lo < 0:
-                fix = f"add a constant before subtracting (x + {-lo} - y rather than x - y + {-lo}), or " + fix
             raise ParameterError(
-                f"{what} may {reach} the {p}-bit message space [0, {size - 1}] of {name} (its interval is [{lo}, "
-                f"{hi}]); TFHE values here never wrap silently: {fix}")
+                f"{what}: the value may {reach} the {p}-bit message space [0, {size - 1}] of {name} (its interval is "
+                f"[{lo}, {hi}]). Linear operations are exact mod 2^{p + 1}, but what a lookup reads and what is "
+                f"decrypted must lie in [0, {size}): add a constant to bring it there, reduce an operand first with "
+                f".apply(...) (e.g. x.apply(lambda v: min(v, {size // 2 - 1}))), encrypt with fewer bits "
+                f"(ctx.encrypt(v, bits={max(1, p - 1)})), or use parameters with more message bits "
+                "(crossfhe.presets.tfhe)")
         budget = noise_budget(self.ctx.params)
-        if bound.noise > budget:
+        if self.bound.noise > budget:
             raise ParameterError(
-                f"{what}: its noise would be {bound.noise} times a bootstrap's (sum of squared weights), beyond the "
-                f"{budget} that {name} allows (a bootstrap would fail with probability 2^"
-                f"{self.ctx.params.log2_p_fail(bound.noise):.1f} > 2^{LOG2_P_FAIL}); apply a lookup in between (x * c "
-                "as x.apply(lambda v: c * v) is exact and resets the noise), or use smaller constants")
-        owner = self.__dict__.get("_owner") or (other.__dict__.get("_owner") if other is not None else None)
-        return _set_owner(EncryptedInt(ct, self.ctx, bound), owner)
+                f"{what}: the value's noise is {self.bound.noise} times a bootstrap's (sum of squared weights), beyond "
+                f"the {budget} that {name} allows (a bootstrap would fail with probability 2^"
+                f"{self.ctx.params.log2_p_fail(self.bound.noise):.1f} > 2^{LOG2_P_FAIL}); apply a lookup in between "
+                "(x * c as x.apply(lambda v: c * v) is exact and resets the noise), or use smaller constants")
+
+    # Primitives ------------------------------------------------------------------------------------
+
+    def _apply(self, op: str, others=(), attrs: dict | None = None, *, bound: Bound | None = None, consts=None):
+        """The value of primitive ``op`` (:mod:`crossfhe.api.tfhe_lower`): recorded while tracing, else run as a
+        one-operation circuit (:mod:`crossfhe.api.eager`) with result bound ``bound``."""
+        attrs = attrs or {}
+        if self.traced:
+            if consts:
+                for key, array in consts.items():
+                    self.trace.builder.consts.setdefault(key, array)
+            node = self.trace.node(op, (self.node, *(o.node for o in others)), attrs)
+            return EncryptedInt(trace=self.trace, node=node)
+        public = self.ctx
+        operands = [({"range": (v.bound.lo, v.bound.hi)}, (v.ct.b, v.ct.a)) for v in (self, *others)]
+        _, (b, a) = eager.run(SCHEME, public.params, public.server_key, op, attrs, operands, consts=consts)
+        ct = LWECiphertext(b, a, self.ct.moduli, self.ct.key_id)
+        owner = self.__dict__.get("_owner") or next((o.__dict__.get("_owner") for o in others
+                                                     if o.__dict__.get("_owner") is not None), None)
+        return _set_owner(EncryptedInt(ct, public, bound), owner)
 
     def _pair(self, other: EncryptedInt, what: str) -> None:
+        self._same(other, what)
+        if self.traced:
+            return
         _same_keys(what, self.ct.key_id, other.ct.key_id)
         try:
             np.broadcast_shapes(self.shape, other.shape)
         except ValueError:
             raise ParameterError(f"{what}: batches of shapes {self.shape} and {other.shape} do not broadcast") from None
 
-    def _constant(self, c, what: str) -> tuple[int | np.ndarray, Bound, str]:
-        """(encodable constant, its Bound, how to name it) of an int or an integer array that broadcasts to this
-        batch."""
-        c = _scalar(c)
-        if _is_int(c):
-            return int(c), Bound(int(c)), str(int(c))
+    def _constant(self, c, what: str):
+        """An int, or (eagerly) an int array that broadcasts to this batch as a trivial ciphertext (b = c Delta,
+        a = 0) with its Bound (a source of noise 0)."""
+        c = scalar_operand(c)
+        if is_int(c):
+            return int(c)
+        if isinstance(c, Value):
+            self._same(c, what)
+        if not isinstance(c, _ARRAYS):
+            raise self._error(TypeError, f"{what}: a TFHE value combines with encrypted TFHE values and int "
+                              f"constants, got {type(c).__name__} {c!r}")
+        if self.traced:
+            raise self._error(TypeError, f"{what}: inside a circuit a TFHE constant is an int (each input is one "
+                              "integer of the batch the circuit runs on)")
         arr = _int_array(c, what)
-        try:
-            fits = np.broadcast_shapes(self.shape, arr.shape) == self.shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ParameterError(f"{what}: a constant of shape {arr.shape} does not broadcast to the batch "
-                                 f"{self.shape}")
         if arr.size == 0:
             raise ParameterError(f"{what}: an empty constant array")
-        return arr, Bound.source(arr.min(), arr.max(), 0), "c"
+        try:
+            shape = np.broadcast_shapes(self.shape, arr.shape)
+        except ValueError:
+            raise ParameterError(f"{what}: a constant of shape {arr.shape} does not broadcast to the batch "
+                                 f"{self.shape}") from None
+        b = jnp.asarray(np.broadcast_to(tfhe_ops.encode(self.ctx.params, arr), shape + (len(self.ct.moduli),)))
+        a = xla.zeros_like(jnp.broadcast_to(self.ct.a, shape + self.ct.a.shape[-2:]))
+        ct = LWECiphertext(b, a, self.ct.moduli, self.ct.key_id)
+        return EncryptedInt(ct, self.ctx, Bound.source(arr.min(), arr.max(), 0))
 
     # Arithmetic ------------------------------------------------------------------------------------
 
-    def _plain_operand(self, other) -> bool:
-        return _is_int(_scalar(other)) or isinstance(other, (np.ndarray, jax.Array, list, tuple))
+    def _linear(self, op: str, other=None, c=None):
+        if other is not None:
+            self._pair(other, {"add": "x + y", "sub": "x - y"}[op])
+        others = [] if other is None else [other]
+        bound = None if self.traced else apply_linear(op, c, [v.bound for v in (self, *others)])
+        return self._apply(op, others, {} if c is None else {"c": int(c)}, bound=bound)
 
     def __add__(self, other):
         if isinstance(other, EncryptedInt):
-            self._pair(other, "x + y")
-            return self._result(ops.add(self.ct, other.ct), self.bound + other.bound, "x + y", other)
-        if self._plain_operand(other):
-            c, term, text = self._constant(other, "x + c")
-            return self._result(ops.add_const(self.ctx.params, self.ct, c), self.bound + term, f"x + {text}")
-        return NotImplemented
+            return self._linear("add", other)
+        try:
+            c = self._constant(other, "x + c")
+        except TypeError:
+            if isinstance(scalar_operand(other), (numbers.Number, *_ARRAYS)) or isinstance(other, Value):
+                raise
+            return NotImplemented
+        if isinstance(c, EncryptedInt):
+            return self._linear("add", c)
+        return self if c == 0 else self._linear("add_const", c=c)
 
     __radd__ = __add__
 
     def __sub__(self, other):
         if isinstance(other, EncryptedInt):
-            self._pair(other, "x - y")
-            return self._result(ops.sub(self.ct, other.ct), self.bound + other.bound.scaled(-1), "x - y", other)
-        if self._plain_operand(other):
-            c, term, text = self._constant(other, "x - c")
-            return self._result(ops.add_const(self.ctx.params, self.ct, -c), self.bound + term.scaled(-1),
-                                f"x - {text}")
-        return NotImplemented
+            return self._linear("sub", other)
+        c = self._constant(other, "x - c")
+        if isinstance(c, EncryptedInt):
+            return self._linear("sub", c)
+        return self if c == 0 else self._linear("add_const", c=-c)
 
     def __rsub__(self, other):
-        if self._plain_operand(other):
-            c, term, text = self._constant(other, "c - x")
-            ct = ops.add_const(self.ctx.params, ops.negate(self.ct), c)
-            return self._result(ct, self.bound.scaled(-1) + term, f"{text} - x")
-        return NotImplemented
+        c = self._constant(other, "c - x")
+        if isinstance(c, EncryptedInt):
+            return c - self
+        return (-self) + c
 
     def __neg__(self):
-        return self._result(ops.negate(self.ct), self.bound.scaled(-1), "-x")
+        return self._linear("neg")
 
     def __mul__(self, other):
-        other = _scalar(other)
+        other = scalar_operand(other)
         if isinstance(other, EncryptedInt):
-            raise TypeError(
-                "x * y: TFHE multiplies an encrypted integer by int constants only; for the product of two values "
-                "pack them and apply a table, e.g. (x * 2**k + y).apply(lambda v: (v >> k) * (v % 2**k)) with x, y "
-                "below 2**k")
-        if _is_int(other):
-            return self._result(ops.mul_const(self.ctx.params, self.ct, int(other)), self.bound.scaled(other),
-                                f"x * {other}")
+            self._same(other, "x * y")
+            raise self._error(TypeError, "x * y: TFHE multiplies an encrypted integer by int constants only; for the "
+                              "product of two values pack them and apply a table, e.g. (x * 2**k + y).apply(lambda "
+                              "v: (v >> k) * (v % 2**k)) with x, y below 2**k")
+        if isinstance(other, Value):
+            self._same(other, "x * c")
+        if is_int(other):
+            return self if other == 1 else self._linear("mul_const", c=int(other))
+        if isinstance(other, _ARRAYS):
+            raise self._error(TypeError, "x * c: TFHE multiplies by one int constant; for per-element constants "
+                              "apply a table per value, or multiply the batch's slices one by one")
         return NotImplemented
 
     __rmul__ = __mul__
@@ -478,37 +475,34 @@ class EncryptedInt(KeyOwned):
     # Lookups ---------------------------------------------------------------------------------------
 
     def apply(self, table) -> EncryptedInt:
-        """table(m) for the message m (one programmable bootstrap, :func:`crossfhe.tfhe.ops.pbs`, fresh noise):
-        ``table`` a callable on ints, or a 1-D integer array (entry m is the value at m). Only the entries this value
-        can reach (its interval) are read, and each must lie in [0, 2^p) (ParameterError otherwise: reduce it
-        yourself, e.g. ``% 2**p``). The result's interval is the table's image over this value's."""
-        p, size = self.bits, 1 << self.bits
+        """table(m) mod 2^p for the message m (one programmable bootstrap, :func:`crossfhe.tfhe.ops.pbs`, fresh
+        noise): ``table`` a callable on ints, or a 1-D integer array (entry m is the value at m). Only the entries this
+        value can reach (its interval) are read; they must exist. The result's interval is the table's image over this
+        value's. The value read must lie in [0, 2^p) with noise within :func:`noise_budget` (ParameterError)."""
+        if self.traced:
+            raw, why = raw_table(table, "apply")
+            attrs = {"raw": self.trace.builder.const(raw)}
+            if why is not None:
+                attrs["raw_error"] = why
+            return self._apply("lookup", [], attrs)
+        self._check_usable("x.apply(table)")
+        size = 1 << self.bits
         lo, hi = self.range
-        if callable(table):
-            vals = [table(m) for m in range(lo, hi + 1)]
-        else:
-            arr = np.asarray(table)
-            if arr.ndim != 1 or arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == object):
-                raise TypeError(f"apply takes a callable on ints or a 1-D integer array, got {type(table).__name__} "
-                                f"of shape {arr.shape} and dtype {arr.dtype}")
-            if arr.shape[0] <= hi:
-                raise ParameterError(f"apply: this value may reach {hi}, but the table has {arr.shape[0]} entries; it "
-                                     f"must cover [{lo}, {hi}] (at most {size} entries)")
-            vals = arr[lo: hi + 1].tolist()
-        for m, v in enumerate(vals, start=lo):
-            if not _is_int(v):
-                raise TypeError(f"apply: the table's value at {m} is {v!r} ({type(v).__name__}), not an int")
-            if not 0 <= v < size:
-                raise ParameterError(f"apply: the table's value at {m} is {v}, outside the {p}-bit message space "
-                                     f"[0, {size - 1}]; reduce it (e.g. % {size}) if wrapping is what you mean")
-        full = np.zeros(size, dtype=np.int64)
-        full[lo: hi + 1] = vals
-        ct = ops.pbs(self.ctx.server_key, self.ct, full)
-        return self._result(ct, Bound.source(min(vals), max(vals)), "x.apply(table)")
+        raw, why = raw_table(table, "apply", limit=size, error=lambda kind, message: kind(f"apply: {message}"))
+        if raw.shape[0] <= hi:
+            reason = why or f"has {raw.shape[0]} entries"
+            raise ParameterError(f"apply: this value may reach {hi}, but the table {reason}; it must cover [{lo}, "
+                                 f"{hi}] (at most {size} entries)")
+        full = np.zeros(size, dtype=np.int32)
+        full[: raw.shape[0]] = raw
+        key = const_key(full)
+        part = full[lo: hi + 1]
+        return self._apply("lookup", [], {"table": key}, bound=Bound.source(int(part.min()), int(part.max())),
+                           consts={key: full})
 
     def _compare(self, other, op: str) -> EncryptedInt:
-        other = _scalar(other)
-        if _is_int(other):
+        other = scalar_operand(other)
+        if is_int(other):
             c = int(other)
             test = {"<": lambda v: v < c, "<=": lambda v: v <= c, ">": lambda v: v > c, ">=": lambda v: v >= c}[op]
             return self.apply(lambda v: int(test(v)))
@@ -518,6 +512,10 @@ class EncryptedInt(KeyOwned):
             return other._compare(self, {">": "<", ">=": "<="}[op])
         what = f"x {op} y"
         self._pair(other, what)
+        if self.traced:
+            raise self._error(TypeError, f"{what}: inside a circuit compare through a lookup on the difference with an "
+                              "offset that keeps it in range, e.g. (x - y + 2**(p-1)).apply(lambda d: int(d < "
+                              "2**(p-1))) for x, y below 2**(p-1)")
         diff = self.bound + other.bound.scaled(-1)
         shift = -diff.lo  # x - y + shift lies in [0, span]
         span = diff.hi - diff.lo
@@ -526,7 +524,7 @@ class EncryptedInt(KeyOwned):
                 f"{what}: x - y spans [{diff.lo}, {diff.hi}], more values than the {self.bits}-bit message space "
                 f"holds, so one lookup cannot compare them; encrypt with fewer bits (at most {self.bits - 1} each) or "
                 "reduce the operands with .apply(...) first")
-        d = self._result(ops.add_const(self.ctx.params, ops.sub(self.ct, other.ct), shift), diff + shift, what, other)
+        d = self - other + shift
         return d.apply((lambda v: int(v < shift)) if op == "<" else (lambda v: int(v <= shift)))
 
     def __lt__(self, other):
@@ -540,6 +538,22 @@ class EncryptedInt(KeyOwned):
 
     def __ge__(self, other):
         return self._compare(other, ">=")
+
+
+def _flatten(x: EncryptedInt):
+    if x.traced:
+        raise TypeError("a traced EncryptedInt (inside crossfhe.compile) is not a JAX value; return it from the traced "
+                        "function instead")
+    return (x.ct,), (_Same(x.ctx), x.bound, _Same(x.__dict__.get("_owner")))
+
+
+def _unflatten(aux, children) -> EncryptedInt:
+    ctx, bound, owner = aux
+    return _set_owner(EncryptedInt(children[0], ctx.obj, bound), owner.obj)
+
+
+jax.tree_util.register_pytree_node(EncryptedInt, _flatten, _unflatten)
+SCHEME.value_class = EncryptedInt
 
 
 # crossfhe.io.dumps / loads take these objects (io cannot import the api: the api registers them).

@@ -14,7 +14,7 @@ slots, one ciphertext per pixel holding that pixel of up to N/2 images (:mod:`cr
 layer is then a plaintext matrix times a stack of ciphertexts, the same modular product in every slot: no rotation
 and no Galois key; the convolution and the dense layers are CROSS-style int8 BAT matrix products, the squares one
 relinearized product per ciphertext. Five levels: convolution, square, dense, square, dense, so the parameters are
-the smallest 128-bit preset with depth 5 (:func:`crossfhe.compiler.ckks.preset_for`: N 2^14, 8192 images per
+the smallest 128-bit preset with depth 5 (:func:`crossfhe.api.ckks_lower.preset_for`: N 2^14, 8192 images per
 batch), the images encrypted at level 5. Counts per batch (LoLa): 841 encryptions, 13 convolution-row products
 (65 x 145 each), 845 + 100 relinearized squares, the 100 x 846 and 10 x 101 dense products. Why this packing and not
 one image per ciphertext (TenSEAL's im2col, LoLa's dense-vector packing): with an image per ciphertext every layer
@@ -201,7 +201,7 @@ def train(x, y, architecture: str = "lola", *, epochs: int = 30, batch: int = 64
 
 def parameters() -> Params:
     """The smallest 128-bit preset with the network's depth (the circuit layer's selection)."""
-    from crossfhe.compiler.ckks import preset_for
+    from crossfhe.api.ckks_lower import preset_for
 
     return preset_for(DEPTH)
 

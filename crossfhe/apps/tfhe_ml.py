@@ -7,19 +7,19 @@ model has two implementations that must agree exactly:
 
 - ``predict_plain(x)`` / ``outputs_plain(x)``: NumPy on int64, written from the model's own structure (a tree
   walk, a sort, a matrix product), independent of the compiler;
-- ``circuit_fn``: the same computation traced over :class:`~crossfhe.compiler.specs.TFHEInt` inputs, one lookup
+- ``circuit_fn``: the same computation traced over :class:`~crossfhe.api.specs.TFHEInt` inputs, one lookup
   (programmable bootstrap) per table, compiled by :func:`crossfhe.compile` (its passes deduplicate key switches and
   test vectors and batch the lookups of one bootstrap depth into one launch) and run encrypted by ``predict``.
 
 Bounds. A TFHE value holds m in [0, 2^p) (p = ``params.message_bits``); the compiler proves every lookup's input and
-every output stays there (:mod:`crossfhe.compiler.tfhe`, interval analysis over affine forms of independent
+every output stays there (:mod:`crossfhe.api.tfhe_lower`, interval analysis over affine forms of independent
 sources) and that the noise (the sum of the squared weights of bootstrap outputs and inputs) stays within
-:func:`~crossfhe.compiler.tfhe.noise_budget`: 393 at P4, 304726 at P6, 16183 at P8. The analysis cannot know that
+:func:`~crossfhe.api.tfhe_lower.noise_budget`: 393 at P4, 304726 at P6, 16183 at P8. The analysis cannot know that
 only one leaf of a tree is reached, so a sum over exclusive terms is bounded by the sum of their bounds;
 :func:`reduce_sum` packs such sums into chunks that fit and clamps each chunk by a lookup ``min(m, b)`` to its true
 bound b (exact, since the true value never exceeds b), a balanced reduction of few bootstrap levels.
 
-Counts. ``model.counts()`` gives :func:`crossfhe.compiler.tfhe.cost` of the circuit before the deduplication and
+Counts. ``model.counts()`` gives :func:`crossfhe.api.tfhe_lower.cost` of the circuit before the deduplication and
 batching passes (the ``tables`` row of ``Circuit.report``: what ``compile(..., optimize=False)`` runs, one launch
 and one key switch per lookup) and after them (the optimized graph).
 """
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crossfhe.compiler import TFHEInt
-from crossfhe.compiler import tfhe as ctfhe
-from crossfhe.compiler.circuit import Circuit, CircuitKeys
-from crossfhe.compiler.circuit import compile as compile_circuit
+from crossfhe.api import tfhe_lower as ctfhe
+from crossfhe.api.circuit import Circuit, CircuitKeys
+from crossfhe.api.circuit import compile as compile_circuit
+from crossfhe.api.specs import TFHEInt
 from crossfhe.errors import ParameterError
 from crossfhe.tfhe import presets
 from crossfhe.tfhe.params import Params
@@ -196,7 +196,7 @@ class TFHEModel:
         return c
 
     def counts(self) -> dict:
-        """PBS and key-switch counts (:func:`crossfhe.compiler.tfhe.cost`) ``before`` the dedup and batching passes
+        """PBS and key-switch counts (:func:`crossfhe.api.tfhe_lower.cost`) ``before`` the dedup and batching passes
         (after dead code and tables: what the unoptimized circuit runs) and ``after`` them, and ``passes``: the
         counts after each pass."""
         c = self.compile()

@@ -30,6 +30,7 @@ field            type                                what
 ``graph``        object                              the graph (the circuit layer reads it)
 ``specs``        list of objects                     the input specs (the circuit layer reads them)
 ``runtime``      str                                 the digest of the runtime arguments' structure
+``tables``       str                                 the digest of the tables the program takes as arguments
 ===============  ==================================  ===============================================================
 
 :func:`read_circuit_file` raises :class:`~crossfhe.errors.SerializationError` naming the file and the first
@@ -59,7 +60,7 @@ _DIGEST = hashlib.sha256().digest_size  # 32
 
 HEADER_FIELDS = {"scheme": "str", "name": "str", "digest": "hex64", "params": "str", "kernels": "str",
                  "build": "str", "batch_shape": "shape", "versions": "str", "graph": "object",
-                 "specs": "list of objects", "runtime": "str"}
+                 "specs": "list of objects", "runtime": "str", "tables": "str"}
 """Every field of an exported circuit's header and its type (module docstring)."""
 
 

@@ -362,7 +362,7 @@ def _pbs_with_progress(key: PreparedKey, b, a, tables, *, params: Params, shape:
 
 
 # --------------------------------------------------------------------------------------------------
-# Bootstraps inside a caller's program (the circuit compiler, crossfhe.compiler.tfhe)
+# Bootstraps inside a caller's program (the circuit compiler, crossfhe.api.tfhe_lower)
 # --------------------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crossfhe.compiler.circuit import InputSpec
+from crossfhe.api.circuit import InputSpec
 from crossfhe.errors import ParameterError
 
 

@@ -2,13 +2,13 @@
 bootstraps, and the lowering onto :func:`crossfhe.tfhe.ops.pbs_rows` with the server key, its plans and the
 lookup tables as arguments of the program.
 
-Values. An encrypted integer (:class:`EncryptedInt`; input spec :class:`~crossfhe.compiler.specs.TFHEInt`) holds a
+Values. An encrypted integer (:class:`EncryptedInt`; input spec :class:`~crossfhe.api.specs.TFHEInt`) holds a
 message m in [0, 2^p), p = ``params.message_bits``, as m Delta plus noise, with one padding bit above it
 (:mod:`crossfhe.tfhe.params`). Users write ``x + y``, ``x - y``, ``-x``, ``x + 3``, ``3 - x``, ``x * 3`` (int
 constants) and lookups ``x.apply(f)``: f a callable on ints or an array of ints, applied as f(m) mod 2^p (as
 :func:`crossfhe.tfhe.ops.pbs`). Linear operations are exact mod 2^(p+1) (the message and its padding bit), so a
 value in between may leave [0, 2^p) (``x - y + 8`` is fine); what a lookup reads and what an output holds must lie
-in [0, 2^p) for every input in its declared range, else :class:`~crossfhe.compiler.ir.CircuitError` names the
+in [0, 2^p) for every input in its declared range, else :class:`~crossfhe.api.ir.CircuitError` names the
 operation that made the value and its source line.
 
 Analysis (:func:`analyze`). Every value is an affine form c + sum_s w_s v_s over sources s (inputs and lookup
@@ -49,8 +49,10 @@ decided there on the host) and the tables, int32 ``[T, 2^p]``. The FFT routes' f
 
 from __future__ import annotations
 
+import os
 import weakref
 from contextlib import nullcontext
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -58,11 +60,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from crossfhe.compiler import ir
-from crossfhe.compiler.circuit import Scheme
-from crossfhe.compiler.ir import Builder, CircuitError, Graph, Node
-from crossfhe.compiler.specs import TFHEInt
-from crossfhe.compiler.trace import Trace, Value, source_line
+from crossfhe.api import ir
+from crossfhe.api.circuit import Scheme
+from crossfhe.api.ir import Builder, CircuitError, Graph, Node
+from crossfhe.api.passes import cse, dead_code
+from crossfhe.api.specs import TFHEInt
+from crossfhe.api.trace import source_line
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.kernels import cpu_native
@@ -79,6 +82,8 @@ LAUNCHES = ("lookup", "pbs")
 LOG2_P_FAIL = -64
 """The failure probability a lookup may have (log2, per bootstrap): the presets' target."""
 
+_MAX_NOISE = 1 << 40
+
 SELECTABLE = (presets.P2, presets.P4, presets.P6, presets.P8, presets.P10)
 """The secure presets :meth:`TFHEScheme.select` chooses from, smallest first."""
 
@@ -92,11 +97,17 @@ def _is_int(c) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
-def _raw_table(table, what: str) -> tuple[np.ndarray, str | None]:
-    """(f(m) mod 2^10 for m in [0, L), int64 [L]; why L < 2^10 or None) of a callable or a 1-D integer array."""
+def raw_table(table, what: str, *, limit: int = MAX_TABLE, error=None) -> tuple[np.ndarray, str | None]:
+    """(f(m) mod ``limit`` for m in [0, L), int64 [L]; why L < ``limit`` or None) of a callable (evaluated from 0 up
+    to its first exception or non-int value: a partial table) or a 1-D integer array. Eager values and circuits
+    read a table the same way (:meth:`crossfhe.api.tfhe.EncryptedInt.apply`). ``error(kind, message)``: the
+    exception to raise for an unusable table (default a CircuitError naming the user's line)."""
+    if error is None:
+        def error(kind, message):
+            return CircuitError(f"{what} at {source_line()}: {message}")
     if callable(table):
         vals, why = [], None
-        for m in range(MAX_TABLE):
+        for m in range(limit):
             try:
                 v = table(m)
             except Exception as e:  # noqa: BLE001 - the table may be partial; reachable entries are checked later
@@ -105,90 +116,18 @@ def _raw_table(table, what: str) -> tuple[np.ndarray, str | None]:
             if not _is_int(v):
                 why = f"returned {v!r} ({type(v).__name__}) at {m}, not an int"
                 break
-            vals.append(int(v) % MAX_TABLE)
+            vals.append(int(v) % limit)
         if not vals:
-            raise CircuitError(f"{what} at {source_line()}: the table {why}")
+            raise error(TypeError, f"the table {why}")
         return np.array(vals, dtype=np.int64), why
     arr = np.asarray(table)
-    ok = arr.ndim == 1 and 1 <= arr.shape[0] <= MAX_TABLE and (
+    ok = arr.ndim == 1 and 1 <= arr.shape[0] <= max(limit, MAX_TABLE) and (
         (arr.dtype == object and all(_is_int(v) for v in arr.tolist()))
         or (np.issubdtype(arr.dtype, np.integer) and arr.dtype != bool))
     if not ok:
-        raise CircuitError(f"{what} at {source_line()}: a table is a callable on ints or a 1-D array of at most "
-                           f"{MAX_TABLE} ints (entry m is f(m)), got {type(table).__name__} of shape {arr.shape} "
-                           f"and dtype {arr.dtype}")
-    return np.array([int(v) % MAX_TABLE for v in arr.tolist()], dtype=np.int64), None
-
-
-class EncryptedInt(Value):
-    """A symbolic TFHE integer (:class:`~crossfhe.compiler.specs.TFHEInt`) while a circuit is traced: ``+``, ``-``
-    (with another value or an int), unary ``-``, ``*`` by an int, and :meth:`apply` (a lookup table)."""
-
-    scheme = "tfhe"
-    __array_ufunc__ = None  # NumPy operands defer to the reflected operators here (and are refused there)
-
-    def __repr__(self) -> str:
-        return f"EncryptedInt(%{self.node}, traced)"
-
-    def _new(self, op: str, args, attrs=None) -> EncryptedInt:
-        return EncryptedInt(self.trace, self.trace.node(op, args, attrs))
-
-    def _const(self, other, what: str) -> int:
-        if isinstance(other, (np.ndarray, jax.Array, np.generic)) and np.ndim(other) == 0:
-            other = np.asarray(other).item()
-        if not _is_int(other):
-            raise CircuitError(f"{what} at {source_line()}: a TFHE value combines with encrypted TFHE values and int "
-                               f"constants, got {type(other).__name__} {other!r}")
-        return int(other)
-
-    def __add__(self, other):
-        if isinstance(other, Value):
-            self._same(other, "+")
-            return self._new("add", (self.node, other.node))
-        c = self._const(other, "+")
-        return self if c == 0 else self._new("add_const", (self.node,), {"c": c})
-
-    __radd__ = __add__
-
-    def __sub__(self, other):
-        if isinstance(other, Value):
-            self._same(other, "-")
-            return self._new("sub", (self.node, other.node))
-        c = self._const(other, "-")
-        return self if c == 0 else self._new("add_const", (self.node,), {"c": -c})
-
-    def __rsub__(self, other):
-        c = self._const(other, "-")
-        return (-self) + c
-
-    def __neg__(self):
-        return self._new("neg", (self.node,))
-
-    def __mul__(self, other):
-        if isinstance(other, Value):
-            self._same(other, "*")
-            raise CircuitError(f"* at {source_line()}: TFHE multiplies an encrypted value by int constants only; for "
-                               "the product of two values apply a table to a packed value, e.g. "
-                               "(x * 2**k + y).apply(lambda v: (v >> k) * (v % 2**k)) with x, y < 2**k")
-        c = self._const(other, "*")
-        return self if c == 1 else self._new("mul_const", (self.node,), {"c": c})
-
-    __rmul__ = __mul__
-
-    def apply(self, table) -> EncryptedInt:
-        """The lookup ``table(m) mod 2^p`` (one programmable bootstrap): ``table`` a callable on ints or a 1-D array
-        of ints (entry m is the value at m; it must cover every m this value may take). The result's interval is
-        the table's image over this value's."""
-        raw, why = _raw_table(table, "apply")
-        attrs = {"raw": self.trace.builder.const(raw)}
-        if why is not None:
-            attrs["raw_error"] = why
-        return self._new("lookup", (self.node,), attrs)
-
-
-def lookup(x: EncryptedInt, table) -> EncryptedInt:
-    """``x.apply(table)``."""
-    return x.apply(table)
+        raise error(TypeError, f"a table is a callable on ints or a 1-D array of at most {limit} ints (entry m is "
+                    f"f(m)), got {type(table).__name__} of shape {arr.shape} and dtype {arr.dtype}")
+    return np.array([int(v) % limit for v in arr.tolist()[:limit]], dtype=np.int64), None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -254,36 +193,104 @@ def table_for(g: Graph, n: Node, params: Params, lo: int, hi: int) -> np.ndarray
     return t
 
 
+def _is_plain_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What an encrypted value can hold: the affine form ``const`` + sum_s w_s v_s over independent sources s,
+    ``terms`` the tuples (source id, w_s, lo_s, hi_s, noise_s), sorted by id: source s lies in [lo_s, hi_s] and
+    carries noise_s bootstraps' variance (0 for a constant array). The interval it gives is exact over independent
+    sources (``x - x`` is 0) and its noise is sum_s w_s^2 noise_s. A compiled circuit's sources are its inputs and
+    lookups (their node indices); an eager value's are random 64-bit ids, so values that travel between processes do
+    not alias. The one bookkeeping rule of TFHE values, eager and compiled (:func:`analyze`)."""
+
+    const: int = 0
+    terms: tuple = ()
+
+    @classmethod
+    def source(cls, lo: int, hi: int, noise: int = 1, sid: int | None = None) -> Bound:
+        """A new independent source in [lo, hi] (``sid``: its id; default a random one)."""
+        sid = int.from_bytes(os.urandom(8), "little") if sid is None else int(sid)
+        return cls(0, ((sid, 1, int(lo), int(hi), int(noise)),))
+
+    @property
+    def lo(self) -> int:
+        return self.const + sum(w * (lo if w > 0 else hi) for _, w, lo, hi, _ in self.terms)
+
+    @property
+    def hi(self) -> int:
+        return self.const + sum(w * (hi if w > 0 else lo) for _, w, lo, hi, _ in self.terms)
+
+    @property
+    def noise(self) -> int:
+        """sum_s w_s^2 noise_s: the value's noise in bootstraps' output variances."""
+        return sum(w * w * nz for _, w, _, _, nz in self.terms)
+
+    def __add__(self, other) -> Bound:
+        if _is_plain_int(other):
+            return Bound(self.const + int(other), self.terms)
+        if not isinstance(other, Bound):
+            return NotImplemented
+        merged = {t[0]: list(t) for t in self.terms}
+        for sid, w, lo, hi, nz in other.terms:
+            if sid in merged:
+                merged[sid][1] += w
+            else:
+                merged[sid] = [sid, w, lo, hi, nz]
+        terms = tuple(tuple(t) for _, t in sorted(merged.items()) if t[1])
+        return Bound(self.const + other.const, terms)
+
+    __radd__ = __add__
+
+    def scaled(self, c: int) -> Bound:
+        """The bound of c times this value."""
+        c = int(c)
+        return Bound(c * self.const, tuple((s, c * w, lo, hi, nz) for s, w, lo, hi, nz in self.terms if c * w))
+
+
 class Analysis:
-    """Per node: the affine form (``const``, ``form`` {source node: weight}) and the interval (``lo``, ``hi``) of its
-    value; for a ``pbs`` node the intervals of its rows (``rows``); the materialized tables (``tables``: node ->
-    list of int32 [2^p], one per table of the launch)."""
+    """Per node: its :class:`Bound` (``bounds``) and the interval (``lo``, ``hi``) it gives; for a launch the
+    intervals of its rows (``rows``); the materialized tables (``tables``: node -> list of int32 [2^p], one per
+    table of the launch)."""
 
     def __init__(self):
-        self.const: dict[int, int] = {}
-        self.form: dict[int, dict[int, int]] = {}
+        self.bounds: dict[int, Bound] = {}
         self.lo: dict[int, int] = {}
         self.hi: dict[int, int] = {}
         self.rows: dict[int, list[tuple[int, int]]] = {}
         self.tables: dict[int, list[np.ndarray]] = {}
 
+    def set(self, i: int, bound: Bound) -> None:
+        self.bounds[i], self.lo[i], self.hi[i] = bound, bound.lo, bound.hi
+
     def norm2(self, i: int) -> int:
-        return sum(w * w for w in self.form[i].values())
+        return self.bounds[i].noise
 
 
 @cache
 def noise_budget(params: Params) -> int:
-    """The largest squared norm (noise, in bootstraps' noise) a lookup's input may carry on ``params``: its
-    ``norm2`` (the one its failure probability is quoted at), or more while ``log2_p_fail`` stays at most
-    :data:`LOG2_P_FAIL`."""
-    lo, hi = params.norm2, params.norm2
-    while hi < 1 << 40 and params.log2_p_fail(2 * hi) <= LOG2_P_FAIL:
-        hi *= 2
-    hi *= 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if params.log2_p_fail(mid) <= LOG2_P_FAIL else (lo, mid)
-    return lo
+    """The most noise a value may carry where a bootstrap reads it (a lookup's input) or it is decrypted, on
+    ``params``, in bootstraps' output variances (a fresh encryption counts 1, ``x * c`` c^2 times x's, ``x + y`` the
+    sum over independent sources): ``params.norm2``, where the presets quote their failure probability, or more as
+    long as a bootstrap of it fails with probability at most 2^:data:`LOG2_P_FAIL` (``params.log2_p_fail``); at most
+    2^40."""
+    def ok(norm2: int) -> bool:
+        return params.log2_p_fail(norm2) <= LOG2_P_FAIL
+
+    good = params.norm2
+    if not ok(good):
+        return good
+    bad = 2 * good
+    while ok(bad):
+        if bad >= _MAX_NOISE:
+            return _MAX_NOISE
+        good, bad = bad, 2 * bad
+    while bad - good > 1:  # log2_p_fail grows with the noise: bisect the last good value
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if ok(mid) else (good, mid)
+    return good
 
 
 def _too_big(g: Graph, params: Params, a: Analysis, i: int, use: str) -> None:
@@ -308,41 +315,45 @@ def _too_big(g: Graph, params: Params, a: Analysis, i: int, use: str) -> None:
             "smaller constants, or larger parameters")
 
 
-def analyze(g: Graph, params: Params) -> Analysis:
-    """The intervals and noise of every value of ``g`` on ``params`` (module docstring), the tables materialized;
-    raises CircuitError for an input wider than p bits, a lookup's input or an output that may leave [0, 2^p) or
-    carries noise beyond ``params.norm2``, a table without entries its input may reach."""
+def apply_linear(op: str, c, bounds: list[Bound]) -> Bound:
+    """The :class:`Bound` of a linear operation's result from its operands': ``add``, ``sub``, ``neg``,
+    ``add_const {c}``, ``mul_const {c}`` (the rule eager values and the compiler's analysis share)."""
+    if op == "add":
+        return bounds[0] + bounds[1]
+    if op == "sub":
+        return bounds[0] + bounds[1].scaled(-1)
+    if op == "neg":
+        return bounds[0].scaled(-1)
+    if op == "add_const":
+        return bounds[0] + int(c)
+    if op == "mul_const":
+        return bounds[0].scaled(c)
+    raise CircuitError(f"internal: {op!r} is not a linear TFHE operation")
+
+
+def analyze(g: Graph, params: Params, *, check_outputs: bool = True) -> Analysis:
+    """The :class:`Bound` of every value of ``g`` on ``params`` (module docstring), the tables materialized;
+    raises CircuitError for an input wider than p bits, a lookup's input or (``check_outputs``) an output that may
+    leave [0, 2^p) or carries noise beyond :func:`noise_budget`, a table without entries its input may reach. An
+    input with a ``range`` attribute (an eager value's operand) is a source in that interval with its ``noise``."""
     a = Analysis()
     p = params.message_bits
     for i, n in enumerate(g.nodes):
         args = n.args
         if n.op == "input":
+            if n.attr("range") is not None:
+                lo, hi = n.attr("range")
+                a.set(i, Bound.source(lo, hi, n.attr("noise") or 1, sid=i))
+                continue
             bits = n.attr("bits") or p
             if bits > p:
                 raise CircuitError(f"{describe(g, i)} holds values up to {2**bits - 1}, beyond the {p}-bit message "
                                    f"space of {params.name or 'these parameters'}; use parameters with at least "
                                    f"{bits} message bits")
-            a.const[i], a.form[i], a.lo[i], a.hi[i] = 0, {i: 1}, 0, 2**bits - 1
+            a.set(i, Bound.source(0, 2**bits - 1, sid=i))
             continue
         if n.op in LINEAR:
-            c, form = 0, {}
-            if n.op in ("add", "sub"):
-                sign = 1 if n.op == "add" else -1
-                c = a.const[args[0]] + sign * a.const[args[1]]
-                form = dict(a.form[args[0]])
-                for s, w in a.form[args[1]].items():
-                    form[s] = form.get(s, 0) + sign * w
-            elif n.op == "neg":
-                c, form = -a.const[args[0]], {s: -w for s, w in a.form[args[0]].items()}
-            elif n.op == "add_const":
-                c, form = a.const[args[0]] + n.attr("c"), dict(a.form[args[0]])
-            else:
-                k = n.attr("c")
-                c, form = k * a.const[args[0]], {s: k * w for s, w in a.form[args[0]].items()}
-            form = {s: w for s, w in form.items() if w}
-            a.const[i], a.form[i] = c, form
-            a.lo[i] = c + sum(w * (a.lo[s] if w > 0 else a.hi[s]) for s, w in form.items())
-            a.hi[i] = c + sum(w * (a.hi[s] if w > 0 else a.lo[s]) for s, w in form.items())
+            a.set(i, apply_linear(n.op, n.attr("c"), [a.bounds[x] for x in args]))
             continue
         if n.op in LAUNCHES:
             where = f"the lookup at {n.loc or '?'} reads it"
@@ -357,18 +368,17 @@ def analyze(g: Graph, params: Params) -> Analysis:
             a.tables[i] = tabs
             a.rows[i] = [_image(tabs[t], a.lo[args[x]], a.hi[args[x]]) for x, t in _rows(n)]
             if n.op == "lookup":
-                a.const[i], a.form[i] = 0, {i: 1}
-                a.lo[i], a.hi[i] = a.rows[i][0]
+                a.set(i, Bound.source(*a.rows[i][0], sid=i))
             continue
         if n.op == "pick":
-            a.const[i], a.form[i] = 0, {i: 1}
-            a.lo[i], a.hi[i] = a.rows[args[0]][n.attr("index")]
+            a.set(i, Bound.source(*a.rows[args[0]][n.attr("index")], sid=i))
             continue
         raise CircuitError(f"internal: the TFHE analysis does not know the op {n.op!r}")
     for j, o in enumerate(g.outputs):
-        if o not in a.form:
+        if o not in a.bounds:
             raise CircuitError(f"internal: output {j} is not a value")
-        _too_big(g, params, a, o, f"it is output {j} of the circuit")
+        if check_outputs:
+            _too_big(g, params, a, o, f"it is output {j} of the circuit")
     return a
 
 
@@ -412,11 +422,11 @@ def bootstrap_depth(g: Graph) -> list[int]:
 # --------------------------------------------------------------------------------------------------
 
 
-def tables(g: Graph, params: Params) -> Graph:
+def tables(g: Graph, params: Params, *, check_outputs: bool = True) -> Graph:
     """Each lookup's table for p (``lookup {table}``, the user's ``raw`` table dropped), every value annotated with
     its interval ``range`` (lo, hi); CircuitError where :func:`analyze` finds the circuit cannot run on
     ``params``. Every node stays (dead code is :func:`dead_code`'s)."""
-    a = analyze(g, params)
+    a = analyze(g, params, check_outputs=check_outputs)
 
     def visit(b: Builder, i: int, n: Node, args: list[int]) -> int:
         attrs = dict(n.attrs)
@@ -432,22 +442,6 @@ def tables(g: Graph, params: Params) -> Graph:
     used = {v for n in out.nodes for _, v in n.attrs if isinstance(v, str)}
     used |= {k for n in out.nodes for _, v in n.attrs if isinstance(v, tuple) for k in v if isinstance(k, str)}
     return Graph(out.scheme, out.nodes, out.inputs, out.outputs, {k: a for k, a in out.consts.items() if k in used})
-
-
-def dead_code(g: Graph, params: Params) -> Graph:
-    """Values no output depends on dropped (:func:`crossfhe.compiler.ir.dead_code`)."""
-    return ir.dead_code(g)
-
-
-def cse(g: Graph, params: Params) -> Graph:
-    """Equal values merged (:func:`crossfhe.compiler.ir.common_subexpressions`, with the operands of ``+`` in order
-    first): two lookups of one value with tables equal mod 2^p are one bootstrap."""
-    def visit(b: Builder, i: int, n: Node, args: list[int]) -> int:
-        if n.op == "add":
-            args = sorted(args)
-        return b.add(n.op, args, dict(n.attrs), n.loc)
-
-    return ir.dead_code(ir.rebuild(g, visit))
 
 
 def ks_dedup(g: Graph, params: Params) -> Graph:
@@ -619,18 +613,31 @@ def _key_for(sk: ops.ServerKey, params: Params) -> ops.ServerKey:
 def runtime(g: Graph, params: Params, sk: ops.ServerKey) -> dict:
     """The program's arguments besides the inputs: ``tables`` int32 [T, 2^p] (:func:`table_keys`) and, where the
     circuit bootstraps, ``key``: :func:`crossfhe.tfhe.ops.program_key` of the server key (made here, on the host)."""
+    out = constants(g, params)
+    if table_keys(g):
+        out["key"] = ops.program_key(_key_for(sk, params))
+    return out
+
+
+def constants(g: Graph, params: Params) -> dict:
+    """The program's constants: ``tables`` int32 [T, 2^p] (:func:`table_keys`) and ``consts``, by node index, each
+    ``add_const``'s encoded constant (uint32 [limbs], c Delta mod each q) and ``mul_const``'s residues (c mod q)."""
     keys = table_keys(g)
     size = 1 << params.message_bits
-    out = {"tables": np.stack([g.const(k) for k in keys]).astype(np.int32) if keys else np.zeros((0, size), np.int32)}
-    if keys:
-        out["key"] = ops.program_key(_key_for(sk, params))
+    out = {"tables": np.stack([g.const(k) for k in keys]).astype(np.int32) if keys else np.zeros((0, size), np.int32),
+           "consts": {}}
+    for i, n in enumerate(g.nodes):
+        if n.op == "add_const":
+            out["consts"][str(i)] = np.asarray(ops.encode(params, n.attr("c")), dtype=np.uint32)
+        elif n.op == "mul_const":
+            out["consts"][str(i)] = np.array([n.attr("c") % q for q in params.moduli], dtype=np.uint32)
     return out
 
 
 def runtime_shapes(g: Graph, params: Params) -> dict:
     """:func:`runtime` as ``jax.ShapeDtypeStruct`` s, without a key (export)."""
     keys = table_keys(g)
-    out = {"tables": jax.ShapeDtypeStruct((len(keys), 1 << params.message_bits), np.int32)}
+    out = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), constants(g, params))
     if keys:
         out["key"] = ops.program_key_shapes(params)
     return out
@@ -656,10 +663,9 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
         elif n.op == "neg":
             vals.append(linear_words(a[0][0], a[0][1], None, None, moduli=moduli, op="neg"))
         elif n.op == "add_const":
-            vals.append((add_const_words(a[0][0], ops.encode(params, n.attr("c")), moduli=moduli), a[0][1]))
+            vals.append((add_const_words(a[0][0], rt["consts"][str(i)], moduli=moduli), a[0][1]))
         elif n.op == "mul_const":
-            cr = np.array([n.attr("c") % q for q in moduli], dtype=np.uint32)
-            vals.append(mul_const_words(a[0][0], a[0][1], cr, moduli=moduli))
+            vals.append(mul_const_words(a[0][0], a[0][1], rt["consts"][str(i)], moduli=moduli))
         elif n.op in LAUNCHES:
             keys, rows = _launch_tables(n), _rows(n)
             if n.attr("shared"):
@@ -693,13 +699,13 @@ class TFHEScheme(Scheme):
     annotated_after = frozenset(name for name, _ in PASSES)
     secret_key_encryption = True
 
-    def trace_input(self, trace: Trace, index: int, spec: TFHEInt) -> EncryptedInt:
+    value_attrs = frozenset({"c", "table"})
+    item_ndims = (1, 2)
+
+    def input_attrs(self, index: int, spec: TFHEInt) -> dict:
         if not isinstance(spec, TFHEInt):
             raise CircuitError(f"input {index}: a TFHE circuit takes TFHEInt specs, got {spec!r}")
-        attrs = {"index": index} if spec.bits is None else {"index": index, "bits": spec.bits}
-        node = trace.node("input", (), attrs, loc=f"input {index}")
-        trace.inputs.append(node)
-        return EncryptedInt(trace, node)
+        return {"index": index} if spec.bits is None else {"index": index, "bits": spec.bits}
 
     def passes(self, optimize: bool = True):
         return list(PASSES) if optimize else list(PASSES[:2])
@@ -770,6 +776,11 @@ class TFHEScheme(Scheme):
         b, a = leaves
         return ops.decrypt(secret, LWECiphertext(jnp.asarray(b), jnp.asarray(a), params.moduli, secret.key_id))
 
+    def leaf_specs(self, graph, params, node: int) -> list:
+        """(item shape, dtype, moduli, limb axis) of each leaf: b [limbs] and a [limbs, kN] mod the moduli."""
+        limbs, moduli = len(params.moduli), tuple(params.moduli)
+        return [((limbs,), np.uint32, moduli, -1), ((limbs, params.long_dim), np.uint32, moduli, -2)]
+
     def input_shapes(self, graph, params, batch):
         limbs = len(params.moduli)
         leaves = [(tuple(batch) + (limbs,), np.uint32), (tuple(batch) + (limbs, params.long_dim), np.uint32)]
@@ -787,7 +798,26 @@ class TFHEScheme(Scheme):
 
     def scope(self, params):
         """``jax.enable_x64`` where the bootstraps run through the FFT (its float64 key and plans), else nothing."""
-        return jax.enable_x64(True) if ops.product_for(params).X64 else nullcontext()
+        return jax.enable_x64(True) if self.x64(params) else nullcontext()
+
+    # The eager values' one-operation circuits (crossfhe.api.eager) -------------------------------------
+
+    def x64(self, params) -> bool:
+        return bool(ops.product_for(params).X64)
+
+    def eager_key(self, attrs: dict) -> tuple:
+        return ()
+
+    def eager_output(self, builder, node: int, inputs) -> int:
+        return node
+
+    def eager_passes(self, params, public):
+        """Eager semantics: the tables materialized; the ranges and noise are the values' own :class:`Bound` s,
+        checked where a bootstrap reads a value and where it is decrypted (:mod:`crossfhe.api.tfhe`)."""
+        return [("tables", lambda g, p: tables(g, p, check_outputs=False))]
+
+    def with_constants(self, rt: dict, graph, params) -> dict:
+        return {**rt, **constants(graph, params)}
 
     def params_digest(self, params) -> str:
         return params.digest()
@@ -864,7 +894,7 @@ def sixteen_lookups_reference(x, y) -> tuple[np.ndarray, ...]:
 
 
 __all__ = ["FEATURES", "LAUNCHES", "LINEAR", "LOG2_P_FAIL", "MAX_TABLE", "PASSES", "SCHEME", "SELECTABLE",
-           "Analysis", "EncryptedInt", "TFHEScheme", "acc_dedup", "analyze", "batch", "bootstrap_depth", "cost", "cse",
-           "dead_code", "describe", "evaluate_plain", "interpret", "ks_dedup", "lookup", "noise_budget", "runtime",
-           "runtime_shapes", "sixteen_lookups", "sixteen_lookups_eager", "sixteen_lookups_reference", "table_for",
-           "table_keys", "tables"]
+           "Analysis", "Bound", "TFHEScheme", "acc_dedup", "analyze", "apply_linear", "batch", "bootstrap_depth",
+           "constants", "cost", "cse", "dead_code", "describe", "evaluate_plain", "interpret", "ks_dedup",
+           "noise_budget", "raw_table", "runtime", "runtime_shapes", "sixteen_lookups", "sixteen_lookups_eager",
+           "sixteen_lookups_reference", "table_for", "table_keys", "tables"]

@@ -6,8 +6,8 @@ the source line that made it (``loc``, "file.py:12", for errors). Constants (pla
 tables) live in ``Graph.consts`` by a content key, so equal constants are one entry and nodes compare by
 value. Graphs are immutable: every pass is a pure function ``Graph -> Graph``.
 
-The ops of each scheme are listed where they are lowered (:mod:`crossfhe.compiler.ckks`,
-:mod:`crossfhe.compiler.bfv`, :mod:`crossfhe.compiler.tfhe`); the ones every scheme shares are ``input``
+The ops of each scheme are listed where they are lowered (:mod:`crossfhe.api.ckks_lower`,
+:mod:`crossfhe.api.bfv_lower`, :mod:`crossfhe.api.tfhe_lower`); the ones every scheme shares are ``input``
 (attrs ``index`` and the input's spec) and the graph's ``outputs``.
 """
 

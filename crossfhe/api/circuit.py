@@ -5,7 +5,7 @@
     circuit.keygen()                          # exactly the keys the circuit needs (its rotations found by tracing)
     out = circuit.encrypt_run_decrypt(x, y)   # or encrypt / run / decrypt, on a client and a server
 
-What a scheme gives the compiler is a :class:`Scheme` (``crossfhe.compiler.ckks``, ``bfv``, ``tfhe``). The lowered
+What a scheme gives the compiler is a :class:`Scheme` (``crossfhe.api.ckks_lower``, ``bfv``, ``tfhe``). The lowered
 program takes and returns flat tuples of arrays: each encrypted value is the tuple of its arrays (``leaves``;
 what they mean is the scheme's ``interpret``/``decrypt`` and the value's node in the graph), and the evaluation keys,
 the plans and the constants are pytrees made once outside the trace (``Scheme.runtime``) and passed as
@@ -27,26 +27,24 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
-import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from crossfhe import runtime
-from crossfhe.compiler.ir import CircuitError, Graph
-from crossfhe.compiler.trace import Trace, Value
+from crossfhe.api.ir import CircuitError, Graph
+from crossfhe.api.trace import Trace, Value
 from crossfhe.core.keys import SecretHolder
 from crossfhe.errors import KeyMismatchError, ParameterError, SerializationError
+from crossfhe.io import circuit_file, circuit_value
 
-FORMAT = b"CFHECIR1"
-"""The magic of an exported circuit file."""
+FORMAT = circuit_file.MAGIC
+"""The magic of an exported circuit file (:mod:`crossfhe.io.circuit_file`)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -77,8 +75,10 @@ class Scheme:
     - ``runtime(graph, params, public) -> pytree`` of arrays: keys, plans and constants the program takes.
     - ``interpret(graph, params, inputs, runtime) -> [leaves per output]``: the circuit on one item (traceable;
       ``inputs``: a tuple of leaf tuples, one per input).
-    - ``eager(graph) -> bool``: True where the graph runs operation by operation, each its own compiled program,
-      instead of as one program (CKKS circuits that bootstrap); default False.
+    - ``lifts(graph) -> bool``: True where the program's tables (a bootstrap's transforms) are lifted out as
+      arguments instead of embedded; default False.
+    - ``value_attrs``, ``item_ndims``, ``eager_key``, ``eager_output``, ``eager_passes``, ``with_constants``,
+      ``x64``: what eager values need to run one operation as a one-node circuit (:mod:`crossfhe.api.eager`).
     - ``params_digest(params)``, ``kernels(params)``, ``build_id(params)``, ``custom_calls(params)``: identity,
       kernel set, native build and custom-call targets of ``params``; ``graph_to_json``/``spec_to_json`` and
       inverses (defaults here).
@@ -91,24 +91,41 @@ class Scheme:
     """True where encryption takes the secret key (TFHE's LWE): :meth:`Circuit.encrypt` then passes
     ``CircuitKeys.secret`` to ``encrypt`` instead of the public keys."""
 
+    value_class: type | None = None
+    """The scheme's value class (registered by its module, :mod:`crossfhe.api.ckks`, ``bfv``, ``tfhe``): inputs of a
+    traced function are symbolic values of it."""
+
+    def input_attrs(self, index: int, spec) -> dict:
+        """The attributes of input ``index``'s node."""
+        return {"index": index}
+
+    def trace_input(self, trace, index: int, spec):
+        """The symbolic value of input ``index`` (its ``input`` node appended, its index to ``trace.inputs``)."""
+        node = trace.node("input", (), self.input_attrs(index, spec), loc=f"input {index}")
+        trace.inputs.append(node)
+        return self.value_class.symbolic(trace, node, spec)
+
     def output_node(self, trace, value, position: int = 0) -> int:
         """The node standing for output ``position`` (default: the value's own node)."""
         return value.node
-
-    def eager(self, graph) -> bool:
-        return False
 
     def prepare_params(self, params):
         """``params`` checked and with its kernel set resolved (default: unchanged)."""
         return params
 
+    def lifts(self, graph) -> bool:
+        """Whether the program's tables are large enough to be arguments rather than embedded constants (a CKKS
+        bootstrap's encoded transforms): the lowering is then traced once and its constants lifted out
+        (:meth:`Circuit._traced`); default False."""
+        return False
+
     def graph_to_json(self, graph: Graph) -> dict:
-        from crossfhe.compiler.ir import graph_to_json
+        from crossfhe.api.ir import graph_to_json
 
         return graph_to_json(graph)
 
     def graph_from_json(self, data: dict) -> Graph:
-        from crossfhe.compiler.ir import graph_from_json
+        from crossfhe.api.ir import graph_from_json
 
         return graph_from_json(data)
 
@@ -118,10 +135,10 @@ class Scheme:
         return {"type": type(spec).__name__, **dataclasses.asdict(spec)}
 
     def spec_from_json(self, data: dict):
-        from crossfhe import compiler
+        from crossfhe.api import specs
 
         data = dict(data)
-        cls = getattr(compiler, data.pop("type"))
+        cls = getattr(specs, data.pop("type"))
         return cls(**data)
 
     def params_digest(self, params) -> str:
@@ -151,6 +168,23 @@ class Scheme:
         return ""
 
 
+class RingScheme(Scheme):
+    """A scheme on the RNS substrate (CKKS, BFV): its programs may call the native NTT kernels."""
+
+    def custom_calls(self, params) -> tuple[str, ...]:
+        from crossfhe.ring import ntt
+
+        return (ntt.NATIVE_TARGET, ntt.PERMUTE_TARGET) if params.kernels.native else ()
+
+    def build_id(self, params) -> str:
+        from crossfhe.ring import ntt
+
+        if not params.kernels.native:
+            return ""
+        lib_path = getattr(ntt.NATIVE, "path", None)
+        return str(lib_path or "native")
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """Base of the input specifications (``CKKSVector``, ``BFVVector``, ``TFHEInt``)."""
@@ -168,9 +202,9 @@ def schemes() -> dict[str, Scheme]:
     out = {}
     for name in ("ckks", "bfv", "tfhe"):
         try:
-            out[name] = importlib.import_module(f"crossfhe.compiler.{name}").SCHEME
+            out[name] = importlib.import_module(f"crossfhe.api.{name}_lower").SCHEME
         except ModuleNotFoundError as e:
-            if e.name != f"crossfhe.compiler.{name}":
+            if e.name != f"crossfhe.api.{name}_lower":
                 raise
     return out
 
@@ -237,6 +271,10 @@ class Encrypted:
     circuit: str
     position: int
     output: bool
+    checked: bool = True
+    """False for a value read from a blob without its circuit: its leaves' shapes and residues are checked against
+    the circuit where it is used (:meth:`Circuit.run`, :meth:`Circuit.decrypt`), or at once by
+    :meth:`Circuit.load_value`."""
 
     def __repr__(self) -> str:
         kind = "output" if self.output else "input"
@@ -250,7 +288,7 @@ class Encrypted:
             raise TypeError(f"index the batch with an int or a slice, got {type(index).__name__}")
         leaves = tuple(x[index] for x in self.leaves)
         batch = tuple(np.shape(leaves[0])[: len(self.batch_shape) - (1 if isinstance(index, int) else 0)])
-        return Encrypted(leaves, batch, self.key_id, self.circuit, self.position, self.output)
+        return Encrypted(leaves, batch, self.key_id, self.circuit, self.position, self.output, self.checked)
 
     @staticmethod
     def concatenate(values) -> Encrypted:
@@ -263,32 +301,24 @@ class Encrypted:
                 raise ParameterError("concatenate takes batched values of one circuit position and key pair")
         leaves = tuple(np.concatenate([np.asarray(v.leaves[i]) for v in values]) for i in range(len(first.leaves)))
         batch = (sum(v.batch_shape[0] for v in values),) + first.batch_shape[1:]
-        return Encrypted(leaves, batch, first.key_id, first.circuit, first.position, first.output)
+        return Encrypted(leaves, batch, first.key_id, first.circuit, first.position, first.output,
+                         all(v.checked for v in values))
 
     KIND = "circuit.value"
 
     def serialize(self) -> bytes:
-        """A checked blob (kind ``circuit.value``, :mod:`crossfhe.io.format`): the arrays and where they belong;
-        also ``crossfhe.io.dumps(x)``."""
-        from crossfhe.io import format as fmt
-
-        fields = {"batch_shape": list(self.batch_shape), "key_id": self.key_id, "circuit": self.circuit,
-                  "position": self.position, "output": self.output}
-        return fmt.pack(self.KIND, fields, {f"leaf{i}": np.asarray(x) for i, x in enumerate(self.leaves)})
+        """A checked blob (kind ``circuit.value``, :mod:`crossfhe.io.circuit_value`): the arrays and where they
+        belong; also ``crossfhe.io.dumps(x)``."""
+        return circuit_value.pack_circuit_value(self.leaves, batch_shape=self.batch_shape, key_id=self.key_id,
+                                                circuit=self.circuit, position=self.position, output=self.output)
 
     @classmethod
     def load(cls, blob) -> Encrypted:
-        """The value of a :meth:`serialize` blob (SerializationError if it is damaged or of another kind)."""
-        from crossfhe.io import format as fmt
-
-        c = fmt.unpack(blob, expected_kind=cls.KIND)
-        f = c.fields
-        try:
-            leaves = tuple(c.arrays[f"leaf{i}"] for i in range(len(c.arrays)))
-            return cls(leaves, tuple(int(b) for b in f["batch_shape"]), f["key_id"], str(f["circuit"]),
-                       int(f["position"]), bool(f["output"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise SerializationError(f"a circuit value blob with a malformed header: {e}") from None
+        """The value of a :meth:`serialize` blob, its layout checked (SerializationError if it is damaged or of
+        another kind); its shapes and residues are checked against the circuit where it is used, or at once with
+        :meth:`Circuit.load_value`."""
+        v = circuit_value.unpack_circuit_value(blob)
+        return cls(v.leaves, v.batch_shape, v.key_id, v.circuit, v.position, v.output, checked=False)
 
 
 @dataclass(frozen=True)
@@ -328,6 +358,7 @@ class Circuit:
     public_keys: Any = None
     _programs: dict = field(default_factory=dict, repr=False)
     _exported: dict = field(default_factory=dict, repr=False)
+    _lifted: dict = field(default_factory=dict, repr=False)
     timings: dict = field(default_factory=dict, repr=False)
 
     # Description --------------------------------------------------------------------------------
@@ -404,6 +435,40 @@ class Circuit:
             return keys.secret if secret else keys.public
         return keys
 
+    def _specs(self, x: Encrypted) -> list:
+        node = self.graph.outputs[x.position] if x.output else self.graph.inputs[x.position]
+        return [circuit_value.LeafSpec(tuple(shape), np.dtype(dtype).name, tuple(moduli), axis)
+                for shape, dtype, moduli, axis in self.scheme.leaf_specs(self.graph, self.params, node)]
+
+    def _verified(self, x: Encrypted) -> Encrypted:
+        """``x`` with its leaves checked against the circuit (shapes, dtypes, residues in [0, q)) if they came from a
+        blob without it; SerializationError names the leaf and the offending word."""
+        if x.checked:
+            return x
+        count = len(self.graph.outputs) if x.output else len(self.specs)
+        if not 0 <= x.position < count:
+            raise SerializationError(f"{self.name}: the value is {'output' if x.output else 'input'} {x.position}, "
+                                     f"the circuit has {count}")
+        specs = self._specs(x)
+        if len(specs) != len(x.leaves):
+            raise SerializationError(f"{self.name}: the value holds {len(x.leaves)} arrays, this position takes "
+                                     f"{len(specs)}")
+        leaves = []
+        for i, (leaf, spec) in enumerate(zip(x.leaves, specs, strict=True)):
+            leaf = np.asarray(leaf)
+            circuit_value._check_leaf(f"leaf{i}", leaf, tuple(x.batch_shape), spec)
+            leaves.append(leaf)
+        return Encrypted(tuple(leaves), x.batch_shape, x.key_id, x.circuit, x.position, x.output, True)
+
+    def load_value(self, blob) -> Encrypted:
+        """A ``circuit.value`` blob of this circuit, every check done now: its layout, that it belongs to this circuit,
+        and its leaves' shapes, dtypes and residues (SerializationError; ParameterError for another circuit's)."""
+        x = Encrypted.load(blob)
+        if x.circuit != self.digest:
+            raise ParameterError(f"{self.name}: the value belongs to another circuit (digest {x.circuit[:12]}, this "
+                                 f"one is {self.digest[:12]})")
+        return self._verified(x)
+
     def decrypt(self, *outputs, keys: CircuitKeys | None = None):
         """The values of encrypted outputs (one array each; a single output: the array itself)."""
         keys = keys or self._need_keys("decrypt")
@@ -419,6 +484,7 @@ class Circuit:
             if x.key_id is not None and mine is not None and x.key_id != mine:
                 raise KeyMismatchError(f"decrypt: {x!r} was computed under key pair {x.key_id}, these keys are "
                                        f"{mine}; decrypt with the keys it was encrypted under")
+            x = self._verified(x)
             node = self.graph.outputs[x.position]
             res.append(self.scheme.decrypt(self.params, keys.secret, self.graph, node, x.leaves, x.batch_shape))
         return res[0] if len(res) == 1 else res
@@ -433,6 +499,8 @@ class Circuit:
         if len(inputs) != len(self.specs):
             raise ParameterError(f"{self.name} takes {len(self.specs)} inputs, got {len(inputs)}")
         batch, key_id = None, None
+        inputs = [self._verified(x) if isinstance(x, Encrypted) and x.circuit == self.digest and not x.output
+                  and x.position == i else x for i, x in enumerate(inputs)]
         for i, x in enumerate(inputs):
             if not isinstance(x, Encrypted) or x.output or x.position != i:
                 raise ParameterError(f"{self.name}: input {i} must be the encrypted input {i} from circuit.encrypt, "
@@ -453,24 +521,14 @@ class Circuit:
                 raise ParameterError(f"{self.name}: input {i} holds arrays {got}, the circuit takes {want}")
         leaves, treedef = self._runtime(public)
         with self.scheme.scope(self.params):
-            if self.scheme.eager(self.graph):
-                outs = self._run_eager(batch, tuple(tuple(x.leaves) for x in inputs), leaves, treedef)
-            else:
-                program = self._program(batch, devices, leaves, treedef)
-                outs = program(tuple(tuple(x.leaves) for x in inputs), leaves)
+            program = self._program(batch, devices, leaves, treedef)
+            consts = self._traced(batch, leaves, treedef)[0]
+            expected = self.__dict__.get("_expected_tables", {}).pop(batch, None)
+            if expected is not None and self._tables_digest(batch, leaves, treedef) != expected:
+                raise ParameterError(f"{self.name}: this library makes other tables (transforms, plans) for these "
+                                     "parameters than the one that exported the circuit; export it again here")
+            outs = program(consts, tuple(tuple(x.leaves) for x in inputs), leaves)
         return [Encrypted(tuple(o), batch, key_id, self.digest, j, True) for j, o in enumerate(outs)]
-
-    def _run_eager(self, batch, inputs, leaves, treedef):
-        """The graph operation by operation (each a cached compiled program), item by item over the batch."""
-        rt = jax.tree.unflatten(treedef, leaves)
-        items = int(np.prod(batch)) if batch else 1
-        flat = [tuple(tuple(np.reshape(a, (items,) + np.shape(a)[len(batch):])[j] for a in x) for x in inputs)
-                for j in range(items)] if batch else [inputs]
-        outs = [self.scheme.interpret(self.graph, self.params, item, rt) for item in flat]
-        if not batch:
-            return [tuple(o) for o in outs[0]]
-        return [tuple(jnp.stack([outs[j][k][m] for j in range(items)]).reshape(tuple(batch) + outs[0][k][m].shape)
-                      for m in range(len(outs[0][k]))) for k in range(len(outs[0]))]
 
     def encrypt_run_decrypt(self, *values):
         """decrypt(run(encrypt(values))) with the circuit's keys (made by :meth:`keygen` if there are none)."""
@@ -508,6 +566,44 @@ class Circuit:
             fn = jax.vmap(fn, in_axes=(0, None))
         return fn
 
+    def _traced(self, batch, leaves, treedef):
+        """(constants, fn(constants, inputs, runtime leaves) -> outputs) for ``batch``: the program traced once
+        (:func:`jax.make_jaxpr`, abstract arguments), every array the lowering reads besides its arguments (the
+        bootstrap's encoded transforms, key-switching plans, modulus tables) made a leading argument, so that no
+        table is embedded in the program and an exported program stays small (:class:`crossfhe.math.xla.Program`
+        does the same for workloads)."""
+        cached = self._lifted.get(batch)
+        if cached is not None:
+            return cached
+        if not self.scheme.lifts(self.graph):  # small tables only: embedded, and a cached program needs no trace
+            flat = self._flat_fn(batch, treedef)
+            self._lifted[batch] = ((), lambda consts, inputs, leaves: flat(inputs, leaves))
+            return self._lifted[batch]
+        ins, rts = self._abstract(batch, leaves)
+        with self.scheme.scope(self.params):
+            closed, out_shape = jax.make_jaxpr(self._flat_fn(batch, treedef), return_shape=True)(ins, rts)
+        out_tree = jax.tree.structure(out_shape)
+        jaxpr = closed.jaxpr
+
+        def run(consts, inputs, leaves):
+            flat = jax.tree.leaves((inputs, leaves))
+            return jax.tree.unflatten(out_tree, jax.core.eval_jaxpr(jaxpr, consts, *flat))
+
+        consts = tuple(jax.device_put(c) if isinstance(c, np.ndarray) and c.dtype.itemsize <= 4 else c
+                       for c in closed.consts)
+        self._lifted[batch] = (consts, run)
+        return consts, run
+
+    def _tables_digest(self, batch, leaves, treedef) -> str:
+        """A digest of the tables the program for ``batch`` takes besides its inputs and keys (shapes, dtypes and
+        bytes): an exported circuit records it, and the tables a server makes must match it."""
+        h = hashlib.sha256()
+        for c in self._traced(batch, leaves, treedef)[0]:
+            a = np.asarray(c)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
+
     def _devices(self, batch, devices):
         devices = list(jax.local_devices() if devices is None else devices)
         if len(devices) > 1 and batch and batch[0] % len(devices) == 0:
@@ -528,13 +624,14 @@ class Circuit:
         if exported is None:
             source = "traced"
         self.timings.setdefault("sources", []).append(source)
-        fn = exported.call if exported is not None else self._flat_fn(batch, treedef)
+        fn = exported.call if exported is not None else self._traced(batch, leaves, treedef)[1]
         if len(devices) > 1:
             from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
             mesh = Mesh(np.array(devices), ("batch",))
             shard, repl = NamedSharding(mesh, PartitionSpec("batch")), NamedSharding(mesh, PartitionSpec())
-            jitted = jax.jit(fn, in_shardings=(shard, repl), out_shardings=shard, **_options(_platform(devices[0])))
+            jitted = jax.jit(fn, in_shardings=(repl, shard, repl), out_shardings=shard,
+                             **_options(_platform(devices[0])))
         else:
             jitted = jax.jit(fn, **_options(_platform(devices[0])))
         self._programs[key] = jitted
@@ -560,9 +657,11 @@ class Circuit:
         from jax import export
 
         checks = [export.DisabledSafetyCheck.custom_call(t) for t in self.scheme.custom_calls(self.params)]
+        consts, run = self._traced(batch, leaves, treedef)
+        shapes = tuple(jax.ShapeDtypeStruct(np.shape(c), c.dtype) for c in consts)
         with self.scheme.scope(self.params):
-            return export.export(jax.jit(self._flat_fn(batch, treedef)), platforms=(platform,),
-                                 disabled_checks=checks)(*self._abstract(batch, leaves))
+            return export.export(jax.jit(run), platforms=(platform,), disabled_checks=checks)(
+                shapes, *self._abstract(batch, leaves))
 
     def _export_to_cache(self, batch, devices, leaves, treedef):
         root = cache_dir()
@@ -606,9 +705,6 @@ class Circuit:
         keys to take the argument shapes from (default the circuit's own). ``platform``: where the server runs it
         ("cpu", "cuda", ...; default that of this process's first local device)."""
         batch = tuple(int(b) for b in batch_shape)
-        if self.scheme.eager(self.graph):
-            raise ParameterError(f"{self.name} bootstraps, so it runs operation by operation and has no single program "
-                                 "to export; ship the function and compile it where it runs")
         leaves, treedef = self._runtime(self._key_material(keys, "export"))
         exp = self._lower_exported(batch, leaves, treedef, platform or _platform(jax.local_devices()[0]))
         header = {
@@ -618,16 +714,9 @@ class Circuit:
             "build": self.scheme.build_id(self.params), "batch_shape": list(batch), "versions": _versions(),
             "graph": self.scheme.graph_to_json(self.graph), "specs": [self.scheme.spec_to_json(s) for s in self.specs],
             "runtime": hashlib.sha256(str(treedef).encode()).hexdigest(),
+            "tables": self._tables_digest(batch, leaves, treedef),
         }
-        head = json.dumps(header).encode()
-        body = bytes(exp.serialize())
-        data = FORMAT + struct.pack("<QQ", len(head), len(body)) + head + body
-        data += hashlib.sha256(data).digest()
-        path = Path(path)
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        return path
+        return circuit_file.write_circuit_file(path, header, bytes(exp.serialize()))
 
 
 def load(path, params) -> Circuit:
@@ -636,16 +725,7 @@ def load(path, params) -> Circuit:
     it needs and values encrypted for another circuit."""
     from jax import export
 
-    data = Path(path).read_bytes()
-    if len(data) < len(FORMAT) + 16 + 32 or not data.startswith(FORMAT):
-        raise SerializationError(f"{path} is not an exported crossfhe circuit")
-    if hashlib.sha256(data[:-32]).digest() != data[-32:]:
-        raise SerializationError(f"{path}: the checksum does not match (truncated or altered)")
-    nh, nb = struct.unpack("<QQ", data[len(FORMAT): len(FORMAT) + 16])
-    start = len(FORMAT) + 16
-    if start + nh + nb + 32 != len(data):
-        raise SerializationError(f"{path}: the section lengths do not match the file's size")
-    header = json.loads(data[start: start + nh])
+    header, body = circuit_file.read_circuit_file(path)
     scheme = schemes().get(header.get("scheme"))
     if scheme is None:
         raise SerializationError(f"{path}: unknown scheme {header.get('scheme')!r}")
@@ -659,14 +739,23 @@ def load(path, params) -> Circuit:
                              f"{header['build'] or 'none'}); these parameters run on {kernels!r} (build "
                              f"{scheme.build_id(params) or 'none'}): export it again here, or pass params with "
                              "that kernel set")
-    graph = scheme.graph_from_json(header["graph"])
-    specs = tuple(scheme.spec_from_json(s) for s in header["specs"])
+    try:
+        graph = scheme.graph_from_json(header["graph"])
+        specs = tuple(scheme.spec_from_json(s) for s in header["specs"])
+    except SerializationError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any malformed graph or spec, in the user's terms
+        raise SerializationError(f"{path}: the circuit's graph or input specs are malformed: {e}") from None
     circuit = Circuit(graph, params, specs, scheme, name=header["name"], cache=False)
     if circuit.digest != header["digest"]:
         raise SerializationError(f"{path}: the graph does not match its digest")
-    exp = export.deserialize(bytearray(data[start + nh: start + nh + nb]))
+    try:
+        exp = export.deserialize(bytearray(body))
+    except Exception as e:  # noqa: BLE001 - a damaged program, in the user's terms
+        raise SerializationError(f"{path}: the lowered program cannot be read: {type(e).__name__}: {e}") from None
     circuit._exported[(tuple(header["batch_shape"]), 1, exp.platforms[0])] = exp
     circuit.__dict__["_runtime_digest"] = header["runtime"]
+    circuit.__dict__["_expected_tables"] = {tuple(header["batch_shape"]): header["tables"]}
     return circuit
 
 
@@ -745,4 +834,5 @@ def _register_io() -> None:
 
 _register_io()
 
-__all__ = ["Circuit", "CircuitKeys", "Encrypted", "InputSpec", "Scheme", "cache_dir", "circuit", "compile", "load"]
+__all__ = ["Circuit", "CircuitKeys", "Encrypted", "InputSpec", "RingScheme", "Scheme", "cache_dir", "circuit",
+           "compile", "load"]

@@ -9,10 +9,10 @@ import jax
 import numpy as np
 import pytest
 
-import crossfhe.compiler as fhe
-from crossfhe.compiler import CircuitError, TFHEInt, ir
-from crossfhe.compiler import tfhe as ct
-from crossfhe.compiler.circuit import Circuit
+import crossfhe.api as fhe
+from crossfhe.api import CircuitError, TFHEInt, ir
+from crossfhe.api import tfhe_lower as ct
+from crossfhe.api.circuit import Circuit
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.tfhe import ops, presets
 from crossfhe.tfhe.params import make
@@ -201,8 +201,8 @@ def test_operand_errors():
 
 
 def test_mixing_schemes_is_refused():
-    from crossfhe.compiler.ckks import EncryptedVector
-    from crossfhe.compiler.trace import Trace
+    from crossfhe.api.ckks_lower import EncryptedVector
+    from crossfhe.api.trace import Trace
 
     def f(x):
         other = EncryptedVector(Trace("ckks"), 0, 4, 4, False)

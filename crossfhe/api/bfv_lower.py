@@ -2,7 +2,7 @@
 relinearization, the noise-budget check) and the lowering onto :mod:`crossfhe.core.evaluator` and
 :mod:`crossfhe.bfv.ops` with every key, plan and constant an argument of the one program.
 
-Values. A :class:`~crossfhe.compiler.specs.BFVVector` of ``length`` integers mod t (t = ``params.t``) is zero-padded
+Values. A :class:`~crossfhe.api.specs.BFVVector` of ``length`` integers mod t (t = ``params.t``) is zero-padded
 to the power of two ``width`` >= length and repeated over the slots: batch encoding (:mod:`crossfhe.bfv.encoder`)
 arranges the N slots as a 2 x N/2 matrix, and both rows hold the padded vector N / (2 width) times, so slot j of
 either row holds value j mod width. Operations are slot-wise mod t, like NumPy on int arrays reduced mod t; an
@@ -11,7 +11,7 @@ by k (value j of the result is value (j + k) mod width: one row rotation, X -> X
 same way); ``sum()`` puts the sum of the width slots in every slot (log2(width) rotations); ``x @ y`` is
 ``(x * y).sum()``. For a length that is not a power of two, the values are those of NumPy on the zero-padded
 vector: a scalar is added as a plaintext zero-padded like the vector, and where a rotation or a broadcast single
-value has filled the padding, ``sum()`` and ``rotate`` first multiply by a 0/1 plaintext (:class:`~crossfhe.compiler.
+value has filled the padding, ``sum()`` and ``rotate`` first multiply by a 0/1 plaintext (:class:`~crossfhe.api.
 trace.SlotVector`). Integer constants are taken mod t when the parameters are known; inputs must lie in [0, t).
 
 Traced ops (what the operators record): ``input {index, length, width}``, ``add``, ``sub``, ``neg``,
@@ -34,22 +34,20 @@ anywhere is refused at compile time, naming the operation, its line and the smal
 from __future__ import annotations
 
 import math
-import numbers
 from collections import OrderedDict
 
 import jax
 import numpy as np
 
+from crossfhe.api import ir
+from crossfhe.api.circuit import RingScheme
+from crossfhe.api.ir import Builder, CircuitError, Graph, Node
+from crossfhe.api.passes import cse, dead_code, hoist_rotations
+from crossfhe.api.specs import BFVVector
 from crossfhe.bfv import encoder, presets
 from crossfhe.bfv import ops as bfv_ops
 from crossfhe.bfv.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.bfv.params import Params
-from crossfhe.compiler import ir
-from crossfhe.compiler.circuit import Scheme
-from crossfhe.compiler.ckks import CKKSScheme, hoist_rotations
-from crossfhe.compiler.ir import Builder, CircuitError, Graph, Node
-from crossfhe.compiler.specs import BFVVector
-from crossfhe.compiler.trace import SlotVector, Trace, Value, source_line
 from crossfhe.core import evaluator as ev
 from crossfhe.core import keyswitch as ks
 from crossfhe.core.keys import SIGMA, PublicKey, SecretKey
@@ -75,122 +73,15 @@ def _is_int(c) -> bool:
 
 
 def slot_matrix(values, width: int, n: int) -> np.ndarray:
-    """The slot matrix of vectors: ``values`` int [..., k] (k <= width) zero-padded to ``width`` and repeated over
-    both rows of N/2 slots, int64 [..., 2, N/2] (slot j of a row holds value j mod width)."""
+    """The slot matrix of vectors: ``values`` int [..., k] (k <= width) zero-padded to ``width`` and repeated over the
+    N slots read row-major, int64 [..., 2, N/2]: slot i holds value i mod width (for width <= N/2, slot j of either
+    row holds value j mod width; at width N the vector runs over both rows)."""
     v = np.asarray(values, dtype=np.int64)
     padded = np.zeros(v.shape[:-1] + (width,), dtype=np.int64)
     padded[..., : v.shape[-1]] = v
-    row = np.tile(padded, (1,) * (v.ndim - 1) + (n // 2 // width,))
-    return np.stack([row, row], axis=-2)
+    flat = np.tile(padded, (1,) * (v.ndim - 1) + (n // width,))
+    return flat.reshape(v.shape[:-1] + (2, n // 2))
 
-
-# --------------------------------------------------------------------------------------------------
-# Tracing
-# --------------------------------------------------------------------------------------------------
-
-
-class EncryptedVector(SlotVector):
-    """A symbolic BFV vector (:class:`~crossfhe.compiler.specs.BFVVector`) while a circuit is traced: ``length``
-    integers mod t, zero-padded to ``width`` and repeated over the slots (module docstring)."""
-
-    scheme = "bfv"
-
-    def __init__(self, trace: Trace, node: int, length: int, width: int, clean: bool = True):
-        for name, v in (("trace", trace), ("node", node), ("length", length), ("width", width), ("clean", clean)):
-            object.__setattr__(self, name, v)
-
-    def __repr__(self) -> str:
-        return f"bfv.EncryptedVector(%{self.node}, {self.length} values, traced)"
-
-    def _make(self, node, length, width, clean) -> EncryptedVector:
-        return EncryptedVector(self.trace, node, length, width, clean)
-
-    def _array(self, other, what: str) -> np.ndarray:
-        v = np.asarray(other)
-        if v.dtype.kind not in "iub" or v.ndim != 1 or v.shape[0] == 0:
-            raise CircuitError(f"{what} at {source_line()}: a BFV plaintext operand is a non-empty 1-D array of "
-                               f"integers (taken mod t), got shape {v.shape} of {v.dtype}")
-        if v.dtype.kind == "u" and v.size and int(v.max()) > np.iinfo(np.int64).max:
-            raise CircuitError(f"{what} at {source_line()}: the plaintext values must fit 64-bit signed integers")
-        return v.astype(np.int64)
-
-    def _plain(self, other, what: str):
-        v = self._array(other, what)
-        length, width = self._shape_with(v.shape[0], what)
-        v = np.broadcast_to(v, (length,)) if v.shape[0] == 1 else v
-        out = np.zeros(width, dtype=np.int64)
-        out[:length] = v
-        return self.trace.builder.const(out), length, width
-
-    def _operand(self, other, what: str):
-        if isinstance(other, (np.ndarray, jax.Array, np.generic)) and np.ndim(other) == 0:
-            other = np.asarray(other).item()
-        if isinstance(other, Value) and not isinstance(other, EncryptedVector):
-            self._same(other, what)
-        if isinstance(other, (bool, np.bool_)):
-            return int(other)
-        if isinstance(other, numbers.Number) and not _is_int(other):
-            raise CircuitError(f"{what} at {source_line()}: BFV values are integers mod t; got the constant {other!r}")
-        return other
-
-    # Arithmetic ------------------------------------------------------------------------------------
-
-    def __add__(self, other):
-        other = self._operand(other, "+")
-        if isinstance(other, EncryptedVector):
-            self._same(other, "+")
-            length, width = self._shape_with(other.length, "+")
-            return self._new("add", (self.node, other.node), length=length, width=width, other=other)
-        if _is_int(other):
-            if other == 0:
-                return self
-            if self._scalar_fills_padding():
-                return self + np.full(self.length, int(other), dtype=np.int64)
-            return self._new("add_scalar", (self.node,), {"c": int(other)})
-        if isinstance(other, _ARRAYS):
-            key, length, width = self._plain(other, "+")
-            return self._new("add_plain", (self.node,), {"const": key}, length=length, width=width)
-        return NotImplemented
-
-    __radd__ = __add__
-
-    def __neg__(self):
-        return self._new("neg", (self.node,))
-
-    def __sub__(self, other):
-        other = self._operand(other, "-")
-        if isinstance(other, EncryptedVector):
-            self._same(other, "-")
-            length, width = self._shape_with(other.length, "-")
-            return self._new("sub", (self.node, other.node), length=length, width=width, other=other)
-        if _is_int(other):
-            return self + (-int(other))
-        if isinstance(other, _ARRAYS):
-            return self + (-self._array(other, "-"))
-        return NotImplemented
-
-    def __rsub__(self, other):
-        other = self._operand(other, "-")
-        if _is_int(other) or isinstance(other, _ARRAYS):
-            return (-self) + other
-        return NotImplemented
-
-    def __mul__(self, other):
-        other = self._operand(other, "*")
-        if isinstance(other, EncryptedVector):
-            self._same(other, "*")
-            length, width = self._shape_with(other.length, "*")
-            return self._new("mul", (self.node, other.node), length=length, width=width, other=other)
-        if _is_int(other):
-            if other == 1:
-                return self
-            return self._new("mul_int", (self.node,), {"c": int(other)})
-        if isinstance(other, _ARRAYS):
-            key, length, width = self._plain(other, "*")
-            return self._new("mul_plain", (self.node,), {"const": key}, length=length, width=width)
-        return NotImplemented
-
-    __rmul__ = __mul__
 
 # --------------------------------------------------------------------------------------------------
 # Passes
@@ -199,17 +90,7 @@ class EncryptedVector(SlotVector):
 _LINEAR = frozenset({"add", "sub", "neg", "mul_int", "add_scalar", "add_plain"})
 """Ops that apply to a degree-2 ciphertext (d0, d1, d2) polynomial by polynomial: a sum of products may stay in the
 degree-2 form through them."""
-_KEY_SWITCHES = frozenset({"mul", "relin", "rotate", "rotate_many"})
-
-
-def cse(g: Graph, params: Params) -> Graph:
-    """Common subexpressions merged and dead code dropped (:func:`crossfhe.compiler.ir.common_subexpressions`)."""
-    return ir.common_subexpressions(g)
-
-
-def dead_code(g: Graph, params: Params) -> Graph:
-    """Nodes no output depends on dropped (:func:`crossfhe.compiler.ir.dead_code`)."""
-    return ir.dead_code(g)
+_KEY_SWITCHES = frozenset({"mul", "relin", "rotate", "rotate_many", "swap_rows"})
 
 
 def lazy_relinearization(g: Graph, params: Params) -> Graph:
@@ -342,7 +223,7 @@ def noise_budgets(g: Graph, params: Params) -> list[float]:
             v = _lse(*a) + m["product"]
         elif op == "mul":
             v = _lse(_lse(*a) + m["product"], m["key_switch"])
-        elif op in ("relin", "rotate", "rotate_many"):
+        elif op in ("relin", "rotate", "rotate_many", "swap_rows"):
             v = _lse(a[0], m["key_switch"])
         else:
             raise CircuitError(f"internal: the BFV noise model does not know the op {op!r}")
@@ -428,12 +309,12 @@ def cost(g: Graph, params: Params, annotated: bool = True) -> dict:
     outputs, in bits."""
     c = g.counts()
     relins = c["relin"] + c["mul"]
-    rotations = c["rotate"] + sum(len(n.attr("ks")) for n in g.nodes if n.op == "rotate_many")
+    rotations = c["rotate"] + c["swap_rows"] + sum(len(n.attr("ks")) for n in g.nodes if n.op == "rotate_many")
     out = {
         "key_switches": relins + rotations,
         "relinearizations": relins,
         "rotations": rotations,
-        "modups": relins + c["rotate"] + c["rotate_many"],
+        "modups": relins + c["rotate"] + c["swap_rows"] + c["rotate_many"],
         "tensor_products": c["mul"] + c["tensor"],
         "plain_products": c["mul_plain"],
         "scalar_products": c["mul_int"],
@@ -460,7 +341,14 @@ def _rotations(g: Graph) -> dict[int, str]:
 
 
 def _galois_elements(g: Graph, params: Params) -> list[int]:
-    return sorted({bfv_ops.rotation_element(params, k) for k in _rotations(g)})
+    out = {bfv_ops.rotation_element(params, k) for k in _rotations(g)}
+    if _swaps(g):
+        out.add(bfv_ops.row_swap_element(params))
+    return sorted(out)
+
+
+def _swaps(g: Graph) -> bool:
+    return any(n.op == "swap_rows" for n in g.nodes)
 
 
 def _needs_relin(g: Graph) -> bool:
@@ -510,12 +398,18 @@ def _key_shape(params: Params):
                            q=params.q, p=params.p, dnum=params.dnum, sigma=float(SIGMA))
 
 
-def runtime(g: Graph, params: Params, keys: EvaluationKeys | None, *, shapes: bool = False) -> dict:
+def runtime(g: Graph, params: Params, keys: EvaluationKeys | None, *, shapes: bool = False,
+            constants_only: bool = False) -> dict:
     """The program's arguments besides the inputs: ``relin`` (if the circuit multiplies ciphertexts), ``galois``
     (element -> key, the circuit's rotations), ``ks`` (the key-switch plan), ``mul`` (the HPS plan) and ``consts``
     (each constant as its node reads it, :func:`_constant`). ``shapes``: the same pytree of ShapeDtypeStructs, made
     without keys or constants."""
     out: dict = {"consts": {}, "galois": {}}
+    if constants_only:
+        for i, n in enumerate(g.nodes):
+            if n.op in ("add_plain", "mul_plain", "add_scalar", "mul_int"):
+                out["consts"][str(i)] = _constant(g, params, n)
+        return out
     if _needs_relin(g):
         out["relin"] = _key_shape(params) if shapes else keys.relin_key()
     for e in _galois_elements(g, params):
@@ -524,11 +418,9 @@ def runtime(g: Graph, params: Params, keys: EvaluationKeys | None, *, shapes: bo
         out["ks"] = ks.keyswitch_plan(params, kernels=params.kernels)
     if any(n.op in ("mul", "tensor") for n in g.nodes):
         out["mul"] = bfv_ops.mul_plan(params)
-    for n in g.nodes:
+    for i, n in enumerate(g.nodes):
         if n.op in ("add_plain", "mul_plain", "add_scalar", "mul_int"):
-            name = _const_name(n)
-            if name in out["consts"]:
-                continue
+            name = str(i)
             if not shapes:
                 out["consts"][name] = _constant(g, params, n)
             elif n.op in ("add_plain", "mul_plain"):
@@ -580,15 +472,15 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
             vals.append(tuple(poly.neg(p) for p in a[0]))
         elif op == "add_scalar":
             x = a[0]
-            vals.append((x[0]._replace(add_mod(x[0].data, rt["consts"][_const_name(n)], qcol)),) + x[1:])
+            vals.append((x[0]._replace(add_mod(x[0].data, rt["consts"][str(i)], qcol)),) + x[1:])
         elif op == "add_plain":
             x = a[0]
-            vals.append((poly.add(x[0], rt["consts"][_const_name(n)]),) + x[1:])
+            vals.append((poly.add(x[0], rt["consts"][str(i)]),) + x[1:])
         elif op == "mul_int":
-            w, ws = rt["consts"][_const_name(n)]
+            w, ws = rt["consts"][str(i)]
             vals.append(tuple(p._replace(shoup_mul(p.data, w, ws, qcol)) for p in a[0]))
         elif op == "mul_plain":
-            m = rt["consts"][_const_name(n)]
+            m = rt["consts"][str(i)]
             vals.append(tuple(poly.mul(p, m) for p in a[0]))
         elif op == "mul":
             vals.append(bfv_ops.mul_traced(*a[0], *a[1], rt["mul"], rt["relin"], rt["ks"]))
@@ -596,6 +488,9 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
             vals.append(bfv_ops.tensor_traced(*a[0], *a[1], rt["mul"]))
         elif op == "relin":
             vals.append(ev.relinearize_traced(*a[0], rt["relin"], rt["ks"]))
+        elif op == "swap_rows":
+            e = bfv_ops.row_swap_element(params)
+            vals.append(ev.galois(*a[0], rt["galois"][e], rt["ks"], ev.word(e)))
         elif op == "rotate":
             e = bfv_ops.rotation_element(params, n.attr("k"))
             vals.append(ev.galois(*a[0], rt["galois"][e], rt["ks"], ev.word(e)))
@@ -616,19 +511,19 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
 # --------------------------------------------------------------------------------------------------
 
 
-class BFVScheme(Scheme):
+class BFVScheme(RingScheme):
     """The compiler's BFV (module docstring)."""
 
     name = "bfv"
     annotated_after = frozenset({"noise_budget"})
 
-    def trace_input(self, trace: Trace, index: int, spec: BFVVector) -> EncryptedVector:
-        width = _width(spec.length)
-        node = trace.node("input", (), {"index": index, "length": spec.length, "width": width}, loc=f"input {index}")
-        trace.inputs.append(node)
-        return EncryptedVector(trace, node, spec.length, width)
+    value_attrs = frozenset({"c", "const"})
+    item_ndims = (2, 2)
 
-    def output_node(self, trace: Trace, value, position: int = 0) -> int:
+    def input_attrs(self, index: int, spec: BFVVector) -> dict:
+        return {"index": index, "length": spec.length, "width": _width(spec.length)}
+
+    def output_node(self, trace, value, position: int = 0) -> int:
         return trace.node("output", (value.node,), {"length": value.length, "width": value.width},
                           loc=f"output {position}")
 
@@ -671,7 +566,7 @@ class BFVScheme(Scheme):
         return params.with_kernels(as_kernel_set(params.kernels).resolve())
 
     def requirements(self, graph, params) -> dict:
-        return {"relin": _needs_relin(graph), "rotations": sorted(_rotations(graph)),
+        return {"relin": _needs_relin(graph), "rotations": sorted(_rotations(graph)), "row_swap": _swaps(graph),
                 "galois_elements": _galois_elements(graph, params)}
 
     def keygen(self, params, req, seed):
@@ -693,8 +588,10 @@ class BFVScheme(Scheme):
                                  "relinearization key; make keys with circuit.keygen()")
         missing = [(k, loc) for k, loc in _rotations(graph).items()
                    if bfv_ops.rotation_element(params, k) not in public.galois]
+        if _swaps(graph) and bfv_ops.row_swap_element(params) not in public.galois:
+            missing.append(("the row swap", next(n.loc for n in graph.nodes if n.op == "swap_rows")))
         if missing:
-            which = ", ".join(f"rotate by {k} at {loc}" for k, loc in sorted(missing))
+            which = ", ".join(f"rotate by {k} at {loc}" for k, loc in sorted(missing, key=str))
             raise ParameterError(f"the evaluation keys hold no Galois key for {which}; make keys with circuit.keygen() "
                                  "(it knows the rotations)")
 
@@ -719,6 +616,10 @@ class BFVScheme(Scheme):
         pt = bfv_ops.decrypt(secret, Ciphertext(c0, c1, params, None))
         return bfv_ops.decode(pt)[..., 0, : n.attr("length")]
 
+    def leaf_specs(self, graph, params, node: int) -> list:
+        """(item shape, dtype, moduli, limb axis) of each leaf: c0 and c1 over Q."""
+        return [((len(params.q), params.n), np.uint32, tuple(params.q), -2)] * 2
+
     def input_shapes(self, graph, params, batch):
         shape = tuple(batch) + (len(params.q), params.n)
         return [[(shape, np.uint32), (shape, np.uint32)] for _ in graph.inputs]
@@ -732,12 +633,29 @@ class BFVScheme(Scheme):
     def interpret(self, graph, params, inputs, rt):
         return interpret(graph, params, inputs, rt)
 
-    custom_calls = CKKSScheme.custom_calls
-    build_id = CKKSScheme.build_id
+    # The eager values' one-operation circuits (crossfhe.api.eager) -------------------------------------
+
+    def eager_key(self, attrs: dict) -> tuple:
+        return ()
+
+    def eager_output(self, builder, node: int, inputs) -> int:
+        return builder.add("output", (node,), {"length": 1, "width": 1}, "result", merge=False)
+
+    def eager_passes(self, params, public):
+        """Eager semantics: every product relinearized at once; the noise is measured where it matters, at
+        decryption (:meth:`crossfhe.api.bfv.BFVContext.decrypt`), not estimated."""
+        return [("dead_code", dead_code)]
+
+    def with_constants(self, rt: dict, graph, params) -> dict:
+        fresh = runtime(graph, params, None, constants_only=True)
+        return {**rt, "consts": fresh["consts"]}
+
+    def x64(self, params) -> bool:
+        return False
 
 
 SCHEME = BFVScheme()
 
-__all__ = ["MARGIN_BITS", "SCHEME", "BFVScheme", "EncryptedVector", "check_noise", "cost", "cse", "dead_code",
+__all__ = ["MARGIN_BITS", "SCHEME", "BFVScheme", "check_noise", "cost", "cse", "dead_code",
            "hoist_rotations", "interpret", "lazy_relinearization", "multiplicative_depth", "noise_budgets",
            "noise_model", "runtime", "slot_matrix"]

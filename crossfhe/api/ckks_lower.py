@@ -1,36 +1,38 @@
-"""The CKKS scheme of the compiler: symbolic vectors, the passes that place relinearizations, rescales and level
-drops, and the lowering onto :mod:`crossfhe.core.evaluator` with every key, plan and constant an argument.
+"""The CKKS primitives' rules and kernels: the passes that place relinearizations, rescales, level drops and
+bootstraps, and the lowering onto :mod:`crossfhe.core.evaluator` with every key, plan and constant an argument.
+The value class that records and runs them is :class:`crossfhe.api.ckks.EncryptedVector`.
 
-Traced ops (what the operators record): ``input``, ``add``, ``sub``, ``neg``, ``add_scalar {c}``,
+Primitives (what the operators record): ``input``, ``add``, ``sub``, ``neg``, ``add_scalar {c}``,
 ``add_plain {const}``, ``mul`` (two ciphertexts), ``mul_scalar {c}`` (a real c), ``mul_int {c}``,
-``mul_plain {const}``, ``rotate {k}``, ``output {length, width, complex}``. The passes add ``tensor`` (the
-degree-2 product, three polynomials), ``relin``, ``rescale``, ``drop {level}``, ``rotate_many {ks}`` and
-``pick {k}``, and annotate every node with its ``level`` and ``scale``.
+``mul_plain {const}``, ``rotate {k}``, ``conjugate``, ``bootstrap``, ``output {length, width, complex}``. The passes
+add ``tensor`` (the degree-2 product, three polynomials), ``relin``, ``rescale``, ``drop {level}``,
+``rotate_many {ks}`` and ``pick {k}``, and annotate every node with its ``level`` and ``scale``.
 
-Semantics are those of :class:`crossfhe.EncryptedVector` (NumPy-like vectors of ``length`` values replicated with
-period ``width`` over the slots; ``@`` the inner product in every slot; ``rotate(k)`` over the width-periodic
-slots), with the levels chosen by the compiler: a product is rescaled when a consumer needs it at the working
-scale (a sum of products is rescaled, and relinearized, once), plaintext and scalar factors are encoded at the
-scale that makes a sum's operands agree exactly, and an operation runs at the lowest level its consumers need.
+Semantics are those of :class:`crossfhe.EncryptedVector` (:mod:`crossfhe.api.vector`). The eager passes
+(:meth:`CKKSScheme.eager_passes`) are its bookkeeping rules operation by operation: a product relinearized and
+rescaled right away, operands brought to one level and scale. A compiled circuit's passes choose the levels for the
+whole graph: a product is rescaled when a consumer needs it at the working scale (a sum of products is rescaled,
+and relinearized, once), plaintext and scalar factors are encoded at the scale that makes a sum's operands agree
+exactly, and an operation runs at the lowest level its consumers need.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 
 import jax
 import numpy as np
 
+from crossfhe.api import ir
+from crossfhe.api.circuit import RingScheme
+from crossfhe.api.ir import Builder, CircuitError, Graph, Node
+from crossfhe.api.passes import cse, hoist_rotations
+from crossfhe.api.specs import CKKSVector
+from crossfhe.api.trace import Trace
 from crossfhe.ckks import bootstrap, encoder, presets
 from crossfhe.ckks import ops as ckks_ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
-from crossfhe.compiler import ir
-from crossfhe.compiler.circuit import Scheme
-from crossfhe.compiler.ir import Builder, CircuitError, Graph, Node
-from crossfhe.compiler.specs import CKKSVector
-from crossfhe.compiler.trace import SlotVector, Trace, Value, source_line
 from crossfhe.core import evaluator as ev
 from crossfhe.core import keyswitch as ks
 from crossfhe.core import rlwe
@@ -44,133 +46,6 @@ from crossfhe.ring.poly import Domain, RNSPoly
 _ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
 # --------------------------------------------------------------------------------------------------
-# Tracing
-# --------------------------------------------------------------------------------------------------
-
-
-def _is_int(c) -> bool:
-    return isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_))
-
-
-def _number(c, what: str) -> complex:
-    if isinstance(c, (bool, np.bool_)):
-        raise TypeError(f"{what} at {source_line()}: a bool is not a number operand")
-    z = complex(c)
-    if not (math.isfinite(z.real) and math.isfinite(z.imag)):
-        raise CircuitError(f"{what} at {source_line()}: the constant must be finite, got {c!r}")
-    return z
-
-
-class EncryptedVector(SlotVector):
-    """A symbolic CKKS vector (:class:`~crossfhe.compiler.specs.CKKSVector`) while a circuit is traced."""
-
-    scheme = "ckks"
-
-    def __init__(self, trace: Trace, node: int, length: int, width: int, is_complex: bool, clean: bool = True):
-        for name, v in (("trace", trace), ("node", node), ("length", length), ("width", width),
-                        ("complex", is_complex), ("clean", clean)):
-            object.__setattr__(self, name, v)
-
-    def __repr__(self) -> str:
-        return f"EncryptedVector(%{self.node}, {self.length} values, traced)"
-
-    def _make(self, node, length, width, clean, is_complex=False) -> EncryptedVector:
-        return EncryptedVector(self.trace, node, length, width, self.complex or is_complex, clean)
-
-    def _plain(self, other, what: str):
-        v = np.asarray(other)
-        if not (np.issubdtype(v.dtype, np.number) or v.dtype == bool) or v.ndim != 1 or v.shape[0] == 0:
-            raise CircuitError(f"{what} at {source_line()}: a plaintext operand is a non-empty 1-D numeric array, got "
-                               f"shape {v.shape} of {v.dtype}")
-        if not np.all(np.isfinite(v)):
-            raise CircuitError(f"{what} at {source_line()}: the plaintext operand holds NaN or infinity")
-        length, width = self._shape_with(v.shape[0], what)
-        v = np.broadcast_to(v, (length,)) if v.shape[0] == 1 else v
-        out = np.zeros(width, dtype=np.complex128 if np.iscomplexobj(v) else np.float64)
-        out[:length] = v
-        return self.trace.builder.const(out), length, width, bool(np.iscomplexobj(v))
-
-    def _operand(self, other):
-        if isinstance(other, (np.ndarray, jax.Array, np.generic)) and np.ndim(other) == 0:
-            return np.asarray(other).item()
-        return other
-
-    # Arithmetic ------------------------------------------------------------------------------------
-
-    def __add__(self, other):
-        other = self._operand(other)
-        if isinstance(other, EncryptedVector):
-            self._same(other, "+")
-            length, width = self._shape_with(other.length, "+")
-            return self._new("add", (self.node, other.node), length=length, width=width, other=other,
-                             is_complex=other.complex)
-        if isinstance(other, Value):
-            self._same(other, "+")
-        if isinstance(other, numbers.Number):
-            c = _number(other, "+")
-            if c == 0:
-                return self
-            if c.imag or self._scalar_fills_padding():
-                return self + np.full(self.length, c if c.imag else c.real)
-            return self._new("add_scalar", (self.node,), {"c": float(c.real)})
-        if isinstance(other, _ARRAYS):
-            key, length, width, cx = self._plain(other, "+")
-            return self._new("add_plain", (self.node,), {"const": key}, length=length, width=width, is_complex=cx)
-        return NotImplemented
-
-    __radd__ = __add__
-
-    def __neg__(self):
-        return self._new("neg", (self.node,))
-
-    def __sub__(self, other):
-        other = self._operand(other)
-        if isinstance(other, EncryptedVector):
-            self._same(other, "-")
-            length, width = self._shape_with(other.length, "-")
-            return self._new("sub", (self.node, other.node), length=length, width=width, other=other,
-                             is_complex=other.complex)
-        if isinstance(other, Value):
-            self._same(other, "-")
-        if isinstance(other, numbers.Number):
-            return self + (-_number(other, "-") if not _is_int(other) else -int(other))
-        if isinstance(other, _ARRAYS):
-            return self + (-np.asarray(other))
-        return NotImplemented
-
-    def __rsub__(self, other):
-        other = self._operand(other)
-        if isinstance(other, (numbers.Number, *_ARRAYS)):
-            return (-self) + other
-        return NotImplemented
-
-    def __mul__(self, other):
-        other = self._operand(other)
-        if isinstance(other, EncryptedVector):
-            self._same(other, "*")
-            length, width = self._shape_with(other.length, "*")
-            return self._new("mul", (self.node, other.node), length=length, width=width, other=other,
-                             is_complex=other.complex)
-        if isinstance(other, Value):
-            self._same(other, "*")
-        if _is_int(other):
-            c = int(other)
-            if c == 1:
-                return self
-            return self._new("mul_int", (self.node,), {"c": c})
-        if isinstance(other, numbers.Number):
-            c = _number(other, "*")
-            if c.imag:
-                return self * np.full(self.length, c if c.imag else c.real)
-            return self._new("mul_scalar", (self.node,), {"c": float(c.real)})
-        if isinstance(other, _ARRAYS):
-            key, length, width, cx = self._plain(other, "*")
-            return self._new("mul_plain", (self.node,), {"const": key}, length=length, width=width, is_complex=cx)
-        return NotImplemented
-
-    __rmul__ = __mul__
-
-# --------------------------------------------------------------------------------------------------
 # Passes
 # --------------------------------------------------------------------------------------------------
 
@@ -178,28 +53,6 @@ _PRODUCTS = {"tensor", "mul_scalar", "mul_plain"}
 """Ops whose result carries a scale factor a rescale should remove (pending)."""
 _KEEP_PENDING = {"add", "sub", "neg", "add_scalar", "add_plain", "mul_int", "relin", "drop"}
 """Ops that take pending (and, except drop, degree-3) operands as they are."""
-
-
-def cse(g: Graph, params: Params) -> Graph:
-    """Common subexpressions merged and dead code dropped (:func:`crossfhe.compiler.ir.common_subexpressions`)."""
-    return ir.common_subexpressions(g)
-
-
-def hoist_rotations(g: Graph, params: Params) -> Graph:
-    """Rotations of one ciphertext by several offsets become one ``rotate_many {ks}`` (one decomposition and
-    ModUp shared, :func:`crossfhe.core.evaluator.galois_hoisted`) and a ``pick {k}`` per offset."""
-    groups: dict[int, set[int]] = {}
-    for n in g.nodes:
-        if n.op == "rotate":
-            groups.setdefault(n.args[0], set()).add(n.attr("k"))
-
-    def visit(b: Builder, i: int, n: Node, args: list[int]) -> int:
-        if n.op == "rotate" and len(groups[n.args[0]]) > 1:
-            many = b.add("rotate_many", args, {"ks": tuple(sorted(groups[n.args[0]]))}, n.loc)
-            return b.add("pick", (many,), {"k": n.attr("k")}, n.loc)
-        return b.add(n.op, args, dict(n.attrs), n.loc, merge=False)
-
-    return ir.dead_code(ir.rebuild(g, visit))
 
 
 def sink_factors(g: Graph, params: Params) -> Graph:
@@ -307,7 +160,7 @@ def multiplicative_depth(g: Graph) -> int:
     return max((depth[o] for o in g.outputs), default=0)
 
 
-def place_levels(g: Graph, params: Params, *, lazy: bool = True) -> Graph:
+def place_levels(g: Graph, params: Params, *, lazy: bool = True, bootstrap: bool | None = None) -> Graph:
     """Rescales, level drops and scale alignment; every node annotated with its ``level`` and ``scale``.
 
     - A pending product is rescaled where a consumer needs the working scale (``lazy``) or right after it; a
@@ -319,14 +172,20 @@ def place_levels(g: Graph, params: Params, *, lazy: bool = True) -> Graph:
     - Every level-preserving operation runs at the lowest level its consumers need (inputs are encrypted there):
       the cheapest modulus dropping; outputs keep the level the products leave them at.
 
+    - An input with a ``scale`` attribute is a concrete operand (an eager value, :mod:`crossfhe.api.eager`): it sits
+      at its ``level`` and ``scale``, never lower.
+    - Where a product would need a level below 0, the operand is bootstrapped back to the top user level when
+      ``bootstrap`` (default: the parameters reserve bootstrapping levels) holds.
+
     A fixpoint of forward passes: each pass finds every factor to re-encode and every operation that can run lower;
-    the next one applies them. Raises CircuitError naming the operation, its line and a preset that fits when the
-    depth runs out.
+    the next one applies them. Raises CircuitError naming the operation, its line, the depth the expression needs and
+    the presets that fit when the depth runs out.
     """
+    bootstrap = bool(params.bootstrap_levels) if bootstrap is None else bootstrap
     hints: dict[int, float] = {}
     run_at: dict[int, int] = {}
     for _ in range(4 * len(g.nodes) + 8):
-        out, made, new_hints = _levels_forward(g, params, hints, run_at, lazy)
+        out, made, new_hints = _levels_forward(g, params, hints, run_at, lazy, bootstrap)
         if new_hints:
             hints.update(new_hints)
             continue
@@ -336,6 +195,8 @@ def place_levels(g: Graph, params: Params, *, lazy: bool = True) -> Graph:
             v = made[i]
             if n.op in ("rescale", "output") or v is None or need[v] >= out.nodes[v].attr("level"):
                 continue
+            if n.op == "input" and n.attr("scale") is not None:
+                continue
             if run_at.get(i, math.inf) > need[v]:
                 run_at[i] = need[v]
                 changed = True
@@ -344,7 +205,7 @@ def place_levels(g: Graph, params: Params, *, lazy: bool = True) -> Graph:
     raise CircuitError("internal: level placement did not converge")
 
 
-def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: bool):
+def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: bool, bootstrap: bool):
     """One forward pass of :func:`place_levels`: (the annotated graph, the node each old node made before any
     eager rescale, the factor scales still to apply {old node: scale}; when not empty, the graph is discarded)."""
     b = Builder(g.scheme, g.consts)
@@ -385,7 +246,7 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
     def refreshed(v: int, loc: str) -> int:
         """v (settled) bootstrapped back to the top user level when it sits at level 0 and the parameters can
         bootstrap: a product there would need a level below 0."""
-        if info[v][0] or not params.bootstrap_levels:
+        if info[v][0] or not bootstrap:
             return v
         return emit("bootstrap", (v,), {}, loc, params.user_levels, info[v][1], False)
 
@@ -412,7 +273,10 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
         loc = n.loc
         v = None
         if n.op == "input":
-            v = emit("input", (), dict(n.attrs), loc, at(i, top), params.scale, False)
+            if n.attr("scale") is not None:  # a concrete operand, where it is
+                v = emit("input", (), dict(n.attrs), loc, n.attr("level"), n.attr("scale"), False)
+            else:
+                v = emit("input", (), dict(n.attrs), loc, at(i, top), params.scale, False)
         elif n.op in ("add", "sub"):
             x, y = args
             if info[x][2] != info[y][2]:
@@ -474,7 +338,14 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
             scale = info[x][1] * info[y][1]
             _check_product(params, scale, lvl, n)
             v = emit("tensor", (x, y), {}, loc, lvl, scale, True, 3)
-        elif n.op in ("rotate", "rotate_many", "output"):
+        elif n.op == "bootstrap":
+            if not bootstrap:
+                raise CircuitError(f"bootstrap at {loc}: these keys cannot bootstrap; use a bootstrappable preset ("
+                                   f"{', '.join(presets.BOOTSTRAP)}) with bootstrapping keys (CKKSContext.create("
+                                   "params, bootstrap=True); a compiled circuit's keygen() makes them)")
+            x = settled(args[0], loc)
+            v = emit("bootstrap", (x,), {}, loc, params.user_levels, info[x][1], False)
+        elif n.op in ("rotate", "rotate_many", "conjugate", "output"):
             x = settled(args[0], loc)
             x = drop(x, at(i, info[x][0]), loc)
             level, scale, _, _ = info[x]
@@ -529,14 +400,40 @@ def _check_constant(params: Params, c: float, scale: float, level: int, n: Node)
                            f"modulus at level {level} (log2 Q = {log_q:.1f})")
 
 
+def expression_depth(g: Graph, params: Params) -> int:
+    """:func:`multiplicative_depth`, with the levels a concrete operand (an input with a fixed ``scale``, an eager
+    value) has already used counted from the top user level: the depth the whole expression needs."""
+    depth = []
+    for n in g.nodes:
+        if n.op == "input" and n.attr("scale") is not None:
+            d = max(0, params.user_levels - n.attr("level"))
+        else:
+            d = max((depth[a] for a in n.args), default=0)
+        depth.append(d + (1 if n.op in ("mul", "tensor", "mul_scalar", "mul_plain") else 0))
+    return max((depth[o] for o in g.outputs), default=0)
+
+
+def preset_name(params: Params) -> str | None:
+    """The name of the preset ``params`` are (any kernel set), or None."""
+    digest = params.digest()
+    for name, p in {**presets.SECURE, **presets.BOOTSTRAP}.items():
+        if p.digest() == digest:
+            return name
+    return None
+
+
 def _depth_error(g: Graph, params: Params, loc: str) -> CircuitError:
-    depth = multiplicative_depth(g)
-    fits = [name for name, p in presets.SECURE.items() if p.levels >= max(depth, params.levels + 1)]
-    hint = f"; the smallest secure preset with that depth is {fits[0]}" if fits else \
-        ("; no secure preset has that depth without bootstrapping: compile for a bootstrappable preset (" +
-         ", ".join(presets.BOOTSTRAP) + "), where the circuit bootstraps where its levels run out")
-    return CircuitError(f"depth exhausted at {loc}: this operation needs a level below 0; the parameters have "
-                        f"{params.levels} levels and the circuit has multiplicative depth {depth}{hint}")
+    depth = expression_depth(g, params)
+    name = preset_name(params) or "these parameters"
+    fits = [f"{k} ({p.levels})" for k, p in presets.SECURE.items() if p.levels >= depth]
+    options = (f"presets with that depth: {', '.join(fits)}; or" if fits else "no secure preset has that depth "
+               "without bootstrapping:")
+    verb = "have" if name == "these parameters" else "has"
+    return CircuitError(
+        f"depth exhausted at {loc}: the expression needs multiplicative depth {depth}, {name} {verb} "
+        f"{params.user_levels} levels; {options} a bootstrappable preset ({', '.join(presets.BOOTSTRAP)}), where "
+        "compiled circuits bootstrap when their levels run out, and so do values of a context made with "
+        "CKKSContext.create(params, bootstrap=True) (or call x.bootstrap() yourself)")
 
 
 def _needed_levels(g: Graph) -> list[int]:
@@ -588,12 +485,12 @@ def cost(g: Graph, params: Params, annotated: bool = True) -> dict:
     annotated graphs only) and ``depth`` (multiplicative depth; annotated: levels consumed from the top)."""
     c = g.counts()
     relins = c["relin"] + (c["mul"] if "tensor" not in c else 0)
-    rotations = c["rotate"] + sum(len(n.attr("ks")) for n in g.nodes if n.op == "rotate_many")
+    rotations = c["rotate"] + c["conjugate"] + sum(len(n.attr("ks")) for n in g.nodes if n.op == "rotate_many")
     out = {
         "key_switches": relins + rotations,
         "relinearizations": relins,
         "rotations": rotations,
-        "modups": relins + c["rotate"] + c["rotate_many"],
+        "modups": relins + c["rotate"] + c["conjugate"] + c["rotate_many"],
         "rescales": c["rescale"],
         "tensor_products": c["tensor"] + c["mul"],
         "plain_products": c["mul_plain"] + c["mul_scalar"] + c["mul_int"],
@@ -605,7 +502,7 @@ def cost(g: Graph, params: Params, annotated: bool = True) -> dict:
         ntts = 0
         for n in g.nodes:
             limbs = len(params.moduli_at(n.attr("level"))) if n.op != "rescale" else None
-            if n.op in ("relin", "rotate"):
+            if n.op in ("relin", "rotate", "conjugate"):
                 up, down = _keyswitch_ntts(params, limbs)
                 ntts += up + down
             elif n.op == "rotate_many":
@@ -645,13 +542,16 @@ def _galois_elements(g: Graph, params: Params) -> list[int]:
             ks_.add(n.attr("k"))
         elif n.op == "rotate_many":
             ks_.update(n.attr("ks"))
-    return sorted({ckks_ops.galois_element(params, k) for k in ks_})
+    out = {ckks_ops.galois_element(params, k) for k in ks_}
+    if any(n.op == "conjugate" for n in g.nodes):
+        out.add(ckks_ops.conjugation_element(params))
+    return sorted(out)
 
 
 def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
     """The program's arguments besides the inputs: the keys it uses, a key-switch plan per level it switches at,
-    rescale tables per level, and each constant encoded at its node's level and scale (made here, once)."""
-    out = {"galois": {}, "ks": {}, "rescale": {}, "consts": {}}
+    rescale tables per level (made here, once per key set) and the constants (:func:`constants`)."""
+    out = {"galois": {}, "ks": {}, "rescale": {}}
     if any(n.op == "bootstrap" for n in g.nodes):
         out["bootstrap"] = keys
     keys = _evaluation(keys)
@@ -659,10 +559,9 @@ def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
         out["relin"] = keys.relin
     for e in _galois_elements(g, params):
         out["galois"][str(e)] = keys.galois_key(e)
-    margin = rlwe.fresh_noise_bound(params.n)
-    for i, n in enumerate(g.nodes):
+    for n in g.nodes:
         level = n.attr("level")
-        if n.op in ("relin", "rotate", "rotate_many"):
+        if n.op in ("relin", "rotate", "rotate_many", "conjugate"):
             limbs = _limbs(params, level)
             if str(limbs) not in out["ks"]:
                 out["ks"][str(limbs)] = ks.keyswitch_plan(keys.relin, active=limbs, kernels=params.kernels)
@@ -670,20 +569,50 @@ def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
             src = g.nodes[n.args[0]].attr("level")
             if str(src) not in out["rescale"]:
                 out["rescale"][str(src)] = ckks_ops.rescale_plan(params, src)
-        elif n.op == "add_scalar":
+    out["consts"] = constants(g, params)
+    return out
+
+
+def _check_scalar(params: Params, c: float, scale: float, level: int, n: Node) -> None:
+    """Refuse a product by the scalar c whose unit message, at the product's ``scale`` and times |c|, would reach Q/2
+    at ``level``: it, and everything after it, would wrap."""
+    log_q = sum(math.log2(q) for q in params.moduli_at(level))
+    need = math.log2(scale) + math.log2(max(1.0, abs(c)))
+    if need + 1 >= log_q:
+        raise ParameterError(
+            f"{n.op} at {n.loc}: multiplying by {c!r} would overflow the modulus at level {level}: a unit message at "
+            f"scale 2^{math.log2(scale):.1f} times |c| = 2^{math.log2(max(1.0, abs(c))):.1f} needs 2^{need + 1:.1f} > "
+            f"Q (log2 Q = {log_q:.1f}); multiply by a smaller number")
+
+
+def constants(g: Graph, params: Params) -> dict:
+    """Each constant of the annotated graph as its node reads it, by node index: a scalar added as the residues of
+    round(c scale) [limbs, 1]; an integer (or a real c encoded as round(c factor)) as Shoup words; a plaintext vector
+    encoded at its operand's level and scale (added) or at ``factor`` (multiplied). Every constant is checked: its
+    encoding within Q/2 with the fresh-noise margin, a product by it within Q/2 (ParameterError)."""
+    out = {}
+    margin = rlwe.fresh_noise_bound(params.n)
+    for i, n in enumerate(g.nodes):
+        level = n.attr("level")
+        if n.op == "add_scalar":
             moduli = params.moduli_at(level)
             w = encoder.encode_scalar_constant(n.attr("c"), moduli=moduli, scale=n.attr("scale"), margin=margin,
                                                what="add_scalar")
-            out["consts"][str(i)] = np.asarray(w, dtype=np.uint32).reshape(-1, 1)
+            out[str(i)] = np.asarray(w, dtype=np.uint32).reshape(-1, 1)
         elif n.op in ("mul_int", "mul_scalar"):
             src = g.nodes[n.args[0]]
-            c = n.attr("c") if n.op == "mul_int" else round(n.attr("c") * n.attr("factor"))
-            out["consts"][str(i)] = ev.integer_words(int(c), params.moduli_at(src.attr("level")))
+            if n.op == "mul_int":
+                c = n.attr("c")
+                _check_scalar(params, c, src.attr("scale"), src.attr("level"), n)
+            else:
+                _check_scalar(params, n.attr("c"), n.attr("scale"), src.attr("level"), n)
+                c = round(n.attr("c") * n.attr("factor"))
+            out[str(i)] = ev.integer_words(int(c), params.moduli_at(src.attr("level")))
         elif n.op in ("add_plain", "mul_plain"):
             src = g.nodes[n.args[0]]
             scale = src.attr("scale") if n.op == "add_plain" else n.attr("factor")
             pt = ckks_ops.encode(params, g.const(n.attr("const")), level=src.attr("level"), scale=scale)
-            out["consts"][str(i)] = pt.poly.data
+            out[str(i)] = pt.poly.data
     return out
 
 
@@ -735,6 +664,10 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
             e = ckks_ops.galois_element(params, n.attr("k"))
             plan = rt["ks"][str(_limbs(params, level))]
             vals.append(ev.galois(*a[0], rt["galois"][str(e)], plan, ev.word(e)))
+        elif n.op == "conjugate":
+            e = ckks_ops.conjugation_element(params)
+            plan = rt["ks"][str(_limbs(params, level))]
+            vals.append(ev.galois(*a[0], rt["galois"][str(e)], plan, ev.word(e)))
         elif n.op == "rotate_many":
             elements = tuple(ckks_ops.galois_element(params, k) for k in n.attr("ks"))
             plan = rt["ks"][str(_limbs(params, level))]
@@ -742,7 +675,7 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
         elif n.op == "pick":
             src = g.nodes[n.args[0]]
             vals.append(tuple(a[0][src.attr("ks").index(n.attr("k"))]))
-        elif n.op == "bootstrap":  # eager only (CKKSScheme.eager): its tables are not arguments of one program
+        elif n.op == "bootstrap":
             src = g.nodes[n.args[0]]
             ct = Ciphertext(*a[0], params, src.attr("scale"), rt["bootstrap"].key_id)
             out = bootstrap.bootstrap(ct, rt["bootstrap"])
@@ -777,15 +710,15 @@ def preset_for(depth: int, precision: float | None = None) -> Params:
                        "): the circuit then bootstraps where its levels run out")
 
 
-class CKKSScheme(Scheme):
+class CKKSScheme(RingScheme):
     name = "ckks"
     annotated_after = frozenset({"levels", "levels (eager)", "dead_code"})
 
-    def trace_input(self, trace: Trace, index: int, spec: CKKSVector) -> EncryptedVector:
-        node = trace.node("input", (), {"index": index, "length": spec.length, "width": spec.width,
-                                        "complex": spec.complex}, loc=f"input {index}")
-        trace.inputs.append(node)
-        return EncryptedVector(trace, node, spec.length, spec.width, spec.complex, True)
+    value_attrs = frozenset({"c", "const"})
+    item_ndims = (2, 2)
+
+    def input_attrs(self, index: int, spec: CKKSVector) -> dict:
+        return {"index": index, "length": spec.length, "width": spec.width, "complex": spec.complex}
 
     def output_node(self, trace: Trace, value, position: int = 0) -> int:
         return trace.node("output", (value.node,), {"length": value.length, "width": value.width,
@@ -819,23 +752,20 @@ class CKKSScheme(Scheme):
             elif n.op == "rotate_many":
                 rot.update(n.attr("ks"))
         return {"relin": any(n.op == "relin" for n in graph.nodes), "rotations": sorted(rot),
+                "conjugation": any(n.op == "conjugate" for n in graph.nodes),
                 "galois_elements": _galois_elements(graph, params),
                 "bootstrap": any(n.op == "bootstrap" for n in graph.nodes)}
 
     def keygen(self, params, req, seed):
-        sk, ek = ckks_ops.keygen(params, rotations=req["rotations"], seed=seed)
+        sk, ek = ckks_ops.keygen(params, rotations=req["rotations"], conjugation=req.get("conjugation", False),
+                                 seed=seed)
         if req.get("bootstrap"):
             sub = None if seed is None else bytes(b ^ 0x5A for b in seed)
             return sk, bootstrap.keygen(sk, ek, seed=sub)
         return sk, ek
 
-    def eager(self, graph) -> bool:
-        """A circuit that bootstraps runs its operations one compiled program each (the bootstrap's CoeffToSlot
-        plaintexts and keys, gigabytes at N 2^16, are not embedded in one exported program)."""
-        return any(n.op == "bootstrap" for n in graph.nodes)
-
     def check_keys(self, graph, params, public, key_id) -> None:
-        if self.eager(graph) and not isinstance(public, bootstrap.Keys):
+        if any(n.op == "bootstrap" for n in graph.nodes) and not isinstance(public, bootstrap.Keys):
             raise ParameterError("this circuit bootstraps where its levels run out: run it with bootstrapping keys "
                                  "(circuit.keygen() makes them)")
         public = _evaluation(public)
@@ -844,6 +774,10 @@ class CKKSScheme(Scheme):
                             f"{type(public).__name__}")
         if public.params.digest() != params.digest():
             raise ParameterError("the evaluation keys were made for other parameters than the circuit's")
+        if any(n.op == "relin" for n in graph.nodes) and getattr(public, "relin", None) is None:
+            loc = next(n.loc for n in graph.nodes if n.op == "relin")
+            raise ParameterError(f"the circuit multiplies ciphertexts (at {loc}) but the evaluation keys hold no "
+                                 "relinearization key; make keys with circuit.keygen()")
         missing = [e for e in _galois_elements(graph, params) if e not in public.galois]
         if missing:
             where = []
@@ -851,6 +785,8 @@ class CKKSScheme(Scheme):
                 for k in (n.attr("ks") or (n.attr("k"),)) if n.op in ("rotate", "rotate_many") else ():
                     if ckks_ops.galois_element(params, k) in missing:
                         where.append(f"rotate({k}) at {n.loc}")
+                if n.op == "conjugate" and ckks_ops.conjugation_element(params) in missing:
+                    where.append(f"conjugate() at {n.loc}")
             raise ParameterError(f"the evaluation keys hold no Galois key for {', '.join(where)} (elements {missing}); "
                                  "make keys with circuit.keygen(), which knows the rotations")
         if key_id is not None and public.key_id != key_id:
@@ -887,6 +823,11 @@ class CKKSScheme(Scheme):
         z = ckks_ops.decode(ckks_ops.decrypt(secret, ct))[..., : n.attr("length")]
         return z if n.attr("complex") else z.real
 
+    def leaf_specs(self, graph, params, node: int) -> list:
+        """(item shape, dtype, moduli, limb axis) of each leaf of node ``node``'s value: c0 and c1 at its level."""
+        moduli = params.moduli_at(graph.nodes[node].attr("level"))
+        return [((len(moduli), params.n), np.uint32, moduli, -2)] * 2
+
     def input_shapes(self, graph, params, batch):
         out = []
         for i in graph.inputs:
@@ -900,21 +841,34 @@ class CKKSScheme(Scheme):
     def interpret(self, graph, params, inputs, rt):
         return interpret(graph, params, inputs, rt)
 
-    def custom_calls(self, params) -> tuple[str, ...]:
-        from crossfhe.ring import ntt
+    # The eager values' one-operation circuits (crossfhe.api.eager) -------------------------------------
 
-        return (ntt.NATIVE_TARGET, ntt.PERMUTE_TARGET) if params.kernels.native else ()
+    def lifts(self, graph) -> bool:
+        return any(n.op == "bootstrap" for n in graph.nodes)
 
-    def build_id(self, params) -> str:
-        from crossfhe.ring import ntt
+    def eager_key(self, attrs: dict) -> tuple:
+        return attrs["level"], attrs["scale"]
 
-        if not params.kernels.native:
-            return ""
-        lib_path = getattr(ntt.NATIVE, "path", None)
-        return str(lib_path or "native")
+    def eager_output(self, builder, node: int, inputs) -> int:
+        return builder.add("output", (node,), {"length": 1, "width": 1, "complex": False}, "result", merge=False)
+
+    def eager_passes(self, params, public):
+        """Eager semantics: a product is relinearized and rescaled right away; bootstrapping where a product would
+        run out of levels when the keys can (bootstrapping keys)."""
+        can = isinstance(public, bootstrap.Keys)
+        return [("relinearize (eager)", _eager_relin),
+                ("levels (eager)", lambda g, p: place_levels(g, p, lazy=False, bootstrap=can)),
+                ("dead_code", lambda g, p: ir.dead_code(g))]
+
+    def with_constants(self, rt: dict, graph, params) -> dict:
+        return {**rt, "consts": constants(graph, params)}
+
+    def x64(self, params) -> bool:
+        return False
+
 
 
 SCHEME = CKKSScheme()
 
-__all__ = ["SCHEME", "EncryptedVector", "cost", "cse", "hoist_rotations", "interpret", "levels",
-           "multiplicative_depth", "place_levels", "relinearize", "runtime", "sink_factors"]
+__all__ = ["SCHEME", "constants", "cost", "cse", "expression_depth", "hoist_rotations", "interpret", "levels",
+           "multiplicative_depth", "place_levels", "preset_name", "relinearize", "runtime", "sink_factors"]

@@ -1,0 +1,180 @@
+"""Eager values run each operation as a one-operation circuit: the same graph, passes, runtime and lowering as a
+compiled circuit, one compiled program per operation and operand layout, cached.
+
+An operation on concrete values (``x * y`` on two :class:`~crossfhe.api.ckks.EncryptedVector` s) is the graph
+
+    %0 = input {fixed operand metadata}     (level and scale, noise, interval: what the operand is now)
+    %1 = input {...}
+    %2 = <op> %0, %1 {attributes}
+    %3 = output %2
+
+run through the scheme's eager passes (:meth:`Scheme.eager_passes`: the bookkeeping rules, e.g. for CKKS the
+relinearization and the rescale after a product, level drops and scale alignment between operands) and lowered by
+the scheme's ``interpret`` (the kernels a compiled circuit runs). The lowered graph, its program and the part of
+its runtime that does not depend on the operation's constants (keys, key-switching plans, rescale tables) are made
+once per (scheme, key set, operation, static attributes, operands' metadata, batch shapes) and kept here; a call
+then costs a dictionary lookup and one dispatch of one executable. An operation's constants (a scalar, a plaintext
+vector, a lookup table: the attributes the scheme names in ``value_attrs``) are not part of that key: each call
+encodes its own into the runtime (:meth:`Scheme.constants`), so ``x * 0.25`` and ``x * 0.5`` share one program.
+
+Called while a trace is in progress (operands holding a user's ``jax.jit`` or ``vmap`` tracers), the lowered
+graph's ``interpret`` runs inside the caller's trace instead of a program of its own. Programs are
+:class:`crossfhe.math.xla.Program` s: every table the lowering reads is an argument, never an embedded constant.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import jax
+import numpy as np
+
+from crossfhe.api.ir import Builder, CircuitError, Graph
+from crossfhe.api.trace import source_line
+from crossfhe.errors import ParameterError
+from crossfhe.math import xla
+
+EAGER_MARK = "eager"
+"""The attribute that marks the operation's own node in the one-operation graph (its constants are substituted per
+call); passes carry attributes over, so the lowered node that computes it still has it."""
+
+_CACHE: dict = {}
+_LIMIT = 4096
+
+
+_WATCHED: dict = {}
+
+
+def _watch(public) -> None:
+    """Drop ``public``'s programs (and the key material their runtimes hold) when it is collected: entries are keyed
+    by its ``id``, which a later object may reuse."""
+    key_id = id(public)
+    if key_id in _WATCHED:
+        return
+
+    def forget(_ref, key_id=key_id):
+        _WATCHED.pop(key_id, None)
+        for k in [k for k in _CACHE if k[1] == key_id]:
+            _CACHE.pop(k, None)
+
+    try:
+        _WATCHED[key_id] = weakref.ref(public, forget)
+    except TypeError:
+        _WATCHED[key_id] = None
+
+
+def _masked(attrs: dict, value_attrs: frozenset) -> tuple:
+    """The attributes that decide the program: constants replaced by their shape and dtype."""
+    out = []
+    for k, v in sorted(attrs.items()):
+        if k in value_attrs:
+            arr = np.asarray(v)
+            out.append((k, ("value", arr.shape, arr.dtype.str)))
+        else:
+            out.append((k, v))
+    return tuple(out)
+
+
+def _graph(scheme, op: str, attrs: dict, inputs: list[dict], consts: dict) -> Graph:
+    b = Builder(scheme.name)
+    for key, array in consts.items():
+        b.consts[key] = array
+    args = [b.add("input", (), dict(a, index=i), f"operand {i}", merge=False) for i, a in enumerate(inputs)]
+    node = b.add(op, args, dict(attrs, **{EAGER_MARK: 1}), source_line() or op, merge=False)
+    out = scheme.eager_output(b, node, inputs)
+    return b.graph(args, [out])
+
+
+def _substituted(lowered: Graph, attrs: dict, consts: dict, value_attrs: frozenset) -> Graph:
+    """``lowered`` with the marked node's constants (``value_attrs`` of ``attrs``) taken from this call."""
+    new = {k: v for k, v in attrs.items() if k in value_attrs}
+    nodes = tuple(n.with_attrs(**new) if n.attr(EAGER_MARK) else n for n in lowered.nodes)
+    merged = dict(lowered.consts)
+    merged.update(consts)
+    return Graph(lowered.scheme, nodes, lowered.inputs, lowered.outputs, merged)
+
+
+class _Entry:
+    __slots__ = ("lowered", "static_rt", "program", "has_values", "compiled")
+
+    def __init__(self, lowered, static_rt, program, has_values):
+        self.lowered, self.static_rt, self.program, self.has_values = lowered, static_rt, program, has_values
+        self.compiled = None  # (constants, executable, output structure), made on the first call outside a trace
+
+
+def _item_fn(scheme, lowered: Graph, params, batches: list[tuple], batch: tuple):
+    """The lowered graph on operands with leading ``batches`` axes, broadcast to ``batch`` (NumPy's rules)."""
+
+    def item(inputs, rt):
+        return tuple(tuple(o) for o in scheme.interpret(lowered, params, inputs, rt))
+
+    if not batch:
+        return item
+
+    def run(inputs, rt):
+        import jax.numpy as jnp
+
+        full = tuple(tuple(jnp.broadcast_to(a, batch + a.shape[len(b):]) for a in x) if b != batch else x
+                     for x, b in zip(inputs, batches, strict=True))
+        fn = item
+        for _ in batch:
+            fn = jax.vmap(fn, in_axes=(0, None))
+        return fn(full, rt)
+
+    return run
+
+
+def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict | None = None):
+    """(result node, result words) of ``op`` on ``operands`` (a list of (input attributes, tuple of word arrays))
+    with ``attrs`` (constants referenced by key in ``consts``, :meth:`crossfhe.api.ir.Builder.const`'s keys), under
+    the key set ``public``. The result node is the lowered graph's output node: its attributes are the result's
+    metadata (level and scale, interval, ...)."""
+    consts = consts or {}
+    value_attrs = scheme.value_attrs
+    item = scheme.item_ndims
+    batches = [tuple(np.shape(w[0])[: np.ndim(w[0]) - item[0]]) for _, w in operands]
+    batch = batches[0] if len(set(batches)) == 1 else tuple(np.broadcast_shapes(*batches))
+    key = (scheme.name, id(public), op, _masked(attrs, value_attrs),
+           tuple(scheme.eager_key(a) for a, _ in operands), tuple(batches))
+    entry = _CACHE.get(key)
+    if entry is None:
+        graph = _graph(scheme, op, attrs, [a for a, _ in operands], consts)
+        lowered = graph
+        try:
+            for _, fn in scheme.eager_passes(params, public):
+                lowered = fn(lowered, params)
+        except CircuitError as e:  # the rules' refusal, in an eager user's terms (no circuit here)
+            raise ParameterError(str(e)) from None
+        has_values = any(k in value_attrs for k in attrs)
+        static_rt = scheme.runtime(lowered, params, public)
+        program = xla.Program(_item_fn(scheme, lowered, params, batches, batch), x64=scheme.x64(params),
+                              name=f"{scheme.name}_{op}")
+        entry = _Entry(lowered, static_rt, program, has_values)
+        if len(_CACHE) >= _LIMIT:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = entry
+        _watch(public)
+    lowered = entry.lowered
+    rt = entry.static_rt
+    if entry.has_values:
+        rt = scheme.with_constants(rt, _substituted(lowered, attrs, consts, value_attrs), params)
+    inputs = tuple(tuple(w) for _, w in operands)
+    if xla._top_level is not None and not xla._top_level():
+        with entry.program._scope():  # inside a caller's trace: its program takes the operations in
+            words = entry.program.fn(inputs, rt)
+    else:
+        if entry.compiled is None:
+            (constants, exe, out_tree, _), _ = entry.program._entry((inputs, rt))
+            entry.compiled = (constants, exe, out_tree)
+        constants, exe, out_tree = entry.compiled
+        with entry.program._scope():
+            words = jax.tree_util.tree_unflatten(out_tree, exe(constants, *jax.tree_util.tree_leaves((inputs, rt))))
+    return lowered.nodes[lowered.outputs[0]], words[0]
+
+
+def clear() -> None:
+    """Forget every cached eager program (tests; a process that changes kernel sets)."""
+    _CACHE.clear()
+
+
+__all__ = ["EAGER_MARK", "clear", "run"]

@@ -1,0 +1,89 @@
+"""Tracing: a plain Python function called on symbolic values records a :class:`~crossfhe.api.ir.Graph`.
+
+Each scheme's value class (:class:`Value` subclasses: :mod:`crossfhe.api.ckks`, ``bfv``, ``tfhe``) overloads the
+operators users write on encrypted values; on a symbolic value every operator appends a node to the active
+:class:`Trace` with the user's source line. Combining values of two schemes, or of two traces, is
+refused there (:class:`~crossfhe.api.ir.CircuitError`, naming the operation and the line).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from crossfhe.api.ir import Builder, CircuitError
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def source_line() -> str:
+    """"file.py:LINE" of the innermost frame outside this package (the user's code that made the value)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _HERE:
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+class Trace:
+    """The graph being recorded for one scheme; the values made while it is open refer to it."""
+
+    def __init__(self, scheme: str):
+        self.scheme = scheme
+        self.builder = Builder(scheme)
+        self.inputs: list[int] = []
+
+    def node(self, op: str, args=(), attrs: dict | None = None, *, loc: str | None = None) -> int:
+        return self.builder.add(op, args, attrs, source_line() if loc is None else loc, merge=False)
+
+
+class Value:
+    """An encrypted value of the front end, of one scheme (subclasses: :class:`crossfhe.api.ckks.EncryptedVector`,
+    :class:`crossfhe.api.bfv.EncryptedIntVector`, :class:`crossfhe.api.tfhe.EncryptedInt`). The same class serves
+    both ways: a concrete value holds its words and the public context they belong to, and each operator runs its
+    primitive at once (:mod:`crossfhe.api.eager`); a symbolic value (``trace`` set, inside :func:`crossfhe.compile`)
+    is node ``node`` of the graph being traced, and each operator appends its primitive there, with the user's
+    source line."""
+
+    scheme = "?"
+    trace: Trace | None = None
+    node: int | None = None
+
+    @property
+    def traced(self) -> bool:
+        """Whether this is a symbolic value of a circuit being traced."""
+        return self.trace is not None
+
+    def _error(self, kind, message: str) -> Exception:
+        """The error to raise: while tracing a :class:`~crossfhe.api.ir.CircuitError` naming the user's line,
+        eagerly ``kind`` (a ValueError is raised as :class:`~crossfhe.errors.ParameterError`)."""
+        if self.traced:
+            return CircuitError(f"at {source_line()}: {message}")
+        if kind is ValueError:
+            from crossfhe.errors import ParameterError
+
+            return ParameterError(message)
+        return kind(message)
+
+    def _same(self, other: Value, what: str) -> None:
+        """Refuse operands of two schemes, or of a trace and a concrete value, or of two traces."""
+        if other.scheme != self.scheme:
+            raise self._error(TypeError, f"{what}: a {self.scheme.upper()} value and a {other.scheme.upper()} value "
+                              "are combined without a conversion; convert explicitly (crossfhe.SchemeSwitch)")
+        if self.traced != other.traced:
+            raise self._error(TypeError, f"{what}: a value of the circuit being traced and a concrete encrypted value "
+                              "are combined; pass the concrete value as an input of the circuit")
+        if self.traced and other.trace is not self.trace:
+            raise CircuitError(f"{what} at {source_line()}: the operands come from two different circuits' traces")
+
+    def _new_node(self, op: str, args, attrs: dict | None = None) -> int:
+        return self.trace.node(op, args, attrs)
+
+
+def width_of(length: int) -> int:
+    """The power of two a vector of ``length`` values is padded to."""
+    return 1 << max(0, (length - 1).bit_length())
+
+
+__all__ = ["Trace", "Value", "source_line", "width_of"]

@@ -1,0 +1,322 @@
+"""What CKKS and BFV vectors share: NumPy's semantics for a vector of ``length`` values held in slots.
+
+Layout. ``length`` values are zero-padded to the power of two ``width`` >= length and repeated over the slots, so
+slot i holds value i mod width. Operands of one length combine slot-wise; a length-1 operand (or a scalar)
+broadcasts, as in NumPy. ``clean`` says whether the padding slots (``length`` to ``width``) hold zeros, as NumPy's
+padded vector would: a scalar added, a raw rotation or a broadcast single value fills them, and the operations that
+read them (:meth:`SlotVector.sum`, :meth:`SlotVector.rotate`) clear them first where they must (a plaintext product
+by a 0/1 mask: a level in CKKS, noise in BFV).
+
+NumPy's habits (each with its cost, the scheme's primitives underneath):
+
+======================  ===============================================================================================
+``x.rotate(k)``         ``np.roll(values, -k)`` for any length and any integer k. A power-of-two length: one rotation
+``np.roll(x, s)``       (a key switch). Another length: two rotations and two 0/1 mask products (a level in CKKS).
+``x.sum()``, ``np.sum`` the sum, a length-1 vector: log2(width) rotations (a mask product first if the padding is not
+                        clean). ``x.mean()``, ``np.mean``: the sum times 1 / length (CKKS).
+``x @ y``, ``np.dot``   the inner product, a length-1 vector: a product and a sum.
+``x ** k``              repeated squaring, ceil(log2 k) products in depth (k a positive int).
+``x / c``               a product by the public 1 / c (CKKS; BFV: the modular inverse when asked for explicitly).
+``x[i]``                value i as a length-1 vector: one 0/1 mask product and log2(width) rotations.
+``x[a:b]``              values a .. b-1 (step 1): one rotation, one mask product, log2(width / new width) rotations.
+``np.where(m, x, y)``   m a public 0/1 (or boolean) array: m x + (1 - m) y, two mask products.
+``len(x)``              the length.
+======================  ===============================================================================================
+
+Anything else NumPy might dispatch here raises TypeError naming what exists instead.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from crossfhe.api.trace import Value, width_of
+
+_INDEXABLE_TYPES = (int, np.integer)
+
+
+def is_int(c) -> bool:
+    return isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_))
+
+
+def scalar_operand(other):
+    """A 0-d array operand as the Python number it holds (it then acts as a scalar); others unchanged."""
+    if isinstance(other, np.generic) or (hasattr(other, "shape") and hasattr(other, "dtype") and np.ndim(other) == 0
+                                          and not isinstance(other, Value)):
+        return np.asarray(other).item()
+    return other
+
+
+def padding_clean(op: str, length: int, width: int, a: tuple[int, bool], b: tuple[int, bool] | None = None) -> bool:
+    """Whether the padding slots (``length`` to ``width``) of the result of ``op`` hold zeros, from its operands'
+    (length, clean): the NumPy view of a zero-padded vector holds only where they do. A broadcast single value and a
+    raw rotation fill the padding; a product with a zero-padded plaintext or a clean operand clears it."""
+    if length == width:
+        return True
+
+    def as_result(x):
+        return x[1] if x[0] == length else False  # a single value broadcast over every slot
+
+    if op in ("add", "sub"):
+        return as_result(a) and as_result(b)
+    if op == "mul":
+        return as_result(a) or as_result(b)
+    if op == "mul_plain":
+        return True
+    if op in ("rotate", "sum"):
+        return False
+    return as_result(a)
+
+
+_UFUNCS = {np.add: "__add__", np.subtract: "__sub__", np.multiply: "__mul__", np.true_divide: "__truediv__",
+           np.negative: "__neg__", np.positive: "__pos__", np.power: "__pow__", np.matmul: "__matmul__",
+           np.greater: "__gt__", np.greater_equal: "__ge__", np.less: "__lt__", np.less_equal: "__le__"}
+_REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__", "__truediv__": "__rtruediv__",
+              "__matmul__": "__rmatmul__", "__gt__": "__lt__", "__ge__": "__le__", "__lt__": "__gt__",
+              "__le__": "__ge__"}
+SUPPORTED = ("+ - * / ** @ (and np.add, np.subtract, np.multiply, np.divide, np.power, np.matmul), np.sum, np.mean, "
+             "np.dot, np.matmul, np.roll, np.where with a public mask, indexing x[i] and slices x[a:b], len")
+
+
+class SlotVector(Value):
+    """The shared part of :class:`crossfhe.api.ckks.EncryptedVector` and :class:`crossfhe.api.bfv.EncryptedIntVector`
+    (module docstring). Subclasses give ``_apply`` (a primitive on this value and others), ``_plaintext_operand``
+    (a public array operand as a graph constant), ``_raw_rotate`` (a rotation of the width-periodic slots) and
+    ``_fold_sum`` (the sum of the width slots in every slot), and the arithmetic operators."""
+
+    length: int = 1
+    width: int = 1
+    clean: bool = True
+    _MASK_DTYPE = np.float64
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __bool__(self):
+        raise self._error(TypeError, "an encrypted vector has no truth value (it would depend on secret data): "
+                          "decrypt it first, or compute both sides and select with np.where and a public mask")
+
+    def __iter__(self):
+        raise self._error(TypeError, f"an encrypted vector is not iterable; take values with x[i] (a mask product "
+                          f"and log2(width) rotations each) or decrypt it ({self.length} values)")
+
+    def _shape_with(self, length: int, what: str) -> tuple[int, int]:
+        """(length, width) of the result with an operand of ``length`` values: equal lengths, or one of them 1."""
+        if length == self.length or length == 1:
+            return self.length, self.width
+        if self.length == 1:
+            return length, width_of(length)
+        raise self._error(ValueError, f"{what}: operands of lengths {self.length} and {length} cannot be combined "
+                          "(NumPy would not broadcast them either); use vectors of one length, or a single value")
+
+    def _masked(self):
+        """This value with its padding slots zeroed (a product with a 0/1 plaintext; for CKKS it costs a level)."""
+        if self.clean or self.length == self.width:
+            return self
+        return self * np.ones(self.length, dtype=self._MASK_DTYPE)
+
+    def _scalar_fills_padding(self) -> bool:
+        """Whether adding a scalar to every slot would put it into zero padding (then it is added as a plaintext
+        zero-padded like the vector)."""
+        return self.length < self.width and self.clean
+
+    # Rotations and reductions ----------------------------------------------------------------------
+
+    def rotate(self, k: int):
+        """``np.roll(values, -k)``: value j of the result is value (j + k) mod length, any integer k. A length that
+        is a power of two: one rotation of the slots (a key switch). Another length: two rotations, by k mod length
+        and by that minus the length, combined by two 0/1 mask products (one level in CKKS); the padding is clean
+        after."""
+        try:
+            k = operator.index(k)
+        except TypeError:
+            raise self._error(TypeError, f"rotate takes an integer offset, got {type(k).__name__}") from None
+        r = k % self.length
+        if r == 0:
+            return self
+        if self.length == self.width:
+            return self._raw_rotate(r)
+        lo = np.zeros(self.length, dtype=self._MASK_DTYPE)
+        lo[: self.length - r] = 1
+        head = self._raw_rotate(r)
+        tail = self._raw_rotate((r - self.length) % self.width)
+        return head * lo + tail * (1 - lo)
+
+    def roll(self, shift: int):
+        """``np.roll(values, shift)``: :meth:`rotate` by -shift."""
+        try:
+            shift = operator.index(shift)
+        except TypeError:
+            raise self._error(TypeError, f"roll takes an integer shift, got {type(shift).__name__}") from None
+        return self.rotate(-shift)
+
+    def sum(self):
+        """The sum of the values, a length-1 vector (every slot holds it): log2(width) rotations by powers of two
+        and additions, the padding cleared first where it is not clean."""
+        return self._fold_sum(self._masked())
+
+    def mean(self):
+        """The mean of the values, a length-1 vector: :meth:`sum` times 1 / length."""
+        return self.sum() * (1.0 / self.length)
+
+    def __matmul__(self, other):
+        """The inner product, a length-1 vector (equal lengths): ``(self * other).sum()``."""
+        if isinstance(other, Value) and not isinstance(other, type(self)):
+            self._same(other, "@")
+        if not isinstance(other, (type(self), np.ndarray, list, tuple)) and not hasattr(other, "__array__"):
+            return NotImplemented
+        length = other.length if isinstance(other, type(self)) else np.shape(other)[-1]
+        if length != self.length:
+            raise self._error(ValueError, f"@: operands of lengths {self.length} and {length}: an inner product needs "
+                              "equal lengths")
+        return (self * other).sum()
+
+    __rmatmul__ = __matmul__
+
+    def dot(self, other):
+        """``self @ other``."""
+        return self @ other
+
+    def __pow__(self, k):
+        """x ** k for an integer k >= 1, by repeated squaring (multiplicative depth ceil(log2 k))."""
+        if not is_int(k) or k < 1:
+            raise self._error(TypeError, f"**: the exponent must be an integer >= 1, got {k!r}")
+        result, base = None, self
+        while k:
+            if k & 1:
+                result = base if result is None else result * base
+            k >>= 1
+            if k:
+                base = base * base
+        return result
+
+    def __pos__(self):
+        return self
+
+    # Indexing --------------------------------------------------------------------------------------
+
+    def __getitem__(self, index):
+        """``x[i]`` (value i as a length-1 vector) or ``x[a:b]`` (values a .. b-1): module docstring for the cost."""
+        if isinstance(index, _INDEXABLE_TYPES) and not isinstance(index, (bool, np.bool_)):
+            i = int(index)
+            if not -self.length <= i < self.length:
+                raise IndexError(f"index {i} is out of range for an encrypted vector of length {self.length}")
+            i %= self.length
+            mask = np.zeros(self.length, dtype=self._MASK_DTYPE)
+            mask[i] = 1
+            picked = self * mask
+            if i:
+                picked = picked._raw_rotate(i)
+            return picked._fold_sum(picked, length=1)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.length)
+            if step != 1:
+                raise self._error(TypeError, f"slices of encrypted vectors take step 1, got {step}: slice the "
+                                  "decrypted values, or take the elements one by one")
+            m = stop - start
+            if m <= 0:
+                raise IndexError(f"the slice {index} of an encrypted vector of length {self.length} is empty")
+            if start == 0 and m == self.length:
+                return self
+            return self._slice(start, m)
+        raise self._error(TypeError, f"encrypted vectors take an int or a slice as index, got {type(index).__name__}; "
+                          f"what exists: {SUPPORTED}")
+
+    def _slice(self, start: int, m: int):
+        """Values start .. start+m-1 as a vector of length m: rotate by start over the width period, mask, then fold
+        the period from width down to width_of(m) (each fold one rotation and an addition)."""
+        y = self._raw_rotate(start) if start else self
+        mask = np.zeros(self.length, dtype=self._MASK_DTYPE)
+        mask[:m] = 1
+        y = y * mask
+        target = width_of(m)
+        w = self.width
+        while w > target:
+            w //= 2
+            y = y + y._raw_rotate(w)
+        return y._reshaped(m, target)
+
+    # NumPy's dispatch ------------------------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = _UFUNCS.get(ufunc)
+        if method == "reduce" and ufunc is np.add and inputs[0] is self:
+            return self.sum()
+        if method != "__call__" or name is None or kwargs.get("out") is not None:
+            raise self._error(TypeError, f"numpy.{ufunc.__name__} ({method}) is not defined on encrypted vectors; "
+                              f"what exists: {SUPPORTED}")
+        if len(inputs) == 1:
+            return getattr(self, name)()
+        a, b = inputs
+        if a is self:
+            out = getattr(self, name)(b)
+        else:
+            out = getattr(self, _REFLECTED.get(name, name))(a)
+        if out is NotImplemented:
+            raise self._error(TypeError, f"numpy.{ufunc.__name__} of {type(a).__name__} and {type(b).__name__} is not "
+                              f"defined on encrypted vectors; what exists: {SUPPORTED}")
+        return out
+
+    def __array_function__(self, func, types, args, kwargs):
+        handler = _FUNCTIONS.get(func)
+        if handler is None:
+            raise self._error(TypeError, f"numpy.{func.__name__} is not defined on encrypted vectors; what exists: "
+                              f"{SUPPORTED}")
+        return handler(*args, **kwargs)
+
+
+def _axis_ok(axis, what: str) -> None:
+    if axis not in (None, 0, -1, (0,), (-1,)):
+        raise ValueError(f"{what}: an encrypted vector has one axis; axis must be None, 0 or -1, got {axis!r}")
+
+
+def _np_sum(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    _axis_ok(axis, "np.sum")
+    if out is not None:
+        raise TypeError("np.sum of an encrypted vector takes no out=")
+    return a.sum()
+
+
+def _np_mean(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    _axis_ok(axis, "np.mean")
+    if out is not None:
+        raise TypeError("np.mean of an encrypted vector takes no out=")
+    return a.mean()
+
+
+def _np_dot(a, b, out=None):
+    if out is not None:
+        raise TypeError("np.dot of encrypted vectors takes no out=")
+    return a @ b if isinstance(a, SlotVector) else b.__rmatmul__(a)
+
+
+def _np_roll(a, shift, axis=None):
+    _axis_ok(axis, "np.roll")
+    if not isinstance(a, SlotVector):
+        raise TypeError("np.roll: the encrypted operand is the array to roll")
+    return a.roll(shift)
+
+
+def _np_where(condition, x=None, y=None):
+    if x is None or y is None:
+        raise TypeError("np.where(condition) alone would reveal where an encrypted condition holds; give both "
+                        "branches, np.where(mask, x, y), with a public mask")
+    if isinstance(condition, Value):
+        raise TypeError("np.where takes a public (plaintext) mask; an encrypted condition would be selected "
+                        "arithmetically: c * x + (1 - c) * y")
+    m = np.asarray(condition)
+    if m.dtype == bool:
+        m = m.astype(np.int64)
+    if m.ndim > 1 or not np.all((m == 0) | (m == 1)):
+        raise ValueError("np.where on encrypted vectors takes a 1-D mask of 0/1 (or booleans)")
+    vec = x if isinstance(x, SlotVector) else y
+    m = m.astype(vec._MASK_DTYPE)
+    return x * m + y * (1 - m)
+
+
+_FUNCTIONS = {np.sum: _np_sum, np.mean: _np_mean, np.dot: _np_dot, np.matmul: lambda a, b, **k: a @ b,
+              np.roll: _np_roll, np.where: _np_where}
+
+__all__ = ["SUPPORTED", "SlotVector", "is_int", "padding_clean", "scalar_operand"]
