@@ -163,7 +163,7 @@ def _operations(keys):
     return {
         "mul": (lambda a, b: C.mul(a, b, keys), keys.relin),
         "mul_rescale": (lambda a, b: C.mul_rescale(a, b, keys), keys.relin),
-        "rotate": (lambda a, b: C.rotate(a, 1, keys), keys.galois_key(C.galois_element(keys.params, 1))),
+        "rotate": (lambda a, b: C.rotate(a, 1, keys), keys.galois_key(C.rotation_element(keys.params, 1))),
         "rescale": (lambda a, b: C.rescale(a), None),
         "add": (lambda a, b: C.add(a, b), None),
     }

@@ -350,7 +350,7 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
         load0 = load_average()
         rng = np.random.default_rng([args.seed, p, b])
         msgs = rng.integers(0, 2**p, b, dtype=np.int64)
-        ct = jax.block_until_ready(ops.encrypt(ck, msgs, _seed(args, name, f"ct{b}")))
+        ct = jax.block_until_ready(ops.encrypt(ck, msgs, key=_seed(args, name, f"ct{b}")))
         out, first = first_call(lambda ct=ct: ops.pbs(sk, ct, table_f))
         correct = _check(ck, out, msgs, f, f"{name} pbs batch {b}", errors)
         del out
@@ -382,7 +382,7 @@ def bench_preset(name: str, batches: list[int], args, base: dict, timing: dict, 
         return records, errors
     load0 = load_average()
     msgs = np.random.default_rng([args.seed, p, 0]).integers(0, 2**p, 1, dtype=np.int64)
-    ct = ops.encrypt(ck, msgs, _seed(args, name, "many"))
+    ct = ops.encrypt(ck, msgs, key=_seed(args, name, "many"))
     outs, first = first_call(lambda: ops.pbs_many(sk, ct, [table_f, table_g]))
     ok = _check(ck, outs[0], msgs, f, f"{name} pbs_many f", errors)
     ok &= _check(ck, outs[1], msgs, g, f"{name} pbs_many g", errors)

@@ -25,7 +25,8 @@ from crossfhe.api import (
     TFHEContext,
     TFHEPublicContext,
 )
-from crossfhe.api.circuit import circuit, compile  # noqa: A004
+from crossfhe.api.circuit import Circuit, circuit, compile  # noqa: A004
+from crossfhe.api.circuit import load as load_circuit
 from crossfhe.api.ir import CircuitError
 from crossfhe.api.specs import BFVVector, CKKSVector, TFHEInt
 from crossfhe.bfv import presets as _bfv_presets
@@ -65,6 +66,7 @@ __all__ = [
     "SPARSE_ESTIMATES",
     "BFVVector",
     "CKKSVector",
+    "Circuit",
     "CircuitError",
     "TFHEInt",
     "circuit",
@@ -98,6 +100,7 @@ __all__ = [
     "TFHEPublicContext",
     "check_security",
     "intt",
+    "load_circuit",
     "max_log_pq",
     "ntt",
     "presets",

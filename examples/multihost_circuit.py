@@ -21,8 +21,8 @@ import numpy as np
 
 import crossfhe
 import crossfhe.io as io
-from crossfhe.ckks import presets
 from crossfhe.api import Encrypted
+from crossfhe.ckks import presets
 
 BATCH = 8
 

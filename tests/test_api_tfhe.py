@@ -152,7 +152,7 @@ def test_decrypt_at_owner_only_and_pickling(ctx):
     y = (x * 3 + 1).apply(lambda v: v // 2)
     assert y.decrypt() == 5
     data = pickle.dumps(y)
-    ck = ctx.client_key
+    ck = ctx.secret_key
     for secret in (np.asarray(ck.glwe_key).tobytes(), np.asarray(ck.lwe_key).tobytes()):
         assert secret not in data
     back = pickle.loads(data)

@@ -143,7 +143,7 @@ def test_tfhe_eager_equals_circuit(tfhe, name):
     eager = TFHE_OPS[name](x, y)
     c = fhe.compile(TFHE_OPS[name], fhe.TFHEInt(2), fhe.TFHEInt(2), params=tfhe.params, optimize=False, cache=False)
     ins = [fhe.Encrypted(tuple(_words(v)), (4,), v.ct.key_id, c.digest, i, False) for i, v in enumerate((x, y))]
-    got = c.run(*ins, keys=tfhe.public.server_key)[0].leaves
+    got = c.run(*ins, keys=tfhe.public.keys)[0].leaves
     for p, q in zip(_words(eager), got, strict=True):
         assert np.array_equal(p, np.asarray(q)), name
 

@@ -198,7 +198,7 @@ def test_evaluation_keys_round_trip(ctx):
     ek = ctx[1]
     blob = io.dumps(ek)
     back = io.loads(blob, params=P, expected=EvaluationKeys)
-    assert sorted(back.galois) == sorted(ek.galois) == sorted([ops.galois_element(P, 1), 2 * P.n - 1])
+    assert sorted(back.galois) == sorted(ek.galois) == sorted([ops.rotation_element(P, 1), 2 * P.n - 1])
     assert same_poly(back.public.b, ek.public.b) and same_poly(back.public.a, ek.public.a)
     assert same_ksk(back.relin, ek.relin)
     for g, key in ek.galois.items():

@@ -57,7 +57,7 @@ def bfv_objects():
 @pytest.fixture(scope="module")
 def tfhe_objects():
     ck, sk = tfhe.keygen(TP, b"tfhe-dispatch".ljust(32, b"\0"))
-    ct = tfhe.encrypt(ck, np.array([1, 0, 1]), seed=bytes(range(32)))
+    ct = tfhe.encrypt(ck, np.array([1, 0, 1]), key=bytes(range(32)))
     return ck, sk, ct
 
 

@@ -45,7 +45,7 @@ def keys():
     """(ck, sk, m, ct): keys from a fixed seed, messages int [2, 3] and their encryption."""
     ck, sk = ops.keygen(P, b"tfhe-io-test-seed".ljust(32, b"\0"))
     m = np.arange(6).reshape(2, 3) % 2**P.message_bits
-    ct = ops.encrypt(ck, m, seed=bytes(range(32)))
+    ct = ops.encrypt(ck, m, key=bytes(range(32)))
     return ck, sk, m, ct
 
 
@@ -111,7 +111,7 @@ def test_ciphertext_round_trip_keeps_batch_and_decrypts(keys, ct_blob):
 def test_ciphertext_batch_shapes(keys, shape):
     ck = keys[0]
     m = np.arange(int(np.prod(shape))).reshape(shape) % 4
-    ct = ops.encrypt(ck, m, seed=bytes(32))
+    ct = ops.encrypt(ck, m, key=bytes(32))
     back = tio.loads(tio.dumps(ct, params=P), params=P)
     assert back.batch_shape == shape and same_ct(back, ct)
     assert np.array_equal(ops.decrypt(ck, back), m)

@@ -135,8 +135,8 @@ def test_one_executable_serves_every_batch_and_every_set_of_elements(ckks_keys):
     key = R.seed_key(b"g" * 32)
     digits, limbs = len(KS.digit_groups(len(CK.q), CK.dnum)), len(CK.q) + len(CK.p)
     two = 2 * (2 * digits * limbs * CK.n * 4)
-    first = [C.galois_element(CK, r) for r in (1, 2, 3, 4, 5)]
-    second = [C.galois_element(CK, r) for r in (6, 7, 8, 9, -3)]
+    first = [C.rotation_element(CK, r) for r in (1, 2, 3, 4, 5)]
+    second = [C.rotation_element(CK, r) for r in (6, 7, 8, 9, -3)]
     KS.gen_galois_keys(sk, CK, key, first[:2], batch_bytes=two)
     before = _executables(KS._k_evaluation_keys)
     batches = list(KS.evaluation_key_batches(sk, CK, key, first, batch_bytes=two))
@@ -186,7 +186,7 @@ def test_rotation_with_a_batched_key_within_the_noise_bounds(ckks_keys):
     big_q = math.prod(moduli)
     for r in (1, 5, -1):
         out = C.decrypt(sk, C.rotate(ct, r, ek))
-        err = (_centered(out.poly) - _automorphism(m, C.galois_element(CK, r))) % big_q
+        err = (_centered(out.poly) - _automorphism(m, C.rotation_element(CK, r))) % big_q
         err = np.where(err > big_q // 2, err - big_q, err)
         assert max(abs(int(v)) for v in err) <= bound, r
         assert np.abs(C.decode(out) - np.roll(x, -r)).max() < 2**-10
@@ -209,9 +209,9 @@ def test_seeded_keys_are_reproducible_and_independent_of_the_other_elements(ckks
     _, other = C.keygen(CK, rotations=ROTATIONS, seed=bytes(range(1, 33)))
     assert not np.array_equal(np.asarray(other.relin.b.data), np.asarray(ek.relin.b.data))
     key = R.seed_key(b"k" * 32)
-    g = C.galois_element(CK, 3)
+    g = C.rotation_element(CK, 3)
     alone = KS.gen_galois_keys(sk, CK, key, [g])[g]
-    among = KS.gen_galois_keys(sk, CK, key, [C.galois_element(CK, 1), g, KS.RELIN])[g]
+    among = KS.gen_galois_keys(sk, CK, key, [C.rotation_element(CK, 1), g, KS.RELIN])[g]
     assert np.array_equal(np.asarray(alone.b.data), np.asarray(among.b.data))
 
 

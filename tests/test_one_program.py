@@ -168,7 +168,7 @@ def test_encryption_and_decryption_are_one_program(count_programs):
 def tfhe():
     p = INSECURE_TFHE_P4
     ck, sk = T.keygen(p, seed=bytes(32))
-    ct = T.encrypt(ck, np.arange(6) % 16, seed=bytes(range(32)))
+    ct = T.encrypt(ck, np.arange(6) % 16, key=bytes(range(32)))
     return ck, sk, ct
 
 

@@ -58,7 +58,7 @@ def test_ckks_to_lwe_phase_is_the_scaled_value(ctx):
     qz = sw.Quantizer(-1.0, 1.0, 3, TFHE_P.message_bits)
     lwe = sw.ckks_to_lwe(ck.encrypt(v).ct, s.keys, qz, 8)
     assert lwe.key_id == tf.key_id and lwe.batch_shape == (8,)
-    phase = np.array([int(x) for x in tops.phase(tf.client_key, lwe)], dtype=object)
+    phase = np.array([int(x) for x in tops.phase(tf.secret_key, lwe)], dtype=object)
     got = np.array([float(x) / TFHE_P.delta for x in phase])
     want = (v - qz.lo) / qz.step + qz.headroom
     # error: CKKS noise after SlotToCoeff (about 2^6 against q0 ~ 2^56) and the key switch's, times 2^5 boxes
@@ -209,7 +209,7 @@ def test_keys_hold_slot_to_coeff_rotations_for_every_width(ctx):
 
     have = set(s.keys.evaluation.galois)
     for k in range(1, s.keys.slots.bit_length()):
-        need = {ckks_ops.galois_element(CKKS_P, r) for r in sw.s2c_rotations(CKKS_P, 1 << k)}
+        need = {ckks_ops.rotation_element(CKKS_P, r) for r in sw.s2c_rotations(CKKS_P, 1 << k)}
         assert need <= have, 1 << k
 
 

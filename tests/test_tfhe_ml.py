@@ -7,13 +7,13 @@ key switches and test vectors. Real-size encrypted runs (P6, P8) are marked slow
 import numpy as np
 import pytest
 
+from crossfhe.api import CircuitKeys
+from crossfhe.api import tfhe_lower as ct
 from crossfhe.apps import datasets
 from crossfhe.apps.knn import KNN
 from crossfhe.apps.qnn import QuantizedCNN, QuantizedMLP
 from crossfhe.apps.tfhe_ml import Term, quantize_unit, reduce_sum
 from crossfhe.apps.trees import DecisionTree, GradientBoostedTrees
-from crossfhe.api import CircuitKeys
-from crossfhe.api import tfhe_lower as ct
 from crossfhe.errors import ParameterError
 from crossfhe.tfhe import ops, presets
 

@@ -31,34 +31,31 @@ budget is exhausted rather than return wrong values.
 
 from __future__ import annotations
 
-import dataclasses
 import numbers
 from dataclasses import dataclass
 
 import jax
 import numpy as np
 
-from crossfhe import runtime
 from crossfhe.api import eager
 from crossfhe.api._owner import KeyOwned
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
 from crossfhe.api.bfv_lower import SCHEME
-from crossfhe.api.ckks import _Same
+from crossfhe.api.context import Context, PublicContext, prepare_create
 from crossfhe.api.ir import const_key
-from crossfhe.api.trace import Value
+from crossfhe.api.trace import Value, register_value, width_of
 from crossfhe.api.vector import SlotVector, is_int, padding_clean, scalar_operand
 from crossfhe.bfv import ops
 from crossfhe.bfv import ops as bfv_ops
 from crossfhe.bfv.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.bfv.params import Params
-from crossfhe.core.keys import SecretHolder, SecretKey
-from crossfhe.errors import InsecureParametersError, ParameterError, SerializationError
+from crossfhe.core.keys import SecretKey
+from crossfhe.errors import ParameterError, SerializationError
 from crossfhe.io import bfv as bio
 from crossfhe.io import format as fmt
 from crossfhe.io.registry import register_kind, register_type
 from crossfhe.kernels import as_kernel_set
-from crossfhe.progress import callback as progress_callback
 from crossfhe.ring.poly import Domain, RNSPoly
 
 _ARRAYS = (np.ndarray, jax.Array, list, tuple)
@@ -68,26 +65,14 @@ KIND_VECTOR = "bfv.vector"
 one more header field, ``vector``: ``{"length", "width", "clean"}``."""
 
 
-def _width(length: int) -> int:
-    return 1 << max(0, (length - 1).bit_length())
 
-
-def _is_int(x) -> bool:
-    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def _scalar(other):
-    """A 0-d array operand as the Python number it holds (it then acts as a scalar); others unchanged."""
-    if isinstance(other, (np.ndarray, jax.Array, np.generic)) and np.ndim(other) == 0:
-        return np.asarray(other).item()
-    return other
 
 
 def _ints(values, t: int, what: str) -> np.ndarray:
     """values as int64 in [0, t): integers in (-t, t), a negative v taken as t + v. TypeError for non-integers,
     ParameterError for values out of range."""
     v = np.asarray(values)
-    if v.dtype == object and all(_is_int(e) for e in v.reshape(-1)):
+    if v.dtype == object and all(is_int(e) for e in v.reshape(-1)):
         v = np.array([int(e) for e in v.reshape(-1)], dtype=object).reshape(v.shape)
     elif v.dtype == bool or not np.issubdtype(v.dtype, np.integer):
         raise TypeError(f"{what} takes integers (BFV computes mod t = {t}), got dtype {v.dtype}")
@@ -131,12 +116,14 @@ def _check_batching(params: Params) -> None:
 
 
 @dataclass(frozen=True, repr=False)
-class BFVPublicContext:
+class BFVPublicContext(PublicContext):
     """Parameters and evaluation keys (public key, relinearization key, Galois keys): what encrypted vectors refer
     to and what an evaluator needs. Holds no secret; safe to pickle, serialize and send."""
 
     params: Params
     keys: EvaluationKeys
+
+    OWNER = "BFVContext"
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
@@ -144,17 +131,7 @@ class BFVPublicContext:
         if not isinstance(self.keys, EvaluationKeys):
             raise TypeError(f"keys must be bfv.EvaluationKeys, got {type(self.keys).__name__}")
         _check_batching(self.params)
-        if self.params.kernels.name == "auto":  # the kernel set is chosen here, once (crossfhe.kernels)
-            object.__setattr__(self, "params", self.params.with_kernels(self.params.kernels.resolve()))
-        if self.keys.params != self.params:
-            if self.keys.params.digest() != self.params.digest():
-                raise ParameterError("the evaluation keys were made for other parameters than params")
-            object.__setattr__(self, "keys", dataclasses.replace(self.keys, params=self.params))
-
-    @property
-    def key_id(self) -> str | None:
-        """The key pair's identifier (:func:`crossfhe.core.keys.key_id`)."""
-        return self.keys.key_id
+        self._settle()
 
     @property
     def t(self) -> int:
@@ -169,12 +146,7 @@ class BFVPublicContext:
     @property
     def rotations(self) -> list[int]:
         """The row rotations r in [1, N/2) whose Galois keys (5^r mod 2N) the context holds."""
-        out, element, two_n = [], 1, 2 * self.params.n
-        for r in range(1, self.params.n // 2):
-            element = element * 5 % two_n
-            if element in self.keys.galois:
-                out.append(r)
-        return out
+        return self._rotations(self.params.n // 2)
 
     def encrypt(self, values) -> EncryptedIntVector:
         """Encrypt 1 to N integers in (-t, t) (a 1-D vector; a negative v stands for t + v) with the public key,
@@ -184,15 +156,9 @@ class BFVPublicContext:
         length = v.shape[0]
         if length > self.slots:
             raise ParameterError(f"{length} values do not fit the {self.slots} slots of N = {self.params.n}")
-        width = _width(length)
+        width = width_of(length)
         ct = ops.encrypt(self.keys, ops.encode(self.params, _slots(v, width, self.params.n)))
         return EncryptedIntVector(ct, self, length, width)
-
-    def decrypt(self, x) -> np.ndarray:
-        raise ParameterError(
-            "a public context holds no secret key and cannot decrypt: decrypt with the BFVContext that made the "
-            "keys (ctx.decrypt(x)), on the key owner's side"
-        )
 
     def serialize(self) -> bytes:
         """The context's blob: its evaluation keys' (kind ``bfv.evaluation_keys``: parameters, public,
@@ -212,7 +178,7 @@ class BFVPublicContext:
 
 
 @dataclass(frozen=True, repr=False)
-class BFVContext(SecretHolder):
+class BFVContext(Context):
     """The key owner's context: the secret key and the :class:`BFVPublicContext` (``public``) that encrypted
     vectors refer to. Decrypts and measures noise budgets; refuses to be pickled (the secret key leaves the process
     only through ``crossfhe.io.save_secret_key``). Hand ``ctx.public`` (or its blob) to an evaluator."""
@@ -221,13 +187,7 @@ class BFVContext(SecretHolder):
     secret_key: SecretKey
 
     SAVE_WITH = "crossfhe.io.save_secret_key(ctx.secret_key, path, params=ctx.params), and pickle or send ctx.public"
-
-    def __post_init__(self):
-        if not isinstance(self.public, BFVPublicContext):
-            raise TypeError(f"public must be a BFVPublicContext, got {type(self.public).__name__}")
-        if not isinstance(self.secret_key, SecretKey):
-            raise TypeError(f"secret_key must be a SecretKey, got {type(self.secret_key).__name__}")
-        _same_keys("BFVContext", self.public.key_id, self.secret_key.key_id)
+    PUBLIC, SECRET = BFVPublicContext, SecretKey
 
     @classmethod
     def create(cls, params: Params, *, rotations=(), seed: bytes | None = None, kernels=None,
@@ -239,15 +199,9 @@ class BFVContext(SecretHolder):
         :meth:`crossfhe.api.ckks.CKKSContext.create`). Parameters marked insecure (``crossfhe.testing``) are refused
         unless ``insecure=True``. ``progress`` and the compilation cache: as for
         :meth:`crossfhe.api.ckks.CKKSContext.create`."""
-        if not isinstance(params, Params):
-            raise TypeError(f"params must be bfv.Params, got {type(params).__name__}")
-        if params.ring.insecure and not insecure:
-            raise InsecureParametersError(
-                f"{params!r} is marked insecure (below the 128-bit bound): BFVContext.create(params, insecure=True) "
-                "to use it anyway (tests only), or take a preset of crossfhe.presets.bfv")
+        progress = prepare_create("BFVContext", params, Params, insecure=insecure, progress=progress,
+                                  presets="crossfhe.presets.bfv")
         _check_batching(params)
-        progress = progress_callback(progress)
-        runtime.enable_compilation_cache()
         chosen = as_kernel_set(params.kernels if kernels is None else kernels).resolve()
         params = params.with_kernels(chosen)
         half = params.n // 2
@@ -256,38 +210,15 @@ class BFVContext(SecretHolder):
         sk, ek = ops.keygen(params, rotations=sorted(wanted), row_swap=True, seed=seed, progress=progress)
         return cls(BFVPublicContext(params, ek), sk)
 
-    @property
-    def params(self) -> Params:
-        return self.public.params
-
-    @property
-    def keys(self) -> EvaluationKeys:
-        return self.public.keys
-
-    @property
-    def key_id(self) -> str | None:
-        return self.public.key_id
-
-    def encrypt(self, values) -> EncryptedIntVector:
-        """:meth:`BFVPublicContext.encrypt`; the vector (and what is computed from it) can then :meth:`decrypt
-        <EncryptedIntVector.decrypt>` itself in this process."""
-        return _set_owner(self.public.encrypt(values), self)
-
-    def _check(self, x, what: str) -> EncryptedIntVector:
-        if not isinstance(x, EncryptedIntVector):
-            raise TypeError(f"{what} takes an EncryptedIntVector, got {type(x).__name__}")
-        _same_keys(what, self.key_id, x.ct.key_id)
-        return x
-
     def noise_budget(self, x: EncryptedIntVector) -> int:
         """The vector's invariant noise budget in bits (:func:`crossfhe.bfv.ops.noise_budget`, SEAL's): each
         product spends some; at 0 decryption may be wrong. Needs the secret key."""
-        return ops.noise_budget(self.secret_key, self._check(x, "noise_budget").ct)
+        return ops.noise_budget(self.secret_key, self._own(x, "noise_budget").ct)
 
     def decrypt(self, x: EncryptedIntVector) -> np.ndarray:
         """The values of an encrypted vector: int64 [length] in [0, t). Raises KeyMismatchError for a vector of
         another context and ParameterError if its noise budget is exhausted (the values would be wrong)."""
-        ct = self._check(x, "decrypt").ct
+        ct = self._own(x, "decrypt").ct
         if ops.noise_budget(self.secret_key, ct) <= 0:
             raise ParameterError(
                 "decrypt: the noise budget of this vector is exhausted (0 bits), its values would be wrong. Use fewer "
@@ -295,8 +226,6 @@ class BFVContext(SecretHolder):
                 "N16384 9, N32768 20)")
         return ops.decode(ops.decrypt(self.secret_key, ct)).reshape(-1)[: x.length]
 
-    def __repr__(self) -> str:
-        return f"BFVContext(with secret key, {self.public!r})"
 
 
 class EncryptedIntVector(KeyOwned, SlotVector):
@@ -308,19 +237,17 @@ class EncryptedIntVector(KeyOwned, SlotVector):
     scheme = "bfv"
     _MASK_DTYPE = np.int64
 
+    _FIELDS = ("ct", "ctx", "length", "width", "clean", "trace", "node")
+
     def __init__(self, ct: Ciphertext | None = None, ctx: BFVPublicContext | None = None, length: int = 1,
                  width: int = 1, clean: bool = True, *, trace=None, node: int | None = None):
-        d = self.__dict__
-        d["ct"], d["ctx"], d["length"], d["width"], d["clean"] = ct, ctx, int(length), int(width), bool(clean)
-        d["trace"], d["node"] = trace, node
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"an EncryptedIntVector is immutable (setting {name})")
+        self.__dict__.update(ct=ct, ctx=ctx, length=int(length), width=int(width), clean=bool(clean), trace=trace,
+                             node=node)
 
     @classmethod
     def symbolic(cls, trace, node: int, spec) -> EncryptedIntVector:
         """The traced value of an input node (:class:`~crossfhe.api.specs.BFVVector` ``spec``)."""
-        return cls(None, None, spec.length, _width(spec.length), True, trace=trace, node=node)
+        return cls(None, None, spec.length, width_of(spec.length), True, trace=trace, node=node)
 
     @property
     def t(self) -> int:
@@ -330,8 +257,6 @@ class EncryptedIntVector(KeyOwned, SlotVector):
         if self.traced:
             return f"EncryptedIntVector(%{self.node}, length={self.length}, traced)"
         return f"EncryptedIntVector(length={self.length}, t={self.t}, N={self.ctx.params.n})"
-
-    __hash__ = object.__hash__
 
     # Serialization ---------------------------------------------------------------------------------
 
@@ -358,7 +283,7 @@ class EncryptedIntVector(KeyOwned, SlotVector):
         if not isinstance(shape, dict) or set(shape) != {"length", "width", "clean"}:
             raise SerializationError(f"a {KIND_VECTOR} blob's header must hold vector: {{length, width, clean}}")
         length, width, clean = shape["length"], shape["width"], shape["clean"]
-        if not (fmt.is_json_int(length) and 1 <= length <= public.params.n and width == _width(length)
+        if not (fmt.is_json_int(length) and 1 <= length <= public.params.n and width == width_of(length)
                 and isinstance(clean, bool)):
             raise SerializationError(f"a {KIND_VECTOR} blob's vector shape is invalid: {shape}")
         ct = bio.loads(fmt.pack(bio.KIND_CIPHERTEXT, fields, c.arrays), params=public.params, expected=Ciphertext)
@@ -366,49 +291,47 @@ class EncryptedIntVector(KeyOwned, SlotVector):
         x = cls(ct, public, length, width, clean)
         return _set_owner(x, ctx if isinstance(ctx, BFVContext) else None)
 
-    # Primitives ------------------------------------------------------------------------------------
+    # The primitives and their operands -------------------------------------------------------------------
 
     def _apply(self, op: str, others=(), attrs: dict | None = None, *, length: int | None = None,
-               width: int | None = None, clean: bool | None = None, consts=None):
+               width: int | None = None, clean: bool | None = None, is_complex: bool = False, consts=None):
         """The value of primitive ``op`` on this value and ``others`` (:mod:`crossfhe.api.bfv_lower`): recorded
         while tracing, else run as a one-operation circuit (:mod:`crossfhe.api.eager`)."""
         attrs = attrs or {}
         length = self.length if length is None else length
         width = self.width if width is None else width
         clean = padding_clean("same", length, width, (self.length, self.clean)) if clean is None else clean
+        fields = dict(length=length, width=width, clean=clean)
         if self.traced:
-            if consts:
-                for key, array in consts.items():
-                    self.trace.builder.consts.setdefault(key, array)
-            node = self.trace.node(op, (self.node, *(o.node for o in others)), attrs)
-            return EncryptedIntVector(None, None, length, width, clean, trace=self.trace, node=node)
+            return self._record(op, others, attrs, consts, **fields)
         public = self.ctx
         operands = [({}, (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
-        node, (c0, c1) = eager.run(SCHEME, public.params, public.keys, op, attrs, operands, consts=consts)
+        _, (c0, c1) = eager.run(SCHEME, public.params, public.keys, op, attrs, operands, consts=consts)
         q = public.params.q
         ct = Ciphertext(RNSPoly(c0, q, Domain.EVAL), RNSPoly(c1, q, Domain.EVAL), public.params, self.ct.key_id)
-        owner = self.__dict__.get("_owner") or next((o.__dict__.get("_owner") for o in others
-                                                     if o.__dict__.get("_owner") is not None), None)
-        return _set_owner(EncryptedIntVector(ct, public, length, width, clean), owner)
+        return _set_owner(self._replace(ct=ct, **fields), self._owner_of((self, *others)))
 
-    def _reshaped(self, length: int, width: int) -> EncryptedIntVector:
-        out = EncryptedIntVector(self.ct, self.ctx, length, width, True, trace=self.trace, node=self.node)
-        return _set_owner(out, self.__dict__.get("_owner"))
+    def _operand(self, other, what: str):
+        """An int operand taken mod t (concrete values: it must lie in (-t, t), a negative c standing for t + c);
+        other operands as they are (a non-integer number: TypeError)."""
+        other = scalar_operand(other)
+        if isinstance(other, Value) and not isinstance(other, EncryptedIntVector):
+            self._same(other, what)
+        if isinstance(other, (bool, np.bool_)):
+            other = int(other)
+        if isinstance(other, numbers.Number) and not is_int(other):
+            raise self._error(TypeError, f"{what}: BFV values are integers mod t; got the constant {other!r}")
+        if is_int(other) and not self.traced:
+            return int(_ints(np.array(int(other), dtype=object), self.t, what))
+        return int(other) if is_int(other) else other
 
-    def _vector(self, other: EncryptedIntVector, what: str) -> tuple[int, int]:
-        self._same(other, what)
-        if not self.traced:
-            _same_keys(what, self.ct.key_id, other.ct.key_id)
-        return self._shape_with(other.length, what)
-
-    def _int(self, c, what: str) -> int:
-        """An int operand: taken mod t (concrete values: it must lie in (-t, t), a negative c standing for t + c)."""
-        if self.traced:
-            return int(c)
-        return int(_ints(np.array(int(c), dtype=object), self.t, what))
+    def _add_scalar(self, c: int):
+        if self._scalar_fills_padding():
+            return self + np.full(self.length, c, dtype=np.int64)
+        return self._apply("add_scalar", [], {"c": c})
 
     def _plain(self, other, what: str):
-        """(constant key, {key: int64 [width]}, length, width) of a 1-D integer array operand, zero-padded."""
+        """(constant key, {key: int64 [width]}, length, width, False) of a 1-D integer array operand, zero-padded."""
         v = np.asarray(other)
         if v.dtype.kind not in "iub" and v.dtype != object:
             raise self._error(TypeError, f"{what}: BFV values are integers mod t; a plaintext operand is a 1-D array "
@@ -426,78 +349,7 @@ class EncryptedIntVector(KeyOwned, SlotVector):
         out = np.zeros(width, dtype=np.int64)
         out[:length] = v
         key = const_key(out)
-        return key, {key: out}, length, width
-
-    def _operand(self, other, what: str):
-        other = scalar_operand(other)
-        if isinstance(other, Value) and not isinstance(other, EncryptedIntVector):
-            self._same(other, what)
-        if isinstance(other, (bool, np.bool_)):
-            return int(other)
-        if isinstance(other, numbers.Number) and not is_int(other):
-            raise self._error(TypeError, f"{what}: BFV values are integers mod t; got the constant {other!r}")
-        return other
-
-    # Arithmetic ------------------------------------------------------------------------------------
-
-    def __add__(self, other):
-        other = self._operand(other, "+")
-        if isinstance(other, EncryptedIntVector):
-            length, width = self._vector(other, "+")
-            return self._apply("add", [other], length=length, width=width, clean=padding_clean(
-                "add", length, width, (self.length, self.clean), (other.length, other.clean)))
-        if is_int(other):
-            c = self._int(other, "+")
-            if c == 0:
-                return self
-            if self._scalar_fills_padding():
-                return self + np.full(self.length, c, dtype=np.int64)
-            return self._apply("add_scalar", [], {"c": c})
-        if isinstance(other, _ARRAYS):
-            key, consts, length, width = self._plain(other, "+")
-            return self._apply("add_plain", [], {"const": key}, length=length, width=width, consts=consts,
-                               clean=padding_clean("add", length, width, (self.length, self.clean), (length, True)))
-        return NotImplemented
-
-    __radd__ = __add__
-
-    def __neg__(self):
-        return self._apply("neg")
-
-    def __sub__(self, other):
-        other = self._operand(other, "-")
-        if isinstance(other, EncryptedIntVector):
-            length, width = self._vector(other, "-")
-            return self._apply("sub", [other], length=length, width=width, clean=padding_clean(
-                "sub", length, width, (self.length, self.clean), (other.length, other.clean)))
-        if is_int(other):
-            c = self._int(other, "-")
-            return self + (-c if self.traced else (self.t - c) % self.t)
-        if isinstance(other, _ARRAYS):
-            return self + (-np.asarray(other, dtype=object if np.asarray(other).dtype == object else np.int64))
-        return NotImplemented
-
-    def __rsub__(self, other):
-        other = self._operand(other, "-")
-        if is_int(other) or isinstance(other, _ARRAYS):
-            return (-self) + other
-        return NotImplemented
-
-    def __mul__(self, other):
-        other = self._operand(other, "*")
-        if isinstance(other, EncryptedIntVector):
-            length, width = self._vector(other, "*")
-            return self._apply("mul", [other], length=length, width=width, clean=padding_clean(
-                "mul", length, width, (self.length, self.clean), (other.length, other.clean)))
-        if is_int(other):
-            c = self._int(other, "*")
-            return self if c == 1 else self._apply("mul_int", [], {"c": c})
-        if isinstance(other, _ARRAYS):
-            key, consts, length, width = self._plain(other, "*")
-            return self._apply("mul_plain", [], {"const": key}, length=length, width=width, consts=consts, clean=True)
-        return NotImplemented
-
-    __rmul__ = __mul__
+        return key, {key: out}, length, width, False
 
     def __truediv__(self, other):
         raise self._error(TypeError, "/: BFV computes exactly with integers mod t, where division is the product by a "
@@ -582,20 +434,8 @@ class EncryptedIntVector(KeyOwned, SlotVector):
         return x._reshaped(length, 1 if length == 1 else x.width)
 
 
-def _flatten(x: EncryptedIntVector):
-    if x.traced:
-        raise TypeError("a traced EncryptedIntVector (inside crossfhe.compile) is not a JAX value; return it from the "
-                        "traced function instead")
-    return (x.ct,), (_Same(x.ctx), x.length, x.width, x.clean, _Same(x.__dict__.get("_owner")))
-
-
-def _unflatten(aux, children) -> EncryptedIntVector:
-    ctx, length, width, clean, owner = aux
-    return _set_owner(EncryptedIntVector(children[0], ctx.obj, length, width, clean), owner.obj)
-
-
-jax.tree_util.register_pytree_node(EncryptedIntVector, _flatten, _unflatten)
-SCHEME.value_class = EncryptedIntVector
+register_value(EncryptedIntVector)
+SCHEME.value_class = BFVContext.VALUE = EncryptedIntVector
 
 
 # crossfhe.io.dumps / loads take these objects (io cannot import the api: the api registers them).

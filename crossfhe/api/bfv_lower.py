@@ -398,41 +398,47 @@ def _key_shape(params: Params):
                            q=params.q, p=params.p, dnum=params.dnum, sigma=float(SIGMA))
 
 
-def runtime(g: Graph, params: Params, keys: EvaluationKeys | None, *, shapes: bool = False,
-            constants_only: bool = False) -> dict:
+def runtime(g: Graph, params: Params, keys: EvaluationKeys | None, *, shapes: bool = False) -> dict:
     """The program's arguments besides the inputs: ``relin`` (if the circuit multiplies ciphertexts), ``galois``
-    (element -> key, the circuit's rotations), ``ks`` (the key-switch plan), ``mul`` (the HPS plan) and ``consts``
-    (each constant as its node reads it, :func:`_constant`). ``shapes``: the same pytree of ShapeDtypeStructs, made
-    without keys or constants."""
-    out: dict = {"consts": {}, "galois": {}}
-    if constants_only:
-        for i, n in enumerate(g.nodes):
-            if n.op in ("add_plain", "mul_plain", "add_scalar", "mul_int"):
-                out["consts"][str(i)] = _constant(g, params, n)
-        return out
+    (element -> key, the hoisted rotations), ``ks`` (the key-switch plan), ``mul`` (the HPS plan) and ``consts``
+    (:func:`constants`). ``shapes``: the same pytree of ShapeDtypeStructs, made without keys or constants."""
+    out: dict = {"galois": {}}
     if _needs_relin(g):
         out["relin"] = _key_shape(params) if shapes else keys.relin_key()
-    for e in _galois_elements(g, params):
-        out["galois"][e] = _key_shape(params) if shapes else keys.galois_key(e)
+    for n in g.nodes:
+        if n.op == "rotate_many":
+            for k in n.attr("ks"):
+                e = bfv_ops.rotation_element(params, k)
+                out["galois"][e] = _key_shape(params) if shapes else keys.galois_key(e)
     if any(n.op in _KEY_SWITCHES for n in g.nodes):
         out["ks"] = ks.keyswitch_plan(params, kernels=params.kernels)
     if any(n.op in ("mul", "tensor") for n in g.nodes):
         out["mul"] = bfv_ops.mul_plan(params)
-    for i, n in enumerate(g.nodes):
-        if n.op in ("add_plain", "mul_plain", "add_scalar", "mul_int"):
-            name = str(i)
-            if not shapes:
-                out["consts"][name] = _constant(g, params, n)
-            elif n.op in ("add_plain", "mul_plain"):
-                out["consts"][name] = RNSPoly(jax.ShapeDtypeStruct((len(params.q), params.n), np.uint32), params.q,
-                                              Domain.EVAL)
-            elif n.op == "add_scalar":
-                out["consts"][name] = jax.ShapeDtypeStruct((len(params.q), 1), np.uint32)
-            else:
-                out["consts"][name] = (jax.ShapeDtypeStruct((len(params.q), 1), np.uint32),) * 2
+    out["consts"] = constants(g, params, keys, shapes=shapes)
     if shapes:
         out = jax.tree.map(lambda a: a if isinstance(a, jax.ShapeDtypeStruct)
                            else jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype), out)
+    return out
+
+
+def constants(g: Graph, params: Params, keys: EvaluationKeys | None, *, shapes: bool = False) -> dict:
+    """Per node index, what it reads besides its operands: each constant as :func:`_constant` makes it, and for a
+    rotation or the row swap its Galois element (a uint32 word: one program serves every rotation) and key."""
+    out = {}
+    for i, n in enumerate(g.nodes):
+        name = str(i)
+        if n.op in ("rotate", "swap_rows"):
+            e = bfv_ops.rotation_element(params, n.attr("k")) if n.op == "rotate" else bfv_ops.row_swap_element(params)
+            out[name] = (ev.word(e), _key_shape(params) if shapes else keys.galois_key(e))
+        elif n.op in ("add_plain", "mul_plain", "add_scalar", "mul_int"):
+            if not shapes:
+                out[name] = _constant(g, params, n)
+            elif n.op in ("add_plain", "mul_plain"):
+                out[name] = RNSPoly(jax.ShapeDtypeStruct((len(params.q), params.n), np.uint32), params.q, Domain.EVAL)
+            elif n.op == "add_scalar":
+                out[name] = jax.ShapeDtypeStruct((len(params.q), 1), np.uint32)
+            else:
+                out[name] = (jax.ShapeDtypeStruct((len(params.q), 1), np.uint32),) * 2
     return out
 
 
@@ -488,12 +494,9 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
             vals.append(bfv_ops.tensor_traced(*a[0], *a[1], rt["mul"]))
         elif op == "relin":
             vals.append(ev.relinearize_traced(*a[0], rt["relin"], rt["ks"]))
-        elif op == "swap_rows":
-            e = bfv_ops.row_swap_element(params)
-            vals.append(ev.galois(*a[0], rt["galois"][e], rt["ks"], ev.word(e)))
-        elif op == "rotate":
-            e = bfv_ops.rotation_element(params, n.attr("k"))
-            vals.append(ev.galois(*a[0], rt["galois"][e], rt["ks"], ev.word(e)))
+        elif op in ("rotate", "swap_rows"):
+            word, key = rt["consts"][str(i)]
+            vals.append(ev.galois(*a[0], key, rt["ks"], word))
         elif op == "rotate_many":
             elements = tuple(bfv_ops.rotation_element(params, k) for k in n.attr("ks"))
             vals.append(ev.galois_hoisted(*a[0], tuple(rt["galois"][e] for e in elements), rt["ks"], elements))
@@ -517,7 +520,7 @@ class BFVScheme(RingScheme):
     name = "bfv"
     annotated_after = frozenset({"noise_budget"})
 
-    value_attrs = frozenset({"c", "const"})
+    value_attrs = frozenset({"c", "const", "k"})
     item_ndims = (2, 2)
 
     def input_attrs(self, index: int, spec: BFVVector) -> dict:
@@ -646,9 +649,8 @@ class BFVScheme(RingScheme):
         decryption (:meth:`crossfhe.api.bfv.BFVContext.decrypt`), not estimated."""
         return [("dead_code", dead_code)]
 
-    def with_constants(self, rt: dict, graph, params) -> dict:
-        fresh = runtime(graph, params, None, constants_only=True)
-        return {**rt, "consts": fresh["consts"]}
+    def with_constants(self, rt: dict, graph, params, public) -> dict:
+        return {**rt, "consts": constants(graph, params, public)}
 
     def x64(self, params) -> bool:
         return False

@@ -25,7 +25,6 @@ slot i holds value i mod width. Operands combine like NumPy arrays of the same l
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
@@ -33,33 +32,29 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from crossfhe import runtime
 from crossfhe.api import eager
 from crossfhe.api._owner import KeyOwned
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
 from crossfhe.api.ckks_lower import SCHEME
+from crossfhe.api.context import Context, PublicContext, prepare_create
 from crossfhe.api.ir import const_key
-from crossfhe.api.trace import Value
+from crossfhe.api.trace import Value, register_value, width_of
 from crossfhe.api.vector import SlotVector, is_int, padding_clean, scalar_operand
 from crossfhe.ckks import ops
 from crossfhe.ckks import ops as ckks_ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
-from crossfhe.core.keys import SecretHolder, SecretKey
-from crossfhe.errors import InsecureParametersError, ParameterError
+from crossfhe.core.keys import SecretKey
+from crossfhe.errors import ParameterError
 from crossfhe.io import ckks as io
 from crossfhe.io import format as fmt
 from crossfhe.io.registry import register_kind, register_type
 from crossfhe.kernels import as_kernel_set
-from crossfhe.progress import callback as progress_callback
 from crossfhe.ring.poly import Domain, RNSPoly
 
 _ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
-
-def _width(length: int) -> int:
-    return 1 << max(0, (length - 1).bit_length())
 
 
 def _is_complex(x) -> bool:
@@ -89,7 +84,7 @@ def _values(values, what: str) -> np.ndarray:
 
 
 @dataclass(frozen=True, repr=False)
-class CKKSPublicContext:
+class CKKSPublicContext(PublicContext):
     """Parameters and evaluation keys (public key, relinearization and Galois keys): what encrypted vectors
     refer to and what an evaluator needs. Holds no secret; safe to pickle, serialize and send."""
 
@@ -97,6 +92,8 @@ class CKKSPublicContext:
     keys: EvaluationKeys
     bootstrap_keys: object = None
     """The bootstrapping keys (:class:`crossfhe.ckks.bootstrap.Keys`, public material), or None."""
+
+    OWNER = "CKKSContext"
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
@@ -109,18 +106,7 @@ class CKKSPublicContext:
             if not isinstance(self.bootstrap_keys, bt.Keys):
                 raise TypeError(f"bootstrap_keys must be ckks.bootstrap.Keys, got {type(self.bootstrap_keys).__name__}")
             _same_keys("CKKSPublicContext", self.keys.key_id, self.bootstrap_keys.key_id)
-        if self.params.kernels.name == "auto":  # the kernel set is chosen here, once (crossfhe.kernels)
-            object.__setattr__(self, "params", self.params.with_kernels(self.params.kernels.resolve()))
-        if self.keys.params != self.params:
-            if self.keys.params.digest() != self.params.digest():
-                raise ParameterError("the evaluation keys were made for other parameters than params")
-            # the same parameters on another kernel set: the keys' words serve any set, and this context's runs
-            object.__setattr__(self, "keys", dataclasses.replace(self.keys, params=self.params))
-
-    @property
-    def key_id(self) -> str | None:
-        """The key pair's identifier (:func:`crossfhe.core.keys.key_id`)."""
-        return self.keys.key_id
+        self._settle()
 
     @property
     def runtime_keys(self):
@@ -131,12 +117,7 @@ class CKKSPublicContext:
     @property
     def rotations(self) -> list[int]:
         """The slot rotations r in [1, N/2) whose Galois keys (5^r mod 2N) the context holds."""
-        out, element, two_n = [], 1, 2 * self.params.n
-        for r in range(1, self.params.slots):
-            element = element * 5 % two_n
-            if element in self.keys.galois:
-                out.append(r)
-        return out
+        return self._rotations(self.params.slots)
 
     def encrypt(self, values) -> EncryptedVector:
         """Encrypt 1 to N/2 values (shape [..., length]) with the public key; padded to a power of two
@@ -146,15 +127,9 @@ class CKKSPublicContext:
         length = v.shape[-1]
         if length > self.params.slots:
             raise ParameterError(f"{length} values do not fit the {self.params.slots} slots of N = {self.params.n}")
-        width = _width(length)
+        width = width_of(length)
         ct = ops.encrypt(self.keys, ops.encode(self.params, _padded(v, width)))
         return EncryptedVector(ct, self, _is_complex(v), length, width)
-
-    def decrypt(self, x) -> np.ndarray:
-        raise ParameterError(
-            "a public context holds no secret key and cannot decrypt: decrypt with the CKKSContext that made the "
-            "keys (ctx.decrypt(x)), on the key owner's side"
-        )
 
     def serialize(self) -> bytes:
         """The context's blob (kind ``ckks.public_context``, laid out as its evaluation keys: parameters,
@@ -180,7 +155,7 @@ class CKKSPublicContext:
 
 
 @dataclass(frozen=True, repr=False)
-class CKKSContext(SecretHolder):
+class CKKSContext(Context):
     """The key owner's context: the secret key and the :class:`CKKSPublicContext` (``public``) that
     encrypted vectors refer to. Decrypts; refuses to be pickled (the secret key leaves the process only
     through ``crossfhe.io.save_secret_key``). Hand ``ctx.public`` (or its :meth:`~CKKSPublicContext.serialize`
@@ -190,13 +165,7 @@ class CKKSContext(SecretHolder):
     secret_key: SecretKey
 
     SAVE_WITH = "crossfhe.io.save_secret_key(ctx.secret_key, path, params=ctx.params), and pickle or send ctx.public"
-
-    def __post_init__(self):
-        if not isinstance(self.public, CKKSPublicContext):
-            raise TypeError(f"public must be a CKKSPublicContext, got {type(self.public).__name__}")
-        if not isinstance(self.secret_key, SecretKey):
-            raise TypeError(f"secret_key must be a SecretKey, got {type(self.secret_key).__name__}")
-        _same_keys("CKKSContext", self.public.key_id, self.secret_key.key_id)
+    PUBLIC, SECRET = CKKSPublicContext, SecretKey
 
     @classmethod
     def create(cls, params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None,
@@ -218,14 +187,8 @@ class CKKSContext(SecretHolder):
         ``NATIVE``, ``MATRIX``, or their names); by default the parameters' own, where AUTO is resolved here, once,
         by :func:`crossfhe.kernels.default_kernels` (NATIVE on a CPU with the native build, else VECTOR). The
         choice never changes a result, only its speed."""
-        if not isinstance(params, Params):
-            raise TypeError(f"params must be ckks.Params, got {type(params).__name__}")
-        if params.ring.insecure and not insecure:
-            raise InsecureParametersError(
-                f"{params!r} is marked insecure (below the 128-bit bound): CKKSContext.create(params, insecure=True) "
-                "to use it anyway (tests only), or take a preset of crossfhe.presets.ckks")
-        progress = progress_callback(progress)
-        runtime.enable_compilation_cache()
+        progress = prepare_create("CKKSContext", params, Params, insecure=insecure, progress=progress,
+                                  presets="crossfhe.presets.ckks")
         chosen = as_kernel_set(params.kernels if kernels is None else kernels).resolve()
         params = params.with_kernels(chosen)
         wanted = {int(r) % params.slots for r in rotations} - {0}  # 0: the identity, no key
@@ -242,34 +205,12 @@ class CKKSContext(SecretHolder):
             ek = boot.evaluation
         return cls(CKKSPublicContext(params, ek, boot), sk)
 
-    @property
-    def params(self) -> Params:
-        return self.public.params
-
-    @property
-    def keys(self) -> EvaluationKeys:
-        return self.public.keys
-
-    @property
-    def key_id(self) -> str | None:
-        return self.public.key_id
-
-    def encrypt(self, values) -> EncryptedVector:
-        """:meth:`CKKSPublicContext.encrypt` (the vector refers to ``self.public``); the vector (and what is computed
-        from it) can then :meth:`decrypt <EncryptedVector.decrypt>` itself in this process."""
-        return _set_owner(self.public.encrypt(values), self)
-
     def decrypt(self, x: EncryptedVector) -> np.ndarray:
         """The values of an encrypted vector: float64 [..., length] (complex128 if it holds complex values).
         Raises KeyMismatchError for a vector of another context."""
-        if not isinstance(x, EncryptedVector):
-            raise TypeError(f"decrypt takes an EncryptedVector, got {type(x).__name__}")
-        _same_keys("decrypt", self.key_id, x.ct.key_id)
+        x = self._own(x, "decrypt")
         z = ops.decode(ops.decrypt(self.secret_key, x.ct))[..., : x.length]
         return z if x.complex else z.real
-
-    def __repr__(self) -> str:
-        return f"CKKSContext(with secret key, {self.public!r})"
 
 
 class EncryptedVector(KeyOwned, SlotVector):
@@ -280,16 +221,12 @@ class EncryptedVector(KeyOwned, SlotVector):
     """
 
     scheme = "ckks"
+    _FIELDS = ("ct", "ctx", "complex", "length", "width", "clean", "trace", "node")
 
     def __init__(self, ct: Ciphertext | None = None, ctx: CKKSPublicContext | None = None, complex: bool = False,
                  length: int = 1, width: int = 1, clean: bool = True, *, trace=None, node: int | None = None):
-        d = self.__dict__
-        d["ct"], d["ctx"], d["complex"] = ct, ctx, bool(complex)
-        d["length"], d["width"], d["clean"] = int(length), int(width), bool(clean)
-        d["trace"], d["node"] = trace, node
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"an EncryptedVector is immutable (setting {name})")
+        self.__dict__.update(ct=ct, ctx=ctx, complex=bool(complex), length=int(length), width=int(width),
+                             clean=bool(clean), trace=trace, node=node)
 
     @classmethod
     def symbolic(cls, trace, node: int, spec) -> EncryptedVector:
@@ -337,7 +274,7 @@ class EncryptedVector(KeyOwned, SlotVector):
         x = cls(ct, public, shape["complex"], shape["length"], shape["width"], shape["clean"])
         return _set_owner(x, ctx if isinstance(ctx, CKKSContext) else None)
 
-    # Primitives ------------------------------------------------------------------------------------
+    # The primitives and their operands -------------------------------------------------------------------
 
     def _apply(self, op: str, others=(), attrs: dict | None = None, *, length: int | None = None,
                width: int | None = None, clean: bool | None = None, is_complex: bool = False, consts=None):
@@ -347,42 +284,41 @@ class EncryptedVector(KeyOwned, SlotVector):
         length = self.length if length is None else length
         width = self.width if width is None else width
         clean = padding_clean("same", length, width, (self.length, self.clean)) if clean is None else clean
-        cx = self.complex or is_complex or any(o.complex for o in others)
+        fields = dict(complex=self.complex or is_complex or any(o.complex for o in others), length=length,
+                      width=width, clean=clean)
         if self.traced:
-            if consts:
-                for key, array in consts.items():
-                    self.trace.builder.consts.setdefault(key, array)
-            node = self.trace.node(op, (self.node, *(o.node for o in others)), attrs)
-            return EncryptedVector(None, None, cx, length, width, clean, trace=self.trace, node=node)
+            return self._record(op, others, attrs, consts, **fields)
         public = self.ctx
         operands = [({"level": v.ct.level, "scale": v.ct.scale}, (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
         node, (c0, c1) = eager.run(SCHEME, public.params, public.runtime_keys, op, attrs, operands, consts=consts)
         moduli = public.params.moduli_at(node.attr("level"))
         ct = Ciphertext(RNSPoly(c0, moduli, Domain.EVAL), RNSPoly(c1, moduli, Domain.EVAL), public.params,
                         node.attr("scale"), self.ct.key_id)
-        owner = self.__dict__.get("_owner") or next((o.__dict__.get("_owner") for o in others
-                                                     if o.__dict__.get("_owner") is not None), None)
-        return _set_owner(EncryptedVector(ct, public, cx, length, width, clean), owner)
+        return _set_owner(self._replace(ct=ct, **fields), self._owner_of((self, *others)))
 
-    def _reshaped(self, length: int, width: int) -> EncryptedVector:
-        """The same words read as a vector of ``length`` values with period ``width`` (the caller has made the slots
-        hold that), padding clean."""
-        out = EncryptedVector(self.ct, self.ctx, self.complex, length, width, True, trace=self.trace, node=self.node)
-        return _set_owner(out, self.__dict__.get("_owner"))
+    def _operand(self, other, what: str):
+        """A scalar operand as an int or a finite float or complex; other operands as they are."""
+        other = scalar_operand(other)
+        if isinstance(other, Value) and not isinstance(other, EncryptedVector):
+            self._same(other, what)
+        if isinstance(other, numbers.Number) and not is_int(other):
+            if isinstance(other, (bool, np.bool_)):
+                raise self._error(TypeError, f"{what}: a bool is not a number operand")
+            z = complex(other)
+            if not (math.isfinite(z.real) and math.isfinite(z.imag)):
+                raise self._error(ValueError, f"{what}: the scalar must be finite, got {other!r}")
+            return z if z.imag else z.real
+        return other
 
-    def _vector(self, other: EncryptedVector, what: str) -> tuple[int, int]:
-        self._same(other, what)
-        if not self.traced:
-            _same_keys(what, self.ct.key_id, other.ct.key_id)
-        return self._shape_with(other.length, what)
+    def _add_scalar(self, c):
+        if isinstance(c, complex) or self._scalar_fills_padding():
+            return self + np.full(self.length, c)
+        return self._apply("add_scalar", [], {"c": float(c)})
 
-    def _number(self, c, what: str) -> complex:
-        if isinstance(c, (bool, np.bool_)):
-            raise self._error(TypeError, f"{what}: a bool is not a number operand")
-        z = complex(c)
-        if not (math.isfinite(z.real) and math.isfinite(z.imag)):
-            raise self._error(ValueError, f"{what}: the scalar must be finite, got {c!r}")
-        return z
+    def _mul_scalar(self, c):
+        if isinstance(c, complex):
+            return self * np.full(self.length, c)
+        return self._apply("mul_scalar", [], {"c": float(c)})
 
     def _plain(self, other, what: str):
         """(constant key, {key: array}, length, width, complex) of a 1-D array operand, zero-padded like this
@@ -402,90 +338,15 @@ class EncryptedVector(KeyOwned, SlotVector):
         key = const_key(out)
         return key, {key: out}, length, width, bool(np.iscomplexobj(v))
 
-    # Arithmetic ------------------------------------------------------------------------------------
-
-    def __add__(self, other):
-        other = scalar_operand(other)
-        if isinstance(other, EncryptedVector):
-            length, width = self._vector(other, "+")
-            return self._apply("add", [other], length=length, width=width, clean=padding_clean(
-                "add", length, width, (self.length, self.clean), (other.length, other.clean)))
-        if isinstance(other, Value):
-            self._same(other, "+")
-        if isinstance(other, numbers.Number):
-            c = self._number(other, "+")
-            if c == 0:
-                return self
-            if c.imag or self._scalar_fills_padding():
-                return self + np.full(self.length, c if c.imag else c.real)
-            return self._apply("add_scalar", [], {"c": float(c.real)})
-        if isinstance(other, _ARRAYS):
-            key, consts, length, width, cx = self._plain(other, "+")
-            return self._apply("add_plain", [], {"const": key}, length=length, width=width, is_complex=cx,
-                               consts=consts, clean=padding_clean("add", length, width, (self.length, self.clean),
-                                                                  (length, True)))
-        return NotImplemented
-
-    __radd__ = __add__
-
-    def __neg__(self):
-        return self._apply("neg")
-
-    def __sub__(self, other):
-        other = scalar_operand(other)
-        if isinstance(other, EncryptedVector):
-            length, width = self._vector(other, "-")
-            return self._apply("sub", [other], length=length, width=width, clean=padding_clean(
-                "sub", length, width, (self.length, self.clean), (other.length, other.clean)))
-        if isinstance(other, Value):
-            self._same(other, "-")
-        if isinstance(other, numbers.Number):
-            return self + (-int(other) if is_int(other) else -self._number(other, "-"))
-        if isinstance(other, _ARRAYS):
-            return self + (-np.asarray(other))
-        return NotImplemented
-
-    def __rsub__(self, other):
-        other = scalar_operand(other)
-        if isinstance(other, (numbers.Number, *_ARRAYS)):
-            return (-self) + other
-        return NotImplemented
-
-    def __mul__(self, other):
-        other = scalar_operand(other)
-        if isinstance(other, EncryptedVector):
-            length, width = self._vector(other, "*")
-            return self._apply("mul", [other], length=length, width=width, clean=padding_clean(
-                "mul", length, width, (self.length, self.clean), (other.length, other.clean)))
-        if isinstance(other, Value):
-            self._same(other, "*")
-        if is_int(other):
-            c = int(other)
-            return self if c == 1 else self._apply("mul_int", [], {"c": c})
-        if isinstance(other, numbers.Number):
-            c = self._number(other, "*")
-            if c.imag:
-                return self * np.full(self.length, c)
-            return self._apply("mul_scalar", [], {"c": float(c.real)})
-        if isinstance(other, _ARRAYS):
-            key, consts, length, width, cx = self._plain(other, "*")
-            return self._apply("mul_plain", [], {"const": key}, length=length, width=width, is_complex=cx,
-                               consts=consts, clean=True)
-        return NotImplemented
-
-    __rmul__ = __mul__
-
     def __truediv__(self, other):
         """Division by a public nonzero scalar or array: the product by its reciprocal (a level, as any product)."""
-        other = scalar_operand(other)
+        other = self._operand(other, "/")
         if isinstance(other, Value):
-            raise self._error(TypeError, "/: division by an encrypted value is not a polynomial operation; divide by "
-                              "public numbers, or approximate 1/x with a polynomial (crossfhe.ckks.activations)")
+            return self.__rtruediv__(other)
         if isinstance(other, numbers.Number):
-            c = self._number(other, "/")
-            if c == 0:
+            if other == 0:
                 raise ZeroDivisionError("division of an encrypted vector by zero")
-            return self * (1 / c if c.imag else 1 / c.real)
+            return self * (1 / other)
         if isinstance(other, _ARRAYS):
             arr = np.asarray(other)
             if arr.size and np.any(arr == 0):
@@ -494,10 +355,8 @@ class EncryptedVector(KeyOwned, SlotVector):
         return NotImplemented
 
     def __rtruediv__(self, other):
-        raise self._error(TypeError, "/: division by an encrypted value is not a polynomial operation; approximate "
-                          "1/x with a polynomial (crossfhe.ckks.activations)")
-
-    # Comparisons (through TFHE) ----------------------------------------------------------------------
+        raise self._error(TypeError, "/: division by an encrypted value is not a polynomial operation; divide by "
+                          "public numbers, or approximate 1/x with a polynomial (crossfhe.ckks.activations)")
 
     def _compare(self, other, op: str):
         if self.traced:
@@ -525,8 +384,6 @@ class EncryptedVector(KeyOwned, SlotVector):
     def __le__(self, other):
         return self._compare(other, "<=")
 
-    __hash__ = object.__hash__
-
     # Slots -----------------------------------------------------------------------------------------
 
     def _raw_rotate(self, r: int) -> EncryptedVector:
@@ -537,10 +394,10 @@ class EncryptedVector(KeyOwned, SlotVector):
             return self._apply("rotate", [], {"k": r}, clean=False)
         keys, params = self.ctx.keys, self.ctx.params
         for offset in (r, r - self.width):
-            if ckks_ops.galois_element(params, offset) in keys.galois:
+            if ckks_ops.rotation_element(params, offset) in keys.galois:
                 return self._apply("rotate", [], {"k": offset}, clean=False)
         steps = [1 << i for i in range(r.bit_length()) if r >> i & 1]
-        missing = [s for s in steps if ckks_ops.galois_element(params, s) not in keys.galois]
+        missing = [s for s in steps if ckks_ops.rotation_element(params, s) not in keys.galois]
         if missing:
             raise self._error(ValueError, f"rotate: the context holds no Galois key for {r} (or {r - self.width}) nor "
                               f"the power-of-two keys {missing} to compose it; create the context with "
@@ -568,42 +425,15 @@ class EncryptedVector(KeyOwned, SlotVector):
             raise self._error(ValueError, "this context holds no bootstrapping keys: create it with "
                               "CKKSContext.create(params, bootstrap=True) on a bootstrappable preset "
                               "(crossfhe.ckks.presets.BOOTSTRAP)")
-        return self._apply("bootstrap", [], {}, is_complex=False)
+        return self._apply("bootstrap")
 
     def conjugate(self) -> EncryptedVector:
         """The complex conjugate of every value (a key switch with the conjugation key)."""
         return self._apply("conjugate")
 
 
-def _flatten(x: EncryptedVector):
-    if x.traced:
-        raise TypeError("a traced EncryptedVector (inside crossfhe.compile) is not a JAX value; return it from the "
-                        "traced function instead")
-    return (x.ct,), (_Same(x.ctx), x.complex, x.length, x.width, x.clean, _Same(x.__dict__.get("_owner")))
-
-
-def _unflatten(aux, children) -> EncryptedVector:
-    ctx, cx, length, width, clean, owner = aux
-    return _set_owner(EncryptedVector(children[0], ctx.obj, cx, length, width, clean), owner.obj)
-
-
-class _Same:
-    """A reference compared by identity: a context in a pytree's static data (contexts hold arrays)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __eq__(self, other):
-        return isinstance(other, _Same) and other.obj is self.obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-
-jax.tree_util.register_pytree_node(EncryptedVector, _flatten, _unflatten)
-SCHEME.value_class = EncryptedVector
+register_value(EncryptedVector)
+SCHEME.value_class = CKKSContext.VALUE = EncryptedVector
 
 
 # crossfhe.io.dumps / loads take these objects (io cannot import the api: the api registers them).

@@ -542,7 +542,7 @@ def _galois_elements(g: Graph, params: Params) -> list[int]:
             ks_.add(n.attr("k"))
         elif n.op == "rotate_many":
             ks_.update(n.attr("ks"))
-    out = {ckks_ops.galois_element(params, k) for k in ks_}
+    out = {ckks_ops.rotation_element(params, k) for k in ks_}
     if any(n.op == "conjugate" for n in g.nodes):
         out.add(ckks_ops.conjugation_element(params))
     return sorted(out)
@@ -550,26 +550,30 @@ def _galois_elements(g: Graph, params: Params) -> list[int]:
 
 def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
     """The program's arguments besides the inputs: the keys it uses, a key-switch plan per level it switches at,
-    rescale tables per level (made here, once per key set) and the constants (:func:`constants`)."""
+    rescale tables per level (made here, once per key set) and the per-node constants and keys
+    (:func:`constants`)."""
     out = {"galois": {}, "ks": {}, "rescale": {}}
     if any(n.op == "bootstrap" for n in g.nodes):
         out["bootstrap"] = keys
-    keys = _evaluation(keys)
+    evaluation = _evaluation(keys)
     if any(n.op == "relin" for n in g.nodes):
-        out["relin"] = keys.relin
-    for e in _galois_elements(g, params):
-        out["galois"][str(e)] = keys.galois_key(e)
+        out["relin"] = evaluation.relin
+    for n in g.nodes:
+        if n.op == "rotate_many":
+            for k in n.attr("ks"):
+                e = ckks_ops.rotation_element(params, k)
+                out["galois"][str(e)] = evaluation.galois_key(e)
     for n in g.nodes:
         level = n.attr("level")
         if n.op in ("relin", "rotate", "rotate_many", "conjugate"):
             limbs = _limbs(params, level)
             if str(limbs) not in out["ks"]:
-                out["ks"][str(limbs)] = ks.keyswitch_plan(keys.relin, active=limbs, kernels=params.kernels)
+                out["ks"][str(limbs)] = ks.keyswitch_plan(evaluation.relin, active=limbs, kernels=params.kernels)
         elif n.op == "rescale":
             src = g.nodes[n.args[0]].attr("level")
             if str(src) not in out["rescale"]:
                 out["rescale"][str(src)] = ckks_ops.rescale_plan(params, src)
-    out["consts"] = constants(g, params)
+    out["consts"] = constants(g, params, keys)
     return out
 
 
@@ -585,16 +589,22 @@ def _check_scalar(params: Params, c: float, scale: float, level: int, n: Node) -
             f"Q (log2 Q = {log_q:.1f}); multiply by a smaller number")
 
 
-def constants(g: Graph, params: Params) -> dict:
+def constants(g: Graph, params: Params, keys=None) -> dict:
     """Each constant of the annotated graph as its node reads it, by node index: a scalar added as the residues of
     round(c scale) [limbs, 1]; an integer (or a real c encoded as round(c factor)) as Shoup words; a plaintext vector
-    encoded at its operand's level and scale (added) or at ``factor`` (multiplied). Every constant is checked: its
-    encoding within Q/2 with the fresh-noise margin, a product by it within Q/2 (ParameterError)."""
+    encoded at its operand's level and scale (added) or at ``factor`` (multiplied); a rotation or conjugation its
+    Galois element (a uint32 word: one program serves every rotation of a level) and its key from ``keys``. Every
+    constant is checked: its encoding within Q/2 with the fresh-noise margin, a product by it within Q/2
+    (ParameterError)."""
     out = {}
     margin = rlwe.fresh_noise_bound(params.n)
     for i, n in enumerate(g.nodes):
         level = n.attr("level")
-        if n.op == "add_scalar":
+        if n.op in ("rotate", "conjugate"):
+            e = (ckks_ops.rotation_element(params, n.attr("k")) if n.op == "rotate"
+                 else ckks_ops.conjugation_element(params))
+            out[str(i)] = (ev.word(e), None if keys is None else _evaluation(keys).galois_key(e))
+        elif n.op == "add_scalar":
             moduli = params.moduli_at(level)
             w = encoder.encode_scalar_constant(n.attr("c"), moduli=moduli, scale=n.attr("scale"), margin=margin,
                                                what="add_scalar")
@@ -660,16 +670,12 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
         elif n.op == "rescale":
             src = g.nodes[n.args[0]].attr("level")
             vals.append(ckks_ops.rescale_traced(*a[0], rt["rescale"][str(src)]))
-        elif n.op == "rotate":
-            e = ckks_ops.galois_element(params, n.attr("k"))
+        elif n.op in ("rotate", "conjugate"):
+            word, key = rt["consts"][str(i)]
             plan = rt["ks"][str(_limbs(params, level))]
-            vals.append(ev.galois(*a[0], rt["galois"][str(e)], plan, ev.word(e)))
-        elif n.op == "conjugate":
-            e = ckks_ops.conjugation_element(params)
-            plan = rt["ks"][str(_limbs(params, level))]
-            vals.append(ev.galois(*a[0], rt["galois"][str(e)], plan, ev.word(e)))
+            vals.append(ev.galois(*a[0], key, plan, word))
         elif n.op == "rotate_many":
-            elements = tuple(ckks_ops.galois_element(params, k) for k in n.attr("ks"))
+            elements = tuple(ckks_ops.rotation_element(params, k) for k in n.attr("ks"))
             plan = rt["ks"][str(_limbs(params, level))]
             vals.append(ev.galois_hoisted(*a[0], tuple(rt["galois"][str(e)] for e in elements), plan, elements))
         elif n.op == "pick":
@@ -714,7 +720,7 @@ class CKKSScheme(RingScheme):
     name = "ckks"
     annotated_after = frozenset({"levels", "levels (eager)", "dead_code"})
 
-    value_attrs = frozenset({"c", "const"})
+    value_attrs = frozenset({"c", "const", "k"})
     item_ndims = (2, 2)
 
     def input_attrs(self, index: int, spec: CKKSVector) -> dict:
@@ -783,7 +789,7 @@ class CKKSScheme(RingScheme):
             where = []
             for n in graph.nodes:
                 for k in (n.attr("ks") or (n.attr("k"),)) if n.op in ("rotate", "rotate_many") else ():
-                    if ckks_ops.galois_element(params, k) in missing:
+                    if ckks_ops.rotation_element(params, k) in missing:
                         where.append(f"rotate({k}) at {n.loc}")
                 if n.op == "conjugate" and ckks_ops.conjugation_element(params) in missing:
                     where.append(f"conjugate() at {n.loc}")
@@ -860,8 +866,8 @@ class CKKSScheme(RingScheme):
                 ("levels (eager)", lambda g, p: place_levels(g, p, lazy=False, bootstrap=can)),
                 ("dead_code", lambda g, p: ir.dead_code(g))]
 
-    def with_constants(self, rt: dict, graph, params) -> dict:
-        return {**rt, "consts": constants(graph, params)}
+    def with_constants(self, rt: dict, graph, params, public) -> dict:
+        return {**rt, "consts": constants(graph, params, public)}
 
     def x64(self, params) -> bool:
         return False

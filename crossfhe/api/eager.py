@@ -157,7 +157,7 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
     lowered = entry.lowered
     rt = entry.static_rt
     if entry.has_values:
-        rt = scheme.with_constants(rt, _substituted(lowered, attrs, consts, value_attrs), params)
+        rt = scheme.with_constants(rt, _substituted(lowered, attrs, consts, value_attrs), params, public)
     inputs = tuple(tuple(w) for _, w in operands)
     if xla._top_level is not None and not xla._top_level():
         with entry.program._scope():  # inside a caller's trace: its program takes the operations in

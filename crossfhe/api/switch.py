@@ -84,7 +84,7 @@ class SchemeSwitch:
         if not isinstance(tfhe, TFHEContext):
             raise TypeError(f"SchemeSwitch.create takes the key owner's TFHEContext, got {type(tfhe).__name__}")
         slots = min(64, ckks.params.slots) if slots is None else slots
-        keys = switch.keygen(ckks.secret_key, ckks.keys, tfhe.client_key, tfhe.server_key, slots=slots, seed=seed,
+        keys = switch.keygen(ckks.secret_key, ckks.keys, tfhe.secret_key, tfhe.keys, slots=slots, seed=seed,
                              progress=progress_callback(progress))
         public = CKKSPublicContext(ckks.params, keys.evaluation, keys.bootstrap)
         out = cls(public, tfhe.public, keys, _interval(interval))
@@ -166,7 +166,7 @@ class SchemeSwitch:
         lo, hi = int(tab.min()), int(tab.max())
         if lo < 0 or hi >= 2**self.bits:
             raise ParameterError(f"the table's values must lie in [0, {2**self.bits - 1}], got [{lo}, {hi}]")
-        ct = tfhe_ops.pbs(self.tfhe.server_key, self._lwe(x, qz), tab)
+        ct = tfhe_ops.pbs(self.tfhe.keys, self._lwe(x, qz), tab)
         return _set_owner(EncryptedInt(ct, self.tfhe, Bound.source(lo, hi)), self._owner_of(1))
 
     def to_ckks(self, x: EncryptedInt, table=None) -> EncryptedVector:
@@ -244,7 +244,7 @@ class SchemeSwitch:
     def _tournament(self, x: EncryptedVector, qz: switch.Quantizer) -> tuple[LWECiphertext, int]:
         """The quantized maximum of the vector's values as one TFHE integer (noise in bootstraps' variances): pairs
         compared in rounds, max(a, b) = b + relu(a - b) with a - b + 2^bits in [0, 2^P) (P = bits + 1)."""
-        server, params = self.tfhe.server_key, self.tfhe.params
+        server, params = self.tfhe.keys, self.tfhe.params
         p = qz.bits
         if p + 1 > self.bits:
             raise ParameterError(f"max and argmax compare {p}-bit values with one more bit of room: bits <= "
@@ -260,7 +260,7 @@ class SchemeSwitch:
             h = k // 2
             a = LWECiphertext(cur.b[:h], cur.a[:h], cur.moduli, cur.key_id)
             b = LWECiphertext(cur.b[h:2 * h], cur.a[h:2 * h], cur.moduli, cur.key_id)
-            d = tfhe_ops.add_const(params, tfhe_ops.sub(a, b), 2**p)
+            d = tfhe_ops.add_scalar(params, tfhe_ops.sub(a, b), 2**p)
             m = tfhe_ops.add(b, tfhe_ops.pbs(server, d, relu))
             if k % 2:
                 m = LWECiphertext(jnp.concatenate([m.b, cur.b[-1:]]), jnp.concatenate([m.a, cur.a[-1:]]),
@@ -284,11 +284,11 @@ class SchemeSwitch:
         x = self._vector(x)
         qz = self.quantizer(interval, bits)
         top, _ = self._tournament(x, qz)
-        vals = tfhe_ops.pbs(self.tfhe.server_key, self._lwe(x, qz), qz.table())
+        vals = tfhe_ops.pbs(self.tfhe.keys, self._lwe(x, qz), qz.table())
         p = qz.bits
         tops = LWECiphertext(jnp.broadcast_to(top.b, vals.b.shape), jnp.broadcast_to(top.a, vals.a.shape),
                              top.moduli, top.key_id)
-        d = tfhe_ops.add_const(self.tfhe.params, tfhe_ops.sub(vals, tops), 2**p)
+        d = tfhe_ops.add_scalar(self.tfhe.params, tfhe_ops.sub(vals, tops), 2**p)
         eq = (np.arange(2**self.bits) == 2**p).astype(np.int64)
         return self._back(d, eq, x.length, 0.0, 1.0)
 

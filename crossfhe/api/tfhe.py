@@ -37,24 +37,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from crossfhe import runtime
+from crossfhe._deprecated import alias as _alias
 from crossfhe.api import eager
 from crossfhe.api._owner import KeyOwned
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
-from crossfhe.api.ckks import _Same
+from crossfhe.api.context import Context, PublicContext, prepare_create
 from crossfhe.api.ir import const_key
 from crossfhe.api.tfhe_lower import LOG2_P_FAIL, SCHEME, Bound, apply_linear, noise_budget, raw_table
-from crossfhe.api.trace import Value
+from crossfhe.api.trace import Value, register_value
 from crossfhe.api.vector import is_int, scalar_operand
-from crossfhe.core.keys import SecretHolder
 from crossfhe.core.lwe import LWECiphertext
-from crossfhe.errors import InsecureParametersError, ParameterError, SerializationError
+from crossfhe.errors import ParameterError, SerializationError
 from crossfhe.io import format as fmt
 from crossfhe.io import tfhe as tio
 from crossfhe.io.registry import register_kind, register_type
 from crossfhe.math import xla
-from crossfhe.progress import callback as progress_callback
 from crossfhe.tfhe import ops
 from crossfhe.tfhe import ops as tfhe_ops
 from crossfhe.tfhe.params import Params
@@ -67,14 +65,6 @@ header field, ``integer``: ``{"lo", "hi", "noise"}`` (its interval and noise; a 
 
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def _scalar(other):
-    if isinstance(other, (np.ndarray, jax.Array, np.generic)) and np.ndim(other) == 0:
-        return np.asarray(other).item()
-    return other
 
 
 def _int_array(values, what: str) -> np.ndarray:
@@ -82,7 +72,7 @@ def _int_array(values, what: str) -> np.ndarray:
     if v.dtype == bool or not (np.issubdtype(v.dtype, np.integer) or v.dtype == object):
         raise TypeError(f"{what} takes integers, got dtype {v.dtype}")
     if v.dtype == object:
-        if not all(_is_int(e) for e in v.reshape(-1)):
+        if not all(is_int(e) for e in v.reshape(-1)):
             raise TypeError(f"{what} takes integers, got {values!r}")
         if v.size and (min(v.reshape(-1)) < -2**62 or max(v.reshape(-1)) >= 2**62):
             raise ParameterError(f"{what}: integers beyond 2^62 cannot be encrypted values or constants")
@@ -91,27 +81,26 @@ def _int_array(values, what: str) -> np.ndarray:
 
 
 @dataclass(frozen=True, repr=False)
-class TFHEPublicContext:
+class TFHEPublicContext(PublicContext):
     """Parameters and the server key (bootstrapping and key-switching keys): what encrypted integers refer to and
     what an evaluator needs. Holds no secret; safe to pickle, serialize and send."""
 
     params: Params
-    server_key: ops.ServerKey
+    keys: ops.ServerKey
+    """The evaluation keys (the server key: bootstrapping and key-switching keys)."""
+
+    server_key = _alias("keys", "TFHEPublicContext.server_key", "TFHEPublicContext.keys")
+    OWNER = "TFHEContext"
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
             raise TypeError(f"params must be tfhe.Params, got {type(self.params).__name__}")
-        if not isinstance(self.server_key, ops.ServerKey):
-            raise TypeError(f"server_key must be a tfhe.ServerKey, got {type(self.server_key).__name__}")
-        if self.server_key.params != self.params:
-            if self.server_key.params.digest() != self.params.digest():
+        if not isinstance(self.keys, ops.ServerKey):
+            raise TypeError(f"keys must be a tfhe.ServerKey, got {type(self.keys).__name__}")
+        if self.keys.params != self.params:
+            if self.keys.params.digest() != self.params.digest():
                 raise ParameterError("the server key was made for other parameters than params")
-            object.__setattr__(self, "params", self.server_key.params)  # the kernel set the key is prepared for
-
-    @property
-    def key_id(self) -> str | None:
-        """The key pair's identifier (:func:`crossfhe.core.keys.key_id`)."""
-        return self.server_key.key_id
+            object.__setattr__(self, "params", self.keys.params)  # the kernel set the key is prepared for
 
     @property
     def bits(self) -> int:
@@ -128,15 +117,10 @@ class TFHEPublicContext:
             "TFHE encrypts with the secret (client) key, which a public context does not hold: encrypt on the key "
             "owner's side (TFHEContext.encrypt) and send the values; here, combine them with int constants (x + 3)")
 
-    def decrypt(self, x):
-        raise ParameterError(
-            "a public context holds no secret key and cannot decrypt: decrypt with the TFHEContext that made the "
-            "keys (ctx.decrypt(x)), on the key owner's side")
-
     def serialize(self) -> bytes:
         """The context's blob: its server key's (kind ``tfhe.server_key``, :mod:`crossfhe.io.tfhe`; tens to hundreds
         of MB for the presets; no secret). Read it back with :meth:`load`."""
-        return tio.dumps(self.server_key)
+        return tio.dumps(self.keys)
 
     @classmethod
     def load(cls, blob, *, params: Params | None = None) -> TFHEPublicContext:
@@ -150,22 +134,19 @@ class TFHEPublicContext:
 
 
 @dataclass(frozen=True, repr=False)
-class TFHEContext(SecretHolder):
+class TFHEContext(Context):
     """The key owner's context: the client key and the :class:`TFHEPublicContext` (``public``) that values refer
     to. Encrypts and decrypts; refuses to be pickled (the client key leaves the process only through
     ``crossfhe.io.save_secret_key``). Hand ``ctx.public`` (or its blob) to an evaluator."""
 
     public: TFHEPublicContext
-    client_key: ops.ClientKey
+    secret_key: ops.ClientKey
+    """The secret (client) key: it encrypts and decrypts, and never leaves the key owner."""
 
-    SAVE_WITH = "crossfhe.io.save_secret_key(ctx.client_key, path), and pickle or send ctx.public"
+    SAVE_WITH = "crossfhe.io.save_secret_key(ctx.secret_key, path), and pickle or send ctx.public"
 
-    def __post_init__(self):
-        if not isinstance(self.public, TFHEPublicContext):
-            raise TypeError(f"public must be a TFHEPublicContext, got {type(self.public).__name__}")
-        if not isinstance(self.client_key, ops.ClientKey):
-            raise TypeError(f"client_key must be a tfhe.ClientKey, got {type(self.client_key).__name__}")
-        _same_keys("TFHEContext", self.public.key_id, self.client_key.key_id)
+    client_key = _alias("secret_key", "TFHEContext.client_key", "TFHEContext.secret_key")
+    PUBLIC, SECRET = TFHEPublicContext, ops.ClientKey
 
     @classmethod
     def create(cls, params: Params, *, seed: bytes | None = None, kernels=None, insecure: bool = False,
@@ -176,30 +157,14 @@ class TFHEContext(SecretHolder):
         :meth:`crossfhe.api.ckks.CKKSContext.create` (the presets' keys take seconds to minutes), and so is the
         compilation cache. Parameters marked insecure
         (``crossfhe.testing``) are refused unless ``insecure=True``."""
-        if not isinstance(params, Params):
-            raise TypeError(f"params must be tfhe.Params, got {type(params).__name__}")
-        if params.insecure and not insecure:
-            raise InsecureParametersError(
-                f"{params!r} is marked insecure (below the 128-bit bound): TFHEContext.create(params, "
-                "insecure=True) to use it anyway (tests only), or take a preset of crossfhe.presets.tfhe")
-        progress = progress_callback(progress)
-        runtime.enable_compilation_cache()
+        progress = prepare_create("TFHEContext", params, Params, insecure=insecure, progress=progress,
+                                  presets="crossfhe.presets.tfhe")
         if kernels is not None:
             params = params.with_kernels(kernels)
         ck, sk = ops.keygen(params, seed, progress=progress)
         return cls(TFHEPublicContext(sk.params, sk), ck)
 
-    @property
-    def params(self) -> Params:
-        return self.public.params
-
-    @property
-    def server_key(self) -> ops.ServerKey:
-        return self.public.server_key
-
-    @property
-    def key_id(self) -> str | None:
-        return self.public.key_id
+    server_key = _alias("keys", "TFHEContext.server_key", "TFHEContext.keys")
 
     @property
     def bits(self) -> int:
@@ -211,7 +176,7 @@ class TFHEContext(SecretHolder):
         sums. ParameterError for values out of range or bits beyond p; TypeError for non-integers."""
         p = self.bits
         bits = p if bits is None else bits
-        if not _is_int(bits) or not 1 <= bits <= p:
+        if not is_int(bits) or not 1 <= bits <= p:
             raise ParameterError(f"encrypt: bits must be an int in [1, {p}] (the parameters hold {p}-bit messages), "
                                  f"got {bits!r}")
         v = _int_array(values, "encrypt")
@@ -220,22 +185,17 @@ class TFHEContext(SecretHolder):
                 f"encrypt: values must be integers in [0, {2**bits - 1}] ({bits} bits), got values in [{v.min()}, "
                 f"{v.max()}]" + (f"; use parameters with more message bits than {p}" if v.max() >= 2**p else "")
                 + ("; for signed values add an offset first" if v.min() < 0 else ""))
-        ct = ops.encrypt(self.client_key, v)
+        ct = ops.encrypt(self.secret_key, v)
         return _set_owner(EncryptedInt(ct, self.public, Bound.source(0, 2**bits - 1)), self)
 
     def decrypt(self, x: EncryptedInt):
         """The value(s): a Python int, or an int64 array of the batch shape. KeyMismatchError for a value of another
         context; ParameterError for one whose interval may leave [0, 2^p) or whose noise is beyond the budget (its
         value would be wrong)."""
-        if not isinstance(x, EncryptedInt) or x.traced:
-            raise TypeError(f"decrypt takes an EncryptedInt, got {x!r}")
-        _same_keys("decrypt", self.key_id, x.ct.key_id)
-        x._check_usable("decrypt")
-        v = ops.decrypt(self.client_key, x.ct)
+        self._own(x, "decrypt")._check_usable("decrypt")
+        v = ops.decrypt(self.secret_key, x.ct)
         return int(v) if v.ndim == 0 else v
 
-    def __repr__(self) -> str:
-        return f"TFHEContext(with secret key, {self.public!r})"
 
 
 class EncryptedInt(KeyOwned, Value):
@@ -251,13 +211,11 @@ class EncryptedInt(KeyOwned, Value):
     scheme = "tfhe"
     __array_ufunc__ = None  # a NumPy operand on the left defers to the reflected operators here
 
+    _FIELDS = ("ct", "ctx", "bound", "trace", "node")
+
     def __init__(self, ct: LWECiphertext | None = None, ctx: TFHEPublicContext | None = None,
                  bound: Bound | None = None, *, trace=None, node: int | None = None):
-        d = self.__dict__
-        d["ct"], d["ctx"], d["bound"], d["trace"], d["node"] = ct, ctx, bound, trace, node
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"an EncryptedInt is immutable (setting {name})")
+        self.__dict__.update(ct=ct, ctx=ctx, bound=bound, trace=trace, node=node)
 
     @classmethod
     def symbolic(cls, trace, node: int, spec) -> EncryptedInt:
@@ -363,18 +321,12 @@ class EncryptedInt(KeyOwned, Value):
         one-operation circuit (:mod:`crossfhe.api.eager`) with result bound ``bound``."""
         attrs = attrs or {}
         if self.traced:
-            if consts:
-                for key, array in consts.items():
-                    self.trace.builder.consts.setdefault(key, array)
-            node = self.trace.node(op, (self.node, *(o.node for o in others)), attrs)
-            return EncryptedInt(trace=self.trace, node=node)
+            return self._record(op, others, attrs, consts)
         public = self.ctx
         operands = [({"range": (v.bound.lo, v.bound.hi)}, (v.ct.b, v.ct.a)) for v in (self, *others)]
-        _, (b, a) = eager.run(SCHEME, public.params, public.server_key, op, attrs, operands, consts=consts)
+        _, (b, a) = eager.run(SCHEME, public.params, public.keys, op, attrs, operands, consts=consts)
         ct = LWECiphertext(b, a, self.ct.moduli, self.ct.key_id)
-        owner = self.__dict__.get("_owner") or next((o.__dict__.get("_owner") for o in others
-                                                     if o.__dict__.get("_owner") is not None), None)
-        return _set_owner(EncryptedInt(ct, public, bound), owner)
+        return _set_owner(self._replace(ct=ct, bound=bound), self._owner_of((self, *others)))
 
     def _pair(self, other: EncryptedInt, what: str) -> None:
         self._same(other, what)
@@ -433,7 +385,7 @@ class EncryptedInt(KeyOwned, Value):
             return NotImplemented
         if isinstance(c, EncryptedInt):
             return self._linear("add", c)
-        return self if c == 0 else self._linear("add_const", c=c)
+        return self if c == 0 else self._linear("add_scalar", c=c)
 
     __radd__ = __add__
 
@@ -443,7 +395,7 @@ class EncryptedInt(KeyOwned, Value):
         c = self._constant(other, "x - c")
         if isinstance(c, EncryptedInt):
             return self._linear("sub", c)
-        return self if c == 0 else self._linear("add_const", c=-c)
+        return self if c == 0 else self._linear("add_scalar", c=-c)
 
     def __rsub__(self, other):
         c = self._constant(other, "c - x")
@@ -464,7 +416,7 @@ class EncryptedInt(KeyOwned, Value):
         if isinstance(other, Value):
             self._same(other, "x * c")
         if is_int(other):
-            return self if other == 1 else self._linear("mul_const", c=int(other))
+            return self if other == 1 else self._linear("mul_int", c=int(other))
         if isinstance(other, _ARRAYS):
             raise self._error(TypeError, "x * c: TFHE multiplies by one int constant; for per-element constants "
                               "apply a table per value, or multiply the batch's slices one by one")
@@ -540,20 +492,8 @@ class EncryptedInt(KeyOwned, Value):
         return self._compare(other, ">=")
 
 
-def _flatten(x: EncryptedInt):
-    if x.traced:
-        raise TypeError("a traced EncryptedInt (inside crossfhe.compile) is not a JAX value; return it from the traced "
-                        "function instead")
-    return (x.ct,), (_Same(x.ctx), x.bound, _Same(x.__dict__.get("_owner")))
-
-
-def _unflatten(aux, children) -> EncryptedInt:
-    ctx, bound, owner = aux
-    return _set_owner(EncryptedInt(children[0], ctx.obj, bound), owner.obj)
-
-
-jax.tree_util.register_pytree_node(EncryptedInt, _flatten, _unflatten)
-SCHEME.value_class = EncryptedInt
+register_value(EncryptedInt)
+SCHEME.value_class = TFHEContext.VALUE = EncryptedInt
 
 
 # crossfhe.io.dumps / loads take these objects (io cannot import the api: the api registers them).

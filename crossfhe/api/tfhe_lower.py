@@ -18,7 +18,7 @@ as a multiple of a bootstrap's, sum_s w_s^2; a lookup's input and an output may 
 :func:`noise_budget`: ``params.norm2`` (``max_norm2``, the squared norm the presets' failure probability is quoted
 at, :mod:`crossfhe.tfhe.presets`) or more while a bootstrap still fails with probability at most 2^-64.
 
-Traced ops: ``input {index[, bits]}``, ``add``, ``sub``, ``neg``, ``add_const {c}``, ``mul_const {c}``, ``lookup
+Traced ops: ``input {index[, bits]}``, ``add``, ``sub``, ``neg``, ``add_scalar {c}``, ``mul_int {c}``, ``lookup
 {raw[, raw_error]}`` (``raw``: the user's table, f(m) mod 2^10 for m in [0, L), L <= :data:`MAX_TABLE`;
 ``raw_error``: why a callable stopped before 2^10). The passes (:meth:`TFHEScheme.passes`), each a pure
 ``Graph, Params -> Graph``:
@@ -76,7 +76,7 @@ from crossfhe.tfhe.params import MAX_MESSAGE_BITS, Params
 MAX_TABLE = 1 << MAX_MESSAGE_BITS
 """A traced table keeps f(m) mod 2^10 for m < 2^10: enough for every p (f(m) mod 2^p is its residue)."""
 
-LINEAR = ("add", "sub", "neg", "add_const", "mul_const")
+LINEAR = ("add", "sub", "neg", "add_scalar", "mul_int")
 LAUNCHES = ("lookup", "pbs")
 
 LOG2_P_FAIL = -64
@@ -159,10 +159,10 @@ def describe(g: Graph, i: int) -> str:
     if n.op == "input":
         bits = n.attr("bits")
         return f"input {n.attr('index')} ({f'TFHEInt(bits={bits})' if bits else 'TFHEInt()'})"
-    text = {"add": "a + b", "sub": "a - b", "neg": "-a", "add_const": f"a + {n.attr('c')}",
-            "mul_const": f"a * {n.attr('c')}", "lookup": "a.apply(table)", "pick": "a.apply(table)",
+    text = {"add": "a + b", "sub": "a - b", "neg": "-a", "add_scalar": f"a + {n.attr('c')}",
+            "mul_int": f"a * {n.attr('c')}", "lookup": "a.apply(table)", "pick": "a.apply(table)",
             "pbs": "a.apply(table)"}.get(n.op, n.op)
-    if n.op == "add_const" and n.attr("c") < 0:
+    if n.op == "add_scalar" and n.attr("c") < 0:
         text = f"a - {-n.attr('c')}"
     return f"`{text}` at {n.loc or '?'}"
 
@@ -317,16 +317,16 @@ def _too_big(g: Graph, params: Params, a: Analysis, i: int, use: str) -> None:
 
 def apply_linear(op: str, c, bounds: list[Bound]) -> Bound:
     """The :class:`Bound` of a linear operation's result from its operands': ``add``, ``sub``, ``neg``,
-    ``add_const {c}``, ``mul_const {c}`` (the rule eager values and the compiler's analysis share)."""
+    ``add_scalar {c}``, ``mul_int {c}`` (the rule eager values and the compiler's analysis share)."""
     if op == "add":
         return bounds[0] + bounds[1]
     if op == "sub":
         return bounds[0] + bounds[1].scaled(-1)
     if op == "neg":
         return bounds[0].scaled(-1)
-    if op == "add_const":
+    if op == "add_scalar":
         return bounds[0] + int(c)
-    if op == "mul_const":
+    if op == "mul_int":
         return bounds[0].scaled(c)
     raise CircuitError(f"internal: {op!r} is not a linear TFHE operation")
 
@@ -396,9 +396,9 @@ def evaluate_plain(g: Graph, params: Params, *inputs) -> list[np.ndarray]:
             vals.append(x[0] + x[1] if n.op == "add" else x[0] - x[1])
         elif n.op == "neg":
             vals.append(-x[0])
-        elif n.op == "add_const":
+        elif n.op == "add_scalar":
             vals.append(x[0] + n.attr("c"))
-        elif n.op == "mul_const":
+        elif n.op == "mul_int":
             vals.append(x[0] * n.attr("c"))
         elif n.op in LAUNCHES:
             outs = [a.tables[i][t].astype(np.int64)[x[j].astype(np.int64)].astype(object) for j, t in _rows(n)]
@@ -621,15 +621,15 @@ def runtime(g: Graph, params: Params, sk: ops.ServerKey) -> dict:
 
 def constants(g: Graph, params: Params) -> dict:
     """The program's constants: ``tables`` int32 [T, 2^p] (:func:`table_keys`) and ``consts``, by node index, each
-    ``add_const``'s encoded constant (uint32 [limbs], c Delta mod each q) and ``mul_const``'s residues (c mod q)."""
+    ``add_scalar``'s encoded constant (uint32 [limbs], c Delta mod each q) and ``mul_int``'s residues (c mod q)."""
     keys = table_keys(g)
     size = 1 << params.message_bits
     out = {"tables": np.stack([g.const(k) for k in keys]).astype(np.int32) if keys else np.zeros((0, size), np.int32),
            "consts": {}}
     for i, n in enumerate(g.nodes):
-        if n.op == "add_const":
+        if n.op == "add_scalar":
             out["consts"][str(i)] = np.asarray(ops.encode(params, n.attr("c")), dtype=np.uint32)
-        elif n.op == "mul_const":
+        elif n.op == "mul_int":
             out["consts"][str(i)] = np.array([n.attr("c") % q for q in params.moduli], dtype=np.uint32)
     return out
 
@@ -662,9 +662,9 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
             vals.append(linear_words(a[0][0], a[0][1], a[1][0], a[1][1], moduli=moduli, op=n.op))
         elif n.op == "neg":
             vals.append(linear_words(a[0][0], a[0][1], None, None, moduli=moduli, op="neg"))
-        elif n.op == "add_const":
+        elif n.op == "add_scalar":
             vals.append((add_const_words(a[0][0], rt["consts"][str(i)], moduli=moduli), a[0][1]))
-        elif n.op == "mul_const":
+        elif n.op == "mul_int":
             vals.append(mul_const_words(a[0][0], a[0][1], rt["consts"][str(i)], moduli=moduli))
         elif n.op in LAUNCHES:
             keys, rows = _launch_tables(n), _rows(n)
@@ -816,7 +816,7 @@ class TFHEScheme(Scheme):
         checked where a bootstrap reads a value and where it is decrypted (:mod:`crossfhe.api.tfhe`)."""
         return [("tables", lambda g, p: tables(g, p, check_outputs=False))]
 
-    def with_constants(self, rt: dict, graph, params) -> dict:
+    def with_constants(self, rt: dict, graph, params, public) -> dict:
         return {**rt, **constants(graph, params)}
 
     def params_digest(self, params) -> str:
@@ -873,12 +873,12 @@ def sixteen_lookups(x, y):
 
 def sixteen_lookups_eager(sk: ops.ServerKey, x: LWECiphertext, y: LWECiphertext) -> list[LWECiphertext]:
     """:func:`sixteen_lookups` through :mod:`crossfhe.tfhe.ops` eagerly, as written without the compiler: one
-    ``ops.pbs`` per lookup (16 key switches, 16 launches), ``ops.mul_const`` and ``ops.add`` in between."""
+    ``ops.pbs`` per lookup (16 key switches, 16 launches), ``ops.mul_scalar`` and ``ops.add`` in between."""
     fx = [ops.pbs(sk, x, f) for f in FEATURES]
     fy = [ops.pbs(sk, y, f) for f in FEATURES]
     out = []
     for a, b in zip(fx, fy):
-        u = ops.add(ops.mul_const(sk.params, a, 4), b)
+        u = ops.add(ops.mul_scalar(sk.params, a, 4), b)
         out += [ops.pbs(sk, u, lambda v: (v // 4) * (v % 4) % 4), ops.pbs(sk, u, lambda v: v // 4 + v % 4)]
     return out
 

@@ -49,6 +49,33 @@ class Value:
     scheme = "?"
     trace: Trace | None = None
     node: int | None = None
+    _FIELDS: tuple = ()
+    """The attributes that make a value (its words, context and bookkeeping; ``trace`` and ``node``)."""
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"an {type(self).__name__} is immutable (setting {name})")
+
+    def _replace(self, **changes):
+        """A copy with ``changes`` to :attr:`_FIELDS`, remembering the same key owner."""
+        new = object.__new__(type(self))
+        new.__dict__.update({k: self.__dict__[k] for k in self._FIELDS})
+        new.__dict__.update(changes)
+        if self.__dict__.get("_owner") is not None:
+            new.__dict__["_owner"] = self.__dict__["_owner"]
+        return new
+
+    def _record(self, op: str, others, attrs: dict, consts: dict | None, **fields):
+        """The symbolic value of primitive ``op`` on this value and ``others``: its node appended to the trace (with
+        the plaintext constants it names), the result's bookkeeping ``fields``."""
+        for key, array in (consts or {}).items():
+            self.trace.builder.consts.setdefault(key, array)
+        node = self.trace.node(op, (self.node, *(o.node for o in others)), attrs)
+        return self._replace(node=node, **fields)
+
+    @staticmethod
+    def _owner_of(values):
+        """The key owner the first of ``values`` that has one remembers (None: none)."""
+        return next((v.__dict__["_owner"] for v in values if v.__dict__.get("_owner") is not None), None)
 
     @property
     def traced(self) -> bool:
@@ -81,9 +108,53 @@ class Value:
         return self.trace.node(op, args, attrs)
 
 
+class Same:
+    """A reference compared by identity: a context in a pytree's static data (contexts hold arrays)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return isinstance(other, Same) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
+def register_value(cls, leaves: tuple[str, ...] = ("ct",)) -> None:
+    """Make the value class ``cls`` a JAX pytree: its ``leaves`` fields are the children (the ciphertext's words),
+    every other field of :attr:`Value._FIELDS` and the remembered key owner are static data (contexts compared by
+    identity), so a user's ``jax.jit`` or ``vmap`` takes and returns concrete values. A symbolic value is not a JAX
+    value (TypeError)."""
+    static = tuple(f for f in cls._FIELDS if f not in leaves and f not in ("trace", "node"))
+
+    def flatten(x):
+        if x.traced:
+            raise TypeError(f"a traced {cls.__name__} (inside crossfhe.compile) is not a JAX value; return it from the "
+                            "traced function instead")
+        aux = tuple(Same(getattr(x, f)) if f == "ctx" else getattr(x, f) for f in static)
+        return tuple(getattr(x, f) for f in leaves), (aux, Same(x.__dict__.get("_owner")))
+
+    def unflatten(aux, children):
+        fields, owner = aux
+        new = object.__new__(cls)
+        new.__dict__.update(trace=None, node=None)
+        new.__dict__.update(zip(leaves, children, strict=True))
+        new.__dict__.update((f, v.obj if isinstance(v, Same) else v) for f, v in zip(static, fields, strict=True))
+        if owner.obj is not None:
+            new.__dict__["_owner"] = owner.obj
+        return new
+
+    import jax
+
+    jax.tree_util.register_pytree_node(cls, flatten, unflatten)
+
+
 def width_of(length: int) -> int:
     """The power of two a vector of ``length`` values is padded to."""
     return 1 << max(0, (length - 1).bit_length())
 
 
-__all__ = ["Trace", "Value", "source_line", "width_of"]
+__all__ = ["Same", "Trace", "Value", "register_value", "source_line", "width_of"]

@@ -28,11 +28,16 @@ Anything else NumPy might dispatch here raises TypeError naming what exists inst
 
 from __future__ import annotations
 
+import numbers
 import operator
 
+import jax
 import numpy as np
 
+from crossfhe.api._owner import same_keys
 from crossfhe.api.trace import Value, width_of
+
+ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
 _INDEXABLE_TYPES = (int, np.integer)
 
@@ -82,14 +87,86 @@ SUPPORTED = ("+ - * / ** @ (and np.add, np.subtract, np.multiply, np.divide, np.
 
 class SlotVector(Value):
     """The shared part of :class:`crossfhe.api.ckks.EncryptedVector` and :class:`crossfhe.api.bfv.EncryptedIntVector`
-    (module docstring). Subclasses give ``_apply`` (a primitive on this value and others), ``_plaintext_operand``
-    (a public array operand as a graph constant), ``_raw_rotate`` (a rotation of the width-periodic slots) and
-    ``_fold_sum`` (the sum of the width slots in every slot), and the arithmetic operators."""
+    (module docstring): the arithmetic operators and NumPy's habits over the scheme's hooks, ``_apply`` (a primitive
+    on this value and others), ``_operand`` (a scalar operand checked and normalized), ``_add_scalar`` and
+    ``_mul_scalar``, ``_plain`` (a public array operand as a graph constant), ``_raw_rotate`` (a rotation of the
+    width-periodic slots) and ``_fold_sum`` (the sum of the width slots in every slot)."""
 
     length: int = 1
     width: int = 1
     clean: bool = True
     _MASK_DTYPE = np.float64
+
+    __hash__ = object.__hash__
+
+    def _reshaped(self, length: int, width: int):
+        """The same words read as a vector of ``length`` values with period ``width`` (the caller has made the slots
+        hold that), padding clean."""
+        return self._replace(length=length, width=width, clean=True)
+
+    def _binary(self, op: str, other, what: str):
+        """``op`` (add, sub, mul) of two vectors of one scheme and key pair, lengths broadcast as NumPy's."""
+        self._same(other, what)
+        if not self.traced:
+            same_keys(what, self.ct.key_id, other.ct.key_id)
+        length, width = self._shape_with(other.length, what)
+        return self._apply(op, [other], length=length, width=width, clean=padding_clean(
+            op, length, width, (self.length, self.clean), (other.length, other.clean)))
+
+    def _plain_op(self, op: str, other, what: str):
+        """``op`` (add_plain, mul_plain) with a public array operand, zero-padded like this vector."""
+        key, consts, length, width, cx = self._plain(other, what)
+        clean = True if op == "mul_plain" else padding_clean("add", length, width, (self.length, self.clean),
+                                                              (length, True))
+        return self._apply(op, [], {"const": key}, length=length, width=width, is_complex=cx, consts=consts,
+                           clean=clean)
+
+    # Arithmetic ------------------------------------------------------------------------------------
+
+    def __add__(self, other):
+        other = self._operand(other, "+")
+        if isinstance(other, SlotVector):
+            return self._binary("add", other, "+")
+        if isinstance(other, numbers.Number):
+            return self if other == 0 else self._add_scalar(other)
+        if isinstance(other, ARRAYS):
+            return self._plain_op("add_plain", other, "+")
+        return NotImplemented
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return self._apply("neg")
+
+    def __sub__(self, other):
+        other = self._operand(other, "-")
+        if isinstance(other, SlotVector):
+            return self._binary("sub", other, "-")
+        if isinstance(other, numbers.Number):
+            return self + (-other)
+        if isinstance(other, ARRAYS):
+            return self + (-np.asarray(other))
+        return NotImplemented
+
+    def __rsub__(self, other):
+        other = self._operand(other, "-")
+        if isinstance(other, (numbers.Number, *ARRAYS)):
+            return (-self) + other
+        return NotImplemented
+
+    def __mul__(self, other):
+        other = self._operand(other, "*")
+        if isinstance(other, SlotVector):
+            return self._binary("mul", other, "*")
+        if is_int(other):
+            return self if other == 1 else self._apply("mul_int", [], {"c": int(other)})
+        if isinstance(other, numbers.Number):
+            return self._mul_scalar(other)
+        if isinstance(other, ARRAYS):
+            return self._plain_op("mul_plain", other, "*")
+        return NotImplemented
+
+    __rmul__ = __mul__
 
     def __len__(self) -> int:
         return self.length
@@ -319,4 +396,4 @@ def _np_where(condition, x=None, y=None):
 _FUNCTIONS = {np.sum: _np_sum, np.mean: _np_mean, np.dot: _np_dot, np.matmul: lambda a, b, **k: a @ b,
               np.roll: _np_roll, np.where: _np_where}
 
-__all__ = ["SUPPORTED", "SlotVector", "is_int", "padding_clean", "scalar_operand"]
+__all__ = ["ARRAYS", "SUPPORTED", "SlotVector", "is_int", "padding_clean", "scalar_operand"]

@@ -142,7 +142,7 @@ def required_rotations(params: Params, m: int, n: int, *, block: int | None = No
 
 
 def _check_keys(keys: EvaluationKeys, rotations, what: str) -> None:
-    missing = [r for r in rotations if ops.galois_element(keys.params, r) not in keys.galois]
+    missing = [r for r in rotations if ops.rotation_element(keys.params, r) not in keys.galois]
     if missing:
         raise ParameterError(f"{what}: the evaluation keys lack the rotations {missing}; make keys with "
                              f"ckks.ops.keygen(params, rotations=...) including them")

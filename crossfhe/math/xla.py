@@ -167,7 +167,7 @@ class Program:
                 return jax.core.eval_jaxpr(jaxpr, consts, *leaves)
 
             run.__name__ = self.name
-            entry = (tuple(closed.consts), jit(run), out_tree, tree)
+            entry = (tuple(to_device(list(closed.consts))), jit(run), out_tree, tree)
             self._entries[key] = entry
         return entry, flat
 

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe._deprecated import warn
 from crossfhe.core.keys import check_key_ids
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
@@ -78,11 +79,19 @@ def _dot_binary(a, s, moduli: tuple[int, ...]):
     )
 
 
-def encrypt(ck: ClientKey, m, seed=None) -> LWECiphertext:
-    """Encrypt integer message(s) in [0, 2^p) under the long key; the batch shape is ``np.shape(m)``."""
+def encrypt(ck: ClientKey, m, seed=None, *, key=None) -> LWECiphertext:
+    """Encrypt integer message(s) in [0, 2^p) under the long key; the batch shape is ``np.shape(m)``. ``key``: a
+    ChaChaKey used once, as the other schemes' ``encrypt`` take it (default: fresh from os.urandom); ``seed`` (32
+    bytes or a ChaChaKey) is its deprecated name."""
+    if seed is not None:
+        if key is not None:
+            raise ParameterError("encrypt takes key= (a ChaChaKey), not both key= and its deprecated name seed=")
+        warn("crossfhe.tfhe.ops.encrypt(..., seed)", "key= (a ChaChaKey, crossfhe.math.random.seed_key(bytes)), as "
+             "the other schemes' encrypt take it")
+        key = seed
     params = _params_of(ck, ClientKey)
     arr = _check_messages(params, m)
-    b, a = _encrypt(_key_of(seed), arr.astype(np.int32), ck.long_key, Tables(params).q, params=params)
+    b, a = _encrypt(_key_of(key), arr.astype(np.int32), ck.long_key, Tables(params).q, params=params)
     return LWECiphertext(b, a, params.moduli, ck.key_id)
 
 

@@ -270,7 +270,7 @@ def _sum(cts: list[LWECiphertext]) -> LWECiphertext:
 def _add_block_consts(params: Params, ct: LWECiphertext, consts) -> LWECiphertext:
     """Block i (leading axis) + consts[i] (ints, taken mod 2^(p+1)); no noise is added."""
     c = np.array([int(v) for v in consts], dtype=np.int64).reshape((len(consts),) + (1,) * (ct.b.ndim - 2))
-    return ops.add_const(params, ct, c)
+    return ops.add_scalar(params, ct, c)
 
 
 def _bootstrap(sk, ct: LWECiphertext, tables: list) -> list[LWECiphertext]:
@@ -337,7 +337,7 @@ def encrypt(ck: ops.ClientKey, values, *, bits: int, msg_bits: int | None = None
     """
     params = _params_of(ck, ops.ClientKey)
     nb, m = _layout(params, bits, msg_bits)
-    blocks = ops.encrypt(ck, _split_digits(values, bits, nb, m), seed)
+    blocks = ops.encrypt(ck, _split_digits(values, bits, nb, m), key=seed)
     return RadixInteger(blocks, params, m, (2**m - 1,) * nb, (1,) * nb)
 
 
@@ -618,7 +618,7 @@ def mul_const(sk: ops.ServerKey, x: RadixInteger, c: int) -> RadixInteger:
         if d == 1:
             return _shift(x, j)
         if all(d * a <= top for a in x.degrees) and all(d * d * n <= budget for n in x.norms):
-            y = _replace(x, ops.mul_const(params, x.blocks, d), [d * a for a in x.degrees],
+            y = _replace(x, ops.mul_scalar(params, x.blocks, d), [d * a for a in x.degrees],
                          [d * d * n for n in x.norms])
             return _shift(y, j)
     if any(d > 1 for d in digits) and not x.is_clean:
@@ -724,7 +724,7 @@ def _order(sk, x: RadixInteger, y: RadixInteger, pred: Callable[[int], int]) -> 
     while count > 1:
         k, odd = count // 2, count % 2
         hi, lo = _take(s, slice(1, 2 * k, 2)), _take(s, slice(0, 2 * k, 2))
-        packed = ops.add(ops.mul_const(params, hi, 3), lo)
+        packed = ops.add(ops.mul_scalar(params, hi, 3), lo)
         last = count == 2
         f = (lambda t: pred(_merge(t // 3, t % 3))) if last else (lambda t: _merge(t // 3, t % 3))
         (merged,) = _bootstrap(sk, packed, [_table(params, lambda t, f=f: f(t) if t < 9 else 0)])

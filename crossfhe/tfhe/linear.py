@@ -11,6 +11,7 @@ from functools import partial
 import jax
 import numpy as np
 
+from crossfhe._deprecated import renamed
 from crossfhe.core.keys import check_key_ids
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import BasisMismatchError, ParameterError
@@ -69,10 +70,10 @@ def mul_const_words(xb, xa, cr, *, moduli):
     return b, a
 
 
-def mul_const(params: Params, x: LWECiphertext, c: int) -> LWECiphertext:
+def mul_scalar(params: Params, x: LWECiphertext, c: int) -> LWECiphertext:
     """Encrypts c m mod 2^(p+1) (c a Python int, any sign); the noise variance is multiplied by c^2."""
     if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
-        raise ParameterError(f"mul_const takes a Python int, got {type(c).__name__}")
+        raise ParameterError(f"mul_scalar takes a Python int, got {type(c).__name__}")
     _check_ct(params, x)
     cr = np.array([int(c) % q for q in x.moduli], dtype=np.uint32)
     return LWECiphertext(*mul_const_words(x.b, x.a, cr, moduli=x.moduli), x.moduli, x.key_id)
@@ -84,14 +85,17 @@ def add_const_words(xb, c, *, moduli):
     return add_mod(xb, c, qb)
 
 
-def add_const(params: Params, x: LWECiphertext, c) -> LWECiphertext:
+def add_scalar(params: Params, x: LWECiphertext, c) -> LWECiphertext:
     """Encrypts m + c (c an int, or an integer array broadcasting against x's batch shape; taken mod
     2^(p+1)); no noise is added."""
     if isinstance(c, bool):
-        raise ParameterError("add_const takes integers, got a bool")
+        raise ParameterError("add_scalar takes integers, got a bool")
     _check_ct(params, x)
     return LWECiphertext(add_const_words(x.b, encode(params, c), moduli=x.moduli), x.a, x.moduli, x.key_id)
 
 
 
-__all__ = ["add", "add_const", "mul_const", "negate", "sub"]
+add_const = renamed(add_scalar, "crossfhe.tfhe.ops.add_const", "add_scalar (one vocabulary: docs/vocabulary.md)")
+mul_const = renamed(mul_scalar, "crossfhe.tfhe.ops.mul_const", "mul_scalar (one vocabulary: docs/vocabulary.md)")
+
+__all__ = ["add", "add_const", "add_scalar", "mul_const", "mul_scalar", "negate", "sub"]

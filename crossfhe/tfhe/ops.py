@@ -6,7 +6,7 @@
 * encryption (:mod:`crossfhe.tfhe.encryption`): :func:`encrypt`, :func:`decrypt`, :func:`phase`, :func:`noise`,
   :func:`encode`, :func:`trivial`;
 * linear operations (:mod:`crossfhe.tfhe.linear`): :func:`add`, :func:`sub`, :func:`negate`,
-  :func:`add_const`, :func:`mul_const`;
+  :func:`add_scalar`, :func:`mul_scalar` (``add_const``, ``mul_const``: their deprecated names);
 * key switching (:mod:`crossfhe.tfhe.keyswitch`): :func:`keyswitch`;
 * bootstrapping (:mod:`crossfhe.tfhe.bootstrap`): :func:`pbs`, :func:`pbs_many`, :func:`lookup_table`,
   :func:`per_input_tables`, and for programs :func:`program_key`, :func:`pbs_rows`, :func:`make_test_vectors`.
@@ -43,7 +43,7 @@ from crossfhe.tfhe.keys import (
     product_for,
 )
 from crossfhe.tfhe.keyswitch import KS_BYTES_FROM, keyswitch
-from crossfhe.tfhe.linear import add, add_const, mul_const, negate, sub
+from crossfhe.tfhe.linear import add, add_const, add_scalar, mul_const, mul_scalar, negate, sub
 
 __all__ = [
     "CPU_BATCH_WORDS",
@@ -57,6 +57,7 @@ __all__ = [
     "ServerKey",
     "add",
     "add_const",
+    "add_scalar",
     "bsk_bits",
     "check_compatible",
     "decrypt",
@@ -67,6 +68,7 @@ __all__ = [
     "lookup_table",
     "make_test_vectors",
     "mul_const",
+    "mul_scalar",
     "negate",
     "noise",
     "patterns",

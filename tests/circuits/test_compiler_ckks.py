@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import crossfhe.api as fhe
-from crossfhe.ckks import presets
 from crossfhe.api import ckks_lower as cc
 from crossfhe.api import ir
+from crossfhe.ckks import presets
 from crossfhe.errors import KeyMismatchError, ParameterError, SerializationError
 
 # Tolerances: the presets' measured precision (crossfhe.ckks.presets) is 2^-12.3 (N13_L3) to 2^-15.5 (N14_L7) per slot

@@ -98,8 +98,8 @@ def test_operators_record_the_graph():
 
     c = _compile(f, 3, 3, optimize=False)
     g = c.traced
-    assert g.counts() == {"input": 2, "add": 1, "sub": 1, "add_const": 3, "neg": 2, "mul_const": 1, "lookup": 1}
-    assert [n.attr("c") for n in g.nodes if n.op == "add_const"] == [8, 7, 9]
+    assert g.counts() == {"input": 2, "add": 1, "sub": 1, "add_scalar": 3, "neg": 2, "mul_int": 1, "lookup": 1}
+    assert [n.attr("c") for n in g.nodes if n.op == "add_scalar"] == [8, 7, 9]
     x, y = _all_pairs(3)
     want = [x + y, x - y + 8, 7 - x, 9 - y, 2 * x, x, x, x ^ 1]
     for got, w in zip(ct.evaluate_plain(c.graph, P4, x, y), want, strict=True):

@@ -93,7 +93,7 @@ def test_p4_ext_every_input_output_pair(keys_p4_ext):
     ck, sk = keys_p4_ext
     m = np.arange(16)
     tables = [(m + t) % 16 for t in range(16)]
-    ct = ops.encrypt(ck, m, _seed(10))
+    ct = ops.encrypt(ck, m, key=_seed(10))
     outs = ops.pbs_many(sk, ct, tables)
     np.testing.assert_array_equal(np.stack([ops.decrypt(ck, o) for o in outs]), np.stack(tables))
     for t in (0, 9, 15):
@@ -108,7 +108,7 @@ def test_p6_ext_random_tables_and_batch(keys_p6_ext):
     rng = np.random.default_rng(20)
     m = rng.integers(0, 64, 32)
     tables = [rng.integers(0, 64, 64), rng.integers(0, 64, 64)]
-    ct = ops.encrypt(ck, m, _seed(20))
+    ct = ops.encrypt(ck, m, key=_seed(20))
     outs = ops.pbs_many(sk, ct, tables)
     for t, o in zip(tables, outs, strict=True):
         np.testing.assert_array_equal(ops.decrypt(ck, o), t[m])
@@ -121,7 +121,7 @@ def test_p6_ext_random_tables_and_batch(keys_p6_ext):
 def test_ext_progress_same_words(keys_p4_ext):
     """The chunked blind rotation (progress callback) gives the words of the single call at nu = 4 too."""
     ck, sk = keys_p4_ext
-    ct = ops.encrypt(ck, np.array([5, 11]), _seed(25))
+    ct = ops.encrypt(ck, np.array([5, 11]), key=_seed(25))
     table = np.arange(16)[::-1]
     fractions = []
     out = ops.pbs(sk, ct, table, progress=lambda done, total, _: fractions.append(done / total))
@@ -142,7 +142,7 @@ def test_keys_do_not_depend_on_the_extension(keys_p4_ext):
     ck, sk = keys_p4_ext
     for x, y in ((ck0.lwe_key, ck.lwe_key), (ck0.glwe_key, ck.glwe_key), (sk0.bsk, sk.bsk), (sk0.ksk, sk.ksk)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    ct = ops.encrypt(ck, np.arange(4) * 4, _seed(30))
+    ct = ops.encrypt(ck, np.arange(4) * 4, key=_seed(30))
     table = (np.arange(16) * 5 + 1) % 16
     np.testing.assert_array_equal(ops.decrypt(ck0, ops.pbs(sk, ct, table)), table[np.arange(4) * 4])
     assert plain.log2_p_fail() > -10 and P4X.log2_p_fail() < -40, (plain.log2_p_fail(), P4X.log2_p_fail())
@@ -160,7 +160,7 @@ def test_ext_pbs_output_noise_within_model(keys_p4_ext):
     rng = np.random.default_rng(40)
     m = rng.integers(0, 16, 256)
     table = rng.integers(0, 16, 16)
-    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(40)), table)
+    out = ops.pbs(sk, ops.encrypt(ck, m, key=_seed(40)), table)
     np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
     e = ops.noise(ck, out, table[m])
     measured = float(np.mean(e**2))
@@ -180,7 +180,7 @@ def test_ext_blind_rotation_input_noise_within_model(keys_p4_ext):
     ck, sk = keys_p4_ext
     rng = np.random.default_rng(50)
     m = rng.integers(0, 16, 2048)
-    bt, at = ops.keyswitch(sk, ops.encrypt(ck, m, _seed(50)))
+    bt, at = ops.keyswitch(sk, ops.encrypt(ck, m, key=_seed(50)))
     two_n = 2 * P4X.acc_size
     assert two_n == 2 * (P4X.poly_size << 4)
     assert (np.asarray(bt) < two_n).all() and (np.asarray(at) < two_n).all() and (np.asarray(at) >= two_n // 2).any()

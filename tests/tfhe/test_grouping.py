@@ -172,7 +172,7 @@ def test_g2_every_input_output_pair_both_kernels(keys_g2):
     assert sk.bsk.shape[0] == PG.ggsw_count == 96 and PG.fft_kernel
     m = np.arange(16)
     table = np.random.default_rng(40).integers(0, 16, 16)
-    ct = ops.encrypt(ck, m, _seed(40))
+    ct = ops.encrypt(ck, m, key=_seed(40))
     for product in dict.fromkeys((ops.FFTProduct, ops.NTTProduct, sk.product)):
         key = ops.prepare(sk, product=product)
         assert key.product is product
@@ -188,7 +188,7 @@ def test_grouping_with_extension(keys_ext_g3):
     rng = np.random.default_rng(50)
     m = rng.integers(0, 16, 6)
     f, h = rng.integers(0, 16, 16), rng.integers(0, 16, 16)
-    ct = ops.encrypt(ck, m, _seed(50))
+    ct = ops.encrypt(ck, m, key=_seed(50))
     for product in dict.fromkeys((ops.FFTProduct, ops.NTTProduct, sk.product)):
         key = ops.prepare(sk, product=product)
         assert key.product is product
@@ -204,7 +204,7 @@ def test_grouped_progress_same_words(keys_g2):
     """With a progress callback (the steps in chunks of groups) the words are those of one call, and the
     reported fractions rise to 1."""
     ck, sk = keys_g2
-    ct = ops.encrypt(ck, np.arange(4), _seed(60))
+    ct = ops.encrypt(ck, np.arange(4), key=_seed(60))
     seen = []
     got = ops.pbs(sk, ct, lambda x: x + 1, progress=lambda done, total, stage: seen.append((stage, done / total)))
     want = ops.pbs(sk, ct, lambda x: x + 1)
@@ -239,7 +239,7 @@ def test_grouped_pbs_output_noise_within_model(keys_g2):
     rng = np.random.default_rng(100)
     m = rng.integers(0, 16, 256)
     table = rng.integers(0, 16, 16)
-    ct = ops.encrypt(ck, m, _seed(100))
+    ct = ops.encrypt(ck, m, key=_seed(100))
     gd, g = PG.pbs_gadget, PG.grouping
     bits = np.pad(np.asarray(ck.lwe_key), (0, PG.groups * g - PG.lwe_dim)).reshape(PG.groups, g)
     nonzero = int((bits.sum(axis=1) > 0).sum())
@@ -291,7 +291,7 @@ def test_fft_rounding_noise_within_model_n2048(grouping):
     ck, sk = ops.keygen(params, _seed(80))
     rng = np.random.default_rng(80)
     m, table = rng.integers(0, 16, 256), rng.integers(0, 16, 16)
-    ct = ops.encrypt(ck, m, _seed(81))
+    ct = ops.encrypt(ck, m, key=_seed(81))
     got = {}
     # the XLA FFT, the exact NTT, and the native kernel where the key has it (test_native.py)
     keys = _keys_by_kernel(sk)
@@ -359,7 +359,7 @@ def test_grouped_keys_serialized(keys_g2):
     assert io.tfhe.params_from_description(desc) == PG
     blob = io.tfhe.dumps(sk)
     back = io.tfhe.loads(blob, params=PG, expected=ops.ServerKey)
-    ct = ops.encrypt(ck, np.arange(3), _seed(70))
+    ct = ops.encrypt(ck, np.arange(3), key=_seed(70))
     np.testing.assert_array_equal(np.asarray(ops.pbs(back, ct, lambda x: 2 * x).a),
                                   np.asarray(ops.pbs(sk, ct, lambda x: 2 * x).a))
     with pytest.raises(SerializationError):

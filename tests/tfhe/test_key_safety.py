@@ -59,7 +59,7 @@ def test_key_ids_are_checked(keys_p2, stranger):
     # A trivial (keyless) ciphertext combines with any key pair's.
     t = ops.trivial(P, np.ones(4, dtype=np.int64))
     assert t.key_id is None and np.array_equal(ops.decrypt(ck2, ops.add(y, t)), np.arange(4) % 3 + 1)
-    assert ops.mul_const(P, ops.negate(ops.add_const(P, x, 1)), 3).key_id == ck.key_id
+    assert ops.mul_scalar(P, ops.negate(ops.add_scalar(P, x, 1)), 3).key_id == ck.key_id
     with pytest.raises(ParameterError, match="differ in parameters"):
         ops.check_compatible(ck, ops.keygen(testing.INSECURE_TFHE_P4, bytes(32))[1])
 

@@ -290,7 +290,7 @@ def test_pbs_every_input_and_batch_equals_items(keys_g2):
     assert native is sk and ops.prepare(sk) is sk
     m = np.arange(16)
     table = np.random.default_rng(41).integers(0, 16, 16)
-    ct = ops.encrypt(ck, m, _seed(41))
+    ct = ops.encrypt(ck, m, key=_seed(41))
     out = ops.pbs(native, ct, table)
     np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
     _same(ops.pbs(sk, ct, table), out)
@@ -322,7 +322,7 @@ def test_native_inside_jit_and_vmap(keys_g2):
     batch (and jit of vmap): the eager words."""
     ck, sk = keys_g2
     m = np.arange(6) % 16
-    ct = ops.encrypt(ck, m, _seed(48))
+    ct = ops.encrypt(ck, m, key=_seed(48))
     f = lambda v: (5 * v + 1) % 16  # noqa: E731
     eager = ops.pbs(sk, ct, f)
     _same(jax.jit(lambda c: ops.pbs(sk, c, f))(ct), eager)
@@ -342,7 +342,7 @@ def test_native_and_xla_sets_same_messages(keys_g2):
     assert vec.product is ops.FFTProduct and vec.prepared.rest.dtype == np.complex128
     m = np.arange(16)
     table = (7 * m + 2) % 16
-    ct = ops.encrypt(ck, m, _seed(49))
+    ct = ops.encrypt(ck, m, key=_seed(49))
     for key in (sk, vec):
         np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(key, ct, table)), table[m])
     _same(ops.pbs(ops.prepare(sk, product=ops.NTTProduct), ct, table),
@@ -359,7 +359,7 @@ def test_pbs_extended_accumulator(keys_ext_g3):
     assert native.product is ops.NativeProduct
     m = np.arange(16)
     f, h = np.random.default_rng(45).integers(0, 16, (2, 16))
-    ct = ops.encrypt(ck, m, _seed(45))
+    ct = ops.encrypt(ck, m, key=_seed(45))
     out_f, out_h = ops.pbs_many(native, ct, [f, h])
     np.testing.assert_array_equal(ops.decrypt(ck, out_f), f[m])
     np.testing.assert_array_equal(ops.decrypt(ck, out_h), h[m])
@@ -405,7 +405,7 @@ def test_fallback_without_compiler(fresh_native, tmp_path, keys_g2):
     fresh = dataclasses.replace(PG, name="no-compiler")  # parameters not used yet in this process (their plans)
     auto = ops.ServerKey.create(sk.bsk, sk.ksk, fresh, sk.key_id)
     assert auto.prepared.kernels is VECTOR and auto.product is ops.FFTProduct
-    ct = ops.encrypt(ck, np.arange(4), _seed(44))
+    ct = ops.encrypt(ck, np.arange(4), key=_seed(44))
     np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(auto, ct, lambda x: 3 * x % 16)), 3 * np.arange(4) % 16)
     with pytest.raises(RuntimeError, match="no C/C\\+\\+ compiler"):
         ops.ServerKey.create(sk.bsk, sk.ksk, sk.params.with_kernels(NATIVE), sk.key_id)
@@ -480,8 +480,9 @@ def test_portable_build_same_function(fresh_native, tmp_path, keys_g2):
     assert portable.prepared.product.tables.target == cpu_native.targets()[0]
     m = np.arange(16)
     table = (5 * m + 2) % 16
-    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(portable, ops.encrypt(ck, m, _seed(47)), table)), table[m])
-    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ops.encrypt(ck, m, _seed(47)), table)), table[m])
+    ct = ops.encrypt(ck, m, key=_seed(47))
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(portable, ct, table)), table[m])
+    np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(sk, ct, table)), table[m])
 
 
 def test_bench_offers_every_kernel():

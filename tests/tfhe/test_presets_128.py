@@ -87,7 +87,7 @@ def _check_pbs(name: str) -> None:
     ck, sk = ops.keygen(prm, _seed(name))
     m = np.arange(2**p) if p <= 4 else np.random.default_rng(6).permutation(2**p)[:8]
     f = lambda x: (x * x + 3 * x + 1) % 2**p  # noqa: E731
-    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(name + "-ct")), ops.lookup_table(prm, f))
+    out = ops.pbs(sk, ops.encrypt(ck, m, key=_seed(name + "-ct")), ops.lookup_table(prm, f))
     np.testing.assert_array_equal(ops.decrypt(ck, out), f(m))
 
 

@@ -72,7 +72,7 @@ def test_encrypt_decrypt_round_trip(keys_p2, shape):
     ck, _ = keys_p2
     rng = np.random.default_rng(len(shape))
     m = rng.integers(0, 2**P2.message_bits, shape)
-    ct = ops.encrypt(ck, m, _seed(1))
+    ct = ops.encrypt(ck, m, key=_seed(1))
     assert ct.batch_shape == shape and ct.n == P2.long_dim and ct.moduli == P2.moduli
     out = ops.decrypt(ck, ct)
     assert out.shape == shape and out.dtype == np.int64
@@ -83,9 +83,9 @@ def test_encrypt_decrypt_round_trip(keys_p2, shape):
 def test_encrypt_seed_reproducible(keys_p2):
     ck, _ = keys_p2
     m = np.arange(4)
-    _assert_same_words(ops.encrypt(ck, m, _seed(7)), ops.encrypt(ck, m, _seed(7)))
-    other = ops.encrypt(ck, m, _seed(8))
-    assert not np.array_equal(np.asarray(other.a), np.asarray(ops.encrypt(ck, m, _seed(7)).a))
+    _assert_same_words(ops.encrypt(ck, m, key=_seed(7)), ops.encrypt(ck, m, key=_seed(7)))
+    other = ops.encrypt(ck, m, key=_seed(8))
+    assert not np.array_equal(np.asarray(other.a), np.asarray(ops.encrypt(ck, m, key=_seed(7)).a))
     np.testing.assert_array_equal(ops.decrypt(ck, other), m)
 
 
@@ -126,7 +126,7 @@ def test_trivial_is_noiseless(keys_p2):
 def _pair(ck, seed):
     rng = np.random.default_rng(seed)
     mx, my = rng.integers(0, 16, 16), rng.integers(0, 16, 16)
-    return mx, my, ops.encrypt(ck, mx, _seed(seed)), ops.encrypt(ck, my, _seed(seed + 1))
+    return mx, my, ops.encrypt(ck, mx, key=_seed(seed)), ops.encrypt(ck, my, key=_seed(seed + 1))
 
 
 def test_add_sub_negate(keys_p4):
@@ -138,7 +138,7 @@ def test_add_sub_negate(keys_p4):
         np.testing.assert_array_equal(ops.decrypt(ck, ct), want % 16)
         assert (_abs_noise(ck, ct, want) <= 2 * b + r).all()  # the phase carries want mod 32, not only mod 16
     # negate then add 2^p: 2^p - m, padding bit clear
-    ct = ops.add_const(P4, ops.negate(x), 16)
+    ct = ops.add_scalar(P4, ops.negate(x), 16)
     assert (_abs_noise(ck, ct, 16 - mx) <= b).all()  # -(e + m Delta) + 16 Delta: no wrap
 
 
@@ -149,10 +149,10 @@ def test_mul_const_add_const(keys_p4, c):
     ck, _ = keys_p4
     mx, _, x, _ = _pair(ck, 30)
     b, r = _fresh_bound(P4), _wrap_error(P4)
-    ct = ops.mul_const(P4, x, c)
+    ct = ops.mul_scalar(P4, x, c)
     np.testing.assert_array_equal(ops.decrypt(ck, ct), (c * mx) % 16)
     assert (_abs_noise(ck, ct, c * mx) <= abs(c) * b + r * (abs(c) + 1)).all()
-    ct = ops.add_const(P4, x, c)
+    ct = ops.add_scalar(P4, x, c)
     np.testing.assert_array_equal(ops.decrypt(ck, ct), (mx + c) % 16)
     assert (_abs_noise(ck, ct, mx + c) <= b + r).all()  # m + (c mod 32) wraps at most once
     np.testing.assert_array_equal(np.asarray(ct.a), np.asarray(x.a))  # a constant touches only b
@@ -168,7 +168,7 @@ def test_p2_every_input_output_pair(keys_p2):
     output) pair, injective and constant tables, in one KS-dedup call (112 bootstraps)."""
     ck, sk = keys_p2
     tables = [list(t) for t in itertools.permutations(range(4))] + [[c] * 4 for c in range(4)]
-    ct = ops.encrypt(ck, np.arange(4), _seed(40))
+    ct = ops.encrypt(ck, np.arange(4), key=_seed(40))
     outs = ops.pbs_many(sk, ct, tables)
     got = np.stack([ops.decrypt(ck, o) for o in outs])
     np.testing.assert_array_equal(got, np.array(tables))
@@ -185,7 +185,7 @@ P2_BATCH = np.tile(np.arange(4), 8)  # every message, 8 encryptions each (both s
 def test_p2_tables_repeated_inputs(keys_p2, table):
     ck, sk = keys_p2
     want = ops.lookup_table(P2, table)[P2_BATCH]
-    out = ops.pbs(sk, ops.encrypt(ck, P2_BATCH, _seed(41)), table)
+    out = ops.pbs(sk, ops.encrypt(ck, P2_BATCH, key=_seed(41)), table)
     np.testing.assert_array_equal(ops.decrypt(ck, out), want)
 
 
@@ -195,7 +195,7 @@ def test_p4_every_input_output_pair(keys_p4):
     ck, sk = keys_p4
     m = np.arange(16)
     tables = [(m + t) % 16 for t in range(16)]
-    ct = ops.encrypt(ck, m, _seed(50))
+    ct = ops.encrypt(ck, m, key=_seed(50))
     outs = ops.pbs_many(sk, ct, tables)
     assert len(outs) == 16 and all(o.batch_shape == (16,) for o in outs)
     np.testing.assert_array_equal(np.stack([ops.decrypt(ck, o) for o in outs]), np.stack(tables))
@@ -220,7 +220,7 @@ P4_RNG = np.random.default_rng(51)
 def test_p4_tables_all_inputs(keys_p4, table):
     ck, sk = keys_p4
     m = np.random.default_rng(52).permutation(16)
-    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(52)), table)
+    out = ops.pbs(sk, ops.encrypt(ck, m, key=_seed(52)), table)
     np.testing.assert_array_equal(ops.decrypt(ck, out), ops.lookup_table(P4, table)[m])
 
 
@@ -229,7 +229,7 @@ def test_p6_random_tables_random_inputs(keys_p6):
     rng = np.random.default_rng(60)
     m = rng.integers(0, 64, 32)
     tables = [rng.integers(0, 64, 64), rng.integers(0, 64, 64)]
-    outs = ops.pbs_many(sk, ops.encrypt(ck, m, _seed(60)), tables)
+    outs = ops.pbs_many(sk, ops.encrypt(ck, m, key=_seed(60)), tables)
     for t, o in zip(tables, outs):
         np.testing.assert_array_equal(ops.decrypt(ck, o), t[m])
 
@@ -245,7 +245,7 @@ def test_batch_equals_one_at_a_time(keys_p2):
     """pbs is a deterministic function of the ciphertext: a batch (flat or 2-D) gives the items' words."""
     ck, sk = keys_p2
     table = [3, 1, 0, 2]
-    ct = ops.encrypt(ck, np.array([0, 1, 2, 3]), _seed(70))
+    ct = ops.encrypt(ck, np.array([0, 1, 2, 3]), key=_seed(70))
     batch = ops.pbs(sk, ct, table)
     for i in range(4):
         single = ops.pbs(sk, LWECiphertext(ct.b[i], ct.a[i], ct.moduli), table)
@@ -267,7 +267,7 @@ def test_progress_reports_and_same_words(keys_p2):
     fractions rise to 1.0, one call per chunk, and the outputs are the words of the call without it (also
     for KS-dedup). A non-callable progress is refused."""
     ck, sk = keys_p2
-    ct = ops.encrypt(ck, np.array([0, 1, 2, 3]), _seed(75))
+    ct = ops.encrypt(ck, np.array([0, 1, 2, 3]), key=_seed(75))
     tables = [[3, 1, 0, 2], [1, 1, 0, 0]]
     calls = []
     with_progress = ops.pbs_many(sk, ct, tables,
@@ -289,9 +289,9 @@ def test_chained_bootstraps_bivariate(keys_p4):
     ck, sk = keys_p4
     rng = np.random.default_rng(80)
     x, y = rng.permutation(16), rng.integers(0, 16, 16)
-    fx = ops.pbs(sk, ops.encrypt(ck, x, _seed(80)), lambda m: m % 4)
-    gy = ops.pbs(sk, ops.encrypt(ck, y, _seed(81)), lambda m: m % 4)
-    v = ops.add(ops.mul_const(P4, gy, 4), fx)
+    fx = ops.pbs(sk, ops.encrypt(ck, x, key=_seed(80)), lambda m: m % 4)
+    gy = ops.pbs(sk, ops.encrypt(ck, y, key=_seed(81)), lambda m: m % 4)
+    v = ops.add(ops.mul_scalar(P4, gy, 4), fx)
     np.testing.assert_array_equal(ops.decrypt(ck, v), (x % 4) + 4 * (y % 4))
     out = ops.pbs(sk, v, lambda m: (m % 4) * (m // 4))
     np.testing.assert_array_equal(ops.decrypt(ck, out), (x % 4) * (y % 4))
@@ -303,7 +303,7 @@ def test_glwe_dim_2_pipeline():
                   pbs=(12, 2), ks=(4, 5), name="k2", insecure=True)
     ck, sk = ops.keygen(params, _seed(90))
     assert ck.glwe_key.shape == (2, 64) and ck.long_key.shape == (128,)
-    ct = ops.encrypt(ck, np.arange(4), _seed(91))
+    ct = ops.encrypt(ck, np.arange(4), key=_seed(91))
     outs = ops.pbs_many(sk, ct, [[2, 0, 3, 1], [1, 1, 0, 0]])
     np.testing.assert_array_equal(ops.decrypt(ck, outs[0]), [2, 0, 3, 1])
     np.testing.assert_array_equal(ops.decrypt(ck, outs[1]), [1, 1, 0, 0])
@@ -332,7 +332,7 @@ def test_pbs_output_noise_within_model(keys_p4):
     rng = np.random.default_rng(100)
     m = rng.integers(0, 16, 256)
     table = rng.integers(0, 16, 16)
-    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(100)), table)
+    out = ops.pbs(sk, ops.encrypt(ck, m, key=_seed(100)), table)
     np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
     e = ops.noise(ck, out, table[m])
     measured = float(np.mean(e**2))
@@ -358,7 +358,7 @@ def test_blind_rotation_input_noise_within_model(keys_p4):
     ck, sk = keys_p4
     rng = np.random.default_rng(110)
     m = rng.integers(0, 16, 2048)
-    bt, at = ops.keyswitch(sk, ops.encrypt(ck, m, _seed(110)))
+    bt, at = ops.keyswitch(sk, ops.encrypt(ck, m, key=_seed(110)))
     two_n = 2 * P4.poly_size
     assert bt.shape == (2048,) and at.shape == (2048, P4.lwe_dim)
     assert (0 <= np.asarray(bt)).all() and (np.asarray(bt) < two_n).all() and (np.asarray(at) < two_n).all()
@@ -413,7 +413,7 @@ def test_per_input_tables_equal_separate_calls(keys_p2):
     pbs of that input with that table (same key switch, same accumulator start)."""
     ck, sk = keys_p2
     m = np.array([[0, 1], [2, 3]])
-    ct = ops.encrypt(ck, m, _seed(71))
+    ct = ops.encrypt(ck, m, key=_seed(71))
     rng = np.random.default_rng(71)
     tables = rng.integers(0, 4, (2, 2, 4))
     out = ops.pbs(sk, ct, tables)
@@ -463,7 +463,7 @@ def test_ciphertext_of_other_params(keys_p2, keys_p4):
         lambda: ops.keyswitch(sk4, ct2),
         lambda: ops.decrypt(ck4, ct2),
         lambda: ops.noise(ck4, ct2, [1, 2]),
-        lambda: ops.add_const(P4, ct2, 1),
+        lambda: ops.add_scalar(P4, ct2, 1),
         lambda: ops.add(ct2, ct4),
         lambda: ops.sub(ct4, ct2),
     ):
@@ -481,9 +481,9 @@ def test_bad_arguments(keys_p2):
         lambda: ops.keygen("P2"),
         lambda: ops.keygen(P2, seed=1234),
         lambda: ops.encrypt("key", [1]),
-        lambda: ops.mul_const(P2, x, 1.5),
-        lambda: ops.mul_const(P2, x, True),
-        lambda: ops.add_const(P2, x, 0.5),
+        lambda: ops.mul_scalar(P2, x, 1.5),
+        lambda: ops.mul_scalar(P2, x, True),
+        lambda: ops.add_scalar(P2, x, 0.5),
         lambda: ops.add(x, "y"),
     ):
         with pytest.raises(ParameterError):
@@ -575,7 +575,7 @@ def test_keyswitch_through_key_bytes(keys_p4):
     assert keyswitch.ks_key(with_bytes.prepared, 6).dtype == np.int8
     assert keyswitch.ks_key(with_bytes.prepared, 1).dtype == np.int32
     assert keyswitch.ks_key(without.prepared, 6).dtype == np.int32
-    ct = ops.encrypt(ck, np.arange(6) % 16, _seed(120))
+    ct = ops.encrypt(ck, np.arange(6) % 16, key=_seed(120))
     bt, at = ops.keyswitch(with_bytes, ct)  # 6 >= KS_BYTES_FROM: the bytes
     bt32, at32 = ops.keyswitch(without, ct)  # the int32 product
     bt_jit, at_jit = jax.jit(ops.keyswitch)(with_bytes, ct)  # a traced key: the bytes too
@@ -593,7 +593,7 @@ def test_pbs_with_a_key_traced_under_jit(keys_p4):
     made outside the trace is accepted as an argument."""
     ck, sk = keys_p4
     m = np.array([0, 5, 11])
-    ct = ops.encrypt(ck, m, _seed(130))
+    ct = ops.encrypt(ck, m, key=_seed(130))
     table = (np.arange(16) * 3 + 1) % 16
     eager = ops.pbs(sk, ct, table)
     np.testing.assert_array_equal(ops.decrypt(ck, eager), table[m])

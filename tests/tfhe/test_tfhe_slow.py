@@ -49,7 +49,7 @@ def test_p4_random_tables_all_inputs_noise(keys_preset_p4):
     rng = np.random.default_rng(4)
     m = rng.permutation(np.tile(np.arange(16), 4))
     tables = [rng.integers(0, 16, 16) for _ in range(3)]
-    ct = ops.encrypt(ck, m, _seed(40))
+    ct = ops.encrypt(ck, m, key=_seed(40))
     out = ops.pbs(sk, ct, tables[0])
     np.testing.assert_array_equal(ops.decrypt(ck, out), tables[0][m])
     e = ops.noise(ck, out, tables[0][m])
@@ -69,7 +69,7 @@ def test_p4_blind_rotation_input_noise(keys_preset_p4):
     ck, sk = keys_preset_p4
     params = presets.P4
     m = np.random.default_rng(41).integers(0, 16, 1024)
-    bt, at = ops.keyswitch(sk, ops.encrypt(ck, m, _seed(41)))
+    bt, at = ops.keyswitch(sk, ops.encrypt(ck, m, key=_seed(41)))
     two_n = 2 * params.poly_size
     s = np.asarray(ck.lwe_key).astype(np.int64)
     ph = (np.asarray(bt).astype(np.int64) + np.asarray(at).astype(np.int64) @ s) % two_n
@@ -85,9 +85,9 @@ def test_p4_bivariate_at_max_norm2(keys_preset_p4):
     ck, sk = keys_preset_p4
     rng = np.random.default_rng(42)
     x, y = rng.permutation(16), rng.integers(0, 16, 16)
-    fx = ops.pbs(sk, ops.encrypt(ck, x, _seed(42)), lambda v: v % 4)
-    gy = ops.pbs(sk, ops.encrypt(ck, y, _seed(43)), lambda v: v % 4)
-    out = ops.pbs(sk, ops.add(ops.mul_const(presets.P4, gy, 4), fx), lambda v: (v % 4) * (v // 4))
+    fx = ops.pbs(sk, ops.encrypt(ck, x, key=_seed(42)), lambda v: v % 4)
+    gy = ops.pbs(sk, ops.encrypt(ck, y, key=_seed(43)), lambda v: v % 4)
+    out = ops.pbs(sk, ops.add(ops.mul_scalar(presets.P4, gy, 4), fx), lambda v: (v % 4) * (v // 4))
     np.testing.assert_array_equal(ops.decrypt(ck, out), (x % 4) * (y % 4))
 
 
@@ -96,7 +96,7 @@ def test_p2_k4_all_inputs(keys_preset_p2):
     ck, sk = keys_preset_p2
     m = np.tile(np.arange(4), 4)
     tables = [[3, 1, 0, 2], [1, 1, 3, 0]]
-    outs = ops.pbs_many(sk, ops.encrypt(ck, m, _seed(20)), tables)
+    outs = ops.pbs_many(sk, ops.encrypt(ck, m, key=_seed(20)), tables)
     for t, o in zip(tables, outs):
         np.testing.assert_array_equal(ops.decrypt(ck, o), np.array(t)[m])
     e = ops.noise(ck, outs[0], np.array(tables[0])[m])
@@ -114,7 +114,7 @@ def test_extended_preset_one_batch(name, batch):
     rng = np.random.default_rng(params.message_bits)
     m = rng.integers(0, size, batch)
     table = rng.integers(0, size, size)
-    out = ops.pbs(sk, ops.encrypt(ck, m, _seed(10 * params.message_bits)), table)
+    out = ops.pbs(sk, ops.encrypt(ck, m, key=_seed(10 * params.message_bits)), table)
     np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
     e = ops.noise(ck, out, table[m])
     assert np.abs(e).max() <= 6 * math.sqrt(params.var_pbs)
@@ -131,7 +131,7 @@ def test_p10_one_batch():
     rng = np.random.default_rng(10)
     m = np.array([1023, rng.integers(0, 1023)])
     table = rng.integers(0, 1024, 1024)
-    out, low = ops.pbs_many(sk, ops.encrypt(ck, m, _seed(100)), [table, lambda v: v % 32])
+    out, low = ops.pbs_many(sk, ops.encrypt(ck, m, key=_seed(100)), [table, lambda v: v % 32])
     np.testing.assert_array_equal(ops.decrypt(ck, out), table[m])
     np.testing.assert_array_equal(ops.decrypt(ck, low), m % 32)
     e = ops.noise(ck, out, table[m])
@@ -139,7 +139,7 @@ def test_p10_one_batch():
     x, y = m % 32
     first = LWECiphertext(low.b[0], low.a[0], low.moduli)
     second = LWECiphertext(low.b[1], low.a[1], low.moduli)
-    both = ops.add(ops.mul_const(params, second, 32), first)  # 32 y + x
+    both = ops.add(ops.mul_scalar(params, second, 32), first)  # 32 y + x
     assert int(ops.decrypt(ck, both)) == 32 * y + x
     prod = ops.pbs(sk, both, lambda v: (v % 32) * (v // 32))
     assert int(ops.decrypt(ck, prod)) == (x * y) % 1024
