@@ -9,7 +9,7 @@ Workloads (``crossfhe.api``):
   values. Peer: the same task in TenSEAL (``pip install tenseal``), a fresh process each, end to end.
 - ``poly7``: a degree-7 polynomial (sigmoid(8 t) on [-1, 1]) by Horner's rule (depth 7), N14_L7, 8192 values.
 - ``inner``: an inner product with rotations (``x @ y``: one product, log2(4096) = 12 rotations), N14_L7.
-- ``tfhe16``: :func:`crossfhe.api.tfhe_lower.sixteen_lookups`, 16 lookups sharing two inputs, P4.
+- ``tfhe16``: :func:`crossfhe.apps.tfhe_ml.sixteen_lookups`, 16 lookups sharing two inputs, P4.
 - ``--gpu-targets``: the issue's accelerator targets, on whatever device runs this: 64 HE-Adds inside one circuit at
   N14_L7 (per add), and 4 HE-Mult+relin+rescale at N16_L21_DNUM3 (per product).
 
@@ -108,9 +108,9 @@ def _spec(name):
         return mults4, (CKKSVector(8), CKKSVector(8)), "N16_L21_DNUM3", (rng.uniform(-1, 1, 8),
                                                                           rng.uniform(-1, 1, 8))
     if name == "tfhe16":
-        from crossfhe.api import tfhe_lower as ctfhe
+        from crossfhe.apps import tfhe_ml
 
-        return ctfhe.sixteen_lookups, (TFHEInt(4), TFHEInt(4)), "P4", (np.arange(16) % 16, (np.arange(16) * 7) % 16)
+        return tfhe_ml.sixteen_lookups, (TFHEInt(4), TFHEInt(4)), "P4", (np.arange(16) % 16, (np.arange(16) * 7) % 16)
     raise SystemExit(f"unknown workload {name}")
 
 
@@ -136,9 +136,9 @@ def _reference(name, values):
     if name == "mults4":
         return [values[0] * values[1] ** 4]
     if name == "tfhe16":
-        from crossfhe.api import tfhe_lower as ctfhe
+        from crossfhe.apps import tfhe_ml
 
-        return list(ctfhe.sixteen_lookups_reference(*values))
+        return list(tfhe_ml.sixteen_lookups_reference(*values))
     return None
 
 
@@ -239,12 +239,12 @@ def _eager_ckks(fn, circuit, values):
 
 
 def _eager_tfhe(circuit, values):
-    from crossfhe.api import tfhe_lower as ctfhe
+    from crossfhe.apps import tfhe_ml
     from crossfhe.tfhe import ops
 
     ck, sk = ops.keygen(circuit.params)
     xs = [ops.encrypt(ck, v) for v in values]
-    return lambda: [o.b for o in ctfhe.sixteen_lookups_eager(sk, *xs)]
+    return lambda: [o.b for o in tfhe_ml.sixteen_lookups_eager(sk, *xs)]
 
 
 def ntt_ms_per_limb(params, reps: int) -> float:

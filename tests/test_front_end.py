@@ -318,3 +318,36 @@ def test_exported_circuit_header_edits_are_refused(tmp_path, ckks):
     (tmp_path / "bad.circuit").write_bytes(out + hashlib.sha256(out).digest())
     with pytest.raises(crossfhe.SerializationError):
         fhe.load(tmp_path / "bad.circuit", ckks.params)
+
+
+def test_old_names_warn_and_still_work(tfhe):
+    """One vocabulary (docs/vocabulary.md): the old names keep working for one release, each with a
+    DeprecationWarning naming its replacement."""
+    import importlib
+    import sys
+
+    from crossfhe.ckks import ops as C
+    from crossfhe.math.random import seed_key
+    from crossfhe.tfhe import ops as T
+
+    x = T.encrypt(tfhe.secret_key, np.arange(4), key=seed_key(bytes(32)))
+    cases = [
+        (lambda: tfhe.client_key, tfhe.secret_key, "TFHEContext.secret_key"),
+        (lambda: tfhe.server_key, tfhe.keys, "TFHEContext.keys"),
+        (lambda: tfhe.public.server_key, tfhe.public.keys, "TFHEPublicContext.keys"),
+        (lambda: C.galois_element(INSECURE_CKKS_N10, 3), C.rotation_element(INSECURE_CKKS_N10, 3), "rotation_element"),
+    ]
+    for old, new, name in cases:
+        with pytest.warns(DeprecationWarning, match=name):
+            assert old() is new or old() == new
+    for old, new in ((T.add_const, T.add_scalar), (T.mul_const, T.mul_scalar)):
+        with pytest.warns(DeprecationWarning, match=new.__name__):
+            got = old(tfhe.params, x, 3)
+        assert np.array_equal(np.asarray(got.b), np.asarray(new(tfhe.params, x, 3).b))
+    with pytest.warns(DeprecationWarning, match="key="):
+        again = T.encrypt(tfhe.secret_key, np.arange(4), seed_key(bytes(32)))
+    assert np.array_equal(np.asarray(again.b), np.asarray(x.b))
+    sys.modules.pop("crossfhe.compiler", None)
+    with pytest.warns(DeprecationWarning, match="crossfhe.compiler is deprecated"):
+        compiler = importlib.import_module("crossfhe.compiler")
+    assert compiler.compile is fhe.compile and compiler.tfhe is fhe.tfhe_lower

@@ -49,6 +49,7 @@ from crossfhe.api.vector import SlotVector, is_int, padding_clean, scalar_operan
 from crossfhe.bfv import ops
 from crossfhe.bfv import ops as bfv_ops
 from crossfhe.bfv.ciphertext import Ciphertext, EvaluationKeys
+from crossfhe.bfv.encoder import slot_matrix
 from crossfhe.bfv.params import Params
 from crossfhe.core.keys import SecretKey
 from crossfhe.errors import ParameterError, SerializationError
@@ -101,13 +102,6 @@ def _vector(values, t: int, what: str) -> np.ndarray:
     return _ints(v, t, what)
 
 
-def _slots(v: np.ndarray, width: int, n: int) -> np.ndarray:
-    """v [length] zero-padded to ``width`` and repeated over the N slots (slot i holds v[i mod width])."""
-    padded = np.zeros(width, dtype=np.int64)
-    padded[: v.shape[0]] = v
-    return np.tile(padded, n // width)
-
-
 def _check_batching(params: Params) -> None:
     if not params.batching:
         raise ParameterError(
@@ -157,7 +151,7 @@ class BFVPublicContext(PublicContext):
         if length > self.slots:
             raise ParameterError(f"{length} values do not fit the {self.slots} slots of N = {self.params.n}")
         width = width_of(length)
-        ct = ops.encrypt(self.keys, ops.encode(self.params, _slots(v, width, self.params.n)))
+        ct = ops.encrypt(self.keys, ops.encode(self.params, slot_matrix(v, width, self.params.n)))
         return EncryptedIntVector(ct, self, length, width)
 
     def serialize(self) -> bytes:

@@ -44,7 +44,7 @@ from crossfhe.api.circuit import RingScheme
 from crossfhe.api.ir import Builder, CircuitError, Graph, Node
 from crossfhe.api.passes import cse, dead_code, hoist_rotations
 from crossfhe.api.specs import BFVVector
-from crossfhe.bfv import encoder, presets
+from crossfhe.bfv import encoder, noise, presets
 from crossfhe.bfv import ops as bfv_ops
 from crossfhe.bfv.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.bfv.params import Params
@@ -70,17 +70,6 @@ def _width(length: int) -> int:
 
 def _is_int(c) -> bool:
     return isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_))
-
-
-def slot_matrix(values, width: int, n: int) -> np.ndarray:
-    """The slot matrix of vectors: ``values`` int [..., k] (k <= width) zero-padded to ``width`` and repeated over the
-    N slots read row-major, int64 [..., 2, N/2]: slot i holds value i mod width (for width <= N/2, slot j of either
-    row holds value j mod width; at width N the vector runs over both rows)."""
-    v = np.asarray(values, dtype=np.int64)
-    padded = np.zeros(v.shape[:-1] + (width,), dtype=np.int64)
-    padded[..., : v.shape[-1]] = v
-    flat = np.tile(padded, (1,) * (v.ndim - 1) + (n // width,))
-    return flat.reshape(v.shape[:-1] + (2, n // 2))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -156,93 +145,22 @@ def multiplicative_depth(g: Graph) -> int:
     return max((depth[o] for o in g.outputs), default=0)
 
 
-_NORMS: OrderedDict = OrderedDict()
-
-
-def _plaintext_norm_bits(params: Params, key: str, values: np.ndarray) -> float:
-    """log2 ||m||_2 of the centered coefficients of the plaintext of ``values`` (the growth of a plaintext product)."""
-    ck = (params.n, params.t, key)
-    if ck not in _NORMS:
-        width = values.shape[-1]
-        m = np.asarray(encoder.encode_batch(slot_matrix(np.mod(values, params.t), width, params.n), params.n,
-                                            params.t)).astype(np.int64)
-        m = np.where(m > params.t // 2, m - params.t, m).astype(np.float64)
-        norm = float(np.sqrt(np.sum(m * m)))
-        _NORMS[ck] = math.log2(norm) if norm else -math.inf
-        if len(_NORMS) > 1024:
-            _NORMS.popitem(last=False)
-    return _NORMS[ck]
-
-
-def _centered(c: int, t: int) -> int:
-    c %= t
-    return c - t if c > t // 2 else c
-
-
-def _lse(*xs: float) -> float:
-    """log2 of the sum of 2^x."""
-    return float(np.logaddexp2.reduce(np.array(xs, dtype=np.float64)))
-
-
-def noise_model(params: Params) -> dict:
-    """The model's terms for ``params`` as log2 of invariant noise (module docstring): ``fresh``, ``key_switch``,
-    ``round`` (a constant's rounding), ``product`` (the factor of a ciphertext product, N t)."""
-    log_q, log_t = math.log2(params.big_q), math.log2(params.t)
-    bound = ks.keyswitch_noise_bound(params.n, params.q, params.p, params.dnum, hamming_weight=params.hamming_weight)
-    return {
-        "fresh": log_t + 1 + math.log2(params.n) / 2 - log_q,
-        "key_switch": log_t + 1 + math.log2(bound) / 2 - log_q,
-        "round": log_t - 1 - log_q,
-        "product": math.log2(params.n) + log_t,
-    }
-
-
 def noise_budgets(g: Graph, params: Params) -> list[float]:
-    """Per node, the estimated noise budget in bits, -log2(2 v) for the estimated invariant noise v (module
-    docstring), at most log2(Q / t) (a value without noise, e.g. a product by 0); hoisted rotations
-    (``rotate_many``) give the budget of each of their rotations."""
-    m = noise_model(params)
+    """Per node, the estimated noise budget in bits, -log2(2 v) for the estimated invariant noise v of the growth
+    model (:func:`crossfhe.bfv.noise.growth`), at most log2(Q / t) (a value without noise, e.g. a product by 0);
+    hoisted rotations (``rotate_many``) give the budget of each of their rotations."""
+    model = noise.model(params)
     lv: list[float] = []
     for n in g.nodes:
-        a = [lv[x] for x in n.args]
-        op = n.op
-        if op == "input":
-            v = m["fresh"]
-        elif op in ("add", "sub"):
-            v = _lse(*a)
-        elif op in ("neg", "output", "pick"):
-            v = a[0]
-        elif op in ("add_scalar", "add_plain"):
-            v = _lse(a[0], m["round"])
-        elif op == "mul_int":
-            c = abs(_centered(n.attr("c"), params.t))
-            v = a[0] + math.log2(c) if c else -math.inf
-        elif op == "mul_plain":
-            v = a[0] + 1 + _plaintext_norm_bits(params, n.attr("const"), g.const(n.attr("const")))
-        elif op == "tensor":
-            v = _lse(*a) + m["product"]
-        elif op == "mul":
-            v = _lse(_lse(*a) + m["product"], m["key_switch"])
-        elif op in ("relin", "rotate", "rotate_many", "swap_rows"):
-            v = _lse(a[0], m["key_switch"])
-        else:
-            raise CircuitError(f"internal: the BFV noise model does not know the op {op!r}")
-        lv.append(v)
+        op = {"output": "neg", "pick": "neg", "rotate_many": "rotate", "swap_rows": "rotate"}.get(n.op, n.op)
+        values = g.const(n.attr("const")) if n.op == "mul_plain" else None
+        try:
+            lv.append(noise.growth(params, model, op, [lv[x] for x in n.args], c=n.attr("c"), plaintext=values,
+                                   plaintext_key=n.attr("const")))
+        except KeyError:
+            raise CircuitError(f"internal: the BFV noise model does not know the op {n.op!r}") from None
     top = math.log2(params.big_q / params.t)
     return [min(-(v + 1), top) for v in lv]
-
-
-def _preset_name(params: Params) -> str | None:
-    for name, p in presets.PRESETS.items():
-        if p.digest() == params.digest():
-            return name
-    return None
-
-
-def _describe(params: Params) -> str:
-    name = _preset_name(params)
-    what = f"N {params.n}, log2 Q {math.log2(params.big_q):.0f}, t {params.t}"
-    return f"bfv.presets.{name} ({what})" if name else f"bfv.Params({what})"
 
 
 def _problems(g: Graph, params: Params):
@@ -253,13 +171,13 @@ def _problems(g: Graph, params: Params):
         width = n.attr("width")
         if width is not None and width > row:
             return (i, f"{n.op} at {n.loc}: a vector of {n.attr('length')} values needs {width} slots per row; "
-                       f"{_describe(params)} has {row}"), None
+                       f"{presets.describe(params)} has {row}"), None
     budgets = noise_budgets(g, params)
     for i, b in enumerate(budgets):
         if b < MARGIN_BITS:
             n = g.nodes[i]
             return (i, f"the noise budget runs out at {n.op} at {n.loc}: about {math.floor(b)} bits estimated left "
-                       f"after it (at least {MARGIN_BITS} are kept) with {_describe(params)}"), budgets
+                       f"after it (at least {MARGIN_BITS} are kept) with {presets.describe(params)}"), budgets
     return None, budgets
 
 
@@ -373,14 +291,14 @@ def _constant(g: Graph, params: Params, n: Node):
     t, q = params.t, params.q
     if n.op in ("add_plain", "mul_plain"):
         values = g.const(n.attr("const"))
-        coeffs = encoder.encode_batch(slot_matrix(np.mod(values, t), values.shape[-1], params.n), params.n, t)
+        coeffs = encoder.encode_batch(encoder.slot_matrix(np.mod(values, t), values.shape[-1], params.n), params.n, t)
         lift = bfv_ops.scaled_message if n.op == "add_plain" else bfv_ops.lifted_plaintext
         value = lift(params, coeffs)
     elif n.op == "add_scalar":
         scaled = (params.big_q * (n.attr("c") % t) + t // 2) // t
         value = np.array([scaled % m for m in q], dtype=np.uint32).reshape(-1, 1)
     else:
-        value = ev.integer_words(_centered(n.attr("c"), t), q)
+        value = ev.integer_words(noise.centered(n.attr("c"), t), q)
     _CONSTANTS[ck] = value
     if len(_CONSTANTS) > 512:
         _CONSTANTS.popitem(last=False)
@@ -580,8 +498,8 @@ class BFVScheme(RingScheme):
             raise TypeError(f"a BFV circuit runs with bfv.EvaluationKeys (circuit.keys.public), got "
                             f"{type(public).__name__}")
         if public.params.digest() != params.digest():
-            raise ParameterError(f"the evaluation keys were made for other parameters ({_describe(public.params)}) "
-                                 f"than the circuit's ({_describe(params)})")
+            raise ParameterError(f"the evaluation keys were made for other parameters "
+                                 f"({presets.describe(public.params)}) than the circuit's ({presets.describe(params)})")
         if key_id is not None and public.key_id != key_id:
             raise KeyMismatchError(f"the inputs were encrypted under key pair {key_id}, the evaluation keys are of "
                                    f"{public.key_id}: use the keys of the pair that encrypted them")
@@ -610,7 +528,7 @@ class BFVScheme(RingScheme):
         if width > params.n // 2:
             raise ParameterError(f"{spec!r} needs {width} slots per row; these parameters have {params.n // 2}")
         v = encoder.check_values(v, params.t, f"input {spec!r}")
-        ct = bfv_ops.encrypt(public, bfv_ops.encode(params, slot_matrix(v, width, params.n)))
+        ct = bfv_ops.encrypt(public, bfv_ops.encode(params, encoder.slot_matrix(v, width, params.n)))
         return (ct.c0.data, ct.c1.data), tuple(v.shape[:-1]), ct.key_id
 
     def decrypt(self, params, secret, graph, node, leaves, batch_shape):
@@ -623,10 +541,6 @@ class BFVScheme(RingScheme):
         """(item shape, dtype, moduli, limb axis) of each leaf: c0 and c1 over Q."""
         return [((len(params.q), params.n), np.uint32, tuple(params.q), -2)] * 2
 
-    def input_shapes(self, graph, params, batch):
-        shape = tuple(batch) + (len(params.q), params.n)
-        return [[(shape, np.uint32), (shape, np.uint32)] for _ in graph.inputs]
-
     def runtime(self, graph, params, public):
         return runtime(graph, params, public)
 
@@ -637,9 +551,6 @@ class BFVScheme(RingScheme):
         return interpret(graph, params, inputs, rt)
 
     # The eager values' one-operation circuits (crossfhe.api.eager) -------------------------------------
-
-    def eager_key(self, attrs: dict) -> tuple:
-        return ()
 
     def eager_output(self, builder, node: int, inputs) -> int:
         return builder.add("output", (node,), {"length": 1, "width": 1}, "result", merge=False)
@@ -652,12 +563,9 @@ class BFVScheme(RingScheme):
     def with_constants(self, rt: dict, graph, params, public) -> dict:
         return {**rt, "consts": constants(graph, params, public)}
 
-    def x64(self, params) -> bool:
-        return False
-
 
 SCHEME = BFVScheme()
 
 __all__ = ["MARGIN_BITS", "SCHEME", "BFVScheme", "check_noise", "cost", "cse", "dead_code",
            "hoist_rotations", "interpret", "lazy_relinearization", "multiplicative_depth", "noise_budgets",
-           "noise_model", "runtime", "slot_matrix"]
+           "runtime"]

@@ -71,7 +71,8 @@ class Scheme:
     - ``encrypt(params, public, spec, values) -> (leaves, batch_shape, key_id)``: ``public`` is what
       ``keygen`` returned second.
     - ``decrypt(params, secret, graph, node, leaves, batch_shape) -> np.ndarray`` for output node ``node``.
-    - ``input_shapes(graph, params, batch) -> [[(shape, dtype), ...] per input]``: the leaves' shapes.
+    - ``leaf_specs(graph, params, node) -> [(item shape, dtype, moduli, limb axis) per leaf]`` of node ``node``'s
+      value: what its arrays must be (``input_shapes`` at a batch shape derives from it).
     - ``runtime(graph, params, public) -> pytree`` of arrays: keys, plans and constants the program takes.
     - ``interpret(graph, params, inputs, runtime) -> [leaves per output]``: the circuit on one item (traceable;
       ``inputs``: a tuple of leaf tuples, one per input).
@@ -112,6 +113,19 @@ class Scheme:
     def prepare_params(self, params):
         """``params`` checked and with its kernel set resolved (default: unchanged)."""
         return params
+
+    def input_shapes(self, graph, params, batch) -> list:
+        """[[(shape, dtype) per leaf] per input] of the inputs at ``batch`` (from :meth:`leaf_specs`)."""
+        return [[(tuple(batch) + tuple(shape), dtype) for shape, dtype, _, _ in self.leaf_specs(graph, params, i)]
+                for i in graph.inputs]
+
+    def eager_key(self, attrs: dict) -> tuple:
+        """The part of an eager operand's metadata (its input node's attributes) that decides the program."""
+        return ()
+
+    def x64(self, params) -> bool:
+        """Whether the scheme's programs run inside ``jax.enable_x64`` (:meth:`scope`)."""
+        return False
 
     def lifts(self, graph) -> bool:
         """Whether the program's tables are large enough to be arguments rather than embedded constants (a CKKS
@@ -154,10 +168,11 @@ class Scheme:
         return self.encrypt(params, public, spec, values)
 
     def scope(self, params):
-        """A context the program is traced and run in (default none; TFHE's Fourier kernels need 64-bit types)."""
+        """The context the programs are traced and run in: ``jax.enable_x64`` where :meth:`x64` (TFHE's float64
+        Fourier kernels), else none."""
         import contextlib
 
-        return contextlib.nullcontext()
+        return jax.enable_x64(True) if self.x64(params) else contextlib.nullcontext()
 
     def custom_calls(self, params) -> tuple[str, ...]:
         """The XLA custom-call targets the lowered program may contain (exported with them allowed)."""

@@ -413,18 +413,9 @@ def expression_depth(g: Graph, params: Params) -> int:
     return max((depth[o] for o in g.outputs), default=0)
 
 
-def preset_name(params: Params) -> str | None:
-    """The name of the preset ``params`` are (any kernel set), or None."""
-    digest = params.digest()
-    for name, p in {**presets.SECURE, **presets.BOOTSTRAP}.items():
-        if p.digest() == digest:
-            return name
-    return None
-
-
 def _depth_error(g: Graph, params: Params, loc: str) -> CircuitError:
     depth = expression_depth(g, params)
-    name = preset_name(params) or "these parameters"
+    name = presets.name_of(params) or "these parameters"
     fits = [f"{k} ({p.levels})" for k, p in presets.SECURE.items() if p.levels >= depth]
     options = (f"presets with that depth: {', '.join(fits)}; or" if fits else "no secure preset has that depth "
                "without bootstrapping:")
@@ -697,19 +688,12 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
 # The scheme
 # --------------------------------------------------------------------------------------------------
 
-PRECISION = {"N12_L1": 12.5, "N13_L3": 12.3, "N14_L7": 15.5, "N15_L19": 14.4, "N16_L21_DNUM3": 38.9,
-             "N16_L22_DNUM4": 38.6}
-"""Bits of precision after the point (-log2 of the largest slot error for values in [-1, 1]) of each secure preset
-at its full depth, the lowest of the figures in its docstring (:mod:`crossfhe.ckks.presets`)."""
-
-
 def preset_for(depth: int, precision: float | None = None) -> Params:
-    """The smallest secure preset (:data:`crossfhe.ckks.presets.SECURE`, in order of N) with at least ``depth``
-    levels and, if given, ``precision`` bits (:data:`PRECISION`). CircuitError if none has: a deeper program
-    needs a bootstrappable preset (:data:`crossfhe.ckks.presets.BOOTSTRAP`)."""
-    for name, p in presets.SECURE.items():
-        if p.levels >= depth and (precision is None or PRECISION[name] >= precision):
-            return p
+    """:func:`crossfhe.ckks.presets.smallest`, or CircuitError if no secure preset has that depth (and precision):
+    a deeper program needs a bootstrappable preset (:data:`crossfhe.ckks.presets.BOOTSTRAP`)."""
+    fit = presets.smallest(depth, precision)
+    if fit is not None:
+        return fit
     raise CircuitError(f"no secure CKKS preset has depth {depth}" +
                        (f" and {precision} bits of precision" if precision else "") +
                        "; pass params= a bootstrappable preset (" + ", ".join(presets.BOOTSTRAP) +
@@ -834,13 +818,6 @@ class CKKSScheme(RingScheme):
         moduli = params.moduli_at(graph.nodes[node].attr("level"))
         return [((len(moduli), params.n), np.uint32, moduli, -2)] * 2
 
-    def input_shapes(self, graph, params, batch):
-        out = []
-        for i in graph.inputs:
-            shape = tuple(batch) + (_limbs(params, graph.nodes[i].attr("level")), params.n)
-            out.append([(shape, np.uint32), (shape, np.uint32)])
-        return out
-
     def runtime(self, graph, params, public):
         return runtime(graph, params, public)
 
@@ -869,12 +846,9 @@ class CKKSScheme(RingScheme):
     def with_constants(self, rt: dict, graph, params, public) -> dict:
         return {**rt, "consts": constants(graph, params, public)}
 
-    def x64(self, params) -> bool:
-        return False
-
 
 
 SCHEME = CKKSScheme()
 
 __all__ = ["SCHEME", "constants", "cost", "cse", "expression_depth", "hoist_rotations", "interpret", "levels",
-           "multiplicative_depth", "place_levels", "preset_name", "relinearize", "runtime", "sink_factors"]
+           "multiplicative_depth", "place_levels", "relinearize", "runtime", "sink_factors"]

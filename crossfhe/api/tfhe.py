@@ -350,8 +350,8 @@ class EncryptedInt(KeyOwned, Value):
             raise self._error(TypeError, f"{what}: a TFHE value combines with encrypted TFHE values and int "
                               f"constants, got {type(c).__name__} {c!r}")
         if self.traced:
-            raise self._error(TypeError, f"{what}: inside a circuit a TFHE constant is an int (each input is one "
-                              "integer of the batch the circuit runs on)")
+            raise self._error(TypeError, f"{what}: inside a circuit a TFHE value combines with encrypted TFHE values "
+                              "and int constants (each input is one integer of the batch the circuit runs on)")
         arr = _int_array(c, what)
         if arr.size == 0:
             raise ParameterError(f"{what}: an empty constant array")
@@ -420,6 +420,9 @@ class EncryptedInt(KeyOwned, Value):
         if isinstance(other, _ARRAYS):
             raise self._error(TypeError, "x * c: TFHE multiplies by one int constant; for per-element constants "
                               "apply a table per value, or multiply the batch's slices one by one")
+        if isinstance(other, numbers.Number):
+            raise self._error(TypeError, f"x * c: a TFHE value combines with encrypted TFHE values and int constants, "
+                              f"got {type(other).__name__} {other!r}")
         return NotImplemented
 
     __rmul__ = __mul__

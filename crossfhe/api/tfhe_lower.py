@@ -49,11 +49,7 @@ decided there on the host) and the tables, int32 ``[T, 2^p]``. The FFT routes' f
 
 from __future__ import annotations
 
-import os
 import weakref
-from contextlib import nullcontext
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import jax
@@ -70,8 +66,9 @@ from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.kernels import cpu_native
 from crossfhe.tfhe import ops, presets
+from crossfhe.tfhe.bound import Bound
 from crossfhe.tfhe.linear import add_const_words, linear_words, mul_const_words
-from crossfhe.tfhe.params import MAX_MESSAGE_BITS, Params
+from crossfhe.tfhe.params import LOG2_P_FAIL, MAX_MESSAGE_BITS, Params, noise_budget
 
 MAX_TABLE = 1 << MAX_MESSAGE_BITS
 """A traced table keeps f(m) mod 2^10 for m < 2^10: enough for every p (f(m) mod 2^p is its residue)."""
@@ -79,10 +76,7 @@ MAX_TABLE = 1 << MAX_MESSAGE_BITS
 LINEAR = ("add", "sub", "neg", "add_scalar", "mul_int")
 LAUNCHES = ("lookup", "pbs")
 
-LOG2_P_FAIL = -64
-"""The failure probability a lookup may have (log2, per bootstrap): the presets' target."""
 
-_MAX_NOISE = 1 << 40
 
 SELECTABLE = (presets.P2, presets.P4, presets.P6, presets.P8, presets.P10)
 """The secure presets :meth:`TFHEScheme.select` chooses from, smallest first."""
@@ -193,63 +187,6 @@ def table_for(g: Graph, n: Node, params: Params, lo: int, hi: int) -> np.ndarray
     return t
 
 
-def _is_plain_int(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-@dataclass(frozen=True)
-class Bound:
-    """What an encrypted value can hold: the affine form ``const`` + sum_s w_s v_s over independent sources s,
-    ``terms`` the tuples (source id, w_s, lo_s, hi_s, noise_s), sorted by id: source s lies in [lo_s, hi_s] and
-    carries noise_s bootstraps' variance (0 for a constant array). The interval it gives is exact over independent
-    sources (``x - x`` is 0) and its noise is sum_s w_s^2 noise_s. A compiled circuit's sources are its inputs and
-    lookups (their node indices); an eager value's are random 64-bit ids, so values that travel between processes do
-    not alias. The one bookkeeping rule of TFHE values, eager and compiled (:func:`analyze`)."""
-
-    const: int = 0
-    terms: tuple = ()
-
-    @classmethod
-    def source(cls, lo: int, hi: int, noise: int = 1, sid: int | None = None) -> Bound:
-        """A new independent source in [lo, hi] (``sid``: its id; default a random one)."""
-        sid = int.from_bytes(os.urandom(8), "little") if sid is None else int(sid)
-        return cls(0, ((sid, 1, int(lo), int(hi), int(noise)),))
-
-    @property
-    def lo(self) -> int:
-        return self.const + sum(w * (lo if w > 0 else hi) for _, w, lo, hi, _ in self.terms)
-
-    @property
-    def hi(self) -> int:
-        return self.const + sum(w * (hi if w > 0 else lo) for _, w, lo, hi, _ in self.terms)
-
-    @property
-    def noise(self) -> int:
-        """sum_s w_s^2 noise_s: the value's noise in bootstraps' output variances."""
-        return sum(w * w * nz for _, w, _, _, nz in self.terms)
-
-    def __add__(self, other) -> Bound:
-        if _is_plain_int(other):
-            return Bound(self.const + int(other), self.terms)
-        if not isinstance(other, Bound):
-            return NotImplemented
-        merged = {t[0]: list(t) for t in self.terms}
-        for sid, w, lo, hi, nz in other.terms:
-            if sid in merged:
-                merged[sid][1] += w
-            else:
-                merged[sid] = [sid, w, lo, hi, nz]
-        terms = tuple(tuple(t) for _, t in sorted(merged.items()) if t[1])
-        return Bound(self.const + other.const, terms)
-
-    __radd__ = __add__
-
-    def scaled(self, c: int) -> Bound:
-        """The bound of c times this value."""
-        c = int(c)
-        return Bound(c * self.const, tuple((s, c * w, lo, hi, nz) for s, w, lo, hi, nz in self.terms if c * w))
-
-
 class Analysis:
     """Per node: its :class:`Bound` (``bounds``) and the interval (``lo``, ``hi``) it gives; for a launch the
     intervals of its rows (``rows``); the materialized tables (``tables``: node -> list of int32 [2^p], one per
@@ -267,30 +204,6 @@ class Analysis:
 
     def norm2(self, i: int) -> int:
         return self.bounds[i].noise
-
-
-@cache
-def noise_budget(params: Params) -> int:
-    """The most noise a value may carry where a bootstrap reads it (a lookup's input) or it is decrypted, on
-    ``params``, in bootstraps' output variances (a fresh encryption counts 1, ``x * c`` c^2 times x's, ``x + y`` the
-    sum over independent sources): ``params.norm2``, where the presets quote their failure probability, or more as
-    long as a bootstrap of it fails with probability at most 2^:data:`LOG2_P_FAIL` (``params.log2_p_fail``); at most
-    2^40."""
-    def ok(norm2: int) -> bool:
-        return params.log2_p_fail(norm2) <= LOG2_P_FAIL
-
-    good = params.norm2
-    if not ok(good):
-        return good
-    bad = 2 * good
-    while ok(bad):
-        if bad >= _MAX_NOISE:
-            return _MAX_NOISE
-        good, bad = bad, 2 * bad
-    while bad - good > 1:  # log2_p_fail grows with the noise: bisect the last good value
-        mid = (good + bad) // 2
-        good, bad = (mid, bad) if ok(mid) else (good, mid)
-    return good
 
 
 def _too_big(g: Graph, params: Params, a: Analysis, i: int, use: str) -> None:
@@ -781,11 +694,6 @@ class TFHEScheme(Scheme):
         limbs, moduli = len(params.moduli), tuple(params.moduli)
         return [((limbs,), np.uint32, moduli, -1), ((limbs, params.long_dim), np.uint32, moduli, -2)]
 
-    def input_shapes(self, graph, params, batch):
-        limbs = len(params.moduli)
-        leaves = [(tuple(batch) + (limbs,), np.uint32), (tuple(batch) + (limbs, params.long_dim), np.uint32)]
-        return [list(leaves) for _ in graph.inputs]
-
     def runtime(self, graph, params, public):
         return runtime(graph, params, public)
 
@@ -796,17 +704,8 @@ class TFHEScheme(Scheme):
     def interpret(self, graph, params, inputs, rt):
         return interpret(graph, params, inputs, rt)
 
-    def scope(self, params):
-        """``jax.enable_x64`` where the bootstraps run through the FFT (its float64 key and plans), else nothing."""
-        return jax.enable_x64(True) if self.x64(params) else nullcontext()
-
-    # The eager values' one-operation circuits (crossfhe.api.eager) -------------------------------------
-
     def x64(self, params) -> bool:
         return bool(ops.product_for(params).X64)
-
-    def eager_key(self, attrs: dict) -> tuple:
-        return ()
 
     def eager_output(self, builder, node: int, inputs) -> int:
         return node
@@ -846,55 +745,7 @@ class TFHEScheme(Scheme):
 SCHEME = TFHEScheme()
 
 
-# --------------------------------------------------------------------------------------------------
-# A benchmark workload
-# --------------------------------------------------------------------------------------------------
-
-FEATURES = (lambda v: v % 4, lambda v: v // 4, lambda v: (v % 4 + v // 4) % 4, lambda v: (v % 4) * (v // 4) % 4)
-"""Four base-4 features of a 4-bit value v = 4 h + l: l, h, (l + h) mod 4, l h mod 4 (each in [0, 4))."""
-
-
-def sixteen_lookups(x, y):
-    """A TFHE program of 16 lookups sharing inputs (for 4-bit x, y: ``TFHEInt(4)`` at P4): the four
-    :data:`FEATURES` f_k of x and of y (8 lookups of two inputs through four tables), then for each k the pair
-    u_k = 4 f_k(x) + f_k(y) in [0, 16) (noise 4^2 + 1 = 17 bootstraps', P4's budget) through two tables, the
-    product f_k(x) f_k(y) mod 4 and the sum f_k(x) + f_k(y) (8 lookups of four inputs through two tables). Returns
-    the 8 results (product, sum) for k = 0..3; :func:`sixteen_lookups_reference` computes them in the clear.
-    Before the passes: 16 bootstraps, 16 launches, 16 key switches, 16 test vectors, depth 2; after: 2 launches, 6
-    key switches, 5 test vectors (the product table of the second level is the fourth feature's)."""
-    fx = [x.apply(f) for f in FEATURES]
-    fy = [y.apply(f) for f in FEATURES]
-    out = []
-    for a, b in zip(fx, fy):
-        u = a * 4 + b
-        out += [u.apply(lambda v: (v // 4) * (v % 4) % 4), u.apply(lambda v: v // 4 + v % 4)]
-    return tuple(out)
-
-
-def sixteen_lookups_eager(sk: ops.ServerKey, x: LWECiphertext, y: LWECiphertext) -> list[LWECiphertext]:
-    """:func:`sixteen_lookups` through :mod:`crossfhe.tfhe.ops` eagerly, as written without the compiler: one
-    ``ops.pbs`` per lookup (16 key switches, 16 launches), ``ops.mul_scalar`` and ``ops.add`` in between."""
-    fx = [ops.pbs(sk, x, f) for f in FEATURES]
-    fy = [ops.pbs(sk, y, f) for f in FEATURES]
-    out = []
-    for a, b in zip(fx, fy):
-        u = ops.add(ops.mul_scalar(sk.params, a, 4), b)
-        out += [ops.pbs(sk, u, lambda v: (v // 4) * (v % 4) % 4), ops.pbs(sk, u, lambda v: v // 4 + v % 4)]
-    return out
-
-
-def sixteen_lookups_reference(x, y) -> tuple[np.ndarray, ...]:
-    """:func:`sixteen_lookups` on plain integers (NumPy arrays of values in [0, 16))."""
-    x, y = np.asarray(x), np.asarray(y)
-    out = []
-    for f in FEATURES:
-        a, b = f(x), f(y)
-        out += [a * b % 4, a + b]
-    return tuple(out)
-
-
-__all__ = ["FEATURES", "LAUNCHES", "LINEAR", "LOG2_P_FAIL", "MAX_TABLE", "PASSES", "SCHEME", "SELECTABLE",
+__all__ = ["LAUNCHES", "LINEAR", "LOG2_P_FAIL", "MAX_TABLE", "PASSES", "SCHEME", "SELECTABLE",
            "Analysis", "Bound", "TFHEScheme", "acc_dedup", "analyze", "apply_linear", "batch", "bootstrap_depth",
            "constants", "cost", "cse", "dead_code", "describe", "evaluate_plain", "interpret", "ks_dedup",
-           "noise_budget", "raw_table", "runtime", "runtime_shapes", "sixteen_lookups", "sixteen_lookups_eager",
-           "sixteen_lookups_reference", "table_for", "table_keys", "tables"]
+           "noise_budget", "raw_table", "runtime", "runtime_shapes", "table_for", "table_keys", "tables"]

@@ -17,7 +17,8 @@ NumPy's habits (each with its cost, the scheme's primitives underneath):
 ``x @ y``, ``np.dot``   the inner product, a length-1 vector: a product and a sum.
 ``x ** k``              repeated squaring, ceil(log2 k) products in depth (k a positive int).
 ``x / c``               a product by the public 1 / c (CKKS; BFV: the modular inverse when asked for explicitly).
-``x[i]``                value i as a length-1 vector: one 0/1 mask product and log2(width) rotations.
+``x[i]``                value i as a length-1 vector: one 0/1 mask product and log2(width) rotations (the sum over
+                        the width adds every slot's noise: CKKS keeps about log2(width) / 2 bits less).
 ``x[a:b]``              values a .. b-1 (step 1): one rotation, one mask product, log2(width / new width) rotations.
 ``np.where(m, x, y)``   m a public 0/1 (or boolean) array: m x + (1 - m) y, two mask products.
 ``len(x)``              the length.
@@ -284,8 +285,6 @@ class SlotVector(Value):
             mask = np.zeros(self.length, dtype=self._MASK_DTYPE)
             mask[i] = 1
             picked = self * mask
-            if i:
-                picked = picked._raw_rotate(i)
             return picked._fold_sum(picked, length=1)
         if isinstance(index, slice):
             start, stop, step = index.indices(self.length)

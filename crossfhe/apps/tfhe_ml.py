@@ -35,8 +35,9 @@ from crossfhe.api import tfhe_lower as ctfhe
 from crossfhe.api.circuit import Circuit, CircuitKeys
 from crossfhe.api.circuit import compile as compile_circuit
 from crossfhe.api.specs import TFHEInt
+from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
-from crossfhe.tfhe import presets
+from crossfhe.tfhe import ops, presets
 from crossfhe.tfhe.params import Params
 
 PRESETS = (presets.P4, presets.P6, presets.P8)
@@ -258,5 +259,53 @@ class TFHEModel:
         return out
 
 
-__all__ = ["PRESETS", "TFHEModel", "Term", "budget", "clamp_plain", "clamp_traced", "group_bound", "pick_params",
+# --------------------------------------------------------------------------------------------------
+# A benchmark workload of the circuit compiler (Taurus's deduplications and batching)
+# --------------------------------------------------------------------------------------------------
+
+FEATURES = (lambda v: v % 4, lambda v: v // 4, lambda v: (v % 4 + v // 4) % 4, lambda v: (v % 4) * (v // 4) % 4)
+"""Four base-4 features of a 4-bit value v = 4 h + l: l, h, (l + h) mod 4, l h mod 4 (each in [0, 4))."""
+
+
+def sixteen_lookups(x, y):
+    """A TFHE program of 16 lookups sharing inputs (for 4-bit x, y: ``TFHEInt(4)`` at P4): the four
+    :data:`FEATURES` f_k of x and of y (8 lookups of two inputs through four tables), then for each k the pair
+    u_k = 4 f_k(x) + f_k(y) in [0, 16) (noise 4^2 + 1 = 17 bootstraps', P4's budget) through two tables, the
+    product f_k(x) f_k(y) mod 4 and the sum f_k(x) + f_k(y) (8 lookups of four inputs through two tables). Returns
+    the 8 results (product, sum) for k = 0..3; :func:`sixteen_lookups_reference` computes them in the clear.
+    Before the passes: 16 bootstraps, 16 launches, 16 key switches, 16 test vectors, depth 2; after: 2 launches, 6
+    key switches, 5 test vectors (the product table of the second level is the fourth feature's)."""
+    fx = [x.apply(f) for f in FEATURES]
+    fy = [y.apply(f) for f in FEATURES]
+    out = []
+    for a, b in zip(fx, fy):
+        u = a * 4 + b
+        out += [u.apply(lambda v: (v // 4) * (v % 4) % 4), u.apply(lambda v: v // 4 + v % 4)]
+    return tuple(out)
+
+
+def sixteen_lookups_eager(sk: ops.ServerKey, x: LWECiphertext, y: LWECiphertext) -> list[LWECiphertext]:
+    """:func:`sixteen_lookups` through :mod:`crossfhe.tfhe.ops` eagerly, as written without the compiler: one
+    ``ops.pbs`` per lookup (16 key switches, 16 launches), ``ops.mul_scalar`` and ``ops.add`` in between."""
+    fx = [ops.pbs(sk, x, f) for f in FEATURES]
+    fy = [ops.pbs(sk, y, f) for f in FEATURES]
+    out = []
+    for a, b in zip(fx, fy):
+        u = ops.add(ops.mul_scalar(sk.params, a, 4), b)
+        out += [ops.pbs(sk, u, lambda v: (v // 4) * (v % 4) % 4), ops.pbs(sk, u, lambda v: v // 4 + v % 4)]
+    return out
+
+
+def sixteen_lookups_reference(x, y) -> tuple[np.ndarray, ...]:
+    """:func:`sixteen_lookups` on plain integers (NumPy arrays of values in [0, 16))."""
+    x, y = np.asarray(x), np.asarray(y)
+    out = []
+    for f in FEATURES:
+        a, b = f(x), f(y)
+        out += [a * b % 4, a + b]
+    return tuple(out)
+
+
+__all__ = ["FEATURES", "PRESETS", "TFHEModel", "Term", "sixteen_lookups", "sixteen_lookups_eager",
+           "sixteen_lookups_reference", "budget", "clamp_plain", "clamp_traced", "group_bound", "pick_params",
            "quantize_unit", "reduce_sum"]

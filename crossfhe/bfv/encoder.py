@@ -77,3 +77,14 @@ def encode_coeffs(values, n: int, t: int) -> jnp.ndarray:
     out = np.zeros(a.shape[:-1] + (n,), dtype=np.uint32)
     out[..., : a.shape[-1]] = a
     return jnp.asarray(out)
+
+
+def slot_matrix(values, width: int, n: int) -> np.ndarray:
+    """The slot matrix of vectors: ``values`` int [..., k] (k <= width) zero-padded to ``width`` and repeated over the
+    N slots read row-major, int64 [..., 2, N/2]: slot i holds value i mod width (for width <= N/2, slot j of either
+    row holds value j mod width; at width N the vector runs over both rows)."""
+    v = np.asarray(values, dtype=np.int64)
+    padded = np.zeros(v.shape[:-1] + (width,), dtype=np.int64)
+    padded[..., : v.shape[-1]] = v
+    flat = np.tile(padded, (1,) * (v.ndim - 1) + (n // width,))
+    return flat.reshape(v.shape[:-1] + (2, n // 2))

@@ -57,3 +57,18 @@ N32768 = Params.from_literal(ParamsLiteral(log_n=15, q_bits=(30,) * 25, p_bits=(
 log2 PQ = 874 <= 881 (128-bit)."""
 
 PRESETS = {"CHAM_N4096": CHAM_N4096, "N4096": N4096, "N8192": N8192, "N16384": N16384, "N32768": N32768}
+
+
+def name_of(params: Params) -> str | None:
+    """The name of the preset ``params`` are (any kernel set), or None."""
+    digest = params.digest()
+    return next((name for name, p in PRESETS.items() if p.digest() == digest), None)
+
+
+def describe(params: Params) -> str:
+    """``params`` in a message: the preset's name if it is one, with N, log2 Q and t."""
+    import math
+
+    name = name_of(params)
+    what = f"N {params.n}, log2 Q {math.log2(params.big_q):.0f}, t {params.t}"
+    return f"bfv.presets.{name} ({what})" if name else f"bfv.Params({what})"

@@ -80,3 +80,22 @@ N16_BOOT_L9, 5 runs), 23.6 after ten in a row (the errors add up, no drift beyon
 with OpenFHE: benchmarks/README.md ("CKKS bootstrapping")."""
 
 BOOTSTRAP = {"N16_BOOT_L9": N16_BOOT_L9, "N16_BOOT_L3": N16_BOOT_L3}
+
+
+PRECISION = {"N12_L1": 12.5, "N13_L3": 12.3, "N14_L7": 15.5, "N15_L19": 14.4, "N16_L21_DNUM3": 38.9,
+             "N16_L22_DNUM4": 38.6}
+"""Bits of precision after the point (-log2 of the largest slot error for values in [-1, 1]) of each secure preset
+at its full depth, the lowest of the figures in its docstring."""
+
+
+def name_of(params: Params) -> str | None:
+    """The name of the secure or bootstrappable preset ``params`` are (any kernel set), or None."""
+    digest = params.digest()
+    return next((name for name, p in {**SECURE, **BOOTSTRAP}.items() if p.digest() == digest), None)
+
+
+def smallest(depth: int, precision: float | None = None) -> Params | None:
+    """The smallest secure preset (:data:`SECURE`, in order of N) with at least ``depth`` levels and, if given,
+    ``precision`` bits (:data:`PRECISION`); None if none has."""
+    return next((p for name, p in SECURE.items()
+                 if p.levels >= depth and (precision is None or PRECISION[name] >= precision)), None)

@@ -106,6 +106,7 @@ for its 32-bit key switch. A set not covered is refused unless ``insecure=True``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
@@ -467,6 +468,37 @@ class Params:
             f"pbs={self.pbs_gadget.base_log}x{self.pbs_gadget.levels}, ks={self.ks_gadget.base_log}x"
             f"{self.ks_gadget.levels}, log2 p_fail={self.log2_p_fail():.1f}{', insecure' if self.insecure else ''})"
         )
+
+
+LOG2_P_FAIL = -64
+"""The failure probability a bootstrap may have (log2, per bootstrap): the presets' target, the bound
+:func:`noise_budget` keeps."""
+
+_MAX_NOISE = 1 << 40
+
+
+@functools.cache
+def noise_budget(params: Params) -> int:
+    """The most noise a value may carry where a bootstrap reads it (a lookup's input) or it is decrypted, on
+    ``params``, in bootstraps' output variances (a fresh encryption counts 1, ``x * c`` c^2 times x's, ``x + y`` the
+    sum over independent sources): ``params.norm2``, where the presets quote their failure probability, or more as
+    long as a bootstrap of it fails with probability at most 2^:data:`LOG2_P_FAIL` (``params.log2_p_fail``); at most
+    2^40."""
+    def ok(norm2: int) -> bool:
+        return params.log2_p_fail(norm2) <= LOG2_P_FAIL
+
+    good = params.norm2
+    if not ok(good):
+        return good
+    bad = 2 * good
+    while ok(bad):
+        if bad >= _MAX_NOISE:
+            return _MAX_NOISE
+        good, bad = bad, 2 * bad
+    while bad - good > 1:  # log2_p_fail grows with the noise: bisect the last good value
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if ok(mid) else (good, mid)
+    return good
 
 
 def _log2_erfc(z: float) -> float:

@@ -13,6 +13,7 @@ import crossfhe.api as fhe
 from crossfhe.api import CircuitError, TFHEInt, ir
 from crossfhe.api import tfhe_lower as ct
 from crossfhe.api.circuit import Circuit
+from crossfhe.apps import tfhe_ml
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.tfhe import ops, presets
 from crossfhe.tfhe.params import make
@@ -192,7 +193,7 @@ def test_operand_errors():
     def prod(x, y):
         return x * y
 
-    with pytest.raises(CircuitError, match=rf"\* at {_line(prod, 1)}: TFHE multiplies an encrypted value by int"):
+    with pytest.raises(CircuitError, match=rf"at {_line(prod, 1)}: x \* y: TFHE multiplies an encrypted integer"):
         _compile(prod, 2, 2)
     for bad in (lambda x: x + 0.5, lambda x: x * 1.5, lambda x: x - True, lambda x: x + np.arange(3),
                 lambda x: np.arange(3) - x):
@@ -201,18 +202,18 @@ def test_operand_errors():
 
 
 def test_mixing_schemes_is_refused():
-    from crossfhe.api.ckks_lower import EncryptedVector
+    from crossfhe.api.ckks import EncryptedVector
     from crossfhe.api.trace import Trace
 
     def f(x):
-        other = EncryptedVector(Trace("ckks"), 0, 4, 4, False)
+        other = EncryptedVector(None, None, False, 4, 4, trace=Trace("ckks"), node=0)
         return x + other
 
-    with pytest.raises(CircuitError, match=rf"\+ at {_line(f, 2)}: a TFHE value and a CKKS value are combined"):
+    with pytest.raises(CircuitError, match=rf"at {_line(f, 2)}: x \+ c: a TFHE value and a CKKS value are combined"):
         _compile(f, 2)
 
     def g(x):
-        return EncryptedVector(Trace("ckks"), 0, 4, 4, False) - x
+        return EncryptedVector(None, None, False, 4, 4, trace=Trace("ckks"), node=0) - x
 
     with pytest.raises(CircuitError, match="a CKKS value and a TFHE value"):
         _compile(g, 2)
@@ -320,7 +321,7 @@ def test_graph_round_trips_through_json():
 
 
 def test_sixteen_lookups_counts():
-    c = fhe.compile(ct.sixteen_lookups, TFHEInt(4), TFHEInt(4), params=P4, cache=False)
+    c = fhe.compile(tfhe_ml.sixteen_lookups, TFHEInt(4), TFHEInt(4), params=P4, cache=False)
     rep = dict(c.report)
     assert rep["traced"] == {"bootstraps": 16, "pbs_calls": 16, "key_switches": 16, "test_vectors": 16,
                              "linear_ops": 8, "depth": 2}
@@ -330,7 +331,7 @@ def test_sixteen_lookups_counts():
     assert c.cost == {"bootstraps": 16, "pbs_calls": 2, "key_switches": 6, "test_vectors": 5, "linear_ops": 8,
                       "depth": 2}
     x, y = _all_pairs(4)
-    for got, want in zip(ct.evaluate_plain(c.graph, P4, x, y), ct.sixteen_lookups_reference(x, y), strict=True):
+    for got, want in zip(ct.evaluate_plain(c.graph, P4, x, y), tfhe_ml.sixteen_lookups_reference(x, y), strict=True):
         np.testing.assert_array_equal(got, want)
 
 
@@ -409,14 +410,14 @@ def test_runtime_shapes_match_the_runtime(keys_p4):
 
 @pytest.mark.slow
 def test_sixteen_lookups_encrypted(keys_p4):
-    c = fhe.compile(ct.sixteen_lookups, TFHEInt(4), TFHEInt(4), params=P4, cache=False)
+    c = fhe.compile(tfhe_ml.sixteen_lookups, TFHEInt(4), TFHEInt(4), params=P4, cache=False)
     c.keys = keys_p4
     x, y = np.arange(16), np.arange(16) * 7 % 16
-    for got, want in zip(c.encrypt_run_decrypt(x, y), ct.sixteen_lookups_reference(x, y), strict=True):
+    for got, want in zip(c.encrypt_run_decrypt(x, y), tfhe_ml.sixteen_lookups_reference(x, y), strict=True):
         np.testing.assert_array_equal(got, want)
     ex, ey = ops.encrypt(keys_p4.secret, x), ops.encrypt(keys_p4.secret, y)
-    eager = ct.sixteen_lookups_eager(keys_p4.public, ex, ey)
-    for got, want in zip(eager, ct.sixteen_lookups_reference(x, y), strict=True):
+    eager = tfhe_ml.sixteen_lookups_eager(keys_p4.public, ex, ey)
+    for got, want in zip(eager, tfhe_ml.sixteen_lookups_reference(x, y), strict=True):
         np.testing.assert_array_equal(ops.decrypt(keys_p4.secret, got), want)
 
 
