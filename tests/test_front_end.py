@@ -11,7 +11,6 @@ import pytest
 import crossfhe
 import crossfhe.api as fhe
 from crossfhe.errors import ParameterError
-from crossfhe.math import xla
 from crossfhe.testing import INSECURE_BFV_N256, INSECURE_CKKS_N10, INSECURE_TFHE_P4
 
 
@@ -146,26 +145,6 @@ def test_tfhe_eager_equals_circuit(tfhe, name):
     got = c.run(*ins, keys=tfhe.public.keys)[0].leaves
     for p, q in zip(_words(eager), got, strict=True):
         assert np.array_equal(p, np.asarray(q)), name
-
-
-class _Count:
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, original):
-        def call(obj, *args, **kwargs):
-            if xla._top_level is None or xla._top_level():
-                self.calls.append(obj.__name__)
-            return original(obj, *args, **kwargs)
-
-        return call
-
-
-@pytest.fixture
-def count_programs(monkeypatch):
-    counter = _Count()
-    monkeypatch.setattr(xla._Jit, "__call__", counter(xla._Jit.__call__))
-    return counter
 
 
 @pytest.mark.parametrize("name", ["add", "mul", "mul_scalar", "add_plain", "rotate"])

@@ -21,7 +21,6 @@ from crossfhe.core import keys as K
 from crossfhe.core import keyswitch as KS
 from crossfhe.core import rlwe
 from crossfhe.math import random as R
-from crossfhe.math import xla
 from crossfhe.math.rns import RNSBasis, compose
 from crossfhe.ring import poly as P
 from crossfhe.ring.ntt import NTTPlan
@@ -31,28 +30,6 @@ from crossfhe.testing.trace import profile
 CK = INSECURE_CKKS_N10
 ROTATIONS = sorted(set(C.power_of_two_rotations(CK)) | {3, 5, 7, -1})  # 13 Galois keys: 15 keys in all
 B_E = K.gaussian_bound(K.SIGMA)
-
-
-class _Count:
-    """Top-level calls of the library's jitted programs (as tests/test_one_program.py counts them)."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, original):
-        def call(obj, *args, **kwargs):
-            if xla._top_level is None or xla._top_level():
-                self.calls.append(obj.__name__)
-            return original(obj, *args, **kwargs)
-
-        return call
-
-
-@pytest.fixture
-def count_programs(monkeypatch):
-    counter = _Count()
-    monkeypatch.setattr(xla._Jit, "__call__", counter(xla._Jit.__call__))
-    return counter
 
 
 def _executables(fn) -> int:

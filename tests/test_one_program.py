@@ -19,7 +19,6 @@ import pytest
 from crossfhe.bfv import ops as B
 from crossfhe.ckks import ops as C
 from crossfhe.math import random as crandom
-from crossfhe.math import xla
 from crossfhe.testing import INSECURE_BFV_N256, INSECURE_CKKS_N10, INSECURE_TFHE_P4
 from crossfhe.testing.trace import profile
 from crossfhe.tfhe import ops as T
@@ -37,26 +36,6 @@ def test_every_operation_first_called_inside_a_user_jit():
     assert len(results) >= 25
     bad = {name: r for name, r in results.items() if not (r["jit"] and r["vmap"])}
     assert not bad, bad
-
-
-class _Count:
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, original):
-        def call(obj, *args, **kwargs):
-            if xla._top_level is None or xla._top_level():
-                self.calls.append(obj.__name__)
-            return original(obj, *args, **kwargs)
-
-        return call
-
-
-@pytest.fixture
-def count_programs(monkeypatch):
-    counter = _Count()
-    monkeypatch.setattr(xla._Jit, "__call__", counter(xla._Jit.__call__))
-    return counter
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ name holds ``memcpy`` (``MemcpyH2D``, ``MemcpyD2H``, ``MemcpyD2D``).
 from __future__ import annotations
 
 import collections
+import contextlib
 import gzip
 import json
 import re
@@ -108,4 +109,33 @@ def summarize(data, *, calls: int = 1, top: int = 8) -> Profile:
     )
 
 
-__all__ = ["Profile", "profile", "summarize"]
+@dataclass
+class Programs:
+    """The names of the library's compiled programs called at top level (dispatches: a program called inside
+    another's trace is part of that program, not a dispatch), in call order (:func:`programs`)."""
+
+    calls: list = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def programs():
+    """Count, inside the block, the library's compiled programs (:func:`crossfhe.math.xla.jit`,
+    :class:`crossfhe.math.xla.Program`) a call dispatches: yields a :class:`Programs` whose ``calls`` receives each
+    program's name. Cheaper than :func:`profile` (no profiler) and blind to JAX's own jitted helpers."""
+    from crossfhe.math import xla
+
+    seen, original = Programs(), xla._Jit.__call__
+
+    def call(obj, *args, **kwargs):
+        if xla._top_level is None or xla._top_level():
+            seen.calls.append(obj.__name__)
+        return original(obj, *args, **kwargs)
+
+    xla._Jit.__call__ = call
+    try:
+        yield seen
+    finally:
+        xla._Jit.__call__ = original
+
+
+__all__ = ["Profile", "Programs", "profile", "programs", "summarize"]
