@@ -35,6 +35,11 @@ within [-1, 1]); the factor is folded into the cubic's coefficients and the step
 5. Bootstrap v~_{t+1} (F slots) when fewer than :data:`DEPTH` levels are left: with :data:`PARAMS` (5 user
    levels) after every iteration. w~ needs none: it is refreshed from v~ each iteration.
 
+Steps 1-4 of an iteration run operation by operation, or with ``train(..., one_program=True)`` as one compiled
+program (:class:`crossfhe.math.xla.Program`, the same words): the data, the weights, the keys and the iteration's
+encoded constants (the masked coefficients and scalars that change with gamma_t and eta_t, encoded on the host
+before the call) are its arguments; step 5 is :func:`crossfhe.ckks.bootstrap.bootstrap`.
+
 Scales: every plaintext is encoded at the scale that brings its product back to the weights' scale
 Delta_w exactly, so v~, w~ and g share Delta_w across iterations and bootstraps (no alignment level).
 
@@ -51,19 +56,25 @@ evaluation and bootstrapping keys: no secret), the decryption of the weights the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
 
+import jax
 import numpy as np
 
 from crossfhe.ckks import bootstrap as boot
-from crossfhe.ckks import ops
-from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
+from crossfhe.ckks import encoder, ops
+from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
 from crossfhe.ckks.params import Params
+from crossfhe.core import evaluator as ev
+from crossfhe.core import rlwe
 from crossfhe.errors import KeyMismatchError, ParameterError
+from crossfhe.math.xla import Program
 from crossfhe.progress import callback as progress_callback
 from crossfhe.progress import report
+from crossfhe.ring.poly import Domain, RNSPoly
 
 A1 = 1.20096 / 8
 A3 = -0.81562 / 8**3
@@ -280,11 +291,12 @@ def required_rotations(layout: Layout) -> tuple[int, ...]:
 
 @dataclass
 class Stats:
-    """Where the time of :func:`train` went (seconds per stage, summed over iterations) and the counts."""
+    """Where the time of :func:`train` went (seconds, summed over iterations: "iteration" the iterations' programs,
+    "bootstrap" the bootstraps, each waited on) and the counts."""
 
     iterations: int = 0
     bootstraps: int = 0
-    seconds: dict = field(default_factory=lambda: {"gradient": 0.0, "update": 0.0, "bootstrap": 0.0})
+    seconds: dict = field(default_factory=lambda: {"iteration": 0.0, "bootstrap": 0.0})
 
     @property
     def ms_per_iteration(self) -> float:
@@ -303,61 +315,140 @@ def _mask(layout: Layout, value: float) -> np.ndarray:
     return m
 
 
-def _iteration(data: EncryptedData, v: Ciphertext, w: Ciphertext | None, gamma: float, eta: float, bound: float,
-               keys: EvaluationKeys, stats: Stats) -> tuple[Ciphertext, Ciphertext]:
-    """Steps 1-4: (w~_{t+1}, v~_{t+1}) from v~_t, w~_t (None: zero, the first iteration)."""
-    t0 = time.perf_counter()
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True, eq=False)
+class _Constants:
+    """The encoded constants of one iteration (they change with gamma_t and eta_t, so they are arguments of its
+    program, never constants in it): ``m3``, ``m1`` the masked cubic and linear coefficients (module docstring,
+    step 2), ``half`` the words [limbs, 1] of c / 2 at h's scale, ``keep`` and ``momentum`` the (words, Shoup
+    companions) of round((1 - eta) q) and round(eta q) (step 4; ``momentum`` None in the first iteration). Static:
+    the layout and h's scale (checked while tracing)."""
+
+    m3: Plaintext
+    m1: Plaintext
+    half: jax.Array
+    keep: tuple
+    momentum: tuple | None
+    layout: Layout = field(metadata={"static": True})
+    h_scale: float = field(metadata={"static": True})
+
+
+def _metadata(params: Params, level: int, scale: float) -> Ciphertext:
+    """A ciphertext without words at ``level`` and ``scale``: what the checks of scalar products read."""
+    basis = params.moduli_at(level)
+    return Ciphertext(RNSPoly(None, basis, Domain.EVAL), RNSPoly(None, basis, Domain.EVAL), params, scale)
+
+
+def _scalar_words(params: Params, level: int, scale: float, c: float) -> tuple:
+    """The words of ``ops.mul_scalar`` by a real c at ``level`` (round(c q), q the level's primes), after its
+    checks."""
+    q = math.prod(params.rescale_primes(level))
+    ops._check_scalar_product(_metadata(params, level, scale), c, q, "mul_scalar")
+    encoder.encode_scalar_constant(c, moduli=params.moduli_at(level), scale=q, margin=rlwe.fresh_noise_bound(params.n),
+                                   what="mul_scalar")
+    return ev.integer_words(round(c * q), params.moduli_at(level))
+
+
+def _constants(data: EncryptedData, v: Ciphertext, w: Ciphertext | None, gamma: float, eta: float,
+               bound: float) -> _Constants:
+    """The host part of one iteration: its constants encoded at the levels and scales steps 1-4 reach from v~ (the
+    same float operations as the steps, in the same order, so the words are those of an iteration run operation by
+    operation)."""
     lay, params = data.layout, v.params
-    n, f = lay.samples, lay.width
-    inner = [1 << k for k in range(f.bit_length() - 1)]
+    q = lambda level: math.prod(params.rescale_primes(level))  # noqa: E731
+    c = gamma / (lay.samples * bound)
+    z_scale = data.z[0].scale
+    level = v.level - 1  # x's
+    x_scale = z_scale * v.scale / q(v.level)
+    q1, q2, q_g = q(level), q(level - 1), q(level - 2)
+    s_h = v.scale * q_g / z_scale
+    x2_scale = x_scale * x_scale / q1
+    s3 = s_h * q2 * q1 / (x_scale * x2_scale)
+    m3 = ops.encode(params, _mask(lay, -c * A3 * bound**3), level=level, scale=s3)
+    m1 = ops.encode(params, _mask(lay, -c * A1 * bound), level=level, scale=s_h * q1 / x_scale)
+    h_scale = x_scale * s3 / q1 * x2_scale / q2
+    half = encoder.encode_scalar_constant(c * 0.5, moduli=params.moduli_at(level - 2), scale=h_scale,
+                                          margin=rlwe.fresh_noise_bound(params.n), what="add_scalar")
+    keep = _scalar_words(params, level - 3, v.scale, 1.0 - eta)
+    momentum = None if w is None else _scalar_words(params, level - 3, w.scale, eta)
+    return _Constants(m3, m1, ops._constant_words(tuple(int(x) for x in half)), keep, momentum, lay, h_scale)
+
+
+def _iteration_steps(z: tuple, v: Ciphertext, w: Ciphertext | None, k: _Constants,
+                     keys: EvaluationKeys) -> tuple[Ciphertext, Ciphertext]:
+    """Steps 1-4 (traceable): (w~_{t+1}, v~_{t+1}) from v~_t, w~_t (None: zero, the first iteration), the data's
+    ciphertexts ``z`` and the iteration's constants ``k`` (:func:`_constants`). With eta_t = 0 the momentum term is
+    a product by zero, whose rescale is zero: the words of leaving it out."""
+    lay = k.layout
+    f = lay.width
+    inner = [1 << j for j in range(f.bit_length() - 1)]
     # 1. x = Z (.) v, summed over each row's F slots (the C ciphertexts hold different samples: kept apart)
-    xs = [ops.rescale(ops.mul(ops.drop_level(z, v.level), v, keys)) for z in data.z]
-    c = gamma / (n * bound)
+    xs = [ops.rescale(ops.mul(ops.drop_level(zj, v.level), v, keys)) for zj in z]
     hs = []
     for x in xs:
         x = _rotate_sum(x, inner, keys)
         # 2. h = c (sigma_3(-B x) - 0.5) on slot r F = (-c A1 B) x + (-c A3 B^3) x^3, at the scale s_h that makes
         # g = rescale(h (.) Z) come out at the weights' scale: s_h s_z / q_g = Delta_w
-        q1 = math.prod(params.rescale_primes(x.level))
-        q2 = math.prod(params.rescale_primes(x.level - 1))
-        q_g = math.prod(params.rescale_primes(x.level - 2))
-        s_h = v.scale * q_g / data.z[0].scale
         x2 = ops.rescale(ops.mul(x, x, keys))  # scale s_x^2 / q1
-        s3 = s_h * q2 * q1 / (x.scale * x2.scale)  # rescale(rescale(x m3) x2) has scale s_h
-        m3 = ops.encode(params, _mask(lay, -c * A3 * bound**3), level=x.level, scale=s3)
-        cubic = ops.rescale(ops.mul(ops.rescale(ops.mul_plain(x, m3)), x2, keys))
-        m1 = ops.encode(params, _mask(lay, -c * A1 * bound), level=x.level, scale=s_h * q1 / x.scale)
-        h = ops.add(cubic, ops.drop_level(ops.rescale(ops.mul_plain(x, m1)), cubic.level))
-        h = _rotate_sum(h, [-k for k in inner], keys)
-        hs.append(ops.add_scalar(h, c * 0.5))
+        cubic = ops.rescale(ops.mul(ops.rescale(ops.mul_plain(x, k.m3)), x2, keys))
+        h = ops.add(cubic, ops.drop_level(ops.rescale(ops.mul_plain(x, k.m1)), cubic.level))
+        h = _rotate_sum(h, [-j for j in inner], keys)
+        if h.scale != k.h_scale:
+            raise ParameterError(f"internal: h at scale {h.scale!r}, its constant encoded at {k.h_scale!r}")
+        hs.append(ops._like(h, *ev.add_constant(h.c0, h.c1, k.half)))
     # 3. g = sum_j h_j (.) Z_j, summed over the rows
     g = None
-    for h, z in zip(hs, data.z):
-        p = ops.mul(h, ops.drop_level(z, h.level), keys)
+    for h, zj in zip(hs, z):
+        p = ops.mul(h, ops.drop_level(zj, h.level), keys)
         g = p if g is None else ops.add(g, p)
     g = ops.rescale(g)
-    g = _rotate_sum(g, [f << k for k in range(lay.rows.bit_length() - 1)], keys)
-    t1 = time.perf_counter()
+    g = _rotate_sum(g, [f << j for j in range(lay.rows.bit_length() - 1)], keys)
     # 4. the update
     w_new = ops.add(ops.drop_level(v, g.level), g)
-    v_new = ops.rescale(ops.mul_scalar(w_new, 1.0 - eta))
-    if w is not None and eta != 0.0:
-        v_new = ops.add(v_new, ops.rescale(ops.mul_scalar(ops.drop_level(w, w_new.level), eta)))
-    t2 = time.perf_counter()
-    stats.seconds["gradient"] += t1 - t0
-    stats.seconds["update"] += t2 - t1
+    q = math.prod(v.params.rescale_primes(w_new.level))
+    v_new = ops.rescale(ops._like(w_new, *ev.mul_integer(w_new.c0, w_new.c1, *k.keep), w_new.scale * q))
+    if w is not None:
+        wd = ops.drop_level(w, w_new.level)
+        v_new = ops.add(v_new, ops.rescale(ops._like(wd, *ev.mul_integer(wd.c0, wd.c1, *k.momentum), wd.scale * q)))
     return w_new, v_new
+
+
+_ITERATION = Program(_iteration_steps, name="helr_iteration")
+
+
+def _iteration_program(z: tuple, v: Ciphertext, w: Ciphertext | None, k: _Constants,
+                       keys: EvaluationKeys) -> tuple[Ciphertext, Ciphertext]:
+    """:func:`_iteration_steps` as one compiled executable: the data, the weights, the iteration's constants and the
+    keys are its arguments. The key pair's identifier is left out of its argument structure (and put back on the
+    results), so a training has two programs, the first iteration's (without w~) and the others', as long as the
+    weights' scale stays the same (it does with a power-of-two scale), whatever the keys."""
+    key_id = v.key_id
+    anon = lambda c: None if c is None else dataclasses.replace(c, key_id=None)  # noqa: E731
+    keys = dataclasses.replace(keys, public=dataclasses.replace(keys.public, key_id=None))
+    w_new, v_new = _ITERATION(tuple(anon(c) for c in z), anon(v), anon(w), k, keys)
+    return dataclasses.replace(w_new, key_id=key_id), dataclasses.replace(v_new, key_id=key_id)
+
+
+def _iteration(data: EncryptedData, v: Ciphertext, w: Ciphertext | None, gamma: float, eta: float, bound: float,
+               keys: EvaluationKeys, step=_iteration_steps) -> tuple[Ciphertext, Ciphertext]:
+    """Steps 1-4: (w~_{t+1}, v~_{t+1}) from v~_t, w~_t (None: zero, the first iteration), through ``step``
+    (:func:`_iteration_steps`, each operation its own program; :func:`_iteration_program`, one executable: the same
+    words)."""
+    return step(data.z, v, w, _constants(data, v, w, gamma, eta, bound), keys)
 
 
 def train(data: EncryptedData, keys: boot.Keys, *, iterations: int = 32, rate: float = 3.0,
           weight_bound: float = 2.0, v0: Ciphertext | None = None, progress=None,
-          stats: Stats | None = None) -> Ciphertext:
+          stats: Stats | None = None, one_program: bool = False) -> Ciphertext:
     """The server's part: ``iterations`` of the module docstring's recursion on encrypted data, bootstrapping the
     weights when fewer than :data:`DEPTH` levels are left. Returns the encrypted w~ = w / ``weight_bound``
     (replicated; :meth:`Layout.weights` of its decryption, times the bound, is w). ``keys``: bootstrapping keys
     made with :func:`bootstrap_config` whose evaluation keys hold :func:`required_rotations`. ``v0``: encrypted
     initial weights (:func:`encrypt_weights`; default zeros, encrypted under the data's key by its public key).
-    ``progress``: :mod:`crossfhe.progress` (one step per iteration)."""
+    ``progress``: :mod:`crossfhe.progress` (one step per iteration). ``one_program``: steps 1-4 of each iteration
+    as one compiled executable (two programs in a training, the first iteration's and the others'), else operation
+    by operation: the same words; on XLA:CPU the program compiles for minutes (benchmarks/README.md, "Workloads as
+    one program")."""
     if not isinstance(data, EncryptedData):
         raise TypeError(f"train takes EncryptedData (crossfhe.apps.helr.encrypt_data), got {type(data).__name__}")
     if not isinstance(keys, boot.Keys):
@@ -378,7 +469,7 @@ def train(data: EncryptedData, keys: boot.Keys, *, iterations: int = 32, rate: f
                              "a bootstrap (use crossfhe.apps.helr.PARAMS)")
     ev_keys = keys.evaluation
     missing = [k for k in data.layout.rotations()
-               if ops.galois_element(params, k) not in ev_keys.galois]
+               if ops.rotation_element(params, k) not in ev_keys.galois]
     if missing:
         raise KeyMismatchError(f"the evaluation keys lack rotations {missing} (helr.required_rotations)")
     progress = progress_callback(progress)
@@ -388,14 +479,23 @@ def train(data: EncryptedData, keys: boot.Keys, *, iterations: int = 32, rate: f
         v = ops.encrypt(ev_keys, ops.encode(params, np.zeros(params.slots)))
     elif v.key_id != keys.key_id:
         raise KeyMismatchError("v0 is encrypted under another key")
+    step = _iteration_program if one_program else _iteration_steps
+    return _train(data, keys, v, iterations, rate, weight_bound, progress, stats, step)
+
+
+def _train(data: EncryptedData, keys: boot.Keys, v: Ciphertext, iterations: int, rate: float, bound: float, progress,
+           stats: Stats, step) -> Ciphertext:
+    """The loop of :func:`train` (checked arguments), each iteration through ``step`` (:func:`_iteration`)."""
     w = None
     for t, (gamma, eta) in enumerate(zip(step_sizes(iterations, rate), nesterov(iterations))):
         if v.level < DEPTH:
             t0 = time.perf_counter()
-            v = boot.bootstrap(v, keys)
+            v = jax.block_until_ready(boot.bootstrap(v, keys))
             stats.seconds["bootstrap"] += time.perf_counter() - t0
             stats.bootstraps += 1
-        w, v = _iteration(data, v, w, float(gamma), float(eta), weight_bound, ev_keys, stats)
+        t0 = time.perf_counter()
+        w, v = jax.block_until_ready(_iteration(data, v, w, float(gamma), float(eta), bound, keys.evaluation, step))
+        stats.seconds["iteration"] += time.perf_counter() - t0
         stats.iterations += 1
         report(progress, t + 1, iterations, "HELR iterations")
     return w

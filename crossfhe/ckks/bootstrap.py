@@ -65,7 +65,7 @@ from crossfhe.core.params import RingParams
 from crossfhe.errors import ParameterError
 from crossfhe.math import random as crandom
 from crossfhe.math.rns import BasisConversion, RNSBasis, fast_basis_conversion
-from crossfhe.math.xla import plan_cache
+from crossfhe.math.xla import Program, plan_cache
 from crossfhe.progress import callback as progress_callback
 from crossfhe.progress import report
 from crossfhe.ring import poly
@@ -224,7 +224,10 @@ def dft_factors(n: int, levels: int, *, inverse: bool) -> list[lintrans.Diagonal
 @dataclass(frozen=True, eq=False)
 class Plan:
     """The encoded CoeffToSlot and SlotToCoeff factors, the EvalMod coefficients and the rotation set of
-    (params, config). Public (no key material); made once by :func:`plan_for` and cached."""
+    (params, config). Public (no key material); made once by :func:`plan_for` and cached.
+
+    A pytree: the encoded factors (:class:`crossfhe.ckks.lintrans.Encoded`) are its children, everything else is
+    static, so the plan is an argument of the bootstrap's compiled program, never a constant embedded in it."""
 
     params: Params
     config: Config
@@ -246,6 +249,21 @@ class Plan:
 
     def nbytes(self) -> int:
         return sum(e.nbytes() for e in self.cts + self.stc)
+
+
+def _flatten_plan(pl: Plan):
+    static = (pl.params, pl.config, tuple(float(c) for c in pl.cheb), pl.betas, pl.kappa, pl.gamma, pl.raise_scale,
+              pl.subsum)
+    return (pl.cts, pl.stc), static
+
+
+def _unflatten_plan(static, children) -> Plan:
+    params, config, cheb, betas, kappa, gamma, raise_scale, subsum = static
+    cts, stc = children
+    return Plan(params, config, cts, stc, np.asarray(cheb), betas, kappa, gamma, raise_scale, subsum)
+
+
+jax.tree_util.register_pytree_node(Plan, _flatten_plan, _unflatten_plan)
 
 
 def plan_for(params: Params, config: Config | None = None) -> Plan:
@@ -368,7 +386,7 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     config = config_for(params) if config is None else config
     pl = plan_for(params, config)
     rng = crandom.Rng(seed)
-    elements = sorted({ops.galois_element(params, r) for r in pl.rotations()} | {ops.conjugation_element(params)})
+    elements = sorted({ops.rotation_element(params, r) for r in pl.rotations()} | {ops.conjugation_element(params)})
     todo = [g for g in elements if g not in keys.galois]
     total, what = len(todo) + 2, "bootstrapping keys"
     galois = dict(keys.galois)
@@ -497,10 +515,8 @@ def slot_to_coeff(re: Ciphertext, im: Ciphertext, pl: Plan, keys: EvaluationKeys
     return ct
 
 
-def bootstrap(ct: Ciphertext, keys: Keys) -> Ciphertext:
-    """A fresh-level encryption of ct's message: level ``params.user_levels``, scale ct.scale (values within
-    the preset's measured precision). Slot values must lie in [-1, 1]; coefficients of the message beyond about
-    q0 / (2 Delta) wrap (module docstring, step 4, for messages concentrated in few coefficients)."""
+def _check(ct: Ciphertext, keys: Keys) -> Plan:
+    """The plan of a bootstrap of ``ct`` with ``keys``, after checking both."""
     if not isinstance(ct, Ciphertext):
         raise TypeError(f"bootstrap takes a ckks.Ciphertext, got {type(ct).__name__}")
     if not isinstance(keys, Keys):
@@ -510,18 +526,89 @@ def bootstrap(ct: Ciphertext, keys: Keys) -> Ciphertext:
     check_key_ids("bootstrap", ct.key_id, keys.key_id)
     if ct.c0.data.ndim != 2:
         raise ParameterError("bootstrap takes one ciphertext (no batch axes)")
-    pl = plan_for(params, keys.config)
-    scale_in = ct.scale
+    return plan_for(params, keys.config)
+
+
+def eval_mod_each(re: Ciphertext, im: Ciphertext, pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, Ciphertext]:
+    """:func:`eval_mod` of both halves, one after the other (eagerly: each operation its own program)."""
+    return eval_mod(re, pl, keys), eval_mod(im, pl, keys)
+
+
+def eval_mod_loop(re: Ciphertext, im: Ciphertext, pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, Ciphertext]:
+    """:func:`eval_mod` of both halves as a loop of two iterations (:func:`jax.lax.map`) over the pair stacked on a
+    new leading axis: the same words as :func:`eval_mod_each`, and a compiled program holds EvalMod's operations
+    once instead of twice. Both halves share their level and scale (:func:`coeff_to_slot`)."""
+    both = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), re, im)
+    out = jax.lax.map(lambda t: eval_mod(t, pl, keys), both)
+    return jax.tree_util.tree_map(lambda x: x[0], out), jax.tree_util.tree_map(lambda x: x[1], out)
+
+
+def bootstrap_steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods=eval_mod_each) -> Ciphertext:
+    """Steps 1-5 of the module docstring on a checked ``ct`` with the plan ``pl`` (:func:`plan_for` of the keys'
+    parameters and configuration), EvalMod's two halves through ``eval_mods`` (:func:`eval_mod_each` or
+    :func:`eval_mod_loop`: the same words). Traceable: under a trace it records the whole bootstrap; called eagerly
+    each operation runs as its own compiled program (:func:`bootstrap`; under :func:`bootstrap_program`, one).
+    The words do not depend on ct's scale, only the result's declared scale does (:func:`_declared`)."""
+    return _declared(_steps(ct, keys, pl, eval_mods), ct, pl)
+
+
+def _steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods) -> Ciphertext:
+    """:func:`bootstrap_steps` up to SlotToCoeff's output (scale ``params.scale``, before :func:`_declared`)."""
     raised = encapsulate_and_raise(ct, keys, pl.raise_scale)
     re, im = coeff_to_slot(raised, pl, keys.evaluation)
-    # Two calls, not one batch of two: on XLA:CPU the batch measured 9-19% slower (benchmarks/README.md)
-    re, im = eval_mod(re, pl, keys.evaluation), eval_mod(im, pl, keys.evaluation)
-    out = slot_to_coeff(re, im, pl, keys.evaluation)
-    # out holds gamma m / q0 = (Delta_in / params.scale) m / Delta_in at scale params.scale: declared at Delta_in
-    ratio = (math.prod(params.moduli_at(0)) / scale_in) / pl.gamma
-    return ops._like(out, out.c0, out.c1, out.scale / ratio)
+    re, im = eval_mods(re, im, pl, keys.evaluation)
+    return slot_to_coeff(re, im, pl, keys.evaluation)
 
 
-__all__ = ["EPHEMERAL_WEIGHT", "Config", "Keys", "Plan", "bootstrap", "bootstrappable_params", "coeff_to_slot",
-           "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod", "evalmod_levels", "keygen",
-           "mod_raise_coeffs", "plan_for", "slot_to_coeff", "sparse_ring", "times_i"]
+def _declared(out: Ciphertext, ct: Ciphertext, pl: Plan) -> Ciphertext:
+    """SlotToCoeff's output ``out`` declared at ct's scale Delta_in, with ct's key id: it holds gamma m / q0 =
+    (Delta_in / params.scale) m / Delta_in at scale params.scale."""
+    ratio = (math.prod(ct.params.moduli_at(0)) / ct.scale) / pl.gamma
+    return dataclasses.replace(out, scale=out.scale / ratio, key_id=ct.key_id)
+
+
+def _anonymous(ct: Ciphertext, keys: Keys) -> tuple[Ciphertext, Keys]:
+    """ct and keys without what the words do not depend on (ct's scale, set to ``params.scale``, and the key pair's
+    identifier), so that one compiled program serves every input scale and every key pair of the parameters."""
+    public = dataclasses.replace(keys.evaluation.public, key_id=None)
+    keys = dataclasses.replace(keys, evaluation=dataclasses.replace(keys.evaluation, public=public))
+    return dataclasses.replace(ct, scale=float(ct.params.scale), key_id=None), keys
+
+
+def _program_steps(ct: Ciphertext, keys: Keys, pl: Plan) -> Ciphertext:
+    return _steps(ct, keys, pl, eval_mod_loop)
+
+
+_BOOTSTRAP = Program(_program_steps, name="bootstrap")
+
+
+def bootstrap(ct: Ciphertext, keys: Keys) -> Ciphertext:
+    """A fresh-level encryption of ct's message: level ``params.user_levels``, scale ct.scale (values within
+    the preset's measured precision). Slot values must lie in [-1, 1]; coefficients of the message beyond about
+    q0 / (2 Delta) wrap (module docstring, step 4, for messages concentrated in few coefficients).
+
+    Operation by operation (:func:`bootstrap_steps`), each operation its own cached compiled program;
+    :func:`bootstrap_program` is the same words in one executable, whose compilation on XLA:CPU costs far more
+    (benchmarks/README.md, "Workloads as one program")."""
+    pl = _check(ct, keys)
+    return bootstrap_steps(ct, keys, pl)
+
+
+def bootstrap_program(ct: Ciphertext, keys: Keys) -> Ciphertext:
+    """:func:`bootstrap` as one compiled executable per call (:class:`crossfhe.math.xla.Program`): the same words.
+
+    The keys and the plan (the encoded transforms, :func:`plan_for`) are arguments of the executable, as are the
+    tables its operations read (NTT, key-switching and rescaling plans); EvalMod's two halves are one loop
+    (:func:`eval_mod_loop`). It is traced and compiled once per argument structure: the parameters, the configuration
+    and the ciphertext's level (its scale and the key pair's identifier are left out: the words do not depend on
+    them), and reused by every call that shares it; a call at another input level is another program. Under a
+    caller's trace (``jax.jit``, ``vmap``, a circuit) the steps join that trace."""
+    pl = _check(ct, keys)
+    anon_ct, anon_keys = _anonymous(ct, keys)
+    return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl), ct, pl)
+
+
+__all__ = ["EPHEMERAL_WEIGHT", "Config", "Keys", "Plan", "bootstrap", "bootstrap_program", "bootstrap_steps",
+           "bootstrappable_params", "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod",
+           "eval_mod_each", "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "plan_for",
+           "slot_to_coeff", "sparse_ring", "times_i"]

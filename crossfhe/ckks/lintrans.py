@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 
 from crossfhe.ckks import ops
@@ -139,7 +140,11 @@ def plan(m: Diagonals, n1: int | None = None, giant_cost: float = 1.0, max_n1: i
 @dataclass(frozen=True, eq=False)
 class Encoded:
     """A transform's pre-rotated diagonals encoded at ``level`` for inputs at ``in_scale``: the result of
-    :func:`apply` is at level - 1 with scale ``out_scale``."""
+    :func:`apply` is at level - 1 with scale ``out_scale``.
+
+    A pytree: the plaintexts are its children (leaves: their words), the plan, the baby indices, the level and the
+    scales static, so an encoded transform is an argument of a compiled program (:class:`crossfhe.math.xla.Program`),
+    never a constant embedded in it."""
 
     plan: Plan
     plaintexts: tuple  # per giant: tuple of (b, Plaintext)
@@ -149,6 +154,21 @@ class Encoded:
 
     def nbytes(self) -> int:
         return sum(int(pt.poly.data.nbytes) for group in self.plaintexts for _, pt in group)
+
+
+def _flatten_encoded(e: Encoded):
+    pts = tuple(tuple(pt for _, pt in group) for group in e.plaintexts)
+    babies = tuple(tuple(b for b, _ in group) for group in e.plaintexts)
+    return (pts,), (e.plan, babies, e.level, e.in_scale, e.out_scale)
+
+
+def _unflatten_encoded(aux, children) -> Encoded:
+    plan, babies, level, in_scale, out_scale = aux
+    (pts,) = children
+    return Encoded(plan, tuple(tuple(zip(bs, group)) for bs, group in zip(babies, pts)), level, in_scale, out_scale)
+
+
+jax.tree_util.register_pytree_node(Encoded, _flatten_encoded, _unflatten_encoded)
 
 
 def encode(params: Params, m: Diagonals, *, level: int, in_scale: float, out_scale: float,

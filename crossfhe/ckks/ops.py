@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe._deprecated import renamed
 from crossfhe.ckks import encoder
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
 from crossfhe.ckks.params import Params
@@ -59,9 +60,13 @@ SCALE_TOLERANCE = 2.0**-20
 # --------------------------------------------------------------------------------------------------
 
 
-def galois_element(params: Params, rotation: int) -> int:
+def rotation_element(params: Params, rotation: int) -> int:
     """The Galois element 5^r mod 2N rotating slots left by r (any integer; 5 has order N/2 mod 2N)."""
     return pow(5, int(rotation) % params.slots, 2 * params.n)
+
+
+galois_element = renamed(rotation_element, "crossfhe.ckks.ops.galois_element",
+                         "rotation_element (as crossfhe.bfv.ops; one vocabulary: docs/vocabulary.md)")
 
 
 def conjugation_element(params: Params) -> int:
@@ -83,7 +88,7 @@ def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: byt
         raise TypeError(f"keygen takes ckks.Params, got {type(params).__name__}")
     progress = progress_callback(progress)
     rng = crandom.Rng(seed)
-    elements = {galois_element(params, r) for r in rotations}
+    elements = {rotation_element(params, r) for r in rotations}
     if conjugation:
         elements.add(conjugation_element(params))
     total, what = 2 + len(elements), "CKKS keys"
@@ -515,7 +520,7 @@ def rotate(a: Ciphertext, k: int, keys: EvaluationKeys) -> Ciphertext:
     """Slots rotated left by k (slot i of the result holds slot i + k). Needs the key for k."""
     if k % a.params.slots == 0:
         return a
-    return apply_galois(a, galois_element(a.params, k), keys)
+    return apply_galois(a, rotation_element(a.params, k), keys)
 
 
 def conjugate(a: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
@@ -534,7 +539,7 @@ def rotate_many(a: Ciphertext, rotations, keys: EvaluationKeys) -> dict[int, Cip
     out = {int(k): a for k in rotations if int(k) % a.params.slots == 0}
     if not todo:
         return out
-    elements = [galois_element(a.params, k) for k in todo]
+    elements = [rotation_element(a.params, k) for k in todo]
     gks = [keys.galois_key(g) for g in elements]
     plan = ks.keyswitch_plan(gks[0], active=a.c1.limbs, kernels=a.params.kernels)
     switched = ev.galois_hoisted(a.c0, a.c1, tuple(gks), plan, tuple(elements))
@@ -559,15 +564,6 @@ def sum_slots(a: Ciphertext, keys: EvaluationKeys, *, width: int | None = None) 
 def inner_product(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:
     """sum_i a_i b_i in every slot (multiply, rescale, sum_slots)."""
     return sum_slots(rescale(mul(a, b, keys)), keys)
-
-
-def bootstrap(a: Ciphertext, keys) -> Ciphertext:
-    """The same message at level ``params.user_levels`` (CKKS bootstrapping, :func:`crossfhe.ckks.bootstrap.bootstrap`
-    with the keys of :func:`crossfhe.ckks.bootstrap.keygen`): slot values within [-1, 1], error within the preset's
-    stated precision."""
-    from crossfhe.ckks import bootstrap as bt  # bootstrap builds on this module
-
-    return bt.bootstrap(a, keys)
 
 
 def power_of_two_rotations(params: Params) -> list[int]:

@@ -66,6 +66,7 @@ directions' material from the CKKS secret key and the TFHE client key together, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -76,12 +77,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.ckks import bootstrap as bt
-from crossfhe.ckks import lintrans
+from crossfhe.ckks import encoder, lintrans
 from crossfhe.ckks import ops as ckks_ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params as CKKSParams
 from crossfhe.convert import packing
+from crossfhe.core import evaluator as ev
 from crossfhe.core import keyswitch as ks
+from crossfhe.core import rlwe
 from crossfhe.core.keys import SIGMA, SecretKey, check_key_ids
 from crossfhe.core.lwe import LWECiphertext, extract_lwe, lwe_to_rlwe
 from crossfhe.core.params import RingParams
@@ -90,11 +93,12 @@ from crossfhe.math import random as crandom
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan, digits_to_residues, gadget_digits_rns
 from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul, sub_mod
 from crossfhe.math.rns import RNSBasis
-from crossfhe.math.xla import jit, plan_cache
+from crossfhe.math.xla import Program, jit, plan_cache
 from crossfhe.progress import callback as progress_callback
 from crossfhe.progress import report
 from crossfhe.ring.ntt import NTTPlan, intt, ntt
 from crossfhe.ring.poly import Domain, RNSPoly
+from crossfhe.tfhe import bootstrap as tfhe_bootstrap
 from crossfhe.tfhe import keys as tfhe_keys
 from crossfhe.tfhe import ops as tfhe_ops
 from crossfhe.tfhe.params import Params as TFHEParams
@@ -412,7 +416,7 @@ def keygen(ckks_sk: SecretKey, ckks_keys: EvaluationKeys, tfhe_ck: tfhe_ops.Clie
     pack = packing.gen_packing_keys(sk_ring, ring, rng.next_key(), dnum=len(ring.q))
     report(progress, 2, total, "switching keys")
     rots = sorted({r for k in range(1, slots.bit_length()) for r in s2c_rotations(params, 1 << k)})
-    need = sorted({ckks_ops.galois_element(params, r) for r in rots} - set(ckks_keys.galois))
+    need = sorted({ckks_ops.rotation_element(params, r) for r in rots} - set(ckks_keys.galois))
     galois = dict(ckks_keys.galois)
     for g in need:
         galois[g] = ks.gen_galois_key(ckks_sk, params, rng.next_key(), g, dnum=params.dnum)
@@ -504,12 +508,21 @@ def _check_ct(ct, keys: SwitchKeys) -> Ciphertext:
     return ct
 
 
-def ckks_to_lwe(ct: Ciphertext, keys: SwitchKeys, quantizer: Quantizer, count: int, *, slots: int | None = None
-                ) -> LWECiphertext:
-    """Steps 1-5 of CKKS -> TFHE (module docstring): TFHE LWE ciphertexts ``[count]`` of the real values
-    (v_j - lo) / d + h, j < count, under the TFHE long key mod Q_t (not yet rounded: :func:`ckks_to_tfhe`).
-    ``slots``: the ciphertext's slot count (a power of two, count <= slots <= keys.slots; default: the smallest
-    power of two >= count, the encoder's sparse packing of that many values)."""
+@jax.tree_util.register_static
+@dataclass(frozen=True)
+class _ToTFHE:
+    """What decides a CKKS -> TFHE program besides its arrays' shapes (static: part of its argument structure): the
+    coefficients extracted, the TFHE parameters, the TFHE key pair's identifier, and whether a bootstrap rounds."""
+
+    coefficients: tuple[int, ...]
+    tparams: TFHEParams
+    tfhe_key_id: str | None
+    rounds: bool
+
+
+def _to_tfhe_inputs(ct: Ciphertext, keys: SwitchKeys, quantizer: Quantizer, count: int, slots: int | None):
+    """The host part of CKKS -> TFHE after the checks: (affine constant words, SlotToCoeff's encoded factors,
+    the coefficients to extract), everything value-dependent the program takes as arguments."""
     keys = _check_keys(keys)
     ct = _check_ct(ct, keys)
     params, tparams = keys.ckks_params, keys.tfhe_params
@@ -524,29 +537,103 @@ def ckks_to_lwe(ct: Ciphertext, keys: SwitchKeys, quantizer: Quantizer, count: i
                              f"got {slots} for count {count}")
     if ct.level < 1:
         raise ParameterError("SlotToCoeff needs at least one level; the ciphertext is at level 0")
-    q0 = params.moduli_at(0)
-    big_q0 = math.prod(q0)
+    big_q0 = math.prod(params.moduli_at(0))
     d, h = quantizer.step, quantizer.headroom
-    x = ckks_ops.add_scalar(ct, -quantizer.lo + h * d)
+    # step 1 as ckks.ops.add_scalar encodes it: a constant polynomial at ct's scale and level
+    const = encoder.encode_scalar_constant(-quantizer.lo + h * d, moduli=ct.c0.basis, scale=ct.scale,
+                                           margin=rlwe.fresh_noise_bound(params.n), what="add_scalar")
+    shift = ckks_ops._constant_words(tuple(int(v) for v in const))
     target = big_q0 / (2 ** (tparams.message_bits + 1) * d)
-    levels = s2c_levels(x.level)
-    for enc in s2c_plan(params, slots, x.level, levels, float(x.scale), float(target)):
-        x = lintrans.apply(x, enc, keys.evaluation)
+    s2c = s2c_plan(params, slots, ct.level, s2c_levels(ct.level), float(ct.scale), float(target))
+    coefficients = tuple(coefficient_of_slot(params.n, slots, j) for j in range(int(count)))
+    return shift, s2c, coefficients
+
+
+def _to_lwe_words(ct: Ciphertext, shift, s2c: tuple, evaluation: EvaluationKeys, to_tfhe: GadgetKey,
+                  coefficients: tuple[int, ...], tparams: TFHEParams):
+    """Steps 1-5 of CKKS -> TFHE on arrays (traceable): (b [count, L_t], a [count, L_t, k N_t]) mod Q_t."""
+    params = ct.params
+    x = ckks_ops._like(ct, *ev.add_constant(ct.c0, ct.c1, shift))
+    for enc in s2c:
+        x = lintrans.apply(x, enc, evaluation)
     x = ckks_ops.drop_level(x, 0)
-    c0, c1 = gadget_keyswitch(x.c0, x.c1, keys.to_tfhe, params.kernels)
-    idx = [coefficient_of_slot(params.n, slots, j) for j in range(count)]
-    lwe = extract_lwe(c0, c1, np.array(idx))
-    b, a = mod_switch(lwe.b, lwe.a[..., : tparams.long_dim], q0, tparams.moduli)
-    return LWECiphertext(b, a, tparams.moduli, keys.tfhe_key_id)
+    c0, c1 = gadget_keyswitch(x.c0, x.c1, to_tfhe, params.kernels)
+    lwe = extract_lwe(c0, c1, np.array(coefficients))
+    return mod_switch(lwe.b, lwe.a[..., : tparams.long_dim], params.moduli_at(0), tparams.moduli)
+
+
+def _to_tfhe_steps(ct: Ciphertext, shift, s2c: tuple, keys: SwitchKeys, table, static: _ToTFHE) -> LWECiphertext:
+    """CKKS -> TFHE on arrays (traceable): the LWE ciphertexts of :func:`ckks_to_lwe`, and with ``static.rounds``
+    their bootstrap with ``table`` (int32 [1, 1, 2^P], :func:`ckks_to_tfhe`)."""
+    b, a = _to_lwe_words(ct, shift, s2c, keys.evaluation, keys.to_tfhe, static.coefficients, static.tparams)
+    if static.rounds:
+        b, a = _pbs_words(keys.server, b, a, table, None)
+    return LWECiphertext(b, a, static.tparams.moduli, static.tfhe_key_id)
+
+
+def _pbs_words(server: tfhe_ops.ServerKey, b, a, table, delta: int | None):
+    """:func:`crossfhe.tfhe.ops.pbs_many` of one table on a batch [m] as a traceable step, the table an array
+    (int32 [1, 1, 2^P]) rather than a constant: (b [m, L_t], a [m, L_t, k N_t])."""
+    params, key = server.params, server.prepared
+    shape = (b.shape[0],)
+    chunks = tfhe_bootstrap.batch_chunks(params, shape[0], key.kernels, type(key.product))
+    with jax.enable_x64(True) if key.x64 else contextlib.nullcontext():
+        ((ob, oa),) = tfhe_bootstrap._pbs_program(key, b, a, table, params=params, shape=shape, unroll=1,
+                                                  chunks=chunks, delta=delta)
+    return ob, oa
+
+
+_TO_TFHE = {x64: Program(_to_tfhe_steps, x64=x64, name="ckks_to_tfhe") for x64 in (False, True)}
+
+
+def _table_words(tparams: TFHEParams, table) -> jax.Array:
+    """A table on P-bit messages as the int32 [1, 1, 2^P] device array the bootstrap program reads."""
+    t = tfhe_bootstrap.lookup_table(tparams, table).astype(np.int32).reshape(1, 1, -1)
+    return tfhe_bootstrap._device_tables(t)
+
+
+def ckks_to_lwe(ct: Ciphertext, keys: SwitchKeys, quantizer: Quantizer, count: int, *, slots: int | None = None
+                ) -> LWECiphertext:
+    """Steps 1-5 of CKKS -> TFHE (module docstring): TFHE LWE ciphertexts ``[count]`` of the real values
+    (v_j - lo) / d + h, j < count, under the TFHE long key mod Q_t (not yet rounded: :func:`ckks_to_tfhe`).
+    ``slots``: the ciphertext's slot count (a power of two, count <= slots <= keys.slots; default: the smallest
+    power of two >= count, the encoder's sparse packing of that many values). Each operation is its own cached
+    compiled program; :func:`ckks_to_lwe_program` gives the same words as one executable."""
+    shift, s2c, coefficients = _to_tfhe_inputs(ct, keys, quantizer, count, slots)
+    return _to_tfhe_steps(ct, shift, s2c, keys, None, _ToTFHE(coefficients, keys.tfhe_params, keys.tfhe_key_id,
+                                                               False))
+
+
+def ckks_to_lwe_program(ct: Ciphertext, keys: SwitchKeys, quantizer: Quantizer, count: int, *,
+                        slots: int | None = None) -> LWECiphertext:
+    """:func:`ckks_to_lwe` as one compiled executable per call (:class:`crossfhe.math.xla.Program`): the same words.
+    The keys, SlotToCoeff's encoded factors and the affine constant are its arguments. It is compiled once per
+    argument structure: the parameters, ct's level and scale, the quantizer's step (SlotToCoeff's scales),
+    ``count`` and ``slots``, the key pairs' identifiers; calls that share it reuse it."""
+    shift, s2c, coefficients = _to_tfhe_inputs(ct, keys, quantizer, count, slots)
+    static = _ToTFHE(coefficients, keys.tfhe_params, keys.tfhe_key_id, False)
+    return _TO_TFHE[False](ct, shift, s2c, keys, None, static)
 
 
 def ckks_to_tfhe(ct: Ciphertext, keys: SwitchKeys, quantizer: Quantizer, count: int, *, table=None,
                  slots: int | None = None) -> LWECiphertext:
     """CKKS -> TFHE (module docstring): TFHE integers ``[count]``, f(quantize(v_j)) for the first ``count`` slots,
     one bootstrap each (batched). ``table``: f on the quantizer's ``bits``-bit values, a callable or an array of
-    2^bits ints with values in [0, 2^P) (default: the identity)."""
+    2^bits ints with values in [0, 2^P) (default: the identity). :func:`ckks_to_lwe` then
+    :func:`crossfhe.tfhe.ops.pbs`; :func:`ckks_to_tfhe_program` gives the same words as one executable."""
     lwe = ckks_to_lwe(ct, keys, quantizer, count, slots=slots)
     return tfhe_ops.pbs(keys.server, lwe, quantizer.table(table))
+
+
+def ckks_to_tfhe_program(ct: Ciphertext, keys: SwitchKeys, quantizer: Quantizer, count: int, *, table=None,
+                         slots: int | None = None) -> LWECiphertext:
+    """:func:`ckks_to_tfhe` as one compiled executable per call: :func:`ckks_to_lwe_program`'s program with the
+    bootstrap after it, the table an argument (another table reuses the program; it runs under ``jax.enable_x64``
+    where the TFHE key's product needs it): the same words."""
+    shift, s2c, coefficients = _to_tfhe_inputs(ct, keys, quantizer, count, slots)
+    table = _table_words(keys.tfhe_params, quantizer.table(table))
+    static = _ToTFHE(coefficients, keys.tfhe_params, keys.tfhe_key_id, True)
+    return _TO_TFHE[keys.server.prepared.x64](ct, shift, s2c, keys, table, static)
 
 
 def switch_log2_p_fail(keys: SwitchKeys, quantizer: Quantizer | None = None) -> float:
@@ -566,12 +653,21 @@ def switch_log2_p_fail(keys: SwitchKeys, quantizer: Quantizer | None = None) -> 
 # --------------------------------------------------------------------------------------------------
 
 
-def tfhe_to_ckks(lwe: LWECiphertext, keys: SwitchKeys, *, table=None, period: int | None = None) -> Ciphertext:
-    """TFHE -> CKKS (module docstring): m = lwe's batch size <= keys.slots TFHE integers -> one CKKS ciphertext whose
-    slot j holds f(m_(j mod w)) for j mod w < m, else 0, w = ``period`` (a power of two in [m, slots]; default the
-    smallest >= m: the layout of an m-value vector), at level user_levels + stc_levels. ``period`` 1 with m = 1
-    puts the one value in every slot. ``table``: f, a callable or 2^P ints in [0, 2^P) (default the identity).
-    An unrounded LWE (:func:`ckks_to_lwe`) is taken as well: the bootstrap here rounds it."""
+@jax.tree_util.register_static
+@dataclass(frozen=True)
+class _ToCKKS:
+    """What decides a TFHE -> CKKS program besides its arrays' shapes (static): the packing's source of each input
+    (value j of the batch, or m for the appended zero), the bootstrap's output scale Delta_o, the CKKS key pair's
+    identifier and the output's scale factor gamma / 2^(P+1+T)."""
+
+    sources: tuple[int, ...]
+    delta: int
+    ckks_key_id: str | None
+    factor: float
+
+
+def _to_ckks_inputs(lwe: LWECiphertext, keys: SwitchKeys, table, period: int | None):
+    """The checks and host part of TFHE -> CKKS: (table words, plan, static)."""
     keys = _check_keys(keys)
     if keys.bootstrap is None:
         raise ParameterError("TFHE -> CKKS needs bootstrappable CKKS parameters (its second half is CoeffToSlot "
@@ -589,31 +685,62 @@ def tfhe_to_ckks(lwe: LWECiphertext, keys: SwitchKeys, *, table=None, period: in
     p = tparams.message_bits
     shift = shift_for(tparams)
     delta_o = round(tparams.big_q / 2 ** (p + 1 + shift))
-    tab = np.arange(2**p) if table is None else table
-    small = tfhe_ops.pbs_many(keys.server, lwe, [tab], out_delta=delta_o)[0]
-    q0 = params.moduli_at(0)
-    b, a = mod_switch(small.b, small.a, tparams.moduli, q0)
     period = 1 << max(0, (m - 1).bit_length()) if period is None else int(period)
     if period & (period - 1) or not m <= period <= slots:
         raise ParameterError(f"period must be a power of two in [{m}, {slots}], got {period}")
     # slot j's value at coefficient g brev(j): PackLWEs puts input i at coefficient i N / 2n (2n inputs)
-    src = np.full(2 * slots, m)  # m: the zero ciphertext appended below
+    src = np.full(2 * slots, m)  # m: the zero ciphertext appended
     for j in range(slots):
         if j % period < m:
             src[brev(j, slots.bit_length() - 1)] = j % period
+    tab = _table_words(tparams, np.arange(2**p) if table is None else table)
+    pl = bt.plan_for(params, keys.bootstrap.config)
+    static = _ToCKKS(tuple(int(i) for i in src), int(delta_o), keys.ckks_key_id, pl.gamma / 2 ** (p + 1 + shift))
+    return tab, pl, static
+
+
+def _to_ckks_steps(lwe: LWECiphertext, keys: SwitchKeys, table, pl: bt.Plan, static: _ToCKKS) -> Ciphertext:
+    """TFHE -> CKKS on arrays (traceable, module docstring steps 1-5)."""
+    params, tparams = keys.ckks_params, keys.tfhe_params
+    b, a = _pbs_words(keys.server, lwe.b, lwe.a, table, static.delta)
+    q0 = params.moduli_at(0)
+    b, a = mod_switch(b, a, tparams.moduli, q0)
     a = jnp.pad(a, ((0, 0), (0, 0), (0, params.n - a.shape[-1])))
-    zeros_b = jnp.zeros((1,) + b.shape[1:], b.dtype)
-    zeros_a = jnp.zeros((1,) + a.shape[1:], a.dtype)
-    bb = jnp.concatenate([b, zeros_b])
-    aa = jnp.concatenate([a, zeros_a])
-    pick = jnp.asarray(src)
+    bb = jnp.concatenate([b, jnp.zeros((1,) + b.shape[1:], b.dtype)])
+    aa = jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)])
+    pick = np.asarray(static.sources)
     c0, c1 = lwe_to_rlwe(LWECiphertext(bb[pick], aa[pick], q0), domain=Domain.COEFF)
     c0, c1 = gadget_keyswitch(c0, c1, keys.to_ckks, params.kernels)
     p0, p1 = packing.pack_lwes(c0, c1, keys.packing, kernels=params.kernels)
     boot = keys.bootstrap
-    pl = bt.plan_for(params, boot.config)
-    packed = Ciphertext(p0, p1, params, float(params.scale), keys.ckks_key_id)
+    packed = Ciphertext(p0, p1, params, float(params.scale), static.ckks_key_id)
     raised = bt.encapsulate_and_raise(packed, boot, pl.raise_scale)
     re, _ = bt.coeff_to_slot(raised, pl, boot.evaluation)
     out = bt.eval_mod(re, pl, boot.evaluation)
-    return ckks_ops._like(out, out.c0, out.c1, out.scale * pl.gamma / 2 ** (p + 1 + shift))
+    return ckks_ops._like(out, out.c0, out.c1, out.scale * static.factor)
+
+
+_TO_CKKS = {x64: Program(_to_ckks_steps, x64=x64, name="tfhe_to_ckks") for x64 in (False, True)}
+
+
+def tfhe_to_ckks(lwe: LWECiphertext, keys: SwitchKeys, *, table=None, period: int | None = None) -> Ciphertext:
+    """TFHE -> CKKS (module docstring): m = lwe's batch size <= keys.slots TFHE integers -> one CKKS ciphertext whose
+    slot j holds f(m_(j mod w)) for j mod w < m, else 0, w = ``period`` (a power of two in [m, slots]; default the
+    smallest >= m: the layout of an m-value vector), at level user_levels + stc_levels. ``period`` 1 with m = 1
+    puts the one value in every slot. ``table``: f, a callable or 2^P ints in [0, 2^P) (default the identity).
+    An unrounded LWE (:func:`ckks_to_lwe`) is taken as well: the bootstrap here rounds it.
+
+    Each operation is its own cached compiled program; :func:`tfhe_to_ckks_program` gives the same words as one
+    executable."""
+    tab, pl, static = _to_ckks_inputs(lwe, keys, table, period)
+    return _to_ckks_steps(lwe, keys, tab, pl, static)
+
+
+def tfhe_to_ckks_program(lwe: LWECiphertext, keys: SwitchKeys, *, table=None, period: int | None = None
+                         ) -> Ciphertext:
+    """:func:`tfhe_to_ckks` as one compiled executable per call (:class:`crossfhe.math.xla.Program`, under
+    ``jax.enable_x64`` where the TFHE key's product needs it): the same words. The keys, the table and the
+    bootstrapping plan are its arguments. It is compiled once per argument structure (the parameters, m,
+    ``period``, the key pairs' identifiers) and reused by the calls that share it; another table reuses it."""
+    tab, pl, static = _to_ckks_inputs(lwe, keys, table, period)
+    return _TO_CKKS[keys.server.prepared.x64](lwe, keys, tab, pl, static)

@@ -27,8 +27,9 @@ each vector block holds w = N / R entries:
    :attr:`HMVPResult.positions`), the other coefficients 0. G' - 1 + log2(w / G') key switches per tile
    instead of CHAM's N' - 1 + log2(N / N') (N' >= the tile's rows).
 
-Rows are processed ``rows_per_call`` at a time (a jitted, batched kernel per chunk of groups: no Python loop
-per row); m > N gives ceil(m / N) output ciphertexts.
+Rows are processed ``rows_per_call`` at a time (a batched kernel per chunk of groups: no Python loop per row);
+m > N gives ceil(m / N) output ciphertexts. :func:`hmvp_program` runs the dot products and every tile's packing tree
+as one compiled executable (the same words as :func:`hmvp`, whose kernel calls are separate programs).
 
 Noise: the result's phase error is the rescaled dot-product error, at most
 (N t B / 2)(fresh noise) / P + (1 + h) / 2 per input (h = Hamming weight of s, N for a uniform ternary s),
@@ -406,6 +407,58 @@ def _check_inputs(mat: EncodedMatrix, vec: EncryptedVector, keys: EvaluationKeys
     return params
 
 
+@jax.tree_util.register_static
+@dataclass(frozen=True)
+class _Shape:
+    """What decides an :func:`hmvp` program besides its arrays' shapes: the matrix's shape, R and the rows per call
+    (static: part of the program's argument structure)."""
+
+    rows: int
+    rows_per_product: int
+    rows_per_call: int
+
+
+def _tiles(evals, vec: EncryptedVector, galois: dict, shape: _Shape, timings: dict | None = None) -> tuple:
+    """((c0, c1) RNSPoly EVAL over Q per tile of at most N rows): the dot products and the packing of each tile
+    (module docstring, steps 2-5). Traceable; ``timings`` (eager calls only) as for :func:`hmvp`."""
+    params = vec.params
+    m, r = shape.rows, shape.rows_per_product
+    mat = EncodedMatrix(None, params, (m, vec.length), evals, r)
+    outs = []
+    for start in range(0, m, params.n):
+        stop = min(start + params.n, m)
+        t0 = time.perf_counter()
+        c0, c1 = _dot_products(mat, vec, start // r, -(-stop // r), shape.rows_per_call)
+        if timings is not None:
+            jax.block_until_ready((c0.data, c1.data))
+            t1 = time.perf_counter()
+            timings["dot"] = timings.get("dot", 0.0) + t1 - t0
+        # normalized by the dot kernel (times w^-1 mod Q)
+        p0, p1 = pack_lwes(c0, c1, galois, normalize=False, kernels=params.kernels, first_level=r.bit_length())
+        if timings is not None:
+            jax.block_until_ready((p0.data, p1.data))
+            timings["pack"] = timings.get("pack", 0.0) + time.perf_counter() - t1
+        outs.append((p0, p1))
+    return tuple(outs)
+
+
+_HMVP = xla.Program(_tiles, name="hmvp")
+
+
+def _result(tiles: tuple, vec: EncryptedVector, shape: _Shape) -> HMVPResult:
+    params, m = vec.params, shape.rows
+    outs = tuple(Ciphertext(p0, p1, params, vec.key_id) for p0, p1 in tiles)
+    positions = tuple(tile_positions(params, min(start + params.n, m) - start, shape.rows_per_product)
+                      for start in range(0, m, params.n))
+    return HMVPResult(outs, positions, m)
+
+
+def _prepare(mat: EncodedMatrix, vec: EncryptedVector, keys: EvaluationKeys, rows_per_call: int):
+    params = _check_inputs(mat, vec, keys)
+    galois = {g: keys.galois[g] for g in required_galois_elements(params)}
+    return galois, _Shape(mat.shape[0], mat.rows_per_product, int(rows_per_call))
+
+
 def hmvp(
     mat: EncodedMatrix,
     vec: EncryptedVector,
@@ -415,28 +468,30 @@ def hmvp(
     timings: dict | None = None,
 ) -> HMVPResult:
     """u = A v mod t (module docstring). ``keys`` must hold the packing Galois keys
-    (:func:`required_galois_elements`). ``timings``: if a dict, the seconds spent in "dot" (products,
-    rescale, extraction) and "pack" (packing key switches) are added to it (the stages are then waited on,
-    which costs a little overlap)."""
-    params = _check_inputs(mat, vec, keys)
-    m, r = mat.shape[0], mat.rows_per_product
-    outs, positions = [], []
-    for start in range(0, m, params.n):
-        stop = min(start + params.n, m)
-        t0 = time.perf_counter()
-        c0, c1 = _dot_products(mat, vec, start // r, -(-stop // r), rows_per_call)
-        if timings is not None:
-            jax.block_until_ready((c0.data, c1.data))
-            t1 = time.perf_counter()
-            timings["dot"] = timings.get("dot", 0.0) + t1 - t0
-        # normalized by the dot kernel (times w^-1 mod Q)
-        p0, p1 = pack_lwes(c0, c1, keys.galois, normalize=False, kernels=params.kernels, first_level=r.bit_length())
-        if timings is not None:
-            jax.block_until_ready((p0.data, p1.data))
-            timings["pack"] = timings.get("pack", 0.0) + time.perf_counter() - t1
-        outs.append(Ciphertext(p0, p1, params, vec.key_id))
-        positions.append(tile_positions(params, stop - start, r))
-    return HMVPResult(tuple(outs), tuple(positions), m)
+    (:func:`required_galois_elements`). Each kernel call is its own cached compiled program (the dot-product
+    chunks, every packing level's key switches); :func:`hmvp_program` gives the same words as one executable.
+
+    ``timings``: if a dict, the seconds spent in "dot" (products, rescale, extraction) and "pack" (packing key
+    switches) are added to it (the stages are then waited on, which costs a little overlap)."""
+    galois, shape = _prepare(mat, vec, keys, rows_per_call)
+    return _result(_tiles(mat.evals, vec, galois, shape, timings), vec, shape)
+
+
+def hmvp_program(
+    mat: EncodedMatrix,
+    vec: EncryptedVector,
+    keys: EvaluationKeys,
+    *,
+    rows_per_call: int = DEFAULT_ROWS_PER_CALL,
+) -> HMVPResult:
+    """:func:`hmvp` as one compiled executable per call (:class:`crossfhe.math.xla.Program`): the dot products and
+    every tile's packing tree, with the matrix's transformed rows, the vector, the packing keys and every table as
+    its arguments: the same words, one dispatch (what an accelerator needs). It is traced and compiled once per
+    argument structure (the parameters, the matrix's shape, R, ``rows_per_call``, the key pair's identifier) and
+    reused by every call that shares it. On XLA:CPU it compiles and runs slower than :func:`hmvp`
+    (benchmarks/README.md, "Workloads as one program")."""
+    galois, shape = _prepare(mat, vec, keys, rows_per_call)
+    return _result(_HMVP(mat.evals, vec, galois, shape), vec, shape)
 
 
 @dataclass(frozen=True)
@@ -502,6 +557,7 @@ __all__ = [
     "encode_matrix",
     "encrypt_vector",
     "hmvp",
+    "hmvp_program",
     "matrix_polynomials",
     "matvec_reference",
     "noise_budget",
