@@ -715,7 +715,8 @@ def circuit_header() -> dict:
             "batch_shape": [2], "versions": "crossfhe sources 0123, jax 0.10, jaxlib 0.10",
             "graph": {"scheme": "ckks", "nodes": [["input", [], [["index", 0]], "f.py:3"]], "inputs": [0],
                       "outputs": [0], "consts": {}},
-            "specs": [{"type": "CKKSVector", "length": 4}], "runtime": hashlib.sha256(b"treedef").hexdigest()}
+            "specs": [{"type": "CKKSVector", "length": 4}], "runtime": hashlib.sha256(b"treedef").hexdigest(),
+            "runs": "one program"}
 
 
 def circuit_frame(head: bytes, body: bytes, magic: bytes = b"CFHECIR1") -> bytes:
@@ -738,12 +739,19 @@ def test_circuit_file_round_trip_and_atomic_write(tmp_path):
         cf.write_circuit_file(path, bad, BODY)
     with pytest.raises(SerializationError, match="body"):
         cf.write_circuit_file(path, circuit_header(), b"")
+    by_operation = dict(circuit_header(), runs="operation by operation")
+    with pytest.raises(SerializationError, match="body .* holds"):
+        cf.write_circuit_file(path, by_operation, BODY)
     assert path.read_bytes() == data and sorted(os.listdir(tmp_path)) == ["f.cfhecir"]
+    other = tmp_path / "g.cfhecir"
+    cf.write_circuit_file(other, by_operation, b"")
+    assert cf.read_circuit_file(other) == (by_operation, b"")
 
 
 @pytest.mark.parametrize("field", sorted(cf.HEADER_FIELDS))
 def test_circuit_file_every_field_type_checked(field):
-    wrong = {"str": 5, "hex64": "ABC", "shape": [1, -2], "object": [], "list of objects": [{"a": 1}, 3]}
+    wrong = {"str": 5, "hex64": "ABC", "shape": [1, -2], "object": [], "list of objects": [{"a": 1}, 3],
+             "runs": "in parallel"}
     for value in (wrong[cf.HEADER_FIELDS[field]], None, True, 1.5):
         header = dict(circuit_header(), **{field: value})
         message = refused(cf.unpack_circuit_file, circuit_frame(json.dumps(header).encode(), BODY))
@@ -764,6 +772,8 @@ def test_circuit_file_malformed_refused(tmp_path):
         "huge integer": circuit_frame(head.replace(b'"batch_shape": [2]', b'"batch_shape": [' + b"9" * 5000 + b"]"),
                                       BODY),
         "empty body": circuit_frame(head, b""),
+        "a body where none runs": circuit_frame(json.dumps(dict(circuit_header(), runs="operation by operation")
+                                                           ).encode(), BODY),
         "bad magic": circuit_frame(head, BODY, b"CFHECIR2"),
         "short": good[:40],
         "truncated": good[:-1],

@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from crossfhe import runtime
 from crossfhe.api.ir import CircuitError, Graph
+from crossfhe.api.specs import BFVVector, CKKSVector, InputSpec, TFHEInt
 from crossfhe.api.trace import Trace, Value
 from crossfhe.core.keys import SecretHolder
 from crossfhe.errors import KeyMismatchError, ParameterError, SerializationError
@@ -76,8 +78,9 @@ class Scheme:
     - ``runtime(graph, params, public) -> pytree`` of arrays: keys, plans and constants the program takes.
     - ``interpret(graph, params, inputs, runtime) -> [leaves per output]``: the circuit on one item (traceable;
       ``inputs``: a tuple of leaf tuples, one per input).
-    - ``lifts(graph) -> bool``: True where the program's tables (a bootstrap's transforms) are lifted out as
-      arguments instead of embedded; default False.
+    - ``by_operation(graph) -> bool``: True where the graph runs operation by operation, each operation its own
+      cached compiled program, rather than as one program (CKKS circuits that bootstrap: XLA inlines every
+      operation of a bootstrap into one program, whose compilation takes minutes and gigabytes); default False.
     - ``value_attrs``, ``item_ndims``, ``eager_key``, ``eager_output``, ``eager_passes``, ``with_constants``,
       ``x64``: what eager values need to run one operation as a one-node circuit (:mod:`crossfhe.api.eager`).
     - ``params_digest(params)``, ``kernels(params)``, ``build_id(params)``, ``custom_calls(params)``: identity,
@@ -127,10 +130,9 @@ class Scheme:
         """Whether the scheme's programs run inside ``jax.enable_x64`` (:meth:`scope`)."""
         return False
 
-    def lifts(self, graph) -> bool:
-        """Whether the program's tables are large enough to be arguments rather than embedded constants (a CKKS
-        bootstrap's encoded transforms): the lowering is then traced once and its constants lifted out
-        (:meth:`Circuit._traced`); default False."""
+    def by_operation(self, graph) -> bool:
+        """Whether ``graph`` runs operation by operation rather than as one program (class docstring); default
+        False."""
         return False
 
     def graph_to_json(self, graph: Graph) -> dict:
@@ -149,10 +151,11 @@ class Scheme:
         return {"type": type(spec).__name__, **dataclasses.asdict(spec)}
 
     def spec_from_json(self, data: dict):
-        from crossfhe.api import specs
-
         data = dict(data)
-        cls = getattr(specs, data.pop("type"))
+        kind = data.pop("type", None)
+        cls = {c.__name__: c for c in (CKKSVector, BFVVector, TFHEInt)}.get(kind)
+        if cls is None:
+            raise SerializationError(f"an input spec of unknown type {kind!r}")
         return cls(**data)
 
     def params_digest(self, params) -> str:
@@ -198,16 +201,6 @@ class RingScheme(Scheme):
             return ""
         lib_path = getattr(ntt.NATIVE, "path", None)
         return str(lib_path or "native")
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """Base of the input specifications (``CKKSVector``, ``BFVVector``, ``TFHEInt``)."""
-
-    scheme = "?"
-
-    def describe(self) -> str:
-        return repr(self)
 
 
 def schemes() -> dict[str, Scheme]:
@@ -536,14 +529,24 @@ class Circuit:
                 raise ParameterError(f"{self.name}: input {i} holds arrays {got}, the circuit takes {want}")
         leaves, treedef = self._runtime(public)
         with self.scheme.scope(self.params):
-            program = self._program(batch, devices, leaves, treedef)
-            consts = self._traced(batch, leaves, treedef)[0]
-            expected = self.__dict__.get("_expected_tables", {}).pop(batch, None)
-            if expected is not None and self._tables_digest(batch, leaves, treedef) != expected:
-                raise ParameterError(f"{self.name}: this library makes other tables (transforms, plans) for these "
-                                     "parameters than the one that exported the circuit; export it again here")
-            outs = program(consts, tuple(tuple(x.leaves) for x in inputs), leaves)
+            if self.scheme.by_operation(self.graph):
+                outs = self._run_by_operation(batch, tuple(tuple(x.leaves) for x in inputs), leaves, treedef)
+            else:
+                program = self._program(batch, devices, leaves, treedef)
+                outs = program((), tuple(tuple(x.leaves) for x in inputs), leaves)
         return [Encrypted(tuple(o), batch, key_id, self.digest, j, True) for j, o in enumerate(outs)]
+
+    def _run_by_operation(self, batch, inputs, leaves, treedef):
+        """The graph operation by operation (each a cached compiled program), item by item over the batch."""
+        rt = jax.tree.unflatten(treedef, leaves)
+        items = int(np.prod(batch)) if batch else 1
+        flat = [tuple(tuple(np.reshape(a, (items,) + np.shape(a)[len(batch):])[j] for a in x) for x in inputs)
+                for j in range(items)] if batch else [inputs]
+        outs = [self.scheme.interpret(self.graph, self.params, item, rt) for item in flat]
+        if not batch:
+            return [tuple(o) for o in outs[0]]
+        return [tuple(jnp.stack([outs[j][k][m] for j in range(items)]).reshape(tuple(batch) + outs[0][k][m].shape)
+                      for m in range(len(outs[0][k]))) for k in range(len(outs[0]))]
 
     def encrypt_run_decrypt(self, *values):
         """decrypt(run(encrypt(values))) with the circuit's keys (made by :meth:`keygen` if there are none)."""
@@ -582,42 +585,14 @@ class Circuit:
         return fn
 
     def _traced(self, batch, leaves, treedef):
-        """(constants, fn(constants, inputs, runtime leaves) -> outputs) for ``batch``: the program traced once
-        (:func:`jax.make_jaxpr`, abstract arguments), every array the lowering reads besides its arguments (the
-        bootstrap's encoded transforms, key-switching plans, modulus tables) made a leading argument, so that no
-        table is embedded in the program and an exported program stays small (:class:`crossfhe.math.xla.Program`
-        does the same for workloads)."""
+        """(constants, fn(constants, inputs, runtime leaves) -> outputs) for ``batch``: the program on flat
+        arguments. Its tables are small (modulus and NTT tables, embedded; keys and per-node constants are runtime
+        arguments), so ``constants`` is empty; the leading argument keeps exported programs' signature."""
         cached = self._lifted.get(batch)
-        if cached is not None:
-            return cached
-        if not self.scheme.lifts(self.graph):  # small tables only: embedded, and a cached program needs no trace
+        if cached is None:
             flat = self._flat_fn(batch, treedef)
-            self._lifted[batch] = ((), lambda consts, inputs, leaves: flat(inputs, leaves))
-            return self._lifted[batch]
-        ins, rts = self._abstract(batch, leaves)
-        with self.scheme.scope(self.params):
-            closed, out_shape = jax.make_jaxpr(self._flat_fn(batch, treedef), return_shape=True)(ins, rts)
-        out_tree = jax.tree.structure(out_shape)
-        jaxpr = closed.jaxpr
-
-        def run(consts, inputs, leaves):
-            flat = jax.tree.leaves((inputs, leaves))
-            return jax.tree.unflatten(out_tree, jax.core.eval_jaxpr(jaxpr, consts, *flat))
-
-        consts = tuple(jax.device_put(c) if isinstance(c, np.ndarray) and c.dtype.itemsize <= 4 else c
-                       for c in closed.consts)
-        self._lifted[batch] = (consts, run)
-        return consts, run
-
-    def _tables_digest(self, batch, leaves, treedef) -> str:
-        """A digest of the tables the program for ``batch`` takes besides its inputs and keys (shapes, dtypes and
-        bytes): an exported circuit records it, and the tables a server makes must match it."""
-        h = hashlib.sha256()
-        for c in self._traced(batch, leaves, treedef)[0]:
-            a = np.asarray(c)
-            h.update(f"{a.dtype.str}{a.shape}".encode())
-            h.update(np.ascontiguousarray(a).tobytes())
-        return h.hexdigest()
+            cached = self._lifted[batch] = ((), lambda consts, inputs, leaves: flat(inputs, leaves))
+        return cached
 
     def _devices(self, batch, devices):
         devices = list(jax.local_devices() if devices is None else devices)
@@ -721,7 +696,9 @@ class Circuit:
         ("cpu", "cuda", ...; default that of this process's first local device)."""
         batch = tuple(int(b) for b in batch_shape)
         leaves, treedef = self._runtime(self._key_material(keys, "export"))
-        exp = self._lower_exported(batch, leaves, treedef, platform or _platform(jax.local_devices()[0]))
+        by_operation = self.scheme.by_operation(self.graph)
+        body = b"" if by_operation else bytes(self._lower_exported(
+            batch, leaves, treedef, platform or _platform(jax.local_devices()[0])).serialize())
         header = {
             "scheme": self.scheme.name, "name": self.name, "digest": self.digest,
             "params": self.scheme.params_digest(self.params),
@@ -729,9 +706,9 @@ class Circuit:
             "build": self.scheme.build_id(self.params), "batch_shape": list(batch), "versions": _versions(),
             "graph": self.scheme.graph_to_json(self.graph), "specs": [self.scheme.spec_to_json(s) for s in self.specs],
             "runtime": hashlib.sha256(str(treedef).encode()).hexdigest(),
-            "tables": self._tables_digest(batch, leaves, treedef),
+            "runs": "operation by operation" if by_operation else "one program",
         }
-        return circuit_file.write_circuit_file(path, header, bytes(exp.serialize()))
+        return circuit_file.write_circuit_file(path, header, body)
 
 
 def load(path, params) -> Circuit:
@@ -764,13 +741,15 @@ def load(path, params) -> Circuit:
     circuit = Circuit(graph, params, specs, scheme, name=header["name"], cache=False)
     if circuit.digest != header["digest"]:
         raise SerializationError(f"{path}: the graph does not match its digest")
-    try:
-        exp = export.deserialize(bytearray(body))
-    except Exception as e:  # noqa: BLE001 - a damaged program, in the user's terms
-        raise SerializationError(f"{path}: the lowered program cannot be read: {type(e).__name__}: {e}") from None
-    circuit._exported[(tuple(header["batch_shape"]), 1, exp.platforms[0])] = exp
+    if (header["runs"] == "operation by operation") != scheme.by_operation(graph):
+        raise SerializationError(f"{path}: the header says the circuit runs {header['runs']!r}, its graph does not")
+    if body:
+        try:
+            exp = export.deserialize(bytearray(body))
+        except Exception as e:  # noqa: BLE001 - a damaged program, in the user's terms
+            raise SerializationError(f"{path}: the lowered program cannot be read: {type(e).__name__}: {e}") from None
+        circuit._exported[(tuple(header["batch_shape"]), 1, exp.platforms[0])] = exp
     circuit.__dict__["_runtime_digest"] = header["runtime"]
-    circuit.__dict__["_expected_tables"] = {tuple(header["batch_shape"]): header["tables"]}
     return circuit
 
 

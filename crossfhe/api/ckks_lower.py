@@ -826,7 +826,7 @@ class CKKSScheme(RingScheme):
 
     # The eager values' one-operation circuits (crossfhe.api.eager) -------------------------------------
 
-    def lifts(self, graph) -> bool:
+    def by_operation(self, graph) -> bool:
         return any(n.op == "bootstrap" for n in graph.nodes)
 
     def eager_key(self, attrs: dict) -> tuple:

@@ -24,6 +24,8 @@ graph's ``interpret`` runs inside the caller's trace instead of a program of its
 
 from __future__ import annotations
 
+import hashlib
+import os
 import weakref
 
 import jax
@@ -52,10 +54,10 @@ def _watch(public) -> None:
     if key_id in _WATCHED:
         return
 
-    def forget(_ref, key_id=key_id):
-        _WATCHED.pop(key_id, None)
-        for k in [k for k in _CACHE if k[1] == key_id]:
-            _CACHE.pop(k, None)
+    def forget(_ref, key_id=key_id, watched=_WATCHED, cache=_CACHE):
+        watched.pop(key_id, None)
+        for k in [k for k in cache if k[1] == key_id]:
+            cache.pop(k, None)
 
     try:
         _WATCHED[key_id] = weakref.ref(public, forget)
@@ -159,17 +161,84 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
     if entry.has_values:
         rt = scheme.with_constants(rt, _substituted(lowered, attrs, consts, value_attrs), params, public)
     inputs = tuple(tuple(w) for _, w in operands)
-    if xla._top_level is not None and not xla._top_level():
-        with entry.program._scope():  # inside a caller's trace: its program takes the operations in
+    if (xla._top_level is not None and not xla._top_level()) or scheme.by_operation(lowered):
+        # inside a caller's trace its program takes the operations in; a bootstrap runs operation by operation
+        with entry.program._scope():
             words = entry.program.fn(inputs, rt)
     else:
         if entry.compiled is None:
-            (constants, exe, out_tree, _), _ = entry.program._entry((inputs, rt))
-            entry.compiled = (constants, exe, out_tree)
+            entry.compiled = _compile(scheme, params, lowered, entry.program, key, inputs, rt)
         constants, exe, out_tree = entry.compiled
         with entry.program._scope():
             words = jax.tree_util.tree_unflatten(out_tree, exe(constants, *jax.tree_util.tree_leaves((inputs, rt))))
     return lowered.nodes[lowered.outputs[0]], words[0]
+
+
+def _compile(scheme, params, lowered: Graph, program, key, inputs, rt):
+    """(constants, executable, output structure) of ``program`` for these arguments, kept on disk as compiled
+    circuits are (:func:`crossfhe.api.circuit.cache_dir`, ``eager/``): the lowered program saved with
+    ``jax.export`` under a digest of the operation, the operands' layout, the arguments' structure, the parameters,
+    the kernel set, the native build, the backend and the library's sources, so that a later process loads it
+    instead of tracing and lowering it again (its compile is then the persistent compilation cache's). Without a
+    cache directory, or on any failure to save or load, it is traced here."""
+    from crossfhe.api.circuit import _platform, _versions, cache_dir
+
+    flat, treedef = jax.tree_util.tree_flatten((inputs, rt))
+    root = cache_dir()
+    if root is None:
+        (constants, exe, out_tree, _), _ = program._entry((inputs, rt))
+        return constants, exe, out_tree
+    kernels = scheme.kernels(params)
+    platform = _platform(jax.local_devices()[0])
+    parts = [repr(key[0:1] + key[2:]), str(treedef), repr([(np.shape(x), str(x.dtype)) for x in flat]),
+             scheme.params_digest(params), getattr(kernels, "name", str(kernels)), scheme.build_id(params), platform,
+             _versions()]
+    path = root / "eager" / (hashlib.sha256("|".join(parts).encode()).hexdigest()[:32] + ".jaxexport")
+    exp = _load(path)
+    if exp is None:
+        exp = _export(scheme, params, program, treedef, flat, platform, path)
+    if exp is None:
+        (constants, exe, out_tree, _), _ = program._entry((inputs, rt))
+        return constants, exe, out_tree
+    call = xla.jit(lambda consts, *leaves: tuple(exp.call(*leaves)))
+    return (), call, jax.tree_util.tree_structure((tuple(0 for _ in exp.out_avals),))
+
+
+def _export(scheme, params, program, treedef, flat, platform: str, path):
+    from jax import export
+
+    def flat_fn(*leaves):
+        inputs, rt = jax.tree_util.tree_unflatten(treedef, leaves)
+        return tuple(jax.tree_util.tree_leaves(program.fn(inputs, rt)))
+
+    checks = [export.DisabledSafetyCheck.custom_call(t) for t in scheme.custom_calls(params)]
+    shapes = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in flat]
+    try:
+        with program._scope():
+            exp = export.export(jax.jit(flat_fn), platforms=(platform,), disabled_checks=checks)(*shapes)
+        blob = bytes(exp.serialize())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        tmp.write_bytes(blob + hashlib.sha256(blob).digest())
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a program that cannot be exported still runs, traced here
+        return None
+    return exp
+
+
+def _load(path):
+    if not path.exists():
+        return None
+    from jax import export
+
+    try:
+        data = path.read_bytes()
+        if len(data) < 32 or hashlib.sha256(data[:-32]).digest() != data[-32:]:
+            raise ValueError("checksum")
+        return export.deserialize(bytearray(data[:-32]))
+    except Exception:  # noqa: BLE001 - a damaged cache entry is traced again, never trusted
+        path.unlink(missing_ok=True)
+        return None
 
 
 def clear() -> None:

@@ -9,7 +9,8 @@ offset         size    field
 8              8       H, the header's length in bytes, u64
 16             8       B, the body's length in bytes, u64
 24             H       header: a JSON object, UTF-8 (no NaN or infinity, no repeated key)
-24 + H         B       body: the lowered program, ``jax.export`` serialized bytes (B >= 1)
+24 + H         B       body: the lowered program, ``jax.export`` serialized bytes (B >= 1; B = 0 where
+                       ``runs`` is "operation by operation")
 24 + H + B     32      SHA-256 of bytes [0, 24 + H + B)
 =============  ======  ===================================================================================
 
@@ -30,7 +31,8 @@ field            type                                what
 ``graph``        object                              the graph (the circuit layer reads it)
 ``specs``        list of objects                     the input specs (the circuit layer reads them)
 ``runtime``      str                                 the digest of the runtime arguments' structure
-``tables``       str                                 the digest of the tables the program takes as arguments
+``runs``         "one program" or                    how a server runs it: the body's program, or the graph
+                 "operation by operation"            operation by operation (a circuit that bootstraps; no body)
 ===============  ==================================  ===============================================================
 
 :func:`read_circuit_file` raises :class:`~crossfhe.errors.SerializationError` naming the file and the first
@@ -60,8 +62,11 @@ _DIGEST = hashlib.sha256().digest_size  # 32
 
 HEADER_FIELDS = {"scheme": "str", "name": "str", "digest": "hex64", "params": "str", "kernels": "str",
                  "build": "str", "batch_shape": "shape", "versions": "str", "graph": "object",
-                 "specs": "list of objects", "runtime": "str", "tables": "str"}
+                 "specs": "list of objects", "runtime": "str", "runs": "runs"}
 """Every field of an exported circuit's header and its type (module docstring)."""
+
+RUNS = ("one program", "operation by operation")
+"""The values of the header's ``runs`` field."""
 
 
 def check_circuit_header(header) -> dict:
@@ -76,6 +81,9 @@ def check_circuit_header(header) -> dict:
             checks.json_hex(value, what, 64)
         elif kind == "shape":
             checks.json_shape(value, what)
+        elif kind == "runs":
+            if value not in RUNS:
+                raise SerializationError(f"{what} must be one of {list(RUNS)}, got {checks.shown(value)}")
         elif kind == "object":
             if not isinstance(value, dict):
                 raise SerializationError(f"{what} must be a JSON object, got {type(value).__name__}")
@@ -86,11 +94,13 @@ def check_circuit_header(header) -> dict:
 
 def pack_circuit_file(header: dict, body: bytes) -> bytes:
     """The bytes of an exported-circuit file (module docstring) of ``header`` (checked by
-    :func:`check_circuit_header`) and ``body`` (non-empty bytes-like). SerializationError if either does not fit
-    or the header is not plain JSON (a NaN or infinity, a non-JSON type)."""
+    :func:`check_circuit_header`) and ``body`` (bytes-like, empty exactly where ``runs`` is "operation by
+    operation"). SerializationError if either does not fit or the header is not plain JSON (a NaN or infinity, a
+    non-JSON type)."""
     check_circuit_header(header)
-    if not isinstance(body, (bytes, bytearray, memoryview)) or len(body) == 0:
-        raise SerializationError(f"an exported circuit's body must be non-empty bytes, got {type(body).__name__}")
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise SerializationError(f"an exported circuit's body must be bytes, got {type(body).__name__}")
+    _check_body(header, len(body), "an exported circuit")
     try:
         head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("utf-8")
     except (TypeError, ValueError) as e:
@@ -118,14 +128,21 @@ def unpack_circuit_file(data, *, source: str = "the exported circuit") -> tuple[
                                  f"{total} bytes, the file holds {len(data)} (truncated or altered)")
     if hashlib.sha256(data[:-_DIGEST]).digest() != data[-_DIGEST:]:
         raise SerializationError(f"{source}: the SHA-256 does not match (truncated or altered)")
-    if body_len == 0:
-        raise SerializationError(f"{source}: the body (the lowered program) is empty")
     try:
         header = fmt.parse_header(data[_START : _START + head_len])
         check_circuit_header(header)
     except SerializationError as e:
         raise SerializationError(f"{source}: {e}") from None
+    _check_body(header, body_len, source)
     return header, data[_START + head_len : _START + head_len + body_len]
+
+
+def _check_body(header: dict, length: int, source: str) -> None:
+    """A body (the lowered program) exactly where the header's ``runs`` says the circuit runs as one program."""
+    if (length == 0) != (header["runs"] == "operation by operation"):
+        what = "is empty" if length == 0 else f"holds {length} bytes"
+        raise SerializationError(f"{source}: the body (the lowered program) {what}, but the header says the circuit "
+                                 f"runs {header['runs']!r}")
 
 
 def write_circuit_file(path, header: dict, body: bytes) -> Path:
