@@ -8,7 +8,24 @@ cannot decrypt itself: the secret key never rides along.
 
 from __future__ import annotations
 
+import weakref
+
 from crossfhe.errors import KeyMismatchError, ParameterError
+
+_SWITCHES: dict = {}
+
+
+def register_switch(ckks_key_id: str | None, switch) -> None:
+    """Remember ``switch`` (a :class:`~crossfhe.api.switch.SchemeSwitch`, weakly) as the one whose comparisons
+    ``x > y`` on the CKKS key pair ``ckks_key_id``'s vectors go through."""
+    _SWITCHES[ckks_key_id] = weakref.ref(switch)
+
+
+def switch_for(ckks_key_id: str | None):
+    """The :class:`~crossfhe.api.switch.SchemeSwitch` made in this process for the CKKS key pair ``ckks_key_id``
+    (:func:`register_switch`), or None."""
+    ref = _SWITCHES.get(ckks_key_id)
+    return None if ref is None else ref()
 
 
 def same_keys(what: str, mine: str | None, theirs: str | None) -> None:

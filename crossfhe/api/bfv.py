@@ -45,7 +45,7 @@ from crossfhe.api.bfv_lower import SCHEME
 from crossfhe.api.context import Context, PublicContext, prepare_create
 from crossfhe.api.ir import const_key
 from crossfhe.api.trace import Value, register_value, width_of
-from crossfhe.api.vector import SlotVector, is_int, padding_clean, scalar_operand
+from crossfhe.api.vector import SlotVector, is_int, scalar_operand
 from crossfhe.bfv import ops
 from crossfhe.bfv import ops as bfv_ops
 from crossfhe.bfv.ciphertext import Ciphertext, EvaluationKeys
@@ -287,23 +287,13 @@ class EncryptedIntVector(KeyOwned, SlotVector):
 
     # The primitives and their operands -------------------------------------------------------------------
 
-    def _apply(self, op: str, others=(), attrs: dict | None = None, *, length: int | None = None,
-               width: int | None = None, clean: bool | None = None, is_complex: bool = False, consts=None):
-        """The value of primitive ``op`` on this value and ``others`` (:mod:`crossfhe.api.bfv_lower`): recorded
-        while tracing, else run as a one-operation circuit (:mod:`crossfhe.api.eager`)."""
-        attrs = attrs or {}
-        length = self.length if length is None else length
-        width = self.width if width is None else width
-        clean = padding_clean("same", length, width, (self.length, self.clean)) if clean is None else clean
-        fields = dict(length=length, width=width, clean=clean)
-        if self.traced:
-            return self._record(op, others, attrs, consts, **fields)
+    def _run(self, op: str, attrs: dict, others, consts) -> Ciphertext:
+        """The ciphertext of primitive ``op`` run eagerly (:mod:`crossfhe.api.bfv_lower`)."""
         public = self.ctx
         operands = [({}, (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
         _, (c0, c1) = eager.run(SCHEME, public.params, public.keys, op, attrs, operands, consts=consts)
         q = public.params.q
-        ct = Ciphertext(RNSPoly(c0, q, Domain.EVAL), RNSPoly(c1, q, Domain.EVAL), public.params, self.ct.key_id)
-        return _set_owner(self._replace(ct=ct, **fields), self._owner_of((self, *others)))
+        return Ciphertext(RNSPoly(c0, q, Domain.EVAL), RNSPoly(c1, q, Domain.EVAL), public.params, self.ct.key_id)
 
     def _operand(self, other, what: str):
         """An int operand taken mod t (concrete values: it must lie in (-t, t), a negative c standing for t + c);

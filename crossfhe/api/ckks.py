@@ -33,14 +33,14 @@ import jax
 import numpy as np
 
 from crossfhe.api import eager
-from crossfhe.api._owner import KeyOwned
+from crossfhe.api._owner import KeyOwned, switch_for
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
 from crossfhe.api.ckks_lower import SCHEME
 from crossfhe.api.context import Context, PublicContext, prepare_create
 from crossfhe.api.ir import const_key
 from crossfhe.api.trace import Value, register_value, width_of
-from crossfhe.api.vector import SlotVector, is_int, padding_clean, scalar_operand
+from crossfhe.api.vector import SlotVector, is_int, scalar_operand
 from crossfhe.ckks import ops
 from crossfhe.ckks import ops as ckks_ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
@@ -276,25 +276,17 @@ class EncryptedVector(KeyOwned, SlotVector):
 
     # The primitives and their operands -------------------------------------------------------------------
 
-    def _apply(self, op: str, others=(), attrs: dict | None = None, *, length: int | None = None,
-               width: int | None = None, clean: bool | None = None, is_complex: bool = False, consts=None):
-        """The value of primitive ``op`` on this value and ``others`` (:mod:`crossfhe.api.ckks_lower`): recorded
-        while tracing, else run as a one-operation circuit (:mod:`crossfhe.api.eager`)."""
-        attrs = attrs or {}
-        length = self.length if length is None else length
-        width = self.width if width is None else width
-        clean = padding_clean("same", length, width, (self.length, self.clean)) if clean is None else clean
-        fields = dict(complex=self.complex or is_complex or any(o.complex for o in others), length=length,
-                      width=width, clean=clean)
-        if self.traced:
-            return self._record(op, others, attrs, consts, **fields)
+    def _fields(self, others, is_complex: bool) -> dict:
+        return {"complex": self.complex or is_complex or any(o.complex for o in others)}
+
+    def _run(self, op: str, attrs: dict, others, consts) -> Ciphertext:
+        """The ciphertext of primitive ``op`` run eagerly (:mod:`crossfhe.api.ckks_lower`)."""
         public = self.ctx
         operands = [({"level": v.ct.level, "scale": v.ct.scale}, (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
         node, (c0, c1) = eager.run(SCHEME, public.params, public.runtime_keys, op, attrs, operands, consts=consts)
         moduli = public.params.moduli_at(node.attr("level"))
-        ct = Ciphertext(RNSPoly(c0, moduli, Domain.EVAL), RNSPoly(c1, moduli, Domain.EVAL), public.params,
-                        node.attr("scale"), self.ct.key_id)
-        return _set_owner(self._replace(ct=ct, **fields), self._owner_of((self, *others)))
+        return Ciphertext(RNSPoly(c0, moduli, Domain.EVAL), RNSPoly(c1, moduli, Domain.EVAL), public.params,
+                          node.attr("scale"), self.ct.key_id)
 
     def _operand(self, other, what: str):
         """A scalar operand as an int or a finite float or complex; other operands as they are."""
@@ -362,8 +354,6 @@ class EncryptedVector(KeyOwned, SlotVector):
         if self.traced:
             raise self._error(TypeError, f"{op}: comparisons of CKKS values go through TFHE (crossfhe.SchemeSwitch), "
                               "which circuits do not trace; compare eagerly with a SchemeSwitch")
-        from crossfhe.api.switch import switch_for
-
         sw = switch_for(self.ct.key_id)
         if sw is None:
             raise self._error(TypeError, f"{op}: encrypted CKKS values are compared through TFHE: create "

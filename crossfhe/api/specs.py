@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crossfhe.api.circuit import InputSpec
 from crossfhe.errors import ParameterError
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """Base of the input specifications (``CKKSVector``, ``BFVVector``, ``TFHEInt``)."""
+
+    scheme = "?"
+
+    def describe(self) -> str:
+        return repr(self)
 
 
 @dataclass(frozen=True)

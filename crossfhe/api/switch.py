@@ -25,12 +25,12 @@ pickles and travels without any secret. TFHE values and CKKS vectors it returns 
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe.api._owner import register_switch, switch_for
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
 from crossfhe.api.ckks import CKKSContext, CKKSPublicContext, EncryptedVector
@@ -41,15 +41,6 @@ from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
 from crossfhe.progress import callback as progress_callback
 from crossfhe.tfhe import ops as tfhe_ops
-
-_SWITCHES: dict = {}
-
-
-def switch_for(ckks_key_id: str | None):
-    """The :class:`SchemeSwitch` made in this process for the CKKS key pair ``ckks_key_id`` (the one whose
-    comparisons ``x > y`` on encrypted vectors go through), or None."""
-    ref = _SWITCHES.get(ckks_key_id)
-    return None if ref is None else ref()
 
 
 def _interval(interval) -> tuple[float, float]:
@@ -89,7 +80,7 @@ class SchemeSwitch:
         public = CKKSPublicContext(ckks.params, keys.evaluation, keys.bootstrap)
         out = cls(public, tfhe.public, keys, _interval(interval))
         object.__setattr__(out, "_owner", (ckks, tfhe))
-        _SWITCHES[ckks.key_id] = weakref.ref(out)
+        register_switch(ckks.key_id, out)
         return out
 
     def __repr__(self) -> str:
@@ -293,4 +284,4 @@ class SchemeSwitch:
         return self._back(d, eq, x.length, 0.0, 1.0)
 
 
-__all__ = ["SchemeSwitch"]
+__all__ = ["SchemeSwitch", "switch_for"]

@@ -35,7 +35,7 @@ import operator
 import jax
 import numpy as np
 
-from crossfhe.api._owner import same_keys
+from crossfhe.api._owner import same_keys, set_owner
 from crossfhe.api.trace import Value, width_of
 
 ARRAYS = (np.ndarray, jax.Array, list, tuple)
@@ -194,6 +194,25 @@ class SlotVector(Value):
         if self.clean or self.length == self.width:
             return self
         return self * np.ones(self.length, dtype=self._MASK_DTYPE)
+
+    def _apply(self, op: str, others=(), attrs: dict | None = None, *, length: int | None = None,
+               width: int | None = None, clean: bool | None = None, is_complex: bool = False, consts=None):
+        """The value of primitive ``op`` on this value and ``others`` (the scheme's lowering): recorded while
+        tracing, else run as a one-operation circuit (:meth:`_run`, :mod:`crossfhe.api.eager`). ``length``,
+        ``width``, ``clean``: the result's (default: this value's, padding as :func:`padding_clean` says)."""
+        attrs = attrs or {}
+        length = self.length if length is None else length
+        width = self.width if width is None else width
+        clean = padding_clean("same", length, width, (self.length, self.clean)) if clean is None else clean
+        fields = dict(length=length, width=width, clean=clean, **self._fields(others, is_complex))
+        if self.traced:
+            return self._record(op, others, attrs, consts, **fields)
+        ct = self._run(op, attrs, others, consts)
+        return set_owner(self._replace(ct=ct, **fields), self._owner_of((self, *others)))
+
+    def _fields(self, others, is_complex: bool) -> dict:
+        """The scheme's own fields of a result (CKKS: whether it is complex)."""
+        return {}
 
     def _scalar_fills_padding(self) -> bool:
         """Whether adding a scalar to every slot would put it into zero padding (then it is added as a plaintext
