@@ -36,4 +36,18 @@ def alias(attribute: str, old: str, new: str) -> property:
     return property(get, doc=f"Deprecated: {new}.")
 
 
-__all__ = ["alias", "renamed", "warn"]
+def module_names(module: str, names: dict):
+    """A module ``__getattr__`` serving old names: ``names`` maps each old name to (the object, its new name); reading
+    one warns. Unknown names raise AttributeError as a module's would."""
+
+    def get(name: str):
+        if name in names:
+            obj, new = names[name]
+            warn(f"{module}.{name}", f"{module}.{new}")
+            return obj
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return get
+
+
+__all__ = ["alias", "module_names", "renamed", "warn"]

@@ -306,6 +306,7 @@ def test_old_names_warn_and_still_work(tfhe):
     import sys
 
     from crossfhe.ckks import ops as C
+    from crossfhe.linalg import diagonal, hmvp
     from crossfhe.math.random import seed_key
     from crossfhe.tfhe import ops as T
 
@@ -315,6 +316,8 @@ def test_old_names_warn_and_still_work(tfhe):
         (lambda: tfhe.server_key, tfhe.keys, "TFHEContext.keys"),
         (lambda: tfhe.public.server_key, tfhe.public.keys, "TFHEPublicContext.keys"),
         (lambda: C.galois_element(INSECURE_CKKS_N10, 3), C.rotation_element(INSECURE_CKKS_N10, 3), "rotation_element"),
+        (lambda: hmvp.EncryptedVector, hmvp.CoefficientVector, "hmvp.CoefficientVector"),
+        (lambda: diagonal.EncryptedVector, diagonal.SlotChunks, "diagonal.SlotChunks"),
     ]
     for old, new, name in cases:
         with pytest.warns(DeprecationWarning, match=name):

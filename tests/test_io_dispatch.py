@@ -116,7 +116,7 @@ def test_hmvp_vector_round_trip(bfv_objects):
     blob = io.dumps(vec)
     assert blob == io.bfv.dumps_hmvp_vector(vec) and io.kind_of(blob) == "bfv.hmvp_vector"
     back = io.loads(blob)
-    assert isinstance(back, hmvp.EncryptedVector) and back.params is not None and back.params == BP
+    assert isinstance(back, hmvp.CoefficientVector) and back.params is not None and back.params == BP
     width = BP.n // vec.rows_per_product
     assert (back.length, back.key_id, back.rows_per_product) == (300, vec.key_id, vec.rows_per_product)
     assert back.blocks == -(-300 // width)

@@ -26,7 +26,7 @@ A BFV ciphertext is always in the EVAL domain over all of Q (the scheme has no l
 only its key pair's id (as in :mod:`crossfhe.io.ckks`), when known; leading batch axes of ciphertexts and
 plaintexts are kept. A plaintext is its message coefficients and the encoding :func:`crossfhe.bfv.ops.decode`
 reads it with; a batch-encoded plaintext is refused for parameters without batching. An HMVP encrypted
-vector (:class:`crossfhe.linalg.hmvp.EncryptedVector`, :func:`dumps_hmvp_vector`) is over Q ∪ P, its
+vector (:class:`crossfhe.linalg.hmvp.CoefficientVector`, :func:`dumps_hmvp_vector`) is over Q ∪ P, its
 B = ceil(length / N) blocks along the first axis. Evaluation keys made
 with ``keygen(..., relin=False)`` store ``"relin": null`` and no ``relin.*`` arrays. Keys store the seeds
 of their uniform parts as in CKKS.
@@ -54,7 +54,7 @@ from crossfhe.errors import SerializationError
 from crossfhe.io import _common as com
 from crossfhe.io import checks
 from crossfhe.io import format as fmt
-from crossfhe.linalg.hmvp import EncryptedVector as HMVPVector
+from crossfhe.linalg.hmvp import CoefficientVector as HMVPVector
 from crossfhe.ring.poly import Domain
 
 KIND_PARAMS = "bfv.params"
@@ -173,7 +173,7 @@ def dumps_hmvp_vector(vec: HMVPVector, *, params: Params | None = None) -> bytes
     (EVAL, over Q ∪ P) and its length and key id in the meta. ``params``, if given, must equal the
     vector's. SerializationError if the vector is inconsistent with its parameters."""
     if not isinstance(vec, HMVPVector):
-        raise TypeError(f"dumps_hmvp_vector takes a crossfhe.linalg.hmvp.EncryptedVector, got {type(vec).__name__}")
+        raise TypeError(f"dumps_hmvp_vector takes a crossfhe.linalg.hmvp.CoefficientVector, got {type(vec).__name__}")
     own = vec.params
     if params is not None:
         SCHEME.check_params(params)

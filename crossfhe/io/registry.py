@@ -19,7 +19,7 @@ EvaluationKeys                                                           paramet
 core PublicKey (dumps needs ``params=``)   ``<scheme>.public_key``       nothing
 tfhe Params, ServerKey; LWECiphertext      ``tfhe.params``, ...          nothing
 (dumps needs ``params=``)
-linalg.hmvp EncryptedVector                ``bfv.hmvp_vector``           nothing
+linalg.hmvp CoefficientVector              ``bfv.hmvp_vector``           nothing
 api CKKSPublicContext                      ``ckks.public_context``       nothing
 api EncryptedVector                        ``ckks.vector``               ``context=`` (its CKKS context)
 =========================================  ============================  =====================================
@@ -49,7 +49,7 @@ from crossfhe.io import bfv as bio
 from crossfhe.io import ckks as cio
 from crossfhe.io import format as fmt
 from crossfhe.io import tfhe as tio
-from crossfhe.linalg.hmvp import EncryptedVector as HMVPVector
+from crossfhe.linalg.hmvp import CoefficientVector as HMVPVector
 from crossfhe.tfhe.ops import ClientKey, ServerKey
 from crossfhe.tfhe.params import Params as TFHEParams
 

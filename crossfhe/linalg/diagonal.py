@@ -66,6 +66,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe._deprecated import module_names
 from crossfhe.bfv import ops
 from crossfhe.bfv.ciphertext import Ciphertext, Encoding, EvaluationKeys
 from crossfhe.bfv.encoder import check_values
@@ -287,7 +288,7 @@ class EncodedMatrix:
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True, eq=False)
-class EncryptedVector:
+class SlotChunks:
     """An encrypted vector of ``length`` values: ``ct`` a batch of C = ceil(length / d) ciphertexts, chunk J
     holding v_J (zero-padded to d) in slot row 0 and rot(v_J, d/2) in row 1. Static: ``length``."""
 
@@ -358,7 +359,7 @@ def encode_matrix(params: Params, a) -> EncodedMatrix:
     return EncodedMatrix(tuple(diagonals), tuple(sources), params, plan)
 
 
-def encrypt_vector(params: Params, key_material, v, *, key=None) -> EncryptedVector:
+def encrypt_vector(params: Params, key_material, v, *, key=None) -> SlotChunks:
     """Encrypt n values in [0, t) in the layout of :func:`matvec` (module docstring), as ceil(n / d)
     ciphertexts in one batch. ``key_material``: EvaluationKeys, PublicKey or SecretKey (as
     ``bfv.ops.encrypt``); ``key``: a ChaChaKey used once (default fresh)."""
@@ -372,7 +373,7 @@ def encrypt_vector(params: Params, key_material, v, *, key=None) -> EncryptedVec
     padded = np.zeros((chunks, d), dtype=np.int64)
     padded.reshape(-1)[: v.shape[0]] = v
     slots = np.stack([padded, np.roll(padded, -(d // 2), axis=-1)], axis=-2)
-    return EncryptedVector(ops.encrypt(key_material, ops.encode(params, slots), key=key), int(v.shape[0]))
+    return SlotChunks(ops.encrypt(key_material, ops.encode(params, slots), key=key), int(v.shape[0]))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -431,15 +432,15 @@ def _check_keys(plan: DiagonalPlan, params: Params, keys: EvaluationKeys) -> Non
         keys.galois_key(ops.row_swap_element(params))
 
 
-def matvec(encoded: EncodedMatrix, x: EncryptedVector, keys: EvaluationKeys) -> Ciphertext:
+def matvec(encoded: EncodedMatrix, x: SlotChunks, keys: EvaluationKeys) -> Ciphertext:
     """Encryptions of u = A x mod t: a Ciphertext batch of R = ceil(m / d) ciphertexts, block I holding
     u[I d : I d + d] in slot row 0 (both rows when the block used both). Needs the keys of
     :func:`required_rotations` and, if :func:`needs_row_swap`, the row swap (checked before any work:
     ParameterError naming the missing Galois element). Cost and noise: module docstring."""
     if not isinstance(encoded, EncodedMatrix):
         raise TypeError(f"expected an EncodedMatrix (diagonal.encode_matrix), got {type(encoded).__name__}")
-    if not isinstance(x, EncryptedVector):
-        raise TypeError(f"expected an EncryptedVector (diagonal.encrypt_vector), got {type(x).__name__}")
+    if not isinstance(x, SlotChunks):
+        raise TypeError(f"expected an SlotChunks (diagonal.encrypt_vector), got {type(x).__name__}")
     plan, params = encoded.plan, encoded.params
     if x.ct.params != params:
         raise BasisMismatchError("the matrix and the vector belong to different parameter sets")
@@ -488,7 +489,7 @@ __all__ = [
     "BlockPlan",
     "DiagonalPlan",
     "EncodedMatrix",
-    "EncryptedVector",
+    "SlotChunks",
     "decrypt_result",
     "encode_matrix",
     "encrypt_vector",
@@ -497,3 +498,6 @@ __all__ = [
     "plan_matvec",
     "required_rotations",
 ]
+
+
+__getattr__ = module_names("crossfhe.linalg.diagonal", {"EncryptedVector": (SlotChunks, "SlotChunks")})

@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from crossfhe._deprecated import module_names
 from crossfhe.bfv import ops as bfv
 from crossfhe.bfv.ciphertext import Ciphertext, Encoding, EvaluationKeys
 from crossfhe.bfv.encoder import check_values
@@ -108,7 +109,7 @@ def required_galois_elements(params: Params) -> tuple[int, ...]:
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True, eq=False)
-class EncryptedVector:
+class CoefficientVector:
     """An encrypted vector of ``length`` values mod t for HMVP: ``c0``, ``c1`` RNSPoly EVAL over Q ∪ P,
     uint32 [B, L + K, N], block b coefficient-encoding entries b w ... b w + w - 1 in its coefficients 0 .. w - 1,
     w = N / ``rows_per_product`` (module docstring). ``key_id``: the key pair it was encrypted under
@@ -150,7 +151,7 @@ def encrypt_vector(
     *,
     key: crandom.ChaChaKey | None = None,
     rows_per_product: int = DEFAULT_ROWS_PER_PRODUCT,
-) -> EncryptedVector:
+) -> CoefficientVector:
     """Encrypt v (1-D, n >= 1 integers in [0, t)) for :func:`hmvp` with a PublicKey / EvaluationKeys or a
     SecretKey, in ceil(n R / N) blocks (R = ``rows_per_product``, which the matrix must be encoded with too).
     ``key``: a ChaChaKey used once (default: fresh from os.urandom)."""
@@ -159,7 +160,7 @@ def encrypt_vector(
         raise ParameterError(f"encrypt_vector takes a non-empty 1-D vector, got shape {v.shape}")
     r = _check_rows_per_product(params, rows_per_product)
     c0, c1 = bfv.encrypt_extended(key_material, params, jnp.asarray(vector_blocks(params, v, r)), key=key)
-    return EncryptedVector(c0, c1, params, v.size, key_material.key_id, r)
+    return CoefficientVector(c0, c1, params, v.size, key_material.key_id, r)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -337,7 +338,7 @@ def _k_dot_full(x, v0, v1, tables: _DotTables):
     return c[..., 0, :, :], c[..., 1, :, :]
 
 
-def _dot_products(mat: EncodedMatrix, vec: EncryptedVector, start: int, stop: int, rows_per_call: int):
+def _dot_products(mat: EncodedMatrix, vec: CoefficientVector, start: int, stop: int, rows_per_call: int):
     """(c0, c1) RNSPoly [stop - start, L, N] EVAL over Q for row groups start..stop-1."""
     params = mat.params
     tables = _dot_tables(params, params.n // mat.rows_per_product)
@@ -380,11 +381,11 @@ def tile_positions(params: Params, rows: int, rows_per_product: int) -> np.ndarr
     return (i % r) * width + (i // r) * (width // groups)
 
 
-def _check_inputs(mat: EncodedMatrix, vec: EncryptedVector, keys: EvaluationKeys) -> Params:
+def _check_inputs(mat: EncodedMatrix, vec: CoefficientVector, keys: EvaluationKeys) -> Params:
     if not isinstance(mat, EncodedMatrix):
         raise TypeError(f"hmvp takes an EncodedMatrix (encode_matrix), got {type(mat).__name__}")
-    if not isinstance(vec, EncryptedVector):
-        raise TypeError(f"hmvp takes an EncryptedVector (encrypt_vector), got {type(vec).__name__}")
+    if not isinstance(vec, CoefficientVector):
+        raise TypeError(f"hmvp takes an CoefficientVector (encrypt_vector), got {type(vec).__name__}")
     params = mat.params
     if vec.params != params or keys.params != params:
         raise ParameterError("hmvp: the matrix, the vector and the keys belong to different parameter sets")
@@ -418,7 +419,7 @@ class _Shape:
     rows_per_call: int
 
 
-def _tiles(evals, vec: EncryptedVector, galois: dict, shape: _Shape, timings: dict | None = None) -> tuple:
+def _tiles(evals, vec: CoefficientVector, galois: dict, shape: _Shape, timings: dict | None = None) -> tuple:
     """((c0, c1) RNSPoly EVAL over Q per tile of at most N rows): the dot products and the packing of each tile
     (module docstring, steps 2-5). Traceable; ``timings`` (eager calls only) as for :func:`hmvp`."""
     params = vec.params
@@ -445,7 +446,7 @@ def _tiles(evals, vec: EncryptedVector, galois: dict, shape: _Shape, timings: di
 _HMVP = xla.Program(_tiles, name="hmvp")
 
 
-def _result(tiles: tuple, vec: EncryptedVector, shape: _Shape) -> HMVPResult:
+def _result(tiles: tuple, vec: CoefficientVector, shape: _Shape) -> HMVPResult:
     params, m = vec.params, shape.rows
     outs = tuple(Ciphertext(p0, p1, params, vec.key_id) for p0, p1 in tiles)
     positions = tuple(tile_positions(params, min(start + params.n, m) - start, shape.rows_per_product)
@@ -453,7 +454,7 @@ def _result(tiles: tuple, vec: EncryptedVector, shape: _Shape) -> HMVPResult:
     return HMVPResult(outs, positions, m)
 
 
-def _prepare(mat: EncodedMatrix, vec: EncryptedVector, keys: EvaluationKeys, rows_per_call: int):
+def _prepare(mat: EncodedMatrix, vec: CoefficientVector, keys: EvaluationKeys, rows_per_call: int):
     params = _check_inputs(mat, vec, keys)
     galois = {g: keys.galois[g] for g in required_galois_elements(params)}
     return galois, _Shape(mat.shape[0], mat.rows_per_product, int(rows_per_call))
@@ -461,7 +462,7 @@ def _prepare(mat: EncodedMatrix, vec: EncryptedVector, keys: EvaluationKeys, row
 
 def hmvp(
     mat: EncodedMatrix,
-    vec: EncryptedVector,
+    vec: CoefficientVector,
     keys: EvaluationKeys,
     *,
     rows_per_call: int = DEFAULT_ROWS_PER_CALL,
@@ -479,7 +480,7 @@ def hmvp(
 
 def hmvp_program(
     mat: EncodedMatrix,
-    vec: EncryptedVector,
+    vec: CoefficientVector,
     keys: EvaluationKeys,
     *,
     rows_per_call: int = DEFAULT_ROWS_PER_CALL,
@@ -551,7 +552,7 @@ def matvec_reference(a, v, t: int) -> np.ndarray:
 
 __all__ = [
     "EncodedMatrix",
-    "EncryptedVector",
+    "CoefficientVector",
     "HMVPResult",
     "decrypt_result",
     "encode_matrix",
@@ -567,3 +568,6 @@ __all__ = [
     "vector_blocks",
     "work",
 ]
+
+
+__getattr__ = module_names("crossfhe.linalg.hmvp", {"EncryptedVector": (CoefficientVector, "CoefficientVector")})
