@@ -117,6 +117,17 @@ def test_greater_of_two_vectors(ctx):
     np.testing.assert_allclose(y.decrypt(), (a > b) * 1.0, atol=_tolerance(s))
 
 
+def test_comparison_operators_go_through_the_switch(ctx):
+    """x > y, x <= 0.5, ... on encrypted vectors (NumPy's habit) through the context's SchemeSwitch, on its interval
+    for x - y (here the default (-1, 1)): 0/1 vectors within the switch's error bound."""
+    ck, _, s = ctx
+    a, b = np.array([0.5, -0.75, -0.25, 0.875]), np.array([-0.25, 0.25, 0.5, 0.375])  # differences >= 0.25 from 0
+    x, y = ck.encrypt(a), ck.encrypt(b)
+    assert s.interval == (-1.0, 1.0)
+    for got, want in ((x > y, a > b), (x <= y, a <= b), (x < 0.2, a < 0.2), (x >= 0, a >= 0)):
+        np.testing.assert_allclose(got.decrypt(), want * 1.0, atol=_tolerance(s))
+
+
 def test_to_ckks_round_trip_and_arithmetic(ctx):
     ck, tf, s = ctx
     m = np.array([0, 3, 15, 7, 9])
