@@ -526,14 +526,19 @@ def _evaluation(keys):
     return keys.evaluation if isinstance(keys, bootstrap.Keys) else keys
 
 
-def _galois_elements(g: Graph, params: Params) -> list[int]:
-    ks_ = set()
+def _rotations(g: Graph) -> set[int]:
+    """The rotation amounts of ``g``'s rotate and rotate_many nodes."""
+    out = set()
     for n in g.nodes:
         if n.op == "rotate":
-            ks_.add(n.attr("k"))
+            out.add(n.attr("k"))
         elif n.op == "rotate_many":
-            ks_.update(n.attr("ks"))
-    out = {ckks_ops.rotation_element(params, k) for k in ks_}
+            out.update(n.attr("ks"))
+    return out
+
+
+def _galois_elements(g: Graph, params: Params) -> list[int]:
+    out = {ckks_ops.rotation_element(params, k) for k in _rotations(g)}
     if any(n.op == "conjugate" for n in g.nodes):
         out.add(ckks_ops.conjugation_element(params))
     return sorted(out)
@@ -735,13 +740,7 @@ class CKKSScheme(RingScheme):
         return params.with_kernels(as_kernel_set(params.kernels).resolve())
 
     def requirements(self, graph, params) -> dict:
-        rot = set()
-        for n in graph.nodes:
-            if n.op == "rotate":
-                rot.add(n.attr("k"))
-            elif n.op == "rotate_many":
-                rot.update(n.attr("ks"))
-        return {"relin": any(n.op == "relin" for n in graph.nodes), "rotations": sorted(rot),
+        return {"relin": any(n.op == "relin" for n in graph.nodes), "rotations": sorted(_rotations(graph)),
                 "conjugation": any(n.op == "conjugate" for n in graph.nodes),
                 "galois_elements": _galois_elements(graph, params),
                 "bootstrap": any(n.op == "bootstrap" for n in graph.nodes)}
