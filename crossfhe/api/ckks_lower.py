@@ -396,8 +396,9 @@ def _check_product(params: Params, scale: float, level: int, n: Node) -> None:
 def _check_constant(params: Params, c: float, scale: float, level: int, n: Node) -> None:
     log_q = sum(math.log2(q) for q in params.moduli_at(level))
     if c and math.log2(c) + math.log2(scale) + 1 >= log_q:
-        raise CircuitError(f"{n.op} at {n.loc}: the constant {c!r} at scale 2^{math.log2(scale):.1f} would overflow the "
-                           f"modulus at level {level} (log2 Q = {log_q:.1f}); scale it down or divide the values first")
+        raise CircuitError(f"{n.op} at {n.loc}: the constant {c!r} at scale 2^{math.log2(scale):.1f} would overflow "
+                           f"the modulus at level {level} (log2 Q = {log_q:.1f}); scale it down or divide the values "
+                           "first")
 
 
 def expression_depth(g: Graph, params: Params) -> int:
