@@ -97,11 +97,12 @@ def _substituted(lowered: Graph, attrs: dict, consts: dict, value_attrs: frozens
 
 
 class _Entry:
-    __slots__ = ("lowered", "static_rt", "program", "has_values", "compiled")
+    __slots__ = ("lowered", "static_rt", "program", "has_values", "compiled", "by_operation")
 
     def __init__(self, lowered, static_rt, program, has_values):
         self.lowered, self.static_rt, self.program, self.has_values = lowered, static_rt, program, has_values
         self.compiled = None  # (constants, executable, output structure), made on the first call outside a trace
+        self.by_operation = False  # the graph bootstraps: its operations run as separate programs
 
 
 def _item_fn(scheme, lowered: Graph, params, batches: list[tuple], batch: tuple):
@@ -152,6 +153,7 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
         program = xla.Program(_item_fn(scheme, lowered, params, batches, batch), x64=scheme.x64(params),
                               name=f"{scheme.name}_{op}")
         entry = _Entry(lowered, static_rt, program, has_values)
+        entry.by_operation = scheme.by_operation(lowered)
         if len(_CACHE) >= _LIMIT:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = entry
@@ -161,7 +163,7 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
     if entry.has_values:
         rt = scheme.with_constants(rt, _substituted(lowered, attrs, consts, value_attrs), params, public)
     inputs = tuple(tuple(w) for _, w in operands)
-    if (xla._top_level is not None and not xla._top_level()) or scheme.by_operation(lowered):
+    if (xla._top_level is not None and not xla._top_level()) or entry.by_operation:
         # inside a caller's trace its program takes the operations in; a bootstrap runs operation by operation
         with entry.program._scope():
             words = entry.program.fn(inputs, rt)
