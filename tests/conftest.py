@@ -1,18 +1,52 @@
-"""Shared test fixtures and the test process's compilation-cache setting."""
+"""Shared test fixtures, the test process's compilation-cache setting and its bound on live programs."""
 
+import gc
 import os
+from pathlib import Path
 
+import jax
 import pytest
 
 from crossfhe.testing import trace
 
-# Test-harness configuration, not library code. The test process itself keeps no persistent compilation cache:
-# XLA:CPU's executable serialization segfaulted the whole run once in about 1800 tests (2026-11-28, writing a key
-# generation program's entry; not reproduced alone), and within one process JAX's in-memory caches already reuse
-# every program. The processes the tests start (the docs pages, tests/test_docs.py) share it, at
-# CROSSFHE_TEST_SUBPROCESS_CACHE.
-os.environ.setdefault("CROSSFHE_TEST_SUBPROCESS_CACHE", os.environ.get("CROSSFHE_JAX_CACHE") or ".jax_cache")
-os.environ["CROSSFHE_JAX_CACHE"] = "0"  # crossfhe.runtime's opt-out: contexts and circuits leave the cache off
+# Test-harness configuration, not library code (the library turns the cache on through
+# crossfhe.runtime.enable_compilation_cache, which leaves a directory set here alone): one persistent compilation
+# cache for the test process and the processes it starts (the docs pages, tests/test_docs.py), at
+# $CROSSFHE_JAX_CACHE, else the repository's .jax_cache; CROSSFHE_JAX_CACHE=0 turns it off for both.
+_CACHE = os.environ.get("CROSSFHE_JAX_CACHE") or str(Path(__file__).resolve().parent.parent / ".jax_cache")
+if _CACHE.lower() not in ("0", "off", "false", "no"):
+    jax.config.update("jax_compilation_cache_dir", _CACHE)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def _map_limit() -> int | None:
+    """Half the kernel's limit on a process's memory mappings (Linux), None where there is none to read."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read()) // 2
+    except (OSError, ValueError):
+        return None
+
+
+def _maps() -> int:
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+
+_MAP_LIMIT = _map_limit()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _bounded_programs():
+    """Drop JAX's compiled programs after a test module when the process holds more than half the memory mappings
+    the kernel allows (``vm.max_map_count``, 65530 by default). Every live XLA:CPU executable holds about three
+    mappings and a test run compiles tens of thousands of programs; at the limit the next compile or serialization
+    fails inside XLA with a segmentation fault (a full CI run died so, at test 765 of 1848, 2026-11-29), so the
+    bound is kept here. Later tests recompile (or load from the persistent cache) what they need."""
+    yield
+    if _MAP_LIMIT is not None and _maps() > _MAP_LIMIT:
+        jax.clear_caches()
+        gc.collect()
 
 
 @pytest.fixture

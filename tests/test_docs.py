@@ -91,13 +91,12 @@ def _page_id(page: Path) -> str:
 
 def _environment() -> dict[str, str]:
     """The caller's environment (JAX and crossfhe cache settings included), the repository on the path, one malloc
-    arena; XLA's persistent cache on where the test suite keeps it (``CROSSFHE_TEST_SUBPROCESS_CACHE``, set by
-    tests/conftest.py from ``CROSSFHE_JAX_CACHE``, else .jax_cache), unless that turns it off."""
+    arena; XLA's persistent cache on where the test suite keeps it (``CROSSFHE_JAX_CACHE``, else .jax_cache, as
+    tests/conftest.py), unless that variable turns it off."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["MALLOC_ARENA_MAX"] = "1"
-    env.pop("CROSSFHE_JAX_CACHE", None)  # the test process's opt-out (tests/conftest.py) is not the pages'
-    cache = os.environ.get("CROSSFHE_TEST_SUBPROCESS_CACHE") or str(ROOT / ".jax_cache")
+    cache = os.environ.get("CROSSFHE_JAX_CACHE") or str(ROOT / ".jax_cache")
     if cache.lower() not in ("0", "off", "false", "no"):  # crossfhe.runtime's opt-out
         env.setdefault("JAX_COMPILATION_CACHE_DIR", cache)
         env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
