@@ -77,6 +77,12 @@ def _masked(attrs: dict, value_attrs: frozenset) -> tuple:
     return tuple(out)
 
 
+def _batch(word, item: int) -> tuple:
+    """The leading (batch) axes of ``word``, an array whose last ``item`` axes are one value's."""
+    shape = word.shape if hasattr(word, "shape") else np.shape(word)
+    return tuple(shape[: len(shape) - item])
+
+
 def _graph(scheme, op: str, attrs: dict, inputs: list[dict], consts: dict) -> Graph:
     b = Builder(scheme.name)
     for key, array in consts.items():
@@ -97,12 +103,14 @@ def _substituted(lowered: Graph, attrs: dict, consts: dict, value_attrs: frozens
 
 
 class _Entry:
-    __slots__ = ("lowered", "static_rt", "program", "has_values", "compiled", "by_operation")
+    __slots__ = ("lowered", "static_rt", "program", "has_values", "compiled", "by_operation", "rt_leaves", "out")
 
     def __init__(self, lowered, static_rt, program, has_values):
         self.lowered, self.static_rt, self.program, self.has_values = lowered, static_rt, program, has_values
         self.compiled = None  # (constants, executable, output structure), made on the first call outside a trace
         self.by_operation = False  # the graph bootstraps: its operations run as separate programs
+        self.rt_leaves = None if has_values else tuple(jax.tree_util.tree_leaves(static_rt))  # flattened once
+        self.out = lowered.nodes[lowered.outputs[0]]
 
 
 def _item_fn(scheme, lowered: Graph, params, batches: list[tuple], batch: tuple):
@@ -135,9 +143,9 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
     consts = consts or {}
     value_attrs = scheme.value_attrs
     item = scheme.item_ndims
-    batches = [tuple(np.shape(w[0])[: np.ndim(w[0]) - item[0]]) for _, w in operands]
+    batches = [_batch(w[0], item[0]) for _, w in operands]
     batch = batches[0] if len(set(batches)) == 1 else tuple(np.broadcast_shapes(*batches))
-    key = (scheme.name, id(public), op, _masked(attrs, value_attrs),
+    key = (scheme.name, id(public), op, _masked(attrs, value_attrs) if attrs else (),
            tuple(scheme.eager_key(a) for a, _ in operands), tuple(batches))
     entry = _CACHE.get(key)
     if entry is None:
@@ -158,22 +166,34 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = entry
         _watch(public)
+    nested = xla._top_level is not None and not xla._top_level()
+    compiled = entry.compiled
+    if compiled is not None and entry.rt_leaves is not None and not nested:
+        # the common call: a compiled program whose runtime bundle was flattened once; only the words travel
+        constants, exe, out_tree = compiled
+        leaves = [a for _, w in operands for a in w]
+        if entry.program.x64:
+            with jax.enable_x64(True):
+                out = exe(constants, *leaves, *entry.rt_leaves)
+        else:
+            out = exe(constants, *leaves, *entry.rt_leaves)
+        return entry.out, jax.tree_util.tree_unflatten(out_tree, out)[0]
     lowered = entry.lowered
     rt = entry.static_rt
     if entry.has_values:
         rt = scheme.with_constants(rt, _substituted(lowered, attrs, consts, value_attrs), params, public)
     inputs = tuple(tuple(w) for _, w in operands)
-    if (xla._top_level is not None and not xla._top_level()) or entry.by_operation:
+    if nested or entry.by_operation:
         # inside a caller's trace its program takes the operations in; a bootstrap runs operation by operation
         with entry.program._scope():
             words = entry.program.fn(inputs, rt)
     else:
-        if entry.compiled is None:
-            entry.compiled = _compile(scheme, params, lowered, entry.program, key, inputs, rt)
-        constants, exe, out_tree = entry.compiled
+        if compiled is None:
+            entry.compiled = compiled = _compile(scheme, params, lowered, entry.program, key, inputs, rt)
+        constants, exe, out_tree = compiled
         with entry.program._scope():
             words = jax.tree_util.tree_unflatten(out_tree, exe(constants, *jax.tree_util.tree_leaves((inputs, rt))))
-    return lowered.nodes[lowered.outputs[0]], words[0]
+    return entry.out, words[0]
 
 
 def _compile(scheme, params, lowered: Graph, program, key, inputs, rt):
