@@ -182,7 +182,7 @@ def bfv_cases() -> list[Case]:
 def tfhe_cases() -> list[Case]:
     ctx = TFHEContext.create(TP, seed=b"io-checks-tfhe".ljust(32, b"\0"), insecure=True, progress=False)
     ck, server_key = ctx.secret_key, ctx.public.keys
-    ct = tfhe.encrypt(ck, np.array([[1, 0, 1], [0, 1, 1]]), seed=bytes(range(32)))
+    ct = tfhe.encrypt(ck, np.array([[1, 0, 1], [0, 1, 1]]), key=bytes(range(32)))
     r = tfhe_ranges(TP)
     load = io.loads
     x = ctx.encrypt(1)

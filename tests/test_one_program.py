@@ -26,6 +26,9 @@ from crossfhe.tfhe import ops as T
 SCRIPT = Path(__file__).with_name("_jit_first_rlwe.py")
 
 
+# slow: a fresh process compiling every RLWE operation twice (about 66 s on CI's 2 cores); the default run keeps
+# the same check for TFHE (tests/tfhe/test_programs.py) and eager == user jit per operation (test_front_end.py)
+@pytest.mark.slow
 def test_every_operation_first_called_inside_a_user_jit():
     """A fresh process (no plan or table made before), each operation's first call traced by the user's jit: no
     tracer leaks into a cache (the plans are built concretely), and jit and vmap give the eager words."""

@@ -59,7 +59,7 @@ from crossfhe.bfv.encoder import check_values
 from crossfhe.bfv.params import Params
 from crossfhe.errors import ParameterError
 from crossfhe.linalg import hmvp
-from crossfhe.linalg.hmvp import EncryptedVector, HMVPResult
+from crossfhe.linalg.hmvp import CoefficientVector, HMVPResult
 from crossfhe.math import random as crandom
 from crossfhe.ring import poly
 
@@ -68,19 +68,19 @@ from crossfhe.ring import poly
 # --------------------------------------------------------------------------------------------------
 
 
-def add_plain_vector(vec: EncryptedVector, x) -> EncryptedVector:
+def add_plain_vector(vec: CoefficientVector, x) -> CoefficientVector:
     """Enc(v) -> Enc(v + x mod t) for an HMVP vector: round(QP x / t) (``bfv.ops.scaled_message``) added to
     c0 of each column block over Q ∪ P. x: ``vec.length`` integers in [0, t). No fresh noise; where v + x
     passes t the phase is off by -(QP mod t), less than t, a rounding term of the kind
     :func:`crossfhe.linalg.hmvp.hmvp` already carries and divides by P in its rescale."""
-    if not isinstance(vec, EncryptedVector):
-        raise TypeError(f"add_plain_vector takes an EncryptedVector (hmvp.encrypt_vector), got {type(vec).__name__}")
+    if not isinstance(vec, CoefficientVector):
+        raise TypeError(f"add_plain_vector takes a CoefficientVector (hmvp.encrypt_vector), got {type(vec).__name__}")
     params = vec.params
     x = check_values(x, params.t, "add_plain_vector")
     if x.shape != (vec.length,):
         raise ParameterError(f"add_plain_vector: shape mismatch: the vector has {vec.length} entries, x has {x.shape}")
     msg = bfv.scaled_message(params, hmvp.vector_blocks(params, x, vec.rows_per_product), params.q + params.p)
-    return EncryptedVector(poly.add(vec.c0, msg), vec.c1, params, vec.length, vec.key_id, vec.rows_per_product)
+    return CoefficientVector(poly.add(vec.c0, msg), vec.c1, params, vec.length, vec.key_id, vec.rows_per_product)
 
 
 def result_plaintexts(res: HMVPResult, u) -> tuple:
@@ -163,7 +163,7 @@ class Client:
             raise ParameterError(f"the vector must have at least one entry, got n = {n}")
         return uniform_vector(self._rng, n, self.params.t)
 
-    def encrypt(self, v) -> EncryptedVector:
+    def encrypt(self, v) -> CoefficientVector:
         """Enc(v) as an HMVP vector under A's public key (the message sent to B)."""
         return hmvp.encrypt_vector(self.keys, self.params, v, key=self._rng.next_key())
 
@@ -201,12 +201,12 @@ class Server:
         """(m, n): the shape of W (public: A must know n to send a vector)."""
         return self._matrix.shape
 
-    def respond(self, query: EncryptedVector, *, share=None) -> tuple[np.ndarray, HMVPResult]:
+    def respond(self, query: CoefficientVector, *, share=None) -> tuple[np.ndarray, HMVPResult]:
         """(s, Enc(W (v + share) - s)) for the query Enc(v): s uniform in Z_t^m (kept by B, int64), the reply
         masked and re-randomized under A's key. ``share``: B's share x_B of the vector (n integers in
         [0, t)), added before the product (:func:`add_plain_vector`); None for a triple (share 0)."""
-        if not isinstance(query, EncryptedVector):
-            raise TypeError(f"respond takes an EncryptedVector, got {type(query).__name__}")
+        if not isinstance(query, CoefficientVector):
+            raise TypeError(f"respond takes a CoefficientVector, got {type(query).__name__}")
         m, n = self.shape
         if query.length != n:
             raise ParameterError(f"shape mismatch: W has {n} columns, the query {query.length} entries")

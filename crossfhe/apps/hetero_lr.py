@@ -76,7 +76,7 @@ from crossfhe.bfv.ciphertext import EvaluationKeys
 from crossfhe.bfv.params import Params, ParamsLiteral
 from crossfhe.errors import ParameterError
 from crossfhe.linalg import hmvp
-from crossfhe.linalg.hmvp import EncryptedVector, HMVPResult
+from crossfhe.linalg.hmvp import CoefficientVector, HMVPResult
 from crossfhe.math import random as crandom
 
 LR_N4096 = Params.from_literal(ParamsLiteral(log_n=12, q_bits=(31, 31), p_bits=(31,), plain_modulus=2**30 - 35, dnum=2))
@@ -305,10 +305,10 @@ class _DataHolder:
     def _margin(self) -> np.ndarray:
         return margin_int(self._x, self.weights, self.fixed_point, f"{self._what} margin")
 
-    def masked_gradient(self, residual: EncryptedVector) -> HMVPResult:
+    def masked_gradient(self, residual: CoefficientVector) -> HMVPResult:
         """Enc_C(X_int^T d_int + rho) for Enc_C(d_int); rho uniform in Z_t^d is kept until :meth:`update`."""
-        if not isinstance(residual, EncryptedVector):
-            raise TypeError(f"masked_gradient takes an EncryptedVector, got {type(residual).__name__}")
+        if not isinstance(residual, CoefficientVector):
+            raise TypeError(f"masked_gradient takes a CoefficientVector, got {type(residual).__name__}")
         if residual.length != self.n_samples:
             raise ParameterError(
                 f"{self._what}: shape mismatch: {self.n_samples} samples but a residual of {residual.length}"
@@ -340,7 +340,7 @@ class FeatureHolder(_DataHolder):
     def __init__(self, features, keys: EvaluationKeys, fp: FixedPoint = FixedPoint(), *, weights=None, seed=None):
         super().__init__(features, keys, fp, weights, seed, "FeatureHolder")
 
-    def encrypted_margin(self) -> EncryptedVector:
+    def encrypted_margin(self) -> CoefficientVector:
         """Enc_C(u_A,int mod t), the message to B."""
         return hmvp.encrypt_vector(
             self.keys, self.params, to_mod(self._margin(), self.params.t), key=self._rng.next_key()
@@ -360,10 +360,10 @@ class LabelHolder(_DataHolder):
         super().__init__(features, keys, fp, weights, seed, "LabelHolder")
         self._y = _check_labels(labels, self.n_samples)
 
-    def residual(self, margin_a: EncryptedVector) -> EncryptedVector:
+    def residual(self, margin_a: CoefficientVector) -> CoefficientVector:
         """Enc_C(d_int) = Enc_C(u_A,int) + (u_B,int - y 2^(fu+1)) mod t, the message to A."""
-        if not isinstance(margin_a, EncryptedVector):
-            raise TypeError(f"residual takes an EncryptedVector, got {type(margin_a).__name__}")
+        if not isinstance(margin_a, CoefficientVector):
+            raise TypeError(f"residual takes a CoefficientVector, got {type(margin_a).__name__}")
         if margin_a.length != self.n_samples:
             raise ParameterError(
                 f"LabelHolder: shape mismatch: {self.n_samples} samples but a margin of {margin_a.length}"

@@ -159,7 +159,7 @@ def test_fft_and_ntt_kernels_both_bootstrap(keys_p4):
     params = testing.INSECURE_TFHE_P4
     assert params.fft_kernel and sk.product is ops.FFTProduct
     m = np.arange(2**params.message_bits)
-    ct = ops.encrypt(ck, m, b"fourier".ljust(32, b"\0"))
+    ct = ops.encrypt(ck, m, key=b"fourier".ljust(32, b"\0"))
     table = (3 * m + 5) % 2**params.message_bits
     for product in (ops.FFTProduct, ops.NTTProduct, None):
         key = ops.prepare(sk, product=product)

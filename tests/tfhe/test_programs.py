@@ -134,7 +134,8 @@ print("RESULT " + json.dumps(res))
 """
 
 
-@pytest.mark.parametrize("mode", ["jit", "vmap"])
+# vmap is slow (a second fresh process, about 30 s on CI's 2 cores): jit covers the tracer leak it guards against
+@pytest.mark.parametrize("mode", ["jit", pytest.param("vmap", marks=pytest.mark.slow)])
 def test_first_call_traced_gives_the_eager_words(mode):
     proc = subprocess.run([sys.executable, "-c", SCRIPT, mode], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)

@@ -544,7 +544,7 @@ def test_split_batch_equals_one_piece(keys_p4, monkeypatch):
     ntt_key, fft_key = ops.prepare(sk, product=ops.NTTProduct), ops.prepare(sk, product=ops.FFTProduct)
     assert ntt_key.product is ops.NTTProduct and fft_key.product is ops.FFTProduct
     m = np.arange(7) % 2**P4.message_bits
-    ct = ops.encrypt(ck, m, b"split".ljust(32, b"\0"))
+    ct = ops.encrypt(ck, m, key=b"split".ljust(32, b"\0"))
     tables = [lambda v: (v * v) % 16, np.outer(np.arange(7), np.arange(16)) % 16]
     monkeypatch.setattr(bootstrap, "batch_chunks", lambda params, rows, kernels, product: (1, rows))
     whole = ops.pbs_many(ntt_key, ct, tables)
