@@ -3,11 +3,13 @@
 import itertools
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crossfhe.errors import ParameterError
+from crossfhe.math import primes
 from crossfhe.math.primes import (
     SparsePrime,
     close_prime_chain,
@@ -367,3 +369,28 @@ def test_sparse_prime_validates_terms():
         SparsePrime(17, (16, 2))
     with pytest.raises(ParameterError, match="signed power of two"):
         SparsePrime(17, (14, 3))
+
+
+def test_powers_and_roots_with_numpy_match_python_integers():
+    for base, count, q in [(3, 1, 97), (5, 17, 97), (12289 - 2, 1000, 12289), (1234567, 4096, 2**31 - 1)]:
+        assert primes.powers_mod(base, count, q).tolist() == [pow(base, j, q) for j in range(count)]
+    with pytest.raises(ValueError):
+        primes.powers_mod(2, 4, 2**32 + 15)
+    for order, q in [(16, 97), (2048, 12289), (8192, 40961)]:
+        w = primes.root_of_unity(order, q)
+        want = min(pow(w, k, q) for k in range(1, order) if k % 2)
+        assert primes.minimal_root_of_unity(order, q) == want
+
+
+def test_is_prime_below_and_above_the_three_base_bound():
+    n = 200_000
+    sieve = np.ones(n, dtype=bool)
+    sieve[:2] = False
+    for i in range(2, int(n**0.5) + 1):
+        if sieve[i]:
+            sieve[i * i :: i] = False
+    assert [primes.is_prime(i) for i in range(n)] == sieve.tolist()
+    # strong pseudoprimes: to the bases 2, 3, 5, 7 (3215031751) and to 2, 7, 61 (4759123141, where the three-base
+    # test stops); a Carmichael number; primes near 2^32 and 2^61
+    assert not any(primes.is_prime(c) for c in (3215031751, 4759123141, 25326001, 561, 2**32 + 1))
+    assert all(primes.is_prime(p) for p in (2**31 - 1, 4294967291, 4759123151, 2**61 - 1))

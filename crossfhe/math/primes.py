@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from crossfhe.errors import ParameterError
 
 MAX_WORD_PRIME_BITS = 31
@@ -36,6 +38,7 @@ _SMALL_PRIMES = tuple(p for p in range(2, 100) if all(p % d for d in range(2, p)
 _MR_BASES = _SMALL_PRIMES[:12]  # 2, 3, ..., 37
 _MR_BASES_EXTRA = _SMALL_PRIMES[:20]  # 2, 3, ..., 71
 _PSI_12 = 318665857834031151167461  # least strong pseudoprime to the first 12 prime bases
+_JAESCHKE = 4759123141  # least strong pseudoprime to the bases 2, 7 and 61
 
 
 # --------------------------------------------------------------------------------------------------
@@ -61,7 +64,9 @@ def _is_strong_probable_prime(n: int, a: int) -> bool:
 def is_prime(n: int) -> bool:
     """True iff the integer n is prime. Exact for every n < 3.18 * 10^23, in particular every n < 2^64.
 
-    Trial division by the primes below 100, then Miller-Rabin to the first 12 prime bases
+    Trial division by the primes below 100, then Miller-Rabin: below 4759123141 (> 2^32) to the bases
+    {2, 7, 61}, which have no strong pseudoprime below it (Jaeschke, "On strong pseudoprimes to several
+    bases", Math. Comp. 61 (1993)); above, to the first 12 prime bases
     {2, 3, 5, ..., 37}. That base set has no strong pseudoprime below psi_12 = 318665857834031151167461
     > 2^64 (Sorenson and Webster, "Strong pseudoprimes to twelve prime bases", Math. Comp. 86 (2017);
     the bound for 2^64 was first shown by Jiang and Deng, Math. Comp. 83 (2014)). For n >= psi_12 the
@@ -76,7 +81,7 @@ def is_prime(n: int) -> bool:
             return n == p
     if n < _SMALL_PRIMES[-1] ** 2:
         return True
-    bases = _MR_BASES if n < _PSI_12 else _MR_BASES_EXTRA
+    bases = (2, 7, 61) if n < _JAESCHKE else _MR_BASES if n < _PSI_12 else _MR_BASES_EXTRA
     return all(_is_strong_probable_prime(n, a) for a in bases)
 
 
@@ -190,6 +195,22 @@ def root_of_unity(order: int, q: int) -> int:
     return w
 
 
+def powers_mod(base: int, count: int, q: int) -> np.ndarray:
+    """[base^0, base^1, ..., base^(count-1)] mod q as uint64, for q < 2^32 (products stay below 2^64): log2(count)
+    vector steps, each doubling the known prefix."""
+    if not 1 < q < 2**32:
+        raise ValueError(f"powers_mod needs 1 < q < 2^32, got {q}")
+    out = np.empty(max(count, 1), dtype=np.uint64)
+    out[0] = 1
+    known, step = 1, int(base) % q
+    while known < count:
+        take = min(known, count - known)
+        out[known : known + take] = out[:take] * np.uint64(step) % np.uint64(q)
+        known += take
+        step = step * step % q
+    return out[:count]
+
+
 @lru_cache(maxsize=256)
 def minimal_root_of_unity(order: int, q: int) -> int:
     """The smallest primitive ``order``-th root of unity modulo a prime q (the choice SEAL makes).
@@ -199,6 +220,8 @@ def minimal_root_of_unity(order: int, q: int) -> int:
     """
     order, q = _check_order(order, q)
     w = root_of_unity(order, q)
+    if order & (order - 1) == 0 and q < 2**32:  # the primitive ones are the odd powers
+        return int(powers_mod(w, order, q)[1::2].min())
     best, x = w, w
     for k in range(2, order):
         x = x * w % q

@@ -45,7 +45,7 @@ import numpy as np
 from crossfhe.errors import BasisMismatchError, ParameterError
 from crossfhe.math import native
 from crossfhe.math.modular import fusion_barrier, mulhi, shoup_precompute  # noqa: F401 (fusion_barrier: re-exported)
-from crossfhe.math.primes import is_prime, minimal_root_of_unity
+from crossfhe.math.primes import is_prime, minimal_root_of_unity, powers_mod
 from crossfhe.math.xla import jit, plan_cache
 
 U32 = jnp.uint32
@@ -100,15 +100,9 @@ def _natural_tables(n: int, q: int):
     """psi^brv(i) and psi^-brv(i), i < N, as uint32 (the tables of the textbook radix-2 transform)."""
     log_n = n.bit_length() - 1
     psi = minimal_root_of_unity(2 * n, q)
-    psi_inv = pow(psi, -1, q)
-    powers, powers_inv = [0] * n, [0] * n
-    acc, acc_inv = 1, 1
-    for j in range(n):
-        powers[j], powers_inv[j] = acc, acc_inv
-        acc, acc_inv = acc * psi % q, acc_inv * psi_inv % q
     brv = bit_reverse(np.arange(n), log_n)
-    w = np.array([powers[b] for b in brv], dtype=np.uint32)
-    wi = np.array([powers_inv[b] for b in brv], dtype=np.uint32)
+    w = powers_mod(psi, n, q)[brv].astype(np.uint32)
+    wi = powers_mod(pow(psi, -1, q), n, q)[brv].astype(np.uint32)
     return w, wi
 
 
@@ -232,7 +226,7 @@ def _create_plan(n: int, moduli: tuple[int, ...], kernels) -> NTTPlan:
         if not (2 < q < 2**31) or (q - 1) % (2 * n) or not is_prime(q):
             raise ParameterError(f"modulus {q} is not an NTT-friendly prime below 2^31 for N = {n} (q = 1 mod 2N)")
     tables = [_limb_tables(n, q) for q in moduli]
-    stacked = [jnp.asarray(np.stack([t[i] for t in tables])) for i in range(6)]
+    stacked = [np.stack([t[i] for t in tables]) for i in range(6)]
     qa = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
     matrix = kernels.ntt_tables(n, moduli) if _has_tables(kernels) else None
     return NTTPlan(n, moduli, qa, *stacked, matrix=matrix, kernels=kernels)
