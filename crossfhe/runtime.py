@@ -2,9 +2,11 @@
 and the circuits ask; a library import changes nothing).
 
 :func:`enable_compilation_cache`: JAX's persistent compilation cache in the user's cache directory
-(:func:`cache_dir`), so that a second process loads what the first compiled instead of compiling it again (the
-README's first CKKS example: measured in benchmarks/README.md, "Start-up"). A cache the user configured in JAX wins;
-``CROSSFHE_JAX_CACHE=0`` turns it off, ``CROSSFHE_JAX_CACHE=DIR`` moves it.
+(:func:`cache_dir`), so that a second process loads what the first compiled instead of compiling it again, and the
+library's own store of compiled executables beside it (:func:`executable_cache`), so that it loads them without
+tracing and lowering them first (the README's first CKKS example: measured in benchmarks/README.md, "Start-up"). A
+cache the user configured in JAX wins; ``CROSSFHE_JAX_CACHE=0`` turns both off, ``CROSSFHE_JAX_CACHE=DIR`` moves
+them.
 
 :func:`keep_heap`: XLA:CPU allocates each jitted call's temporaries as one block and frees it after the
 call. glibc serves blocks above 32 MiB (and any block from a worker thread's arena above 64 MiB) with a
@@ -16,6 +18,8 @@ its time on the dev box. Keeping freed memory in one heap removes them (0 faults
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -67,20 +71,48 @@ def cache_dir() -> Path:
     return Path(root)
 
 
+_EXECUTABLES: list[Path | None] = [None]
+
+
+def executable_cache() -> Path | None:
+    """Where the library keeps its compiled executables across processes (:func:`crossfhe.math.xla.jit` functions
+    marked ``persist``, the eager operations' programs), or None: set by :func:`enable_compilation_cache`
+    (``$CROSSFHE_JAX_CACHE``/executables, else :func:`cache_dir`/executables). An executable is machine code loaded
+    into the process, as JAX's own cache's are: the directory must be as trusted as the library (entries in a
+    directory other users can write to, or owned by another user, are not loaded)."""
+    return _EXECUTABLES[0]
+
+
+@functools.cache
+def source_digest() -> str:
+    """A digest of the library's sources (Python and native): a cached program is reused only by the code that
+    made it."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*")):
+        if f.suffix in (".py", ".c", ".cc", ".h") and f.is_file():
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:24]
+
+
 def enable_compilation_cache() -> Path | None:
     """Turn on JAX's persistent compilation cache for this process, every compile cached, at ``$CROSSFHE_JAX_CACHE``
-    or :func:`cache_dir`/xla. Nothing changes when JAX already has a cache directory (set by the user through
-    ``jax.config`` or ``JAX_COMPILATION_CACHE_DIR``: theirs wins) or when ``CROSSFHE_JAX_CACHE`` is 0/off/false/no.
-    Returns the directory in use (the user's, if theirs), or None when off. Idempotent and cheap: contexts call it
-    on creation."""
+    or :func:`cache_dir`/xla, and the library's executables beside it (:func:`executable_cache`). JAX's setting is
+    left alone when JAX already has a cache directory (set by the user through ``jax.config`` or
+    ``JAX_COMPILATION_CACHE_DIR``: theirs wins); nothing is turned on when ``CROSSFHE_JAX_CACHE`` is
+    0/off/false/no. Returns JAX's directory in use (the user's, if theirs), or None when off. Idempotent and cheap:
+    contexts call it on creation."""
     import jax
 
+    setting = os.environ.get("CROSSFHE_JAX_CACHE", "")
+    if setting.lower() in _OFF and setting:
+        _EXECUTABLES[0] = None
+        return None
+    _EXECUTABLES[0] = Path(setting) / "executables" if setting else cache_dir() / "executables"
     current = jax.config.jax_compilation_cache_dir
     if current:
         return Path(current)
-    setting = os.environ.get("CROSSFHE_JAX_CACHE", "")
-    if setting.lower() in _OFF and setting:
-        return None
     path = Path(setting) if setting else cache_dir() / "xla"
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

@@ -42,10 +42,16 @@ def _bounded_programs():
     the kernel allows (``vm.max_map_count``, 65530 by default). Every live XLA:CPU executable holds about three
     mappings and a test run compiles tens of thousands of programs; at the limit the next compile or serialization
     fails inside XLA with a segmentation fault (a full CI run died so, at test 765 of 1848, 2026-11-29), so the
-    bound is kept here. Later tests recompile (or load from the persistent cache) what they need."""
+    bound is kept here, over JAX's caches and the library's own (the eager programs, the persisted executables).
+    Later tests recompile (or load from the persistent caches) what they need."""
     yield
     if _MAP_LIMIT is not None and _maps() > _MAP_LIMIT:
+        from crossfhe.api import eager
+        from crossfhe.math import xla
+
         jax.clear_caches()
+        eager.clear()
+        xla.clear_executables()
         gc.collect()
 
 

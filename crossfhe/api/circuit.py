@@ -245,21 +245,8 @@ def _options(platform: str) -> dict:
     return {"compiler_options": xla.CPU_OPTIONS} if xla.ENABLED and platform == "cpu" else {}
 
 
-@functools.cache
-def _source_digest() -> str:
-    """A digest of the library's sources (Python and native): a cached program is reused only by the code that
-    lowered it."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for f in sorted(root.rglob("*")):
-        if f.suffix in (".py", ".c", ".cc", ".h") and f.is_file():
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()[:24]
-
-
 def _versions() -> str:
-    return f"crossfhe sources {_source_digest()}, jax {jax.__version__}, jaxlib {jax.lib.__version__}"
+    return f"crossfhe sources {runtime.source_digest()}, jax {jax.__version__}, jaxlib {jax.lib.__version__}"
 
 
 # --------------------------------------------------------------------------------------------------

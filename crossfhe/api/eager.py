@@ -24,8 +24,6 @@ graph's ``interpret`` runs inside the caller's trace instead of a program of its
 
 from __future__ import annotations
 
-import hashlib
-import os
 import weakref
 
 import jax
@@ -197,70 +195,33 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
 
 
 def _compile(scheme, params, lowered: Graph, program, key, inputs, rt):
-    """(constants, executable, output structure) of ``program`` for these arguments, kept on disk as compiled
-    circuits are (:func:`crossfhe.api.circuit.cache_dir`, ``eager/``): the lowered program saved with
-    ``jax.export`` under a digest of the operation, the operands' layout, the arguments' structure, the parameters,
-    the kernel set, the native build, the backend and the library's sources, so that a later process loads it
-    instead of tracing and lowering it again (its compile is then the persistent compilation cache's). Without a
-    cache directory, or on any failure to save or load, it is traced here."""
-    from crossfhe.api.circuit import _platform, _versions, cache_dir
-
+    """(constants, executable, output structure) of ``program`` for these arguments, kept across processes as a
+    compiled executable (:func:`crossfhe.math.xla.load_executable`; on once a context is created) together with the
+    program's constants and output structure, under a digest of the operation, the operands' layout, the arguments'
+    structure, the parameters, the kernel set and the native build (the store adds the device, the CPU, the
+    library's sources and JAX's version): a later process loads it instead of tracing, lowering and compiling it
+    again. The constants stay arguments of the executable, as in :class:`~crossfhe.math.xla.Program`. Without the
+    store, or on any failure to save or load, it is traced here."""
     flat, treedef = jax.tree_util.tree_flatten((inputs, rt))
-    root = cache_dir()
-    if root is None:
-        (constants, exe, out_tree, _), _ = program._entry((inputs, rt))
-        return constants, exe, out_tree
     kernels = scheme.kernels(params)
-    platform = _platform(jax.local_devices()[0])
-    parts = [repr(key[0:1] + key[2:]), str(treedef), repr([(np.shape(x), str(x.dtype)) for x in flat]),
-             scheme.params_digest(params), getattr(kernels, "name", str(kernels)), scheme.build_id(params), platform,
-             _versions()]
-    path = root / "eager" / (hashlib.sha256("|".join(parts).encode()).hexdigest()[:32] + ".jaxexport")
-    exp = _load(path)
-    if exp is None:
-        exp = _export(scheme, params, program, treedef, flat, platform, path)
-    if exp is None:
-        (constants, exe, out_tree, _), _ = program._entry((inputs, rt))
+    parts = ["eager", repr(key[0:1] + key[2:]), str(treedef), repr([(np.shape(x), str(x.dtype)) for x in flat]),
+             scheme.params_digest(params), getattr(kernels, "name", str(kernels)), scheme.build_id(params),
+             f"x64 {program.x64}"]
+    path = xla.executable_path(parts) if xla.ENABLED else None
+    side = None if path is None else path.with_suffix(".consts")
+    loaded = xla.load_executable(path)
+    saved = None if loaded is None else xla.load_blob(side)
+    if saved is not None:
+        host_consts, out_tree = saved
+        return tuple(xla.to_device(list(host_consts))), xla.Executable(loaded, program.name), out_tree
+    (constants, exe, out_tree, _), _ = program._entry((inputs, rt))
+    if path is None:
         return constants, exe, out_tree
-    call = xla.jit(lambda consts, *leaves: tuple(exp.call(*leaves)))
-    return (), call, jax.tree_util.tree_structure((tuple(0 for _ in exp.out_avals),))
-
-
-def _export(scheme, params, program, treedef, flat, platform: str, path):
-    from jax import export
-
-    def flat_fn(*leaves):
-        inputs, rt = jax.tree_util.tree_unflatten(treedef, leaves)
-        return tuple(jax.tree_util.tree_leaves(program.fn(inputs, rt)))
-
-    checks = [export.DisabledSafetyCheck.custom_call(t) for t in scheme.custom_calls(params)]
-    shapes = [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in flat]
-    try:
-        with program._scope():
-            exp = export.export(jax.jit(flat_fn), platforms=(platform,), disabled_checks=checks)(*shapes)
-        blob = bytes(exp.serialize())
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_bytes(blob + hashlib.sha256(blob).digest())
-        os.replace(tmp, path)
-    except Exception:  # noqa: BLE001 - a program that cannot be exported still runs, traced here
-        return None
-    return exp
-
-
-def _load(path):
-    if not path.exists():
-        return None
-    from jax import export
-
-    try:
-        data = path.read_bytes()
-        if len(data) < 32 or hashlib.sha256(data[:-32]).digest() != data[-32:]:
-            raise ValueError("checksum")
-        return export.deserialize(bytearray(data[:-32]))
-    except Exception:  # noqa: BLE001 - a damaged cache entry is traced again, never trusted
-        path.unlink(missing_ok=True)
-        return None
+    with program._scope():
+        compiled, fresh = xla.compile_fresh(exe.lower(constants, *flat))
+    if fresh and xla.save_blob(side, ([np.asarray(c) for c in constants], out_tree)):
+        xla.save_executable(path, compiled)
+    return constants, xla.Executable(compiled, program.name), out_tree
 
 
 def clear() -> None:

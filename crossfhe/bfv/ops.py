@@ -348,12 +348,12 @@ def encrypt_extended(key_material, params: Params, m, *, key: crandom.ChaChaKey 
     return c0, c1
 
 
-@jit
+@partial(jit, persist=True)
 def _k_pk_extended(b, a, v, e0, e1, m):
     return poly.add(poly.add(poly.mul(v, b), e0), m), poly.add(poly.mul(v, a), e1)
 
 
-@jit
+@partial(jit, persist=True)
 def _k_sk_extended(a, e, s, m):
     return poly.add(poly.sub(e, poly.mul(a, s)), m)
 
@@ -365,7 +365,7 @@ def _coeff_tables(n: int, moduli: tuple[int, ...], t: int):
     return NTTPlan.create(n, moduli), (q, w, shoup_precompute(w, q.astype(np.uint64)))
 
 
-@jit
+@partial(jit, persist=True)
 def _k_phase_coeffs(c0, c1, s, plan: NTTPlan, consts):
     """(phase, t * phase) in the coefficient domain: uint32 [..., limbs, N] each."""
     q, w, ws = consts

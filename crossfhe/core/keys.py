@@ -133,7 +133,7 @@ def sample_gaussian(
     return RNSPoly.create(data, moduli, domain)
 
 
-@partial(jit, static_argnames=("moduli", "n", "sigma", "batch"))
+@partial(jit, persist=True, static_argnames=("moduli", "n", "sigma", "batch"))
 def _k_gaussian(key, plan, *, moduli, n, sigma, batch):
     e = crandom.discrete_gaussian(key, batch + (1, n), sigma, tail=GAUSSIAN_TAIL)
     return _residues(e, key, moduli, plan)
@@ -166,7 +166,7 @@ def sample_ternary(
     return RNSPoly.create(data, moduli, domain)
 
 
-@partial(jit, static_argnames=("moduli", "n", "hamming_weight", "batch"))
+@partial(jit, persist=True, static_argnames=("moduli", "n", "hamming_weight", "batch"))
 def _k_ternary(key, plan, *, moduli, n, hamming_weight, batch):
     s = ternary_coeffs(key, n, hamming_weight=hamming_weight, batch=batch)
     return _residues(s[..., None, :], key, moduli, plan)
@@ -266,7 +266,7 @@ def _secret_traced(key, plan, moduli, n, hamming_weight):
     return s, eval_residues(s, moduli, plan)
 
 
-@partial(jit, static_argnames=("moduli", "n", "hamming_weight"))
+@partial(jit, persist=True, static_argnames=("moduli", "n", "hamming_weight"))
 def _k_secret(key, plan, *, moduli, n, hamming_weight):
     return _secret_traced(key, plan, moduli, n, hamming_weight)
 
@@ -353,7 +353,7 @@ def _public_traced(key, s, plan, moduli, n, sigma):
     return _rlwe_b(a, e, RNSPoly(s, moduli, Domain.EVAL)).data, a.data, seed
 
 
-@partial(jit, static_argnames=("moduli", "n", "sigma"))
+@partial(jit, persist=True, static_argnames=("moduli", "n", "sigma"))
 def _k_public(key, s, plan, *, moduli, n, sigma):
     return _public_traced(key, s, plan, moduli, n, sigma)
 
@@ -384,7 +384,7 @@ def key_id(public) -> str:
     return hashlib.sha256(b"crossfhe.key_id/v1:" + data).hexdigest()[:32]
 
 
-@partial(jit, static_argnames=("moduli", "n", "hamming_weight", "sigma"))
+@partial(jit, persist=True, static_argnames=("moduli", "n", "hamming_weight", "sigma"))
 def _k_key_pair(key_s, key_p, plan, *, moduli, n, hamming_weight, sigma):
     s, s_eval = _secret_traced(key_s, plan, moduli, n, hamming_weight)
     return s, s_eval, _public_traced(key_p, s_eval, plan, moduli, n, sigma)

@@ -191,7 +191,7 @@ def _expand_a_traced(seed, moduli: tuple[int, ...], n: int, digits: int):
     return jax.vmap(one)(jnp.arange(digits, dtype=jnp.uint32))
 
 
-@partial(jit, static_argnames=("moduli", "n", "digits"))
+@partial(jit, persist=True, static_argnames=("moduli", "n", "digits"))
 def _k_expand_a(seed, *, moduli, n, digits):
     return _expand_a_traced(seed, moduli, n, digits)
 
@@ -244,17 +244,17 @@ def _ksk_traced(key, s_to, s_from, factors, plan: NTTPlan, moduli: tuple[int, ..
     return b, a, seed
 
 
-@partial(jit, static_argnames=("moduli", "n", "sigma"))
+@partial(jit, persist=True, static_argnames=("moduli", "n", "sigma"))
 def _k_keyswitch_key(key, s_to, s_from, factors, plan, *, moduli, n, sigma):
     return _ksk_traced(key, s_to, s_from, factors, plan, moduli, n, sigma)
 
 
-@partial(jit, static_argnames=("moduli", "n", "sigma"))
+@partial(jit, persist=True, static_argnames=("moduli", "n", "sigma"))
 def _k_keyswitch_key_from_secret(key, s_to, coeffs_from, factors, plan, *, moduli, n, sigma):
     return _ksk_traced(key, s_to, eval_residues(coeffs_from, moduli, plan), factors, plan, moduli, n, sigma)
 
 
-@partial(jit, static_argnames=("moduli", "n", "sigma"))
+@partial(jit, persist=True, static_argnames=("moduli", "n", "sigma"))
 def _k_evaluation_keys(key, elements, s, factors, plan, *, moduli, n, sigma):
     """The keys of ``elements`` uint32 ``[m]`` (:data:`RELIN` or odd Galois elements) one after another
     (``lax.map``: one key's temporaries at a time), returned as m separate (b, a, seed)."""

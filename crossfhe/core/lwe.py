@@ -209,7 +209,7 @@ def lwe_to_rlwe(lwe: LWECiphertext, *, domain: Domain = Domain.COEFF) -> tuple[R
     return RNSPoly.create(c0, lwe.moduli, domain), RNSPoly.create(c1, lwe.moduli, domain)
 
 
-@jit
+@partial(jit, persist=True)
 def _phase(b, a, s, q):
     terms = jnp.where(s == 1, a, jnp.where(s == -1, neg_mod(a, q), jnp.zeros_like(a)))
     while terms.shape[-1] > 1:  # pairwise modular sum: exact in uint32 for any N

@@ -118,7 +118,7 @@ def encrypt_sk(sk: SecretKey, m: RNSPoly, key: crandom.ChaChaKey, *, sigma: floa
     return _k_encrypt_sk(sk.poly, m, key, NTTPlan.create(m.n, m.basis, kernels), sigma=float(sigma))
 
 
-@partial(jit, static_argnames=("sigma",))
+@partial(jit, persist=True, static_argnames=("sigma",))
 def _k_encrypt_sk(s, m, key, plan: NTTPlan, *, sigma: float):
     """:func:`encrypt_sk` as one program: the samples drawn from ``key`` and the ciphertext (s: the key's EVAL
     polynomial)."""
@@ -138,7 +138,7 @@ def _down_tables(n: int, q: tuple[int, ...], p: tuple[int, ...], kernels):
     return down, NTTPlan.create(n, q, kernels), NTTPlan.create(n, p, kernels)
 
 
-@partial(jit, static_argnames=("sigma", "rows"))
+@partial(jit, persist=True, static_argnames=("sigma", "rows"))
 def _k_encrypt_pk(pk_b, pk_a, key, m, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan, plan: NTTPlan, *,
                   sigma: float, rows: tuple[int, ...]):
     """ModDown(v (b, a) + (e0, e1)) + (m, 0) as one program: v ternary (EVAL through ``plan`` over Q_k ∪ P), e0, e1
@@ -183,7 +183,7 @@ def encrypt_pk(
     return RNSPoly(c0, q_k, Domain.EVAL), RNSPoly(c1, q_k, Domain.EVAL)
 
 
-@jit
+@partial(jit, persist=True)
 def _phase(parts, s):
     s = residues_of(s, parts[0].basis)
     acc, power = parts[0], s

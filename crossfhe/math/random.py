@@ -284,7 +284,7 @@ def fold_in(key: ChaChaKey, data) -> ChaChaKey:
     return _fold_in(key, data.astype(U32))
 
 
-@jit
+@partial(jit, persist=True)
 def _split_pair(key: ChaChaKey) -> tuple[ChaChaKey, ChaChaKey]:
     keys = _split(key, 2)
     return keys[0], keys[1]

@@ -195,7 +195,7 @@ def _garner_tables(moduli: tuple[int, ...]):
     return (t.q[:, 0], t.barrett_mu[:, 0], t.bits[:, 0], inv, inv_s, ql_mod, half)
 
 
-@partial(jit, static_argnames=("small",))
+@partial(jit, persist=True, static_argnames=("small",))
 def _balanced_digits(x, tables, *, small: bool):
     """Balanced mixed-radix digits ``int32[..., k, N]`` of the residues x (Garner), one scan step per
     digit over all rows (masked): unrolled, the chain of k dependent steps fuses into one expression

@@ -11,14 +11,30 @@ gained is in benchmarks/README.md. Set :data:`ENABLED` to False to compare.
 On another backend (GPU, TPU) a :func:`jit` function is a plain :func:`jax.jit` one, and so it is when
 called while a trace is in progress (under a caller's ``jax.jit``, ``vmap`` or ``grad``): JAX refuses compile
 options on a nested jit, and XLA compiles the enclosing computation with the caller's options anyway.
+
+**Executables kept across processes.** JAX's persistent compilation cache saves the compile, but a new process
+still traces and lowers every program before it can look one up, most of the README's first example's program loading
+(benchmarks/README.md, "Start-up"). A :func:`jit` function marked ``persist=True`` (the
+programs a process calls once or a few times: key generation, encryption, decryption) and the eager operations'
+programs (:mod:`crossfhe.api.eager`) are instead kept as serialized executables in
+:func:`crossfhe.runtime.executable_cache` (on once a context is created), under a digest of the function, its static
+arguments, the structure, shapes and dtypes of the others, the compile options, the device, the CPU's features,
+the library's sources and JAX's version: a later process loads the executable and runs it, nothing traced. Any
+failure to save or load falls back to the ordinary path, and a damaged entry is removed.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
+import os
+import pickle
 
 import jax
 import numpy as np
+
+from crossfhe import runtime
 
 try:  # True when no trace is in progress (compile options are refused on a jit nested in a trace)
     from jax._src.core import trace_state_clean as _top_level
@@ -34,11 +50,13 @@ measurements)."""
 
 
 class _Jit:
-    """Two :func:`jax.jit` wrappers of one function, with and without :data:`CPU_OPTIONS`, picked per call."""
+    """Two :func:`jax.jit` wrappers of one function, with and without :data:`CPU_OPTIONS`, picked per call; with
+    ``persist``, top-level calls run executables kept across processes (module docstring)."""
 
-    def __init__(self, fun, kwargs: dict):
+    def __init__(self, fun, kwargs: dict, persist: bool = False):
         self._plain = jax.jit(fun, **kwargs)
         self._cpu = jax.jit(fun, compiler_options=CPU_OPTIONS, **kwargs)
+        self._persist = _Persisted(fun, kwargs) if persist else None
         functools.update_wrapper(self, fun)
 
     def _pick(self, args, kwargs):
@@ -50,7 +68,11 @@ class _Jit:
         return self._plain if traced else self._cpu
 
     def __call__(self, *args, **kwargs):
-        return self._pick(args, kwargs)(*args, **kwargs)
+        fn = self._pick(args, kwargs)
+        if self._persist is not None and runtime.executable_cache() is not None and (
+                _top_level is None or _top_level()):
+            return self._persist(fn, fn is self._cpu, args, kwargs)
+        return fn(*args, **kwargs)
 
     def lower(self, *args, **kwargs):
         return self._pick(args, kwargs).lower(*args, **kwargs)
@@ -62,12 +84,248 @@ class _Jit:
         return self if obj is None else functools.partial(self, obj)
 
 
-def jit(fun=None, /, **kwargs):
+def jit(fun=None, /, *, persist: bool = False, **kwargs):
     """:func:`jax.jit` (same keyword arguments) with :data:`CPU_OPTIONS` on the CPU backend; usable as
-    ``@jit``, ``@partial(jit, static_argnames=...)`` or ``jit(f, ...)``."""
+    ``@jit``, ``@partial(jit, static_argnames=...)`` or ``jit(f, ...)``. ``persist``: top-level calls run
+    executables kept across processes (module docstring), for a module-level function whose static arguments are
+    plain values (numbers, strings, tuples of them, enums, frozen dataclasses of them)."""
     if fun is None:
-        return functools.partial(jit, **kwargs)
-    return _Jit(fun, kwargs)
+        return functools.partial(jit, persist=persist, **kwargs)
+    return _Jit(fun, kwargs, persist)
+
+
+# --------------------------------------------------------------------------------------------------
+# Executables kept across processes
+# --------------------------------------------------------------------------------------------------
+
+_FORMAT = "crossfhe-executable-1"
+
+
+@functools.cache
+def _machine() -> str:
+    """The host CPU's model and feature flags (an XLA:CPU executable is machine code for them) and the library's
+    and JAX's versions."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags"))]
+        cpu = hashlib.sha256("".join(sorted(set(lines))).encode()).hexdigest()[:16]
+    except OSError:
+        import platform
+
+        cpu = platform.processor() or platform.machine()
+    versions = f"jax {jax.__version__}, jaxlib {jax.lib.__version__}"
+    return f"{_FORMAT}, cpu {cpu}, sources {runtime.source_digest()}, {versions}"
+
+
+def _device() -> str:
+    d = jax.local_devices()[0]
+    return f"{d.platform} {getattr(d, 'device_kind', '')} {len(jax.local_devices())}"
+
+
+def executable_path(parts) -> os.PathLike | None:
+    """The file that holds the executable named by ``parts`` (strings), or None when the store is off."""
+    root = runtime.executable_cache()
+    if root is None:
+        return None
+    text = "|".join([*parts, _device(), _machine()])
+    return root / (hashlib.sha256(text.encode()).hexdigest()[:40] + ".exe")
+
+
+def _trusted(path) -> bool:
+    """Whether ``path`` and its directory belong to this user and other users may not write them (POSIX;
+    elsewhere True)."""
+    if not hasattr(os, "getuid"):
+        return True
+    for p in (path, path.parent):
+        st = os.stat(p)
+        if st.st_uid != os.getuid() or st.st_mode & 0o002:
+            return False
+    return True
+
+
+def load_blob(path):
+    """The object :func:`save_blob` wrote at ``path``, or None (absent, not trusted, or damaged: then removed)."""
+    if path is None or not path.exists():
+        return None
+    try:
+        if not _trusted(path):
+            return None
+        data = path.read_bytes()
+        if len(data) < 32 or hashlib.sha256(data[:-32]).digest() != data[-32:]:
+            raise ValueError("checksum")
+        return pickle.loads(data[:-32])
+    except Exception:  # noqa: BLE001 - a damaged or stale entry is made again, never trusted
+        path.unlink(missing_ok=True)
+        return None
+
+
+def save_blob(path, obj) -> bool:
+    """Write ``obj`` pickled to ``path`` atomically, readable by this user only, a checksum after it; False (nothing
+    written) when it cannot be."""
+    try:
+        blob = pickle.dumps(obj)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        tmp.write_bytes(blob + hashlib.sha256(blob).digest())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - what cannot be kept is made again next time
+        return False
+    return True
+
+
+def load_executable(path):
+    """The :class:`jax.stages.Compiled` :func:`save_executable` wrote at ``path``, or None."""
+    from jax.experimental import serialize_executable
+
+    saved = load_blob(path)
+    if saved is None:
+        return None
+    try:
+        return serialize_executable.deserialize_and_load(*saved)
+    except Exception:  # noqa: BLE001 - stale (another JAX or device): compiled again
+        path.unlink(missing_ok=True)
+        return None
+
+
+def compile_fresh(lowered):
+    """``lowered.compile()`` by XLA itself, JAX's persistent compilation cache skipped for this one compile; returns
+    (executable, whether it was compiled here). An XLA:CPU executable that cache returns has been deserialized, and
+    serializing such an executable again drops its machine code (its copy fails with "Function ... not found"), so
+    only a freshly compiled one may be kept (:func:`save_executable`). Where JAX's cache cannot be skipped (a JAX
+    without the hook), the executable is compiled as usual and reported as not fresh."""
+    try:
+        from jax._src import compilation_cache as cc
+
+        used = cc.is_cache_used
+    except (ImportError, AttributeError):
+        return lowered.compile(), False
+    cc.is_cache_used = lambda backend: False
+    try:
+        return lowered.compile(), True
+    finally:
+        cc.is_cache_used = used
+
+
+def save_executable(path, compiled) -> None:
+    """Keep ``compiled``, compiled by :func:`compile_fresh`, at ``path`` (nothing written when it cannot be
+    serialized or ``path`` is None)."""
+    if path is None:
+        return
+    from jax.experimental import serialize_executable
+
+    try:
+        saved = serialize_executable.serialize(compiled)
+    except Exception:  # noqa: BLE001 - an executable that cannot be kept still runs
+        return
+    save_blob(path, saved)
+
+
+class Executable:
+    """A compiled executable called as a :func:`jit` function is (``name`` for :mod:`crossfhe.testing.trace`)."""
+
+    __slots__ = ("compiled", "__name__")
+
+    def __init__(self, compiled, name: str):
+        self.compiled, self.__name__ = compiled, name
+
+    def __call__(self, *args):
+        return self.compiled(*args)
+
+
+def _aval(x) -> tuple:
+    if isinstance(x, jax.Array):
+        return (x.shape, x.dtype.str, x.weak_type)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return (x.shape, x.dtype.str, False)
+    return (type(x).__name__,)
+
+
+def _stable(value) -> str | None:
+    """A text that names ``value`` across processes (every field of a dataclass, not only those its repr shows), or
+    None for a value it cannot name so (then its program is not kept)."""
+    import dataclasses
+    import enum
+
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, enum.Enum, np.generic)):
+        return repr(value)
+    if isinstance(value, np.dtype):
+        return f"dtype {value.str}"
+    if isinstance(value, (tuple, list, frozenset)):
+        items = [_stable(v) for v in (sorted(value, key=repr) if isinstance(value, frozenset) else value)]
+        return None if None in items else f"{type(value).__name__}({', '.join(items)})"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = [_stable(getattr(value, f.name)) for f in dataclasses.fields(value)]
+        if None in items:
+            return None
+        cls = type(value)
+        return f"{cls.__module__}.{cls.__qualname__}({', '.join(items)})"
+    return None
+
+
+class _Persisted:
+    """A :func:`jit` function's executables per (options, static arguments, argument structure and types), loaded
+    from or saved to :func:`crossfhe.runtime.executable_cache`."""
+
+    _all: list = []
+
+    def __init__(self, fun, kwargs: dict):
+        if "<locals>" in fun.__qualname__ or getattr(fun, "__closure__", None):
+            raise ValueError(f"persist=True needs a module-level function without a closure, got {fun.__qualname__}")
+        nums, names = kwargs.get("static_argnums"), kwargs.get("static_argnames")
+        try:
+            from jax._src.api_util import infer_argnums_and_argnames
+
+            nums, names = infer_argnums_and_argnames(inspect.signature(fun), nums, names)
+        except Exception:  # noqa: BLE001 - a JAX without it: the arguments as given
+            nums = (nums,) if isinstance(nums, int) else tuple(nums or ())
+            names = (names,) if isinstance(names, str) else tuple(names or ())
+        self.nums, self.names = frozenset(nums), frozenset(names)
+        self.name = f"{fun.__module__}.{fun.__qualname__}"
+        self.loaded: dict = {}
+        _Persisted._all.append(self)
+
+    def __call__(self, jitted, cpu: bool, args, kwargs):
+        if self.nums:
+            dyn = tuple(a for i, a in enumerate(args) if i not in self.nums)
+            static = tuple((i, args[i]) for i in sorted(self.nums) if i < len(args))
+        else:
+            dyn, static = args, ()
+        if self.names and kwargs:
+            dyn_kw = {k: v for k, v in kwargs.items() if k not in self.names}
+            static += tuple(sorted((k, v) for k, v in kwargs.items() if k in self.names))
+        else:
+            dyn_kw = kwargs
+        leaves, tree = jax.tree_util.tree_flatten((dyn, dyn_kw))
+        key = (cpu, static, tree, tuple(_aval(x) for x in leaves), jax.config.jax_enable_x64)
+        exe = self.loaded.get(key)
+        if exe is None:
+            exe = self.loaded[key] = self._load_or_compile(jitted, cpu, static, tree, key[3], args, kwargs)
+        if exe is False:
+            return jitted(*args, **kwargs)
+        return exe(*dyn, **dyn_kw)
+
+    def _load_or_compile(self, jitted, cpu, static, tree, avals, args, kwargs):
+        named = _stable(static)
+        if named is None or " at 0x" in str(tree):
+            return False
+        path = executable_path([self.name, named, str(tree), repr(avals), f"x64 {jax.config.jax_enable_x64}",
+                                repr(CPU_OPTIONS) if cpu else "plain"])
+        exe = load_executable(path)
+        if exe is not None and exe.in_tree != tree:  # the digest named another structure (metadata a repr hides)
+            exe = None
+        if exe is None:
+            exe, fresh = compile_fresh(jitted.lower(*args, **kwargs))
+            if fresh:
+                save_executable(path, exe)
+        return exe
+
+
+def clear_executables() -> None:
+    """Drop the executables :func:`jit` functions marked ``persist`` hold in this process (they stay on disk)."""
+    for p in _Persisted._all:
+        p.loaded.clear()
 
 
 def plan_cache(maxsize: int = 128, *, on_device: bool = False):

@@ -124,18 +124,24 @@ def programs():
     program's name. Cheaper than :func:`profile` (no profiler) and blind to JAX's own jitted helpers."""
     from crossfhe.math import xla
 
-    seen, original = Programs(), xla._Jit.__call__
+    seen = Programs()
+    originals = {cls: cls.__call__ for cls in (xla._Jit, xla.Executable)}
 
-    def call(obj, *args, **kwargs):
-        if xla._top_level is None or xla._top_level():
-            seen.calls.append(obj.__name__)
-        return original(obj, *args, **kwargs)
+    def counted(original):
+        def call(obj, *args, **kwargs):
+            if xla._top_level is None or xla._top_level():
+                seen.calls.append(obj.__name__)
+            return original(obj, *args, **kwargs)
 
-    xla._Jit.__call__ = call
+        return call
+
+    for cls, original in originals.items():
+        cls.__call__ = counted(original)
     try:
         yield seen
     finally:
-        xla._Jit.__call__ = original
+        for cls, original in originals.items():
+            cls.__call__ = original
 
 
 __all__ = ["Profile", "Programs", "profile", "programs", "summarize"]

@@ -34,7 +34,7 @@ def _check_messages(params: Params, m) -> np.ndarray:
     return arr
 
 
-@partial(jit, static_argnames=("params",))
+@partial(jit, persist=True, static_argnames=("params",))
 def _encrypt(key, m, s_long, q, *, params: Params):
     """LWE under the long key: b = -<a, s> + e + m Delta; m int32 of any batch shape: (b [*shape, L], a [*shape,
     L, kN])."""
@@ -95,7 +95,7 @@ def encrypt(ck: ClientKey, m, seed=None, *, key=None) -> LWECiphertext:
     return LWECiphertext(b, a, params.moduli, ck.key_id)
 
 
-@partial(jit, static_argnames=("moduli",))
+@partial(jit, persist=True, static_argnames=("moduli",))
 def _phase(b, a, s, *, moduli):
     q = np.array(moduli, dtype=np.uint32)
     return add_mod(b, _dot_binary(a, s, moduli), q)

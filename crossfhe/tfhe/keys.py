@@ -379,7 +379,7 @@ def _glwe_key_eval(ck: ClientKey, tables: Tables):
     return ntt(res, tables.plan)
 
 
-@partial(jit, static_argnames=("params",))
+@partial(jit, persist=True, static_argnames=("params",))
 def _bsk_chunk(key, bits, s_eval, q, gvec, plan, *, params: Params):
     """GGSW encryptions (EVAL) of ``bits`` int32 [c]: [c, (k+1) l, k+1, L, N]."""
     k, n_poly, levels = params.glwe_dim, params.poly_size, params.pbs_gadget.levels
@@ -439,7 +439,7 @@ def _gen_bsk(ck: ClientKey, key, progress):
     return jnp.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
 
 
-@partial(jit, static_argnames=("params",))
+@partial(jit, persist=True, static_argnames=("params",))
 def _ksk_chunk(key, s_bits, lwe_key, *, params: Params):
     """KSK columns for long-key bits ``s_bits`` int32 [c]: int32 [n + 1, c l_ks]."""
     g, n = params.ks_gadget, params.lwe_dim
