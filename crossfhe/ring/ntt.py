@@ -200,15 +200,14 @@ class NTTPlan:
     @staticmethod
     def concat(plans: list[NTTPlan]) -> NTTPlan:
         """One plan over the limbs of several plans in turn (moduli may repeat): every table, the kernel
-        set's included, has the limb axis first and the kernels treat limbs independently."""
+        set's included, has the limb axis first and the kernels treat limbs independently. The radix-2 tables come
+        back on the host (NumPy); the plan caches that call this put them on the device once."""
         kernels = {p.kernels for p in plans}
         if len(kernels) != 1 or len({p.n for p in plans}) != 1:
             raise ParameterError("NTTPlan.concat: the plans must share N and the kernel set")
         moduli = tuple(m for plan in plans for m in plan.moduli)
-        tables = [
-            np.concatenate(ts, axis=0) if isinstance(ts[0], np.ndarray) else jnp.concatenate(ts, axis=0)
-            for ts in zip(*(plan.tree_flatten()[0][:7] for plan in plans), strict=True)
-        ]
+        tables = [np.concatenate([np.asarray(t) for t in ts], axis=0)
+                  for ts in zip(*(plan.tree_flatten()[0][:7] for plan in plans), strict=True)]
         kernels = plans[0].kernels
         matrix = kernels.concat_ntt_tables([plan.matrix for plan in plans]) if _has_tables(kernels) else None
         return NTTPlan(plans[0].n, moduli, *tables, matrix=matrix, kernels=kernels)
