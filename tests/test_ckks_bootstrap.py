@@ -366,7 +366,7 @@ def _memory_gib() -> float:
     _memory_gib() < 32, reason="N16_BOOT_L9 peaks at about 22 GiB (10 GiB of keys): a machine of 32 GiB or more"))])
 def test_n16_preset_bootstraps_every_input_shape_with_24_bits(name):
     """The 128-bit presets: every shape of issue 45 at least 24 bits after one bootstrap, and none more than 2 bits
-    below uniform random (N16_BOOT_L3: about 4.5 GiB of keys, 12 GiB peak; a few minutes)."""
+    below uniform random (N16_BOOT_L3: about 4.5 GiB of keys; about 10 minutes on two cores; run it alone)."""
     p = presets.BOOTSTRAP[name]
     sk, ek = ops.keygen(p, seed=bytes(range(7, 39)))
     bk = bt.keygen(sk, ek, seed=bytes(range(8, 40)))
