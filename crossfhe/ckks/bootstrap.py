@@ -19,29 +19,37 @@ Delta_in:
    with baby-step giant-step and hoisted rotations (:mod:`crossfhe.ckks.lintrans`); a conjugation splits
    the real and imaginary parts into two ciphertexts holding t = coefficient / (K q0) in [-1, 1].
 4. **EvalMod**: x = (q0 / (2 pi Delta_in)) arcsin(sin(2 pi K t)), i.e. m / Delta_in = (c mod q0) / Delta_in
-   for |m| << q0: a Chebyshev interpolant of cos(2 pi (K t - 1/4) / 2^r) of degree ``degree`` (Paterson-
+   for |m| < q0 / 4: a Chebyshev interpolant of cos(2 pi (K t - 1/4) / 2^r) of degree ``degree`` (Paterson-
    Stockmeyer, :mod:`crossfhe.ckks.polynomial`), r double-angle steps c <- 2 c^2 - 1 (which turn it into
-   sin(2 pi K t)), and arcsin's degree-3 Taylor polynomial y + y^3 / 6. The message ratio q0 / Delta_in is
-   small (2^4 in the presets): CoeffToSlot's noise reaches the result multiplied by K q0 / Delta_in, and the
-   arcsine removes the sine's cubic error (relative (2 pi m / q0)^2 / 6), leaving 3 (2 pi m / q0)^4 / 40. The
-   constant q0 / (2 pi Delta) is spread over the steps (each double angle becomes c <- 2 c^2 - beta).
-   Coefficients, not slots, enter EvalMod: slot values uniform in [-1, 1] over all N/2 slots give coefficients
-   of about 2^-6 Delta at N 2^16, where the residual is negligible (2^-38.7 in the float64 model of EvalMod). A
-   message concentrated in few coefficients loses precision with the 5th power of its largest coefficient: the
-   model gives 29.1 bits at Delta / 16, 19.1 at Delta / 4, 14.1 at Delta / 2 and 9.2 at Delta. Such messages are
-   vectors with a large mean (coefficient 0 is the mean of the slots' real parts) and short vectors replicated
-   over the slots (n distinct values sit on 2n coefficients of about |x| / sqrt(2n)): center them, or scale them
-   down, before bootstrapping. A smaller message ratio is what buys the 25 bits of random data at N 2^16 (the
-   noise of CoeffToSlot reaches the result multiplied by K q0 / Delta); a larger one would trade them for the
-   concentrated case.
-5. **SlotToCoeff**: the special DFT on re + i im (``stc_levels`` merged factors), at the user's levels.
+   sin(2 pi K t)), and an arcsine correction p(y) = y + y^3 r(y^2) of degree ``arcsine_degree``
+   (:func:`arcsine_coefficients`, evaluated in log2(degree + 1) levels by :func:`odd_polynomial`). The constant
+   alpha = gamma / (2 pi), gamma = q0 / Delta the message ratio, is spread over the steps (each double angle becomes
+   c <- 2 c^2 - beta). Coefficients, not slots, enter EvalMod, and slot values in [-1, 1] give coefficients
+   |m_k| = |(2 / N) Re sum_j z_j zeta_j^-k| <= Delta, reached by a constant vector (coefficient 0 is the mean of the
+   slots' real parts) and by alternating or replicated short vectors (n distinct values sit on 2n coefficients).
+   Approximation: the sine's relative error is (2 pi m / q0)^2 / 6, arcsin's Taylor cubic leaves
+   3 (2 pi m / q0)^4 / 40 (9.2 bits at m = Delta with gamma = 2^4, the previous design), the degree-7 correction
+   interpolated over |m| <= :data:`COEFFICIENT_BOUND` Delta leaves at most 2^-27.9 Delta at gamma = 2^5 for every
+   |m| <= Delta (decaying like (2 pi m / q0)^9; exact to first order, so the small coefficients of spread-out
+   messages get no gain error). Noise: every rescale of EvalMod adds rounding noise at the scale of the wide primes,
+   which the polynomial's powers (about (2 pi K / 2^r)^2), the double angles and gamma amplify, and CoeffToSlot's
+   output noise reaches the result multiplied by K gamma = 2 pi K alpha; SlotToCoeff then sums the errors of all N
+   coefficients into each slot (a factor about sqrt(N)), so at N 2^16 EvalMod's noise and CoeffToSlot's set the
+   precision (module constants below; the presets' docstrings give the measured figures) and the approximation
+   error adds at most 2^-27.9 on messages concentrated in a few coefficients. The design: gamma = 2^5 with
+   CoeffToSlot and EvalMod on 31-bit primes (a scale near 2^62). Lattigo's gamma = 2^8 with the degree-3 arcsine
+   (Bossuat et al. 2021) would amplify that noise 8 times (3 bits) more at the same scale, and 32-bit words cap the
+   scale near 2^62; gamma = 2^4 needs an arcsine of degree 15 (one level more) for 24 bits at m = Delta.
+5. **SlotToCoeff**: the special DFT on re + i im (``stc_levels`` merged factors), at the user's levels: EvalMod's
+   output and the intermediate factors at the wide scale ``Plan.em_scale`` (about 2^62: their rescale noise is then
+   negligible although later factors amplify it), the last factor at ``params.scale``.
 
 Levels, top down: CoeffToSlot uses levels L ... L - cts + 1, EvalMod the next :func:`evalmod_levels`,
 SlotToCoeff the next ``stc_levels``; the result is at L - bootstrap_levels = ``params.user_levels``, scale
 Delta_in. CoeffToSlot and EvalMod run on the wide primes of the chain (:class:`~crossfhe.ckks.params.ParamsLiteral`
-``wide_levels``, near 2^60 per level), SlotToCoeff on the user's. Error: see the presets' measured precision
-(:mod:`crossfhe.ckks.presets`); the dominant terms are the rescale noise of CoeffToSlot's output amplified by
-2 pi K q0 / Delta_in and the EvalMod approximation error (module constants below).
+``wide_levels``, near 2^62 per level), SlotToCoeff on the user's. Error: see the presets' measured precision
+(:mod:`crossfhe.ckks.presets`): at least 24 bits for every input with |x| <= 1 (a bound on slots, not on the shape
+of the vector: constants, alternating signs, short vectors and complex values included).
 """
 
 from __future__ import annotations
@@ -75,38 +83,49 @@ from crossfhe.ring.poly import Domain, RNSPoly
 EPHEMERAL_WEIGHT = 32
 """Hamming weight h of the ephemeral secret (BTH22's and Lattigo's): ||I||_inf <= h / 2 after ModRaise."""
 
+LOG_MESSAGE_RATIO = 5
+"""log2 of the message ratio q0 / Delta of :func:`bootstrappable_params` (and of the presets' base primes)."""
+
+COEFFICIENT_BOUND = 1.125
+"""EvalMod's arcsine is fitted for message coefficients |m| <= COEFFICIENT_BOUND Delta (slots in [-1, 1] give
+|m| <= Delta): module docstring, step 4."""
+
 
 @dataclass(frozen=True)
 class Config:
     """How a parameter set bootstraps: ``slots`` n (a power of two <= N/2), the levels of CoeffToSlot and
     SlotToCoeff (each merges log2(n) / levels radix-2 stages), EvalMod's interval K (|I| <= K - 1/2), its
-    Chebyshev ``degree`` and ``double_angle`` steps r (the arcsine correction always runs: 2 levels)."""
+    Chebyshev ``degree``, ``double_angle`` steps r and the degree of its arcsine correction (2^k - 1: k levels)."""
 
     slots: int
     cts_levels: int = 3
     stc_levels: int = 3
     K: float = 16.5
-    degree: int = 47
-    double_angle: int = 3
+    degree: int = 55
+    double_angle: int = 2
+    arcsine_degree: int = 7
 
     @property
     def evalmod_levels(self) -> int:
-        return evalmod_levels(self.degree, self.double_angle)
+        return evalmod_levels(self.degree, self.double_angle, self.arcsine_degree)
 
     @property
     def depth(self) -> int:
         return self.cts_levels + self.evalmod_levels + self.stc_levels
 
 
-def evalmod_levels(degree: int = 47, double_angle: int = 3) -> int:
+def evalmod_levels(degree: int = 55, double_angle: int = 2, arcsine_degree: int = 7) -> int:
     """Levels EvalMod spends: the polynomial's :func:`~crossfhe.ckks.polynomial.depth`, one per double angle,
-    two for the arcsine correction."""
-    return polynomial.depth(degree) + double_angle + 2
+    log2(arcsine_degree + 1) for the arcsine (ParameterError unless arcsine_degree + 1 is a power of two)."""
+    a = int(arcsine_degree)
+    if a < 1 or (a + 1) & a:
+        raise ParameterError(f"arcsine_degree must be 2^k - 1 (1, 3, 7, 15, ...), got {arcsine_degree}")
+    return polynomial.depth(degree) + double_angle + (a + 1).bit_length() - 1
 
 
 def config_for(params: Params, slots: int | None = None, **evalmod) -> Config:
     """The :class:`Config` of a bootstrappable set: SlotToCoeff on the non-wide bootstrap levels, EvalMod
-    (``evalmod``: degree, double_angle, K) and CoeffToSlot on the wide ones. ParameterError if the
+    (``evalmod``: degree, double_angle, arcsine_degree, K) and CoeffToSlot on the wide ones. ParameterError if the
     set does not bootstrap or the levels do not add up."""
     if not isinstance(params, Params):
         raise TypeError(f"bootstrapping takes ckks.Params, got {type(params).__name__}")
@@ -144,18 +163,19 @@ def _wide_levels(params: Params) -> int:
 
 
 def bootstrappable_params(*, log_n: int, levels_left: int, log_scale: int = 45, dnum: int, cts_levels: int = 3,
-                          stc_levels: int = 3, base_bits: tuple[int, ...] | None = None, wide_bits: int = 30,
+                          stc_levels: int = 3, base_bits: tuple[int, ...] | None = None, wide_bits: int = 31,
                           special_bits: tuple[int, ...] | None = None, insecure: bool = False, **evalmod) -> Params:
     """A CKKS chain that bootstraps with ``levels_left`` levels after each bootstrap: user and SlotToCoeff
-    levels on two primes near 2^(log_scale / 2), CoeffToSlot and EvalMod levels on two primes near 2^wide_bits,
-    base primes of about log_scale + 4 bits (q0 / Delta = 2^4, EvalMod's message ratio). Checked for security
-    like any set (ParameterError / InsecureParametersError)."""
+    levels on two primes near 2^(log_scale / 2), CoeffToSlot and EvalMod levels on two primes near 2^wide_bits (the
+    largest NTT primes below 2^31 by default: a scale near 2^62), base primes of about log_scale +
+    :data:`LOG_MESSAGE_RATIO` bits (q0 / Delta = 2^5, EvalMod's message ratio). Checked for security like any set
+    (ParameterError / InsecureParametersError)."""
     from crossfhe.ckks.params import ParamsLiteral
 
-    wide = cts_levels + evalmod_levels(**evalmod)
+    wide = cts_levels + evalmod_levels(**{k: v for k, v in evalmod.items() if k != "K"})
     boot = wide + stc_levels
     if base_bits is None:
-        half = (log_scale + 4) / 2
+        half = (log_scale + LOG_MESSAGE_RATIO) / 2
         base_bits = (math.floor(half), math.ceil(half))
     lit = ParamsLiteral(log_n=log_n, levels=levels_left + boot, log_scale=log_scale, dnum=dnum, primes_per_level=2,
                         base_bits=base_bits, special_bits=special_bits, insecure=insecure, bootstrap_levels=boot,
@@ -235,8 +255,9 @@ class Plan:
     stc: tuple  # lintrans.Encoded, applied in order (inputs at params.scale, EvalMod's output scale)
     cheb: np.ndarray
     betas: tuple  # beta_1 .. beta_r of the double-angle steps
-    kappa: float  # the arcsine correction's cubic coefficient on the scaled sine
+    arcsine: tuple  # a_1, a_3, ..., the odd monomial coefficients of the arcsine correction on the scaled sine
     gamma: float  # the nominal message ratio q0 / Delta
+    em_scale: float  # EvalMod's output scale, SlotToCoeff's inputs' (the product of the last wide level's primes)
     raise_scale: float
     subsum: tuple  # SubSum rotations (sparse slots)
 
@@ -252,15 +273,15 @@ class Plan:
 
 
 def _flatten_plan(pl: Plan):
-    static = (pl.params, pl.config, tuple(float(c) for c in pl.cheb), pl.betas, pl.kappa, pl.gamma, pl.raise_scale,
-              pl.subsum)
+    static = (pl.params, pl.config, tuple(float(c) for c in pl.cheb), pl.betas, pl.arcsine, pl.gamma, pl.em_scale,
+              pl.raise_scale, pl.subsum)
     return (pl.cts, pl.stc), static
 
 
 def _unflatten_plan(static, children) -> Plan:
-    params, config, cheb, betas, kappa, gamma, raise_scale, subsum = static
+    params, config, cheb, betas, arcsine, gamma, em_scale, raise_scale, subsum = static
     cts, stc = children
-    return Plan(params, config, cts, stc, np.asarray(cheb), betas, kappa, gamma, raise_scale, subsum)
+    return Plan(params, config, cts, stc, np.asarray(cheb), betas, arcsine, gamma, em_scale, raise_scale, subsum)
 
 
 jax.tree_util.register_pytree_node(Plan, _flatten_plan, _unflatten_plan)
@@ -311,11 +332,14 @@ def _plan(params: Params, cfg: Config) -> Plan:
                                    giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params)))
         scale, level = target, level - 1
     level = params.levels - cfg.cts_levels - cfg.evalmod_levels
-    stc = []
-    for m in dft_factors(n, cfg.stc_levels, inverse=False):
-        stc.append(lintrans.encode(params, m, level=level, in_scale=params.scale, out_scale=params.scale,
+    em_scale = float(math.prod(params.rescale_primes(level + 1)))
+    factors = dft_factors(n, cfg.stc_levels, inverse=False)
+    stc, scale = [], em_scale
+    for j, m in enumerate(factors):
+        out = params.scale if j == len(factors) - 1 else em_scale
+        stc.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=out,
                                    giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params)))
-        level -= 1
+        scale, level = out, level - 1
     gamma = q0 / params.scale
     r = cfg.double_angle
     alpha = gamma / (2 * math.pi)
@@ -323,8 +347,31 @@ def _plan(params: Params, cfg: Config) -> Plan:
     b0, K = betas[0], cfg.K
     cheb = polynomial.chebyshev_coefficients(lambda t: b0 * np.cos(2 * np.pi * (K * t - 0.25) / 2**r), cfg.degree)
     subsum = tuple(n << j for j in range((params.slots // n).bit_length() - 1))
-    return Plan(params, cfg, tuple(cts), tuple(stc), cheb, betas[1:], 1.0 / (6 * alpha**2), gamma, raise_scale,
-                subsum)
+    return Plan(params, cfg, tuple(cts), tuple(stc), cheb, betas[1:], arcsine_coefficients(gamma, cfg.arcsine_degree),
+                gamma, em_scale, raise_scale, subsum)
+
+
+def arcsine_coefficients(gamma: float, degree: int, bound: float = COEFFICIENT_BOUND) -> tuple[float, ...]:
+    """a_1, a_3, ..., a_degree of the arcsine correction p(y) = sum_j a_j y^j ~ alpha arcsin(y / alpha), alpha =
+    gamma / (2 pi), for |y| <= y_max = alpha sin(2 pi bound / gamma) (the scaled sines of coefficients |m| <= bound
+    Delta): p(y) = y + y^3 r(y^2), r of degree (degree - 3) / 2 interpolating (alpha arcsin(y / alpha) - y) / y^3 at
+    the Chebyshev nodes of s = y^2 in [0, y_max^2] (degree 1: p(y) = y). So p(alpha sin(2 pi m / q0)) = m / Delta up to
+    |y|^3 times r's interpolation error: exact to first order (no gain error on small coefficients), the largest
+    error at |m| = bound Delta, decaying like (y_max / alpha)^(degree + 2) (module docstring, step 4)."""
+    alpha = gamma / (2 * math.pi)
+    if not 0 < 2 * math.pi * bound / gamma < math.pi / 2:
+        raise ParameterError(f"the message ratio q0 / Delta = {gamma:.3g} is too small for coefficients up to "
+                             f"{bound} Delta (it must exceed {4 * bound})")
+    if degree == 1:
+        return (1.0,)
+    s_max = (alpha * math.sin(2 * math.pi * bound / gamma)) ** 2
+
+    def r(s):
+        y = np.sqrt(s)
+        return (alpha * np.arcsin(y / alpha) - y) / (s * y)
+
+    fit = np.polynomial.Chebyshev.interpolate(r, (degree - 3) // 2, domain=[0.0, s_max])
+    return (1.0, *(float(a) for a in fit.convert(kind=np.polynomial.Polynomial).coef))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -493,17 +540,48 @@ def coeff_to_slot(ct: Ciphertext, pl: Plan, keys: EvaluationKeys) -> tuple[Ciphe
 
 def eval_mod(t: Ciphertext, pl: Plan, keys: EvaluationKeys) -> Ciphertext:
     """Step 4: gamma (c mod q0) / q0 per slot, gamma = q0 / Delta (the nominal message ratio), at scale
-    ``params.scale`` (SlotToCoeff's plaintexts then sit at about that scale too: precise)."""
+    ``pl.em_scale`` (about a wide level's primes: the last rescale's rounding stays far below the message's
+    precision)."""
     c = polynomial.evaluate(t, pl.cheb, keys)
     for beta in pl.betas:
         prod = ops.mul(c, c, keys)
         c = ops.rescale(ops.add_scalar(ops._mul_integer(prod, 2, prod.scale), -beta))
-    sq = ops.rescale(ops.mul(c, c, keys))
-    q_last = math.prod(c.params.rescale_primes(sq.level))
-    cub = polynomial.scale_to(c, pl.kappa, 0.0, c.params.scale * q_last / sq.scale)
-    prod = ops.mul(cub, sq, keys)
-    out = ops.rescale(ops.add(prod, polynomial.lift(c, prod.level, prod.scale)))
-    return ops._like(out, out.c0, out.c1, c.params.scale)  # equal to it up to float rounding, by construction
+    out = odd_polynomial(c, pl.arcsine, keys, pl.em_scale)
+    return ops._like(out, out.c0, out.c1, pl.em_scale)  # equal to it up to float rounding, by construction
+
+
+def odd_polynomial(y: Ciphertext, coeffs, keys: EvaluationKeys, scale: float) -> Ciphertext:
+    """sum_j coeffs[j] y^(2j + 1) slot-wise, for 2^(k-1) coefficients (degree 2^k - 1), at level y.level - k with
+    scale ``scale`` (exactly, up to float rounding).
+
+    Depth k, optimal for the degree: p = lo + y^(2^(k-1)) hi with lo and hi odd of degree 2^(k-1) - 1 (recursively;
+    a single term a y is :func:`crossfhe.ckks.polynomial.scale_to`, one level), the even power by k - 1 squarings,
+    and lo lifted to the product's scale by an integer (relative 2^-53). 2^k - 2 scalar products, 2^(k-1) - 1
+    ciphertext products plus k - 1 squarings. Error: each rescale's rounding and each relinearization's noise, at the
+    scale of the rescaled term, times the coefficients that multiply it (small here: p is near the identity)."""
+    powers = {1: y}
+
+    def power(m: int) -> Ciphertext:
+        if m not in powers:
+            h = power(m // 2)
+            powers[m] = ops.rescale(ops.mul(h, h, keys))
+        return powers[m]
+
+    def run(a: tuple, target: float) -> Ciphertext:
+        if len(a) == 1:
+            return polynomial.scale_to(y, a[0], 0.0, target)
+        half = len(a) // 2
+        pw = power(len(a))
+        q = float(math.prod(y.params.rescale_primes(pw.level)))
+        hi = run(a[half:], target * q / pw.scale)
+        lo = run(a[:half], target)
+        prod = ops.mul(hi, pw, keys)
+        return ops.rescale(ops.add(prod, polynomial.lift(lo, prod.level, prod.scale)))
+
+    a = tuple(float(x) for x in coeffs)
+    if not a or len(a) & (len(a) - 1):
+        raise ParameterError(f"odd_polynomial takes 2^(k-1) coefficients (degree 2^k - 1), got {len(a)}")
+    return run(a, float(scale))
 
 
 def slot_to_coeff(re: Ciphertext, im: Ciphertext, pl: Plan, keys: EvaluationKeys) -> Ciphertext:
@@ -584,8 +662,9 @@ _BOOTSTRAP = Program(_program_steps, name="bootstrap")
 
 def bootstrap(ct: Ciphertext, keys: Keys) -> Ciphertext:
     """A fresh-level encryption of ct's message: level ``params.user_levels``, scale ct.scale (values within
-    the preset's measured precision). Slot values must lie in [-1, 1]; coefficients of the message beyond about
-    q0 / (2 Delta) wrap (module docstring, step 4, for messages concentrated in few coefficients).
+    the preset's measured precision). Slot values must lie in [-1, 1] (message coefficients up to Delta; EvalMod's
+    arcsine is fitted up to :data:`COEFFICIENT_BOUND` Delta, its error grows fast beyond, and coefficients beyond
+    q0 / 4 fold back: module docstring, step 4).
 
     Operation by operation (:func:`bootstrap_steps`), each operation its own cached compiled program;
     :func:`bootstrap_program` is the same words in one executable, whose compilation on XLA:CPU costs far more
@@ -608,7 +687,8 @@ def bootstrap_program(ct: Ciphertext, keys: Keys) -> Ciphertext:
     return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl), ct, pl)
 
 
-__all__ = ["EPHEMERAL_WEIGHT", "Config", "Keys", "Plan", "bootstrap", "bootstrap_program", "bootstrap_steps",
-           "bootstrappable_params", "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod",
-           "eval_mod_each", "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "plan_for",
+__all__ = ["COEFFICIENT_BOUND", "EPHEMERAL_WEIGHT", "LOG_MESSAGE_RATIO", "Config", "Keys", "Plan",
+           "arcsine_coefficients", "bootstrap", "bootstrap_program", "bootstrap_steps", "bootstrappable_params",
+           "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod", "eval_mod_each",
+           "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "odd_polynomial", "plan_for",
            "slot_to_coeff", "sparse_ring", "times_i"]

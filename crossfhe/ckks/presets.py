@@ -54,30 +54,35 @@ SECURE = {"N12_L1": N12_L1, "N13_L3": N13_L3, "N14_L7": N14_L7, "N15_L19": N15_L
           "N16_L21_DNUM3": N16_L21_DNUM3, "N16_L22_DNUM4": N16_L22_DNUM4}
 INSECURE = {"CROSS_SET6_INSECURE": CROSS_SET6_INSECURE, "ALCHEMIST_INSECURE": ALCHEMIST_INSECURE}
 
-# Bootstrappable sets (crossfhe.ckks.bootstrap): the chain is base (two 28-bit primes: q0 / Delta = 2^4, EvalMod's
-# message ratio) + the user's levels and SlotToCoeff's 3 (two 26-bit primes each, scale 2^52) + EvalMod's 11 and
-# CoeffToSlot's 3 (two 30-bit primes each, scale about 2^60); bootstrappable_params(log_n=16, levels_left=...,
-# log_scale=52, dnum=..., base_bits=(28, 28)) builds the same literal.
+# Bootstrappable sets (crossfhe.ckks.bootstrap): the chain is base (a 28-bit and a 29-bit prime: q0 / Delta = 2^5,
+# EvalMod's message ratio) + the user's levels and SlotToCoeff's 3 (two 26-bit primes each, scale 2^52) + EvalMod's
+# 11 and CoeffToSlot's 3 (two 31-bit primes each, scale about 2^62); bootstrappable_params(log_n=16,
+# levels_left=..., log_scale=52, dnum=...) builds the same literal.
 N16_BOOT_L9 = Params.from_literal(ParamsLiteral(
-    log_n=16, levels=26, log_scale=52, dnum=8, primes_per_level=2, base_bits=(28, 28), bootstrap_levels=17,
-    wide_levels=14, wide_bits=30))
-"""Bootstrappable, 128-bit: N 2^16, 9 levels left after each bootstrap (scale 2^52), 2^15 slots, dnum 8, log PQ
-~1736 <= 1747 (HomomorphicEncryption.org, uniform ternary secret). Bootstrapping uses an ephemeral secret of
-Hamming weight 32 modulo q0 p0 only (log2 ~87 <= 121, the sparse-secret estimate of
-:data:`crossfhe.core.params.SPARSE_ESTIMATES`). Failure probability 0 from the ModRaise overflow (|I| <= 16 always,
-K = 16.5). Measured precision after one bootstrap: 25.15 to 25.30 bits (max slot error, 2^15 values uniform in
-[-1, 1], ``bench bootstrap``, 2026-11-26, 3 runs); messages concentrated in few coefficients get less
-(:mod:`crossfhe.ckks.bootstrap`, step 4). Latency and the comparison with OpenFHE: benchmarks/README.md ("CKKS
-bootstrapping")."""
+    log_n=16, levels=26, log_scale=52, dnum=9, primes_per_level=2, base_bits=(28, 29), bootstrap_levels=17,
+    wide_levels=14, wide_bits=31))
+"""Bootstrappable, 128-bit: N 2^16, 9 levels left after each bootstrap (scale 2^52), 2^15 slots, dnum 9 (8 before
+issue 45: the 31-bit primes of CoeffToSlot and EvalMod need the smaller special modulus of 9 digits to stay within
+the bound; about 10% more key memory), log PQ ~1733 <= 1747 (HomomorphicEncryption.org, uniform ternary secret).
+Bootstrapping uses an ephemeral secret of Hamming weight 32 modulo q0 p0 only (log2 ~88 <= 121, the sparse-secret
+estimate of :data:`crossfhe.core.params.SPARSE_ESTIMATES`). Failure probability 0 from the ModRaise overflow
+(|I| <= 16 always, K = 16.5). Precision after one bootstrap: the chain and EvalMod of N16_BOOT_L3 (q0 / Delta = 2^5,
+the same wide levels); not measured on this chain since issue 45 (its 22 GiB peak does not fit the 23 GiB
+development machine); 25.15 to 25.30 bits on uniform values with the previous EvalMod (2026-11-26). Latency and the
+comparison with OpenFHE: benchmarks/README.md ("CKKS bootstrapping", measured with the previous chain)."""
 
 N16_BOOT_L3 = Params.from_literal(ParamsLiteral(
-    log_n=16, levels=20, log_scale=52, dnum=3, primes_per_level=2, base_bits=(28, 28), bootstrap_levels=17,
-    wide_levels=14, wide_bits=30))
+    log_n=16, levels=20, log_scale=52, dnum=3, primes_per_level=2, base_bits=(28, 29), bootstrap_levels=17,
+    wide_levels=14, wide_bits=31))
 """Bootstrappable, 128-bit, the faster set: N 2^16, 3 levels left after each bootstrap (scale 2^52), dnum 3 (smaller
-keys, cheaper key switches), log PQ ~1642 <= 1747, uniform ternary secret; ephemeral secret as N16_BOOT_L9.
-Failure probability 0 from ModRaise. Measured precision after one bootstrap: 25.16 to 25.31 bits (as for
-N16_BOOT_L9, 5 runs), 23.6 after ten in a row (the errors add up, no drift beyond that). Latency and the comparison
-with OpenFHE: benchmarks/README.md ("CKKS bootstrapping")."""
+keys, cheaper key switches), log PQ ~1670 <= 1747, uniform ternary secret; ephemeral secret as N16_BOOT_L9.
+Failure probability 0 from ModRaise. Measured precision after one bootstrap (max slot error, 2^15 slots, one run,
+2026-11-29, tests/test_ckks_bootstrap.py's 17 input shapes): 25.65 to 26.15 bits for every shape with |x| <= 1
+(25.96 uniform in [-1, 1]; constants +-1, +-0.999 and 1 - 1e-3 25.65 to 25.83; alternating +-1 26.01; values near
++-1 with means 1, -1 and 0.5 25.68 to 26.15; short vectors padded and replicated 25.91 to 26.12; complex values on
+the unit circle 25.93 to 26.02). Before issue 45 (q0 / Delta = 2^4, Taylor arcsine, 30-bit wide primes): 25.16 to
+25.31 on uniform values, 9.1 to 17.5 on constants and short vectors. Latency and the comparison with OpenFHE:
+benchmarks/README.md ("CKKS bootstrapping", measured with the previous chain)."""
 
 BOOTSTRAP = {"N16_BOOT_L9": N16_BOOT_L9, "N16_BOOT_L3": N16_BOOT_L3}
 

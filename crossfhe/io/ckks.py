@@ -245,7 +245,10 @@ def loads_public_context(blob, *, params: Params | None = None) -> EvaluationKey
 # Bootstrapping keys
 # --------------------------------------------------------------------------------------------------
 
-_CONFIG_INTS = ("slots", "cts_levels", "stc_levels", "degree", "double_angle")
+_CONFIG_INTS = ("slots", "cts_levels", "stc_levels", "degree", "double_angle", "arcsine_degree")
+_CONFIG_OLD_ARCSINE = 3
+"""The arcsine degree of a configuration written without ``arcsine_degree`` (before issue 45 every bootstrap ran
+arcsin's degree-3 Taylor polynomial)."""
 
 
 def dumps_bootstrap_keys(keys) -> bytes:
@@ -296,14 +299,18 @@ _ENCAPSULATION = ("to_sparse", "to_dense")
 
 def _bootstrap_config(value, params: Params, bt):
     """(Config, sparse ring) of a header's meta.config, after checking it is the configuration
-    :func:`crossfhe.ckks.bootstrap.config_for` gives these parameters with its slots, degree, double angles and K."""
+    :func:`crossfhe.ckks.bootstrap.config_for` gives these parameters with its slots, degree, double angles, arcsine
+    degree and K."""
+    if isinstance(value, dict) and "arcsine_degree" not in value:
+        value = {**value, "arcsine_degree": _CONFIG_OLD_ARCSINE}
     cfg = com.keys(value, {*_CONFIG_INTS, "K"}, "meta.config")
     ints = {k: com.json_int(cfg[k], f"meta.config.{k}") for k in _CONFIG_INTS}
     K = com.float_from_hex(cfg["K"], "meta.config.K")
     try:
         config = bt.Config(**ints, K=K)
         ring = bt.sparse_ring(params)
-        expected = bt.config_for(params, config.slots, degree=config.degree, double_angle=config.double_angle, K=K)
+        expected = bt.config_for(params, config.slots, degree=config.degree, double_angle=config.double_angle,
+                                 arcsine_degree=config.arcsine_degree, K=K)
     except (CrossFHEError, ValueError, TypeError, ArithmeticError) as e:
         raise SerializationError(f"the bootstrapping configuration meta.config is invalid: {e}") from None
     if expected != config:

@@ -17,7 +17,8 @@ from crossfhe.ckks.bootstrap import bootstrappable_params as _bootstrappable  # 
 INSECURE_CKKS_BOOT_N11 = _bootstrappable(log_n=11, levels_left=2, log_scale=52, dnum=3, cts_levels=2, stc_levels=2,
                                          insecure=True)
 """Bootstrappable at N 2^11 (1024 slots): 2 levels left, CoeffToSlot and SlotToCoeff on 2 levels each, EvalMod's
-11; the chain of the N 2^16 presets otherwise (scale 2^52, q0 / Delta = 2^4). Insecure: tests only."""
+11; the chain of the N 2^16 presets otherwise (scale 2^52, q0 / Delta = 2^5, CoeffToSlot and EvalMod on 31-bit
+primes). Insecure: tests only."""
 
 from crossfhe.bfv.params import Params as BFVParams  # noqa: E402
 from crossfhe.bfv.params import ParamsLiteral as BFVParamsLiteral  # noqa: E402
