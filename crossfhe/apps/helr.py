@@ -83,9 +83,10 @@ A3 = -0.81562 / 8**3
 DEPTH = 5
 """Levels one iteration spends (steps 1-4 of the module docstring)."""
 
-PARAMS = boot.bootstrappable_params(log_n=16, levels_left=DEPTH, log_scale=52, dnum=4, base_bits=(28, 28))
+PARAMS = boot.bootstrappable_params(log_n=16, levels_left=DEPTH, log_scale=52, dnum=4)
 """HELR's chain: N 2^16, exactly :data:`DEPTH` levels after each bootstrap, scale 2^52 on two primes per level,
-dnum 4 (log PQ ~1683 <= 1747: 128-bit for a uniform ternary secret), the bootstrap of
+dnum 4 (log PQ ~1712 <= 1747: 128-bit for a uniform ternary secret), the bootstrap (message ratio, EvalMod and
+CoeffToSlot primes) of
 :data:`crossfhe.ckks.presets.N16_BOOT_L9` (CoeffToSlot 3, EvalMod 11, SlotToCoeff 3 levels)."""
 
 
