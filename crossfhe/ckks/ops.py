@@ -119,25 +119,15 @@ def encode(params: Params, values, *, level: int | None = None, scale: float | N
     scale = params.scale if scale is None else float(scale)
     moduli = params.moduli_at(level)
     coeffs = encoder.encode(values, n=params.n, moduli=moduli, scale=scale, margin=rlwe.fresh_noise_bound(params.n))
-    p = _k_to_eval(RNSPoly.create(jnp.asarray(coeffs), moduli), NTTPlan.create(params.n, moduli, params.kernels))
+    p = poly.to_eval(RNSPoly.create(jnp.asarray(coeffs), moduli), NTTPlan.create(params.n, moduli, params.kernels))
     return Plaintext(p, params, scale)
 
 
 def decode(pt: Plaintext, *, slots: int | None = None) -> np.ndarray:
     """The complex values of a plaintext (complex128[..., slots])."""
     moduli = pt.poly.basis
-    coeffs = np.asarray(_k_to_coeff(pt.poly, NTTPlan.create(pt.params.n, moduli, pt.params.kernels)).data)
+    coeffs = np.asarray(poly.to_coeff(pt.poly, NTTPlan.create(pt.params.n, moduli, pt.params.kernels)).data)
     return encoder.decode(coeffs, moduli=moduli, scale=pt.scale, slots=slots)
-
-
-@partial(jit, persist=True)
-def _k_to_eval(p: RNSPoly, plan: NTTPlan) -> RNSPoly:
-    return poly.to_eval(p, plan)
-
-
-@partial(jit, persist=True)
-def _k_to_coeff(p: RNSPoly, plan: NTTPlan) -> RNSPoly:
-    return poly.to_coeff(p, plan)
 
 
 def encrypt(key_material, pt: Plaintext, *, key: crandom.ChaChaKey | None = None) -> Ciphertext:

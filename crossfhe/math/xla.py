@@ -69,8 +69,7 @@ class _Jit:
 
     def __call__(self, *args, **kwargs):
         fn = self._pick(args, kwargs)
-        if self._persist is not None and runtime.executable_cache() is not None and (
-                _top_level is None or _top_level()):
+        if self._persist is not None and _store() is not None and (_top_level is None or _top_level()):
             return self._persist(fn, fn is self._cpu, args, kwargs)
         return fn(*args, **kwargs)
 
@@ -123,9 +122,22 @@ def _device() -> str:
     return f"{d.platform} {getattr(d, 'device_kind', '')} {len(jax.local_devices())}"
 
 
-def executable_path(parts) -> os.PathLike | None:
-    """The file that holds the executable named by ``parts`` (strings), or None when the store is off."""
+def _store():
+    """:func:`crossfhe.runtime.executable_cache`, or None where the process sees more than one device: an executable
+    is loaded for the default device, while ``jax.jit`` places a call by its arguments' devices and shardings."""
     root = runtime.executable_cache()
+    return root if root is not None and _one_device() else None
+
+
+@functools.cache
+def _one_device() -> bool:
+    return jax.device_count() == 1
+
+
+def executable_path(parts) -> os.PathLike | None:
+    """The file that holds the executable named by ``parts`` (strings), or None when the store is off
+    (:func:`_store`)."""
+    root = _store()
     if root is None:
         return None
     text = "|".join([*parts, _device(), _machine()])
