@@ -363,7 +363,7 @@ def _memory_gib() -> float:
 
 @pytest.mark.slow
 # N16_BOOT_L9's keys and bootstrap need more memory than CI's and the dev box's 23-24 GiB (the reason says how much);
-# its chain and EvalMod are N16_BOOT_L3's, which runs everywhere
+# its message ratio, wide primes and EvalMod are N16_BOOT_L3's, which runs everywhere
 @pytest.mark.parametrize("name", ["N16_BOOT_L3", pytest.param("N16_BOOT_L9", marks=pytest.mark.skipif(
     _memory_gib() < 32, reason="N16_BOOT_L9 peaks at about 22 GiB (10 GiB of keys): a machine of 32 GiB or more"))])
 def test_n16_preset_bootstraps_every_input_shape_with_24_bits(name):

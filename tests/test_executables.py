@@ -93,7 +93,7 @@ def test_a_later_process_runs_the_ckks_example_without_compiling(tmp_path):
     a = np.linspace(-1, 1, 50)
     # the exact check is the equality of the three processes' values above; this one only says the program computed
     # the right function: INSECURE_CKKS_N10 has a 2^30 scale and a product, a rescale and a rotation (its own tests
-    # hold it to about 1e-3), and slot 49 holds the rotated-in padding, not a value
+    # hold it to about 1e-3)
     assert np.allclose(np.asarray(got["values"])[:49], np.roll(a * a + 0.5 * a - 2, -1)[:49], atol=1e-2)
 
 
