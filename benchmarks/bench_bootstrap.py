@@ -1,19 +1,22 @@
 """CKKS bootstrapping: latency of one bootstrap and its stages, key sizes, precision, against OpenFHE in the same run.
 
     python benchmarks/bench_bootstrap.py [--presets N16_BOOT_L3,N16_BOOT_L9] [--threads 1,2] [--reps 2]
-                                         [--repeats 10] [--no-peer] [--openfhe-python PATH] [--quick] [--json PATH]
+                                         [--repeats 10] [--slots N] [--no-peer] [--openfhe-python PATH] [--quick]
+                                         [--json PATH]
 
 For each preset and thread count, ours runs in its own process (pinned to that many CPUs before JAX starts, as
-``crossfhe.cli.benchutil.pin_threads`` does): key generation (seconds, MiB of bootstrapping keys), then a
-full-slot bootstrap of 2^15 values uniform in [-1, 1] from level 0, timed ``reps`` times after a first (compiling)
-call, and its stages (encapsulation + ModRaise, CoeffToSlot, EvalMod on both halves, SlotToCoeff) timed
-separately; precision = -log2 of the max slot error; with ``--repeats`` k, the precision after each of k
-bootstraps in a row (the value goes back in each time: the drift curve). OpenFHE 1.6.1 (``openfhe_boot_peer.py``,
-its own interpreter) runs after ours at the same N, slots and levels left, level budget (3, 3) like our
-CoeffToSlot and SlotToCoeff, ``FLEXIBLEAUTO`` with 59/60-bit moduli, at the same thread count. OpenFHE refuses
-these chains at HEStd_128_classic at N 2^16 (its bootstrap is deeper for a uniform ternary secret: log PQ 2491
-for 9 levels left), so its runs use HEStd_NotSet: the comparison is ours at 128 bits against OpenFHE with the
-security check off. ``--quick``: the N 2^11 test set against OpenFHE at N 2^12 (a smoke test, not a comparison).
+``crossfhe.cli.benchutil.pin_threads`` does): key generation (seconds, MiB of bootstrapping keys), then a full-slot
+bootstrap of 2^15 values uniform in [-1, 1] from level 0, timed ``reps`` times after a first (compiling) call, and
+its stages (encapsulation + ModRaise, CoeffToSlot, EvalMod on both halves, SlotToCoeff) timed separately; ``--slots
+n``: a sparse bootstrap of n values instead (replicated over the slots; n <= N/4 runs EvalMod once, on both halves
+packed in one ciphertext), OpenFHE at the same n; precision = -log2 of the max slot error; with ``--repeats`` k, the
+precision after each of k bootstraps in a row (the value goes back in each time: the drift curve). OpenFHE 1.6.1
+(``openfhe_boot_peer.py``, its own interpreter) runs after ours at the same N, slots and levels left, level budget
+(3, 3) like our CoeffToSlot and SlotToCoeff, ``FLEXIBLEAUTO`` with 59/60-bit moduli, at the same thread count.
+OpenFHE refuses these chains at HEStd_128_classic at N 2^16 (its bootstrap is deeper for a uniform ternary secret:
+log PQ 2491 for 9 levels left), so its runs use HEStd_NotSet: the comparison is ours at 128 bits against OpenFHE
+with the security check off. ``--quick``: the N 2^11 test set against OpenFHE at N 2^12 (a smoke test, not a
+comparison).
 Prints a table and writes JSON (``--json``).
 """
 
@@ -42,6 +45,7 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--no-peer", action="store_true")
     p.add_argument("--openfhe-python", default=None)
     p.add_argument("--quick", action="store_true", help="the N 2^11 test set (smoke test)")
+    p.add_argument("--slots", type=int, default=None, help="a sparse bootstrap of this many slots (default N/2)")
     p.add_argument("--json", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -57,7 +61,7 @@ def _params(name: str):
     return presets.BOOTSTRAP[name]
 
 
-def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
+def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None = None) -> dict:
     from crossfhe.cli.benchutil import enable_compilation_cache, pin_threads
 
     pin_threads(threads)
@@ -75,7 +79,7 @@ def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
     p = _params(name)
-    cfg = bt.config_for(p)
+    cfg = bt.config_for(p, slots)
     t0 = time.perf_counter()
     sk, ek = ops.keygen(p)
     t1 = time.perf_counter()
@@ -86,7 +90,7 @@ def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
     t3 = time.perf_counter()
     mem["after_plan_mib"] = rss()
     rng = np.random.default_rng(0)
-    x = rng.uniform(-1, 1, p.slots)
+    x = np.tile(rng.uniform(-1, 1, cfg.slots), p.slots // cfg.slots)
     ct = ops.drop_level(ops.encrypt(ek, ops.encode(p, x)), 0)
     ev = bk.evaluation
 
@@ -98,12 +102,11 @@ def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
         s, c = {}, time.perf_counter()
         raised = block(bt.encapsulate_and_raise(ct, bk, pl.raise_scale))
         s["modraise_ms"], c = (time.perf_counter() - c) * 1e3, time.perf_counter()
-        re, im = bt.coeff_to_slot(raised, pl, ev)
-        block(re), block(im)
+        parts = tuple(block(t) for t in bt.coeff_to_slot(raised, pl, ev))
         s["coeff_to_slot_ms"], c = (time.perf_counter() - c) * 1e3, time.perf_counter()
-        re, im = block(bt.eval_mod(re, pl, ev)), block(bt.eval_mod(im, pl, ev))
+        parts = tuple(block(bt.eval_mod(t, pl, ev)) for t in parts)
         s["eval_mod_ms"], c = (time.perf_counter() - c) * 1e3, time.perf_counter()
-        block(bt.slot_to_coeff(re, im, pl, ev))
+        block(bt.slot_to_coeff(parts, pl, ev))
         s["slot_to_coeff_ms"] = (time.perf_counter() - c) * 1e3
         return s
 
@@ -132,7 +135,8 @@ def worker(name: str, threads: int, reps: int, repeats: int) -> dict:
         "keygen_s": t1 - t0, "bootstrap_keygen_s": t2 - t1, "plan_s": t3 - t2, "key_mib": bk.nbytes() / 2**20,
         "galois_keys": len(ev.galois), "plan_mib": pl.nbytes() / 2**20,
         "first_call_s": first_s, "median_ms": statistics.median(times), "min_ms": min(times), "times_ms": times,
-        "stages_ms": {k: statistics.median(s[k] for s in st) for k in st[0]}, "precision_bits": bits,
+        "stages_ms": {k: statistics.median(s[k] for s in st) for k in st[0]}, "eval_mods": 1 if pl.packed else 2,
+        "precision_bits": bits,
         "key_switches": counts,
         "precision_curve_bits": curve, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_mib": mem,
@@ -166,8 +170,8 @@ def _count_key_switches(fn) -> dict:
     return counts
 
 
-def _run_ours(name: str, threads: int, reps: int, repeats: int) -> dict | None:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", f"{name}:{threads}:{reps}:{repeats}"]
+def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | None) -> dict | None:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", f"{name}:{threads}:{reps}:{repeats}:{slots or 0}"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
     if r.returncode:
         print(f"# crossfhe worker failed:\n{r.stderr[-3000:]}", file=sys.stderr)
@@ -178,8 +182,8 @@ def _run_ours(name: str, threads: int, reps: int, repeats: int) -> dict | None:
 def main(argv=None) -> int:
     args = _parse(argv)
     if args.worker:
-        name, threads, reps, repeats = args.worker.split(":")
-        print(json.dumps(worker(name, int(threads), int(reps), int(repeats))))
+        name, threads, reps, repeats, slots = args.worker.split(":")
+        print(json.dumps(worker(name, int(threads), int(reps), int(repeats), int(slots) or None)))
         return 0
     names = ["TEST_N11"] if args.quick else args.presets.split(",")
     threads = [int(t) for t in args.threads.split(",")]
@@ -187,14 +191,14 @@ def main(argv=None) -> int:
     records = []
     for name in names:
         for t in threads:
-            ours = _run_ours(name, t, args.reps, args.repeats)
+            ours = _run_ours(name, t, args.reps, args.repeats, args.slots)
             if ours is None:
                 continue
             records.append(ours)
             print(f"# {name} {t} thread(s): {ours['median_ms']:.0f} ms, {ours['precision_bits']:.2f} bits", flush=True)
             if python:
                 log_n = 12 if args.quick else ours["n"].bit_length() - 1
-                slots = (1 << (log_n - 1))
+                slots = ours["slots"] if args.slots else (1 << (log_n - 1))
                 of = openfhe_boot_peer.run_bootstrap(python, log_n=log_n, slots=slots, levels_left=ours["levels_left"],
                                                      level_budget=(3, 3), threads=t, reps=args.reps,
                                                      repeats=args.repeats, security="none")
@@ -211,7 +215,7 @@ def main(argv=None) -> int:
                   f"{r.get('ratio_openfhe', float('nan')):>10.2f}")
             st = r["stages_ms"]
             print(f"{'':<17}stages ms: ModRaise {st['modraise_ms']:.0f}, CoeffToSlot {st['coeff_to_slot_ms']:.0f}, "
-                  f"EvalMod x2 {st['eval_mod_ms']:.0f}, SlotToCoeff {st['slot_to_coeff_ms']:.0f}")
+                  f"EvalMod x{r['eval_mods']} {st['eval_mod_ms']:.0f}, SlotToCoeff {st['slot_to_coeff_ms']:.0f}")
             print(f"{'':<17}key switches: {r['key_switches']}")
             if r["precision_curve_bits"]:
                 print(f"{'':<17}bits over {len(r['precision_curve_bits'])} bootstraps: "

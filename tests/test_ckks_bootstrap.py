@@ -248,19 +248,83 @@ def test_bootstrap_precision_on_every_input_shape(keys, shape):
     assert _bootstrap_bits(P, sk, ek, bk, _shape(shape, P.slots)) > N11_SHAPE_BITS
 
 
-def test_sparse_slots():
+@pytest.mark.parametrize("n", [8, 64])
+def test_packed_factors_give_both_halves_in_one_vector(n):
+    """pack_factors in float64: CoeffToSlot's last factor then y + conj(y) is (2 Re w | 2 Im w) with w the
+    unpacked factor's output, and SlotToCoeff's first factor on (a | b) is the unpacked one on a + i b, replicated."""
+    rng = np.random.default_rng(n)
+    g = bt.dft_factors(n, 3, inverse=True)[-1]
+    f = bt.dft_factors(n, 3, inverse=False)[0]
+    cts, stc = bt.pack_factors(g, f)
+    assert cts.n == stc.n == 2 * n and set(cts.diags) <= {k % (2 * n) for k in (*g.diags, *(k - n for k in g.diags))}
+    z = rng.normal(size=n) + 1j * rng.normal(size=n)
+    w = g.apply(z)
+    y = cts.apply(np.tile(z, 2))
+    np.testing.assert_allclose(y + np.conj(y), np.concatenate([2 * w.real, 2 * w.imag]), atol=1e-12)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    np.testing.assert_allclose(stc.apply(np.concatenate([a, b])), np.tile(f.apply(a + 1j * b), 2), atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def sparse_keys():
     n = 64
-    cfg = bt.config_for(P, n)
     sk, ek = ops.keygen(P, seed=bytes(range(2, 34)))
-    bk = bt.keygen(sk, ek, cfg, seed=bytes(range(3, 35)))
-    rng = np.random.default_rng(13)
-    x = rng.uniform(-1, 1, n)
+    return n, sk, ek, bt.keygen(sk, ek, bt.config_for(P, n), seed=bytes(range(3, 35)))
+
+
+@pytest.mark.parametrize("shape", ["uniform", "constant 1", "unit circle", "alternating near +-1"])
+def test_sparse_slots_run_evalmod_once(sparse_keys, shape):
+    """n = 64 <= N/4 slots: CoeffToSlot packs both halves into one ciphertext (one EvalMod, one part) and the result
+    is the message, replicated over the slots. 64 slots put the message on 128 coefficients, each about 8x larger than
+    at 1024 slots: still within EvalMod's bound for coefficients up to Delta (module docstring), as every shape above:
+    N11_SHAPE_BITS in every slot."""
+    n, sk, ek, bk = sparse_keys
+    pl = bt.plan_for(P, bk.config)
+    assert pl.packed and not bt.plan_for(P).packed
+    x = _shape(shape, n)
     ct = ops.drop_level(ops.encrypt(ek, ops.encode(P, x)), 0)
-    out = bt.bootstrap(ct, bk)
-    got = ops.decode(ops.decrypt(sk, out)).real
-    # 64 slots put the message on 128 coefficients, each about 8x larger than at 1024 slots: still within EvalMod's
-    # approximation bound for coefficients up to Delta (crossfhe.ckks.bootstrap, step 4), as every shape above
-    assert _bits(got[:n], x) > N11_SHAPE_BITS and _bits(got[n : 2 * n], x) > N11_SHAPE_BITS  # still replicated
+    raised = bt.encapsulate_and_raise(ct, bk, pl.raise_scale)
+    assert len(bt.coeff_to_slot(raised, pl, bk.evaluation)) == 1
+    got = ops.decode(ops.decrypt(sk, bt.bootstrap(ct, bk)))
+    assert _bits(got if np.iscomplexobj(x) else got.real, np.tile(x, P.slots // n)) > N11_SHAPE_BITS
+
+
+def test_slots_for():
+    assert bt.slots_for(P) == P.slots
+    full = bt.config_for(P)
+    least = 1 << max(full.cts_levels, full.stc_levels)  # each factor merges at least one radix-2 stage
+    assert least <= 8 and bt.config_for(P, least).depth == full.depth
+    assert [bt.slots_for(P, k) for k in (1, least, 9, 100, 512, P.slots)] == [least, least, 16, 128, 512, P.slots]
+    for bad in (0, P.slots + 1, 2.5, True):
+        with pytest.raises(ParameterError, match="values"):
+            bt.slots_for(P, bad)
+
+
+def test_context_bootstrap_length_serves_short_vectors_only():
+    """CKKSContext.create(bootstrap_length=60): keys for 64 slots (packed, one EvalMod; the plan of the tests above,
+    so no new compile); a vector of up to 64 values bootstraps, a longer one is refused before any work, asked
+    (x.bootstrap()) or placed (a product at level 0), and the keys travel with their configuration."""
+    from crossfhe import CKKSPublicContext
+
+    ctx = CKKSContext.create(P, bootstrap_length=60, seed=bytes(range(7, 39)), insecure=True)
+    assert ctx.public.bootstrap_keys.config.slots == 64 and bt.plan_for(P, ctx.public.bootstrap_keys.config).packed
+    x = np.linspace(-1, 1, 60)
+    v = ctx.encrypt(x)
+    for _ in range(P.user_levels):
+        v = v * 1.0
+    assert _bits(ctx.decrypt(v.bootstrap()), x) > BITS
+    assert _bits(ctx.decrypt(v * v), x * x) > BITS - 1  # the product at level 0 bootstraps first
+    long = ctx.encrypt(np.linspace(-1, 1, 100))
+    for _ in range(P.user_levels):
+        long = long * 1.0
+    with pytest.raises(ParameterError, match="bootstrap_length=128"):
+        long.bootstrap()
+    with pytest.raises(ParameterError, match="width 128"):
+        long * long
+    back = CKKSPublicContext.load(ctx.public.serialize())
+    assert back.bootstrap_keys.config == ctx.public.bootstrap_keys.config
+    with pytest.raises(ParameterError, match="values"):
+        CKKSContext.create(P, bootstrap_length=P.slots + 1, insecure=True)
 
 
 def test_encrypted_vector_bootstrap():
@@ -349,12 +413,35 @@ def test_circuit_bootstraps_where_its_levels_run_out(tmp_path):
     assert _bits(got, x * y**5) > BITS  # |y| <= 1: the products do not grow the earlier errors
     with pytest.raises(ParameterError, match="bootstrapping keys"):
         c.run(*c.encrypt(x, y), keys=c.keys.public.evaluation)
+    assert c.keys.public.config.slots == P.slots  # full-width inputs: keys for every slot
     # exported and loaded like any other circuit (it runs operation by operation: no program in the file)
     path = c.export(tmp_path / "boots.crossfhe")
     loaded = fhe.load(path, P)
     ins = c.encrypt(x, y)
     ref, out = c.run(*ins)[0], loaded.run(*ins, keys=c.keys.public)[0]
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ref.leaves, out.leaves))
+
+
+def test_circuit_on_short_vectors_makes_sparse_bootstrapping_keys():
+    """Inputs of 64 values: the circuit's keygen makes bootstrapping keys for 64 slots (one EvalMod), and keys for
+    fewer slots than a value's width are refused when the circuit runs."""
+    import crossfhe.api as fhe
+
+    def f(x, y):
+        for _ in range(5):
+            x = x * y
+        return x
+
+    c = fhe.compile(f, fhe.CKKSVector(64), fhe.CKKSVector(64), params=P, cache=False)
+    assert c.requirements["bootstrap_width"] == 64
+    c.keygen(seed=bytes(range(8, 40)))
+    assert c.keys.public.config.slots == 64 and bt.plan_for(P, c.keys.public.config).packed
+    rng = np.random.default_rng(19)
+    x, y = rng.uniform(-1, 1, 64), rng.uniform(-1, 1, 64)
+    assert _bits(c.decrypt(*c.run(*c.encrypt(x, y))), x * y**5) > BITS
+    wide = fhe.compile(f, fhe.CKKSVector(128), fhe.CKKSVector(128), params=P, cache=False)
+    with pytest.raises(ParameterError, match="width 128"):  # what wide.run(..., keys=c.keys.public) checks first
+        wide.scheme.check_keys(wide.graph, P, c.keys.public, None)
 
 
 def _memory_gib() -> float:

@@ -169,14 +169,18 @@ class CKKSContext(Context):
 
     @classmethod
     def create(cls, params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None,
-               kernels=None, bootstrap: bool = False, insecure: bool = False, progress="auto"):
+               kernels=None, bootstrap: bool = False, bootstrap_length: int | None = None, insecure: bool = False,
+               progress="auto"):
         """Generate keys for ``params``; ``rotations``: slot offsets (any sign) to hold exact Galois keys for.
         The powers of two 1 ... N/4 are always added: ``sum()`` needs them, and :meth:`EncryptedVector.rotate`
         composes any other rotation from them. ``seed``: 32 bytes for reproducible keys (tests).
 
         ``bootstrap``: also make the bootstrapping keys (:func:`crossfhe.ckks.bootstrap.keygen`; the parameters
         must reserve bootstrapping levels, as the presets in ``crossfhe.ckks.presets.BOOTSTRAP`` do, else
-        ParameterError), so that :meth:`EncryptedVector.bootstrap` works. ``progress``: :mod:`crossfhe.progress`, one
+        ParameterError), so that :meth:`EncryptedVector.bootstrap` works. ``bootstrap_length``: the longest vector
+        they serve (implies ``bootstrap``; default N/2 values, any vector): keys for vectors of up to N/4 values are
+        fewer and their bootstrap runs EvalMod once instead of twice (:func:`crossfhe.ckks.bootstrap.slots_for`); a
+        longer vector's bootstrap is then refused. ``progress``: :mod:`crossfhe.progress`, one
         step per key (at N 2^16 the bootstrapping keys are about 40, a few seconds each); the default draws a bar
         once key generation has taken 2 s. Parameters marked insecure (``crossfhe.testing``) are refused unless
         ``insecure=True``. Creating a context turns on JAX's persistent compilation cache
@@ -194,10 +198,12 @@ class CKKSContext(Context):
         wanted = {int(r) % params.slots for r in rotations} - {0}  # 0: the identity, no key
         rotations = sorted(wanted | set(ops.power_of_two_rotations(params)))
         boot = None
+        bootstrap = bool(bootstrap) or bootstrap_length is not None
         if bootstrap:
             from crossfhe.ckks import bootstrap as bt
 
-            config = bt.config_for(params)  # refuses a set that cannot bootstrap before any key is made
+            # refuses a set that cannot bootstrap, or a length it cannot serve, before any key is made
+            config = bt.config_for(params, bt.slots_for(params, bootstrap_length))
         sk, ek = ops.keygen(params, rotations=rotations, conjugation=conjugation, seed=seed, progress=progress)
         if bootstrap:
             sub = None if seed is None else bytes(b ^ 0x5A for b in seed)
@@ -282,7 +288,11 @@ class EncryptedVector(KeyOwned, SlotVector):
     def _run(self, op: str, attrs: dict, others, consts) -> Ciphertext:
         """The ciphertext of primitive ``op`` run eagerly (:mod:`crossfhe.api.ckks_lower`)."""
         public = self.ctx
-        operands = [({"level": v.ct.level, "scale": v.ct.scale}, (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
+        boot = public.bootstrap_keys
+        # keys for fewer than N/2 slots: the widths decide whether a bootstrap (asked or placed) is allowed
+        sparse = boot is not None and boot.config.slots < public.params.slots
+        operands = [(dict(level=v.ct.level, scale=v.ct.scale, **({"width": v.width} if sparse else {})),
+                     (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
         node, (c0, c1) = eager.run(SCHEME, public.params, public.runtime_keys, op, attrs, operands, consts=consts)
         moduli = public.params.moduli_at(node.attr("level"))
         return Ciphertext(RNSPoly(c0, moduli, Domain.EVAL), RNSPoly(c1, moduli, Domain.EVAL), public.params,
@@ -410,7 +420,9 @@ class EncryptedVector(KeyOwned, SlotVector):
         """The same values at the top user level (``params.user_levels``), so computation can go on: CKKS
         bootstrapping (:func:`crossfhe.ckks.bootstrap.bootstrap`, one program), within the preset's stated precision.
         Needs a context made with ``bootstrap=True`` (traced: a bootstrappable preset, whose keygen makes the keys);
-        values must stay within [-1, 1] (larger ones wrap)."""
+        values must stay within [-1, 1] (larger ones wrap). A vector of up to N/4 values (width, the power of two
+        its values repeat with) bootstraps with one EvalMod instead of two where the keys were made for it
+        (``CKKSContext.create(..., bootstrap_length=...)``; a compiled circuit's keygen does it by itself)."""
         if not self.traced and self.ctx.bootstrap_keys is None:
             raise self._error(ValueError, "this context holds no bootstrapping keys: create it with "
                               "CKKSContext.create(params, bootstrap=True) on a bootstrappable preset "

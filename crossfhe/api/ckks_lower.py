@@ -545,12 +545,46 @@ def _galois_elements(g: Graph, params: Params) -> list[int]:
     return sorted(out)
 
 
+def bootstrap_width(g: Graph, params: Params) -> int:
+    """A bound on the width (the power-of-two period of the slots) of every value ``g`` bootstraps, 0 if it
+    bootstraps none: an input's width is its spec's, an operation's at most the largest of its operands' and of its
+    plaintext constant's length (N/2 for a constant of another length). The bootstrapping keys must serve it
+    (:func:`crossfhe.ckks.bootstrap.slots_for`): a sparse bootstrap of a wider value would drop its other slots."""
+    widths: list[int] = []
+    out = 0
+    for n in g.nodes:
+        if n.op == "input":
+            w = int(n.attr("width") or params.slots)
+        else:
+            w = max((widths[a] for a in n.args), default=params.slots)
+            if n.attr("const") is not None:
+                c = len(np.asarray(g.const(n.attr("const"))).reshape(-1))
+                w = max(w, c if c and not c & (c - 1) else params.slots)
+        widths.append(w)
+        if n.op == "bootstrap":
+            out = max(out, widths[n.args[0]])
+    return out
+
+
+def _check_bootstrap_width(g: Graph, params: Params, keys) -> None:
+    """ParameterError where ``keys`` (bootstrapping keys) were made for fewer slots than a value ``g`` bootstraps."""
+    width = bootstrap_width(g, params)
+    slots = keys.config.slots
+    if width > slots:
+        raise ParameterError(
+            f"this bootstraps a vector of width {width} (its values repeat every {width} slots), but the "
+            f"bootstrapping keys serve vectors of up to {slots} values: make them with CKKSContext.create(params, "
+            f"bootstrap_length={width}) or without bootstrap_length (every vector), or with circuit.keygen()")
+
+
 def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
     """The program's arguments besides the inputs: the keys it uses, a key-switch plan per level it switches at,
     rescale tables per level (made here, once per key set) and the per-node constants and keys
-    (:func:`constants`)."""
+    (:func:`constants`). ParameterError where the bootstrapping keys do not serve a value's width."""
     out = {"galois": {}, "ks": {}, "rescale": {}}
     if any(n.op == "bootstrap" for n in g.nodes):
+        if isinstance(keys, bootstrap.Keys):
+            _check_bootstrap_width(g, params, keys)
         out["bootstrap"] = keys
     evaluation = _evaluation(keys)
     if any(n.op == "relin" for n in g.nodes):
@@ -744,20 +778,25 @@ class CKKSScheme(RingScheme):
         return {"relin": any(n.op == "relin" for n in graph.nodes), "rotations": sorted(_rotations(graph)),
                 "conjugation": any(n.op == "conjugate" for n in graph.nodes),
                 "galois_elements": _galois_elements(graph, params),
-                "bootstrap": any(n.op == "bootstrap" for n in graph.nodes)}
+                "bootstrap": any(n.op == "bootstrap" for n in graph.nodes),
+                "bootstrap_width": bootstrap_width(graph, params)}
 
     def keygen(self, params, req, seed):
         sk, ek = ckks_ops.keygen(params, rotations=req["rotations"], conjugation=req.get("conjugation", False),
                                  seed=seed)
         if req.get("bootstrap"):
             sub = None if seed is None else bytes(b ^ 0x5A for b in seed)
-            return sk, bootstrap.keygen(sk, ek, seed=sub)
+            width = req.get("bootstrap_width") or None  # absent in older requirements: every width
+            config = bootstrap.config_for(params, bootstrap.slots_for(params, width))
+            return sk, bootstrap.keygen(sk, ek, config, seed=sub)
         return sk, ek
 
     def check_keys(self, graph, params, public, key_id) -> None:
         if any(n.op == "bootstrap" for n in graph.nodes) and not isinstance(public, bootstrap.Keys):
             raise ParameterError("this circuit bootstraps where its levels run out: run it with bootstrapping keys "
                                  "(circuit.keygen() makes them)")
+        if isinstance(public, bootstrap.Keys):
+            _check_bootstrap_width(graph, params, public)
         public = _evaluation(public)
         if not isinstance(public, EvaluationKeys):
             raise TypeError(f"a CKKS circuit runs with ckks.EvaluationKeys (circuit.keys.public), got "
@@ -830,7 +869,9 @@ class CKKSScheme(RingScheme):
         return any(n.op == "bootstrap" for n in graph.nodes)
 
     def eager_key(self, attrs: dict) -> tuple:
-        return attrs["level"], attrs["scale"]
+        # the width only where the context's bootstrapping keys serve fewer than N/2 slots (CKKSContext.create's
+        # bootstrap_length): it decides whether a bootstrap is allowed (bootstrap_width)
+        return (attrs["level"], attrs["scale"]) + ((attrs["width"],) if "width" in attrs else ())
 
     def eager_output(self, builder, node: int, inputs) -> int:
         return builder.add("output", (node,), {"length": 1, "width": 1, "complex": False}, "result", merge=False)

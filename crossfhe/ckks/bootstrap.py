@@ -17,7 +17,9 @@ Delta_in:
 3. **CoeffToSlot**: the inverse special DFT (the slots then hold w = c_k + i c_{N/2+k}, bit-reversed), as
    ``cts_levels`` merged factors of the radix-2 special FFT (:func:`dft_factors`), each one level, applied
    with baby-step giant-step and hoisted rotations (:mod:`crossfhe.ckks.lintrans`); a conjugation splits
-   the real and imaginary parts into two ciphertexts holding t = coefficient / (K q0) in [-1, 1].
+   the real and imaginary parts into two ciphertexts holding t = coefficient / (K q0) in [-1, 1]; for a sparse
+   message of n <= N/4 slots into the two halves of one ciphertext of 2n slots instead (CoeffToSlot's last factor
+   and SlotToCoeff's first act on 2n slots, :func:`pack_factors`; no level more), so EvalMod runs once, not twice.
 4. **EvalMod**: x = (q0 / (2 pi Delta_in)) arcsin(sin(2 pi K t)), i.e. m / Delta_in = (c mod q0) / Delta_in
    for |m| < q0 / 4: a Chebyshev interpolant of cos(2 pi (K t - 1/4) / 2^r) of degree ``degree`` (Paterson-
    Stockmeyer, :mod:`crossfhe.ckks.polynomial`), r double-angle steps c <- 2 c^2 - 1 (which turn it into
@@ -148,6 +150,19 @@ def config_for(params: Params, slots: int | None = None, **evalmod) -> Config:
     return Config(slots=slots, cts_levels=min(cts, log_n), stc_levels=min(stc, log_n), **evalmod)
 
 
+def slots_for(params: Params, length: int | None = None) -> int:
+    """The slot count of the bootstrap that serves vectors of up to ``length`` values (default N/2): the smallest
+    power of two >= length that :func:`config_for` takes (at least 2^levels of CoeffToSlot and SlotToCoeff). A
+    vector of width w (its values repeat every w slots) bootstraps with n slots for every power of two n >= w; n <=
+    N/4 runs EvalMod once (:func:`pack_factors`). ParameterError for a length outside [1, N/2]."""
+    full = config_for(params)
+    if length is None:
+        return full.slots
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or not 1 <= length <= params.slots:
+        raise ParameterError(f"a bootstrap serves 1 to N/2 = {params.slots} values, got {length!r}")
+    return max(1 << (int(length) - 1).bit_length(), 1 << max(full.cts_levels, full.stc_levels))
+
+
 def _wide_levels(params: Params) -> int:
     """How many top levels rest on the wide primes (read off the primes: those above the scale's)."""
     ppl, base = params.primes_per_level, params.base_count
@@ -260,6 +275,7 @@ class Plan:
     em_scale: float  # EvalMod's output scale, SlotToCoeff's inputs' (the product of the last wide level's primes)
     raise_scale: float
     subsum: tuple  # SubSum rotations (sparse slots)
+    packed: bool = False  # slots <= N/4: real and imaginary halves in one ciphertext of 2 slots (:func:`_plan`)
 
     def rotations(self) -> list[int]:
         """Every rotation offset a bootstrap uses (slots of N/2, 0 left out)."""
@@ -274,14 +290,15 @@ class Plan:
 
 def _flatten_plan(pl: Plan):
     static = (pl.params, pl.config, tuple(float(c) for c in pl.cheb), pl.betas, pl.arcsine, pl.gamma, pl.em_scale,
-              pl.raise_scale, pl.subsum)
+              pl.raise_scale, pl.subsum, pl.packed)
     return (pl.cts, pl.stc), static
 
 
 def _unflatten_plan(static, children) -> Plan:
-    params, config, cheb, betas, arcsine, gamma, em_scale, raise_scale, subsum = static
+    params, config, cheb, betas, arcsine, gamma, em_scale, raise_scale, subsum, packed = static
     cts, stc = children
-    return Plan(params, config, cts, stc, np.asarray(cheb), betas, arcsine, gamma, em_scale, raise_scale, subsum)
+    return Plan(params, config, cts, stc, np.asarray(cheb), betas, arcsine, gamma, em_scale, raise_scale, subsum,
+                packed)
 
 
 jax.tree_util.register_pytree_node(Plan, _flatten_plan, _unflatten_plan)
@@ -325,18 +342,22 @@ def _plan(params: Params, cfg: Config) -> Plan:
     g = params.slots // n
     raise_scale = 2.0 * cfg.K * q0 * g
     level = params.levels
+    packed = 2 * n <= params.slots
+    cts_factors = dft_factors(n, cfg.cts_levels, inverse=True)
+    stc_factors = dft_factors(n, cfg.stc_levels, inverse=False)
+    if packed:
+        cts_factors[-1], stc_factors[0] = pack_factors(cts_factors[-1], stc_factors[0])
     cts, scale = [], raise_scale
-    for m in dft_factors(n, cfg.cts_levels, inverse=True):
+    for m in cts_factors:
         target = float(math.prod(params.rescale_primes(level - 1)))
         cts.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=target,
                                    giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params)))
         scale, level = target, level - 1
     level = params.levels - cfg.cts_levels - cfg.evalmod_levels
     em_scale = float(math.prod(params.rescale_primes(level + 1)))
-    factors = dft_factors(n, cfg.stc_levels, inverse=False)
     stc, scale = [], em_scale
-    for j, m in enumerate(factors):
-        out = params.scale if j == len(factors) - 1 else em_scale
+    for j, m in enumerate(stc_factors):
+        out = params.scale if j == len(stc_factors) - 1 else em_scale
         stc.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=out,
                                    giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params)))
         scale, level = out, level - 1
@@ -348,7 +369,37 @@ def _plan(params: Params, cfg: Config) -> Plan:
     cheb = polynomial.chebyshev_coefficients(lambda t: b0 * np.cos(2 * np.pi * (K * t - 0.25) / 2**r), cfg.degree)
     subsum = tuple(n << j for j in range((params.slots // n).bit_length() - 1))
     return Plan(params, cfg, tuple(cts), tuple(stc), cheb, betas[1:], arcsine_coefficients(gamma, cfg.arcsine_degree),
-                gamma, em_scale, raise_scale, subsum)
+                gamma, em_scale, raise_scale, subsum, packed)
+
+
+def widen(m: lintrans.Diagonals, n2: int) -> lintrans.Diagonals:
+    """m (a map of n slots) as a map of n2 slots (n | n2) that agrees with it on n-periodic inputs: each diagonal
+    repeated, each offset k taken as its signed representative (k or k - n) mod n2, so that its rotation is the one m
+    uses (on an n-periodic vector rotating by k and by k - n agree)."""
+    n = m.n
+    if n2 % n:
+        raise ParameterError(f"a map of {n} slots does not widen to {n2}")
+    return lintrans.Diagonals(n2, {lintrans._signed(k, n) % n2: np.tile(d, n2 // n) for k, d in m.diags.items()})
+
+
+def pack_factors(last_cts: lintrans.Diagonals, first_stc: lintrans.Diagonals
+                 ) -> tuple[lintrans.Diagonals, lintrans.Diagonals]:
+    """CoeffToSlot's last factor and SlotToCoeff's first for a sparse message of n <= N/4 slots, both as maps of 2n
+    slots, so that EvalMod runs once on both halves.
+
+    CoeffToSlot: diag(a) M with a = (1, ..., 1, -i, ..., -i) (n of each): on w = M z (n-periodic) it gives y with
+    y_j = w_j (j < n) and -i w_(j-n) (j >= n), so y + conj(y) = (2 Re w | 2 Im w), the two halves that
+    :func:`coeff_to_slot` otherwise returns as two ciphertexts, now in the 2n slots of one. SlotToCoeff: F E with
+    E p = p + i rot(p, n) on the low half and rot(p, n) + i p on the high one (diagonals 0 and n): the n-periodic
+    Re + i Im that the first factor F takes. Neither costs a level (both are folded into factors that spend one);
+    the CoeffToSlot factor keeps its offsets, the SlotToCoeff factor's double (k and k + n)."""
+    n = last_cts.n
+    n2 = 2 * n
+    low = np.arange(n2) < n
+    a = np.where(low, 1.0 + 0j, -1j)
+    cts = lintrans.compose(lintrans.Diagonals(n2, {0: a}), widen(last_cts, n2))
+    e = lintrans.Diagonals(n2, {0: np.where(low, 1.0 + 0j, 1j), n: np.where(low, 1j, 1.0 + 0j)})
+    return cts, lintrans.compose(widen(first_stc, n2), e)
 
 
 def arcsine_coefficients(gamma: float, degree: int, bound: float = COEFFICIENT_BOUND) -> tuple[float, ...]:
@@ -528,13 +579,17 @@ def encapsulate_and_raise(ct: Ciphertext, keys: Keys, scale: float) -> Ciphertex
     return Ciphertext(poly.add(c0, v0), v1, params, scale, ct.key_id)
 
 
-def coeff_to_slot(ct: Ciphertext, pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, Ciphertext]:
-    """Steps 2-3: (re, im), each holding t = coefficient / (K q0) in its slots (bit-reversed order)."""
+def coeff_to_slot(ct: Ciphertext, pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, ...]:
+    """Steps 2-3: the parts EvalMod takes, each holding t = coefficient / (K q0) in its slots (bit-reversed order):
+    (re, im) for N/2 slots; for n <= N/4 slots one ciphertext of 2n slots, re in the low n, im in the high n
+    (``pl.packed``, :func:`pack_factors`)."""
     for r in pl.subsum:
         ct = ops.add(ct, ops.rotate(ct, r, keys))
     for enc in pl.cts:
         ct = lintrans.apply(ct, enc, keys)
     conj = ops.conjugate(ct, keys)
+    if pl.packed:
+        return (ops.add(ct, conj),)
     return ops.add(ct, conj), times_i(ops.sub(ct, conj), -1)
 
 
@@ -584,10 +639,15 @@ def odd_polynomial(y: Ciphertext, coeffs, keys: EvaluationKeys, scale: float) ->
     return run(a, float(scale))
 
 
-def slot_to_coeff(re: Ciphertext, im: Ciphertext, pl: Plan, keys: EvaluationKeys) -> Ciphertext:
-    """Step 5: the special DFT of re + i im, at the user's top level, scale ``params.scale``."""
-    level = min(re.level, im.level)
-    ct = ops.add(ops.drop_level(re, level), times_i(ops.drop_level(im, level)))
+def slot_to_coeff(parts: tuple[Ciphertext, ...], pl: Plan, keys: EvaluationKeys) -> Ciphertext:
+    """Step 5: the special DFT of re + i im (``parts`` = (re, im), or the packed (re | im) whose first factor forms
+    it), at the user's top level, scale ``params.scale``."""
+    if len(parts) == 1:
+        ct = parts[0]
+    else:
+        re, im = parts
+        level = min(re.level, im.level)
+        ct = ops.add(ops.drop_level(re, level), times_i(ops.drop_level(im, level)))
     for enc in pl.stc:
         ct = lintrans.apply(ct, enc, keys)
     return ct
@@ -607,23 +667,26 @@ def _check(ct: Ciphertext, keys: Keys) -> Plan:
     return plan_for(params, keys.config)
 
 
-def eval_mod_each(re: Ciphertext, im: Ciphertext, pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, Ciphertext]:
-    """:func:`eval_mod` of both halves, one after the other (eagerly: each operation its own program)."""
-    return eval_mod(re, pl, keys), eval_mod(im, pl, keys)
+def eval_mod_each(parts: tuple[Ciphertext, ...], pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, ...]:
+    """:func:`eval_mod` of each part of :func:`coeff_to_slot`, one after the other (eagerly: each operation its own
+    program)."""
+    return tuple(eval_mod(t, pl, keys) for t in parts)
 
 
-def eval_mod_loop(re: Ciphertext, im: Ciphertext, pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, Ciphertext]:
-    """:func:`eval_mod` of both halves as a loop of two iterations (:func:`jax.lax.map`) over the pair stacked on a
-    new leading axis: the same words as :func:`eval_mod_each`, and a compiled program holds EvalMod's operations
-    once instead of twice. Both halves share their level and scale (:func:`coeff_to_slot`)."""
-    both = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), re, im)
+def eval_mod_loop(parts: tuple[Ciphertext, ...], pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, ...]:
+    """:func:`eval_mod` of the parts as a loop (:func:`jax.lax.map`) over them stacked on a new leading axis where
+    there are two: the same words as :func:`eval_mod_each`, and a compiled program holds EvalMod's operations once
+    instead of twice. The parts share their level and scale (:func:`coeff_to_slot`)."""
+    if len(parts) == 1:
+        return (eval_mod(parts[0], pl, keys),)
+    both = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *parts)
     out = jax.lax.map(lambda t: eval_mod(t, pl, keys), both)
-    return jax.tree_util.tree_map(lambda x: x[0], out), jax.tree_util.tree_map(lambda x: x[1], out)
+    return tuple(jax.tree_util.tree_map(lambda x, j=j: x[j], out) for j in range(len(parts)))
 
 
 def bootstrap_steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods=eval_mod_each) -> Ciphertext:
     """Steps 1-5 of the module docstring on a checked ``ct`` with the plan ``pl`` (:func:`plan_for` of the keys'
-    parameters and configuration), EvalMod's two halves through ``eval_mods`` (:func:`eval_mod_each` or
+    parameters and configuration), EvalMod's parts through ``eval_mods`` (:func:`eval_mod_each` or
     :func:`eval_mod_loop`: the same words). Traceable: under a trace it records the whole bootstrap; called eagerly
     each operation runs as its own compiled program (:func:`bootstrap`; under :func:`bootstrap_program`, one).
     The words do not depend on ct's scale, only the result's declared scale does (:func:`_declared`)."""
@@ -633,9 +696,8 @@ def bootstrap_steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods=eval_mod_eac
 def _steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods) -> Ciphertext:
     """:func:`bootstrap_steps` up to SlotToCoeff's output (scale ``params.scale``, before :func:`_declared`)."""
     raised = encapsulate_and_raise(ct, keys, pl.raise_scale)
-    re, im = coeff_to_slot(raised, pl, keys.evaluation)
-    re, im = eval_mods(re, im, pl, keys.evaluation)
-    return slot_to_coeff(re, im, pl, keys.evaluation)
+    parts = coeff_to_slot(raised, pl, keys.evaluation)
+    return slot_to_coeff(eval_mods(parts, pl, keys.evaluation), pl, keys.evaluation)
 
 
 def _declared(out: Ciphertext, ct: Ciphertext, pl: Plan) -> Ciphertext:
@@ -677,7 +739,7 @@ def bootstrap_program(ct: Ciphertext, keys: Keys) -> Ciphertext:
     """:func:`bootstrap` as one compiled executable per call (:class:`crossfhe.math.xla.Program`): the same words.
 
     The keys and the plan (the encoded transforms, :func:`plan_for`) are arguments of the executable, as are the
-    tables its operations read (NTT, key-switching and rescaling plans); EvalMod's two halves are one loop
+    tables its operations read (NTT, key-switching and rescaling plans); EvalMod's two halves (N/2 slots) are one loop
     (:func:`eval_mod_loop`). It is traced and compiled once per argument structure: the parameters, the configuration
     and the ciphertext's level (its scale and the key pair's identifier are left out: the words do not depend on
     them), and reused by every call that shares it; a call at another input level is another program. Under a
@@ -690,5 +752,5 @@ def bootstrap_program(ct: Ciphertext, keys: Keys) -> Ciphertext:
 __all__ = ["COEFFICIENT_BOUND", "EPHEMERAL_WEIGHT", "LOG_MESSAGE_RATIO", "Config", "Keys", "Plan",
            "arcsine_coefficients", "bootstrap", "bootstrap_program", "bootstrap_steps", "bootstrappable_params",
            "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod", "eval_mod_each",
-           "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "odd_polynomial", "plan_for",
-           "slot_to_coeff", "sparse_ring", "times_i"]
+           "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "odd_polynomial", "pack_factors",
+           "plan_for", "slot_to_coeff", "slots_for", "sparse_ring", "times_i", "widen"]

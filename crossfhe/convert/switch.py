@@ -688,13 +688,16 @@ def _to_ckks_inputs(lwe: LWECiphertext, keys: SwitchKeys, table, period: int | N
     period = 1 << max(0, (m - 1).bit_length()) if period is None else int(period)
     if period & (period - 1) or not m <= period <= slots:
         raise ParameterError(f"period must be a power of two in [{m}, {slots}], got {period}")
-    # slot j's value at coefficient g brev(j): PackLWEs puts input i at coefficient i N / 2n (2n inputs)
+    # slot j's value at coefficient g brev(j): PackLWEs puts input i at coefficient i N / 2n (2n inputs); where the
+    # bootstrap's plan is packed (n <= N/4), the high n coefficients (the imaginary half, slots n + j of its 2n) too
+    pl = bt.plan_for(params, keys.bootstrap.config)
     src = np.full(2 * slots, m)  # m: the zero ciphertext appended
     for j in range(slots):
         if j % period < m:
             src[brev(j, slots.bit_length() - 1)] = j % period
+            if pl.packed:
+                src[slots + brev(j, slots.bit_length() - 1)] = j % period
     tab = _table_words(tparams, np.arange(2**p) if table is None else table)
-    pl = bt.plan_for(params, keys.bootstrap.config)
     static = _ToCKKS(tuple(int(i) for i in src), int(delta_o), keys.ckks_key_id, pl.gamma / 2 ** (p + 1 + shift))
     return tab, pl, static
 
@@ -715,7 +718,7 @@ def _to_ckks_steps(lwe: LWECiphertext, keys: SwitchKeys, table, pl: bt.Plan, sta
     boot = keys.bootstrap
     packed = Ciphertext(p0, p1, params, float(params.scale), static.ckks_key_id)
     raised = bt.encapsulate_and_raise(packed, boot, pl.raise_scale)
-    re, _ = bt.coeff_to_slot(raised, pl, boot.evaluation)
+    re = bt.coeff_to_slot(raised, pl, boot.evaluation)[0]  # packed: (re | im), both halves the values
     out = bt.eval_mod(re, pl, boot.evaluation)
     return ckks_ops._like(out, out.c0, out.c1, out.scale * static.factor)
 
