@@ -356,6 +356,13 @@ def test_errors(keys):
         bt.bootstrap(ct, ek)
     with pytest.raises(ParameterError, match="slots"):
         bt.config_for(P, 3)
+    import dataclasses
+
+    gone = ops.rotation_element(P, bt.plan_for(P, bk.config).rotations()[0])
+    some = {e: k for e, k in bk.evaluation.galois.items() if e != gone}  # short, as keys of another layout would be
+    short = dataclasses.replace(bk, evaluation=dataclasses.replace(bk.evaluation, galois=some))
+    with pytest.raises(ParameterError, match="make them again"):
+        bt.bootstrap(ops.drop_level(ops.encrypt(ek, ops.encode(P, [0.5])), 0), short)
 
 
 def test_ephemeral_secret_is_certified_only_where_an_estimate_covers_it():

@@ -158,3 +158,30 @@ def test_a_nested_function_cannot_be_persisted():
 
     with pytest.raises(ValueError, match="module-level"):
         xla.jit(inner, persist=True)
+
+
+def test_an_executable_that_lost_its_code_is_compiled_again():
+    """A kept executable whose machine code is missing fails on its first call with XLA's NOT_FOUND "Function ...
+    not found" (one serialized after JAX's cache had deserialized it); the wrapper then compiles again once (heal) and
+    answers; any other error propagates unchanged."""
+    import jax
+
+    lost = jax.errors.JaxRuntimeError("NOT_FOUND: Function wrapped_iota not found (type id: 1)")
+
+    def broken(*args):
+        raise lost
+
+    calls = []
+
+    def heal(*args):
+        calls.append(args)
+        return lambda x: x + 1
+
+    exe = xla.Executable(broken, "f", heal)
+    assert exe(41) == 42 and exe(1) == 2 and calls == [(41,)]  # healed once, then the new executable
+    assert xla.lost_code(lost) and not xla.lost_code(ValueError("Function not found"))
+    other = xla.Executable(lambda x: 1 / 0, "g", heal)
+    with pytest.raises(ZeroDivisionError):
+        other(1)
+    with pytest.raises(jax.errors.JaxRuntimeError):
+        xla.Executable(broken, "h")(1)  # nothing to heal with: the error as it came

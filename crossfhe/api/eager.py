@@ -213,7 +213,13 @@ def _compile(scheme, params, lowered: Graph, program, key, inputs, rt):
     saved = None if loaded is None else xla.load_blob(side)
     if saved is not None:
         host_consts, out_tree = saved
-        return tuple(xla.to_device(list(host_consts))), xla.Executable(loaded, program.name), out_tree
+
+        def heal(constants, *leaves):  # the kept executable lost its code: dropped, compiled again for these
+            path.unlink(missing_ok=True)
+            again = jax.tree_util.tree_unflatten(treedef, leaves)
+            return _compile(scheme, params, lowered, program, key, *again)[1].compiled
+
+        return tuple(xla.to_device(list(host_consts))), xla.Executable(loaded, program.name, heal), out_tree
     (constants, exe, out_tree, _), _ = program._entry((inputs, rt))
     if path is None:
         return constants, exe, out_tree

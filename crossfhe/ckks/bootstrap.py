@@ -664,7 +664,14 @@ def _check(ct: Ciphertext, keys: Keys) -> Plan:
     check_key_ids("bootstrap", ct.key_id, keys.key_id)
     if ct.c0.data.ndim != 2:
         raise ParameterError("bootstrap takes one ciphertext (no batch axes)")
-    return plan_for(params, keys.config)
+    pl = plan_for(params, keys.config)
+    missing = [r for r in pl.rotations() if ops.rotation_element(params, r) not in keys.evaluation.galois]
+    if missing:
+        raise ParameterError(
+            f"these bootstrapping keys lack the Galois keys of {len(missing)} rotations their plan uses (e.g. "
+            f"{missing[:3]}): they were made for another layout of this configuration (sparse keys saved by an older "
+            "crossfhe); make them again with crossfhe.ckks.bootstrap.keygen or CKKSContext.create(..., bootstrap=True)")
+    return pl
 
 
 def eval_mod_each(parts: tuple[Ciphertext, ...], pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, ...]:

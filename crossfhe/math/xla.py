@@ -213,11 +213,24 @@ def compile_fresh(lowered):
         used = cc.is_cache_used
     except (ImportError, AttributeError):
         return lowered.compile(), False
+    try:  # nor an executable this process compiled earlier through JAX's cache, kept in memory by computation
+        from jax._src.interpreters import pxla
+
+        pxla._cached_compilation.cache_clear()
+    except (ImportError, AttributeError):
+        pass
     cc.is_cache_used = lambda backend: False
     try:
         return lowered.compile(), True
     finally:
         cc.is_cache_used = used
+
+
+def lost_code(error: Exception) -> bool:
+    """Whether ``error``, raised by a call of a kept executable, says its machine code is missing (an executable
+    serialized after JAX's cache had deserialized it: :func:`compile_fresh`); the caller drops the file and compiles
+    again."""
+    return isinstance(error, jax.errors.JaxRuntimeError) and "not found" in str(error) and "Function" in str(error)
 
 
 def save_executable(path, compiled) -> None:
@@ -237,12 +250,20 @@ def save_executable(path, compiled) -> None:
 class Executable:
     """A compiled executable called as a :func:`jit` function is (``name`` for :mod:`crossfhe.testing.trace`)."""
 
-    __slots__ = ("compiled", "__name__")
+    __slots__ = ("compiled", "__name__", "heal")
 
-    def __init__(self, compiled, name: str):
-        self.compiled, self.__name__ = compiled, name
+    def __init__(self, compiled, name: str, heal=None):
+        self.compiled, self.__name__, self.heal = compiled, name, heal
 
     def __call__(self, *args):
+        """The executable on ``args``; where it was loaded and lost its code (:func:`lost_code`), ``heal(*args)``
+        (which drops the kept copy and compiles again for these arguments) replaces it once."""
+        try:
+            return self.compiled(*args)
+        except Exception as e:
+            if self.heal is None or not lost_code(e):
+                raise
+        self.compiled, self.heal = self.heal(*args), None
         return self.compiled(*args)
 
 
@@ -316,14 +337,24 @@ class _Persisted:
             exe = self.loaded[key] = self._load_or_compile(jitted, cpu, static, tree, key[3], args, kwargs)
         if exe is False:
             return jitted(*args, **kwargs)
+        try:
+            return exe(*dyn, **dyn_kw)
+        except Exception as e:
+            if not lost_code(e):
+                raise
+        exe = self.loaded[key] = self._load_or_compile(jitted, cpu, static, tree, key[3], args, kwargs, fresh=True)
         return exe(*dyn, **dyn_kw)
 
-    def _load_or_compile(self, jitted, cpu, static, tree, avals, args, kwargs):
+    def _load_or_compile(self, jitted, cpu, static, tree, avals, args, kwargs, fresh: bool = False):
+        """The executable of one call's structure: loaded, or compiled (and kept); ``fresh``: the kept one lost its
+        code (:func:`lost_code`), so it is dropped and compiled again."""
         named = _stable(static)
         if named is None or " at 0x" in str(tree):
             return False
         path = executable_path([self.name, named, str(tree), repr(avals), f"x64 {jax.config.jax_enable_x64}",
                                 repr(CPU_OPTIONS) if cpu else "plain"])
+        if fresh and path is not None:
+            path.unlink(missing_ok=True)
         exe = load_executable(path)
         if exe is not None and exe.in_tree != tree:  # the digest named another structure (metadata a repr hides)
             exe = None
