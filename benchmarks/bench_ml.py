@@ -351,7 +351,7 @@ def _table(records: list[dict]) -> None:
                   f"{acc['numpy_exact']:.4f}")
             st = r["stage_s"]
             it = max(1, r["iterations"])
-            print(f"{'':<38}mean s per iteration: gradient {st['gradient'] / it:.2f}, update {st['update'] / it:.2f}, "
+            print(f"{'':<38}mean s per iteration (bootstraps apart): {st['iteration'] / it:.2f}, "
                   f"bootstrap {st['bootstrap'] / max(1, r['bootstraps']):.2f}; keygen {r['keygen_s']:.0f} s; "
                   f"max weight error {r['max_weight_error']:.2e}")
         elif r.get("peer") == "crossfhe":
