@@ -275,7 +275,11 @@ class Plan:
     em_scale: float  # EvalMod's output scale, SlotToCoeff's inputs' (the product of the last wide level's primes)
     raise_scale: float
     subsum: tuple  # SubSum rotations (sparse slots)
-    packed: bool = False  # slots <= N/4: real and imaginary halves in one ciphertext of 2 slots (:func:`_plan`)
+
+    @property
+    def packed(self) -> bool:
+        """Whether the real and imaginary halves share one ciphertext of 2n slots (n <= N/4: :func:`pack_factors`)."""
+        return 2 * self.config.slots <= self.params.slots
 
     def rotations(self) -> list[int]:
         """Every rotation offset a bootstrap uses (slots of N/2, 0 left out)."""
@@ -290,15 +294,14 @@ class Plan:
 
 def _flatten_plan(pl: Plan):
     static = (pl.params, pl.config, tuple(float(c) for c in pl.cheb), pl.betas, pl.arcsine, pl.gamma, pl.em_scale,
-              pl.raise_scale, pl.subsum, pl.packed)
+              pl.raise_scale, pl.subsum)
     return (pl.cts, pl.stc), static
 
 
 def _unflatten_plan(static, children) -> Plan:
-    params, config, cheb, betas, arcsine, gamma, em_scale, raise_scale, subsum, packed = static
+    params, config, cheb, betas, arcsine, gamma, em_scale, raise_scale, subsum = static
     cts, stc = children
-    return Plan(params, config, cts, stc, np.asarray(cheb), betas, arcsine, gamma, em_scale, raise_scale, subsum,
-                packed)
+    return Plan(params, config, cts, stc, np.asarray(cheb), betas, arcsine, gamma, em_scale, raise_scale, subsum)
 
 
 jax.tree_util.register_pytree_node(Plan, _flatten_plan, _unflatten_plan)
@@ -342,10 +345,9 @@ def _plan(params: Params, cfg: Config) -> Plan:
     g = params.slots // n
     raise_scale = 2.0 * cfg.K * q0 * g
     level = params.levels
-    packed = 2 * n <= params.slots
     cts_factors = dft_factors(n, cfg.cts_levels, inverse=True)
     stc_factors = dft_factors(n, cfg.stc_levels, inverse=False)
-    if packed:
+    if 2 * n <= params.slots:  # Plan.packed
         cts_factors[-1], stc_factors[0] = pack_factors(cts_factors[-1], stc_factors[0])
     cts, scale = [], raise_scale
     for m in cts_factors:
@@ -369,7 +371,7 @@ def _plan(params: Params, cfg: Config) -> Plan:
     cheb = polynomial.chebyshev_coefficients(lambda t: b0 * np.cos(2 * np.pi * (K * t - 0.25) / 2**r), cfg.degree)
     subsum = tuple(n << j for j in range((params.slots // n).bit_length() - 1))
     return Plan(params, cfg, tuple(cts), tuple(stc), cheb, betas[1:], arcsine_coefficients(gamma, cfg.arcsine_degree),
-                gamma, em_scale, raise_scale, subsum, packed)
+                gamma, em_scale, raise_scale, subsum)
 
 
 def widen(m: lintrans.Diagonals, n2: int) -> lintrans.Diagonals:
