@@ -185,3 +185,29 @@ def test_an_executable_that_lost_its_code_is_compiled_again():
         other(1)
     with pytest.raises(jax.errors.JaxRuntimeError):
         xla.Executable(broken, "h")(1)  # nothing to heal with: the error as it came
+
+
+def test_a_kept_program_that_lost_its_code_is_dropped_for_good(store, monkeypatch):
+    """A jit(persist=True) program loaded from the store whose first run reports lost code (XLA's NOT_FOUND "Function
+    ... not found", raised when the result is read): the call still answers (compiled here), the file is removed and
+    its path marked, so it is never kept again."""
+    import jax
+
+    x = jnp.arange(8, dtype=jnp.uint32)
+    assert (np.asarray(_scaled(x, k=4)) == np.arange(8) * 4 + 1).all()
+    (path,) = _files(store)
+    xla.clear_executables()
+
+    class Lost:  # what deserialize_and_load gives for such a file: it loads, its run fails
+        in_tree = xla.load_executable(path).in_tree
+
+        def __call__(self, *args, **kwargs):
+            raise jax.errors.JaxRuntimeError("NOT_FOUND: Function multiply_add_fusion not found (type id: 1)")
+
+    with monkeypatch.context() as m:
+        m.setattr(xla, "load_executable", lambda p: Lost() if p == path else None)
+        assert (np.asarray(_scaled(x, k=4)) == np.arange(8) * 4 + 1).all()
+    assert not path.exists() and path.with_suffix(".lost").exists()
+    xla.clear_executables()
+    assert (np.asarray(_scaled(x, k=4)) == np.arange(8) * 4 + 1).all()
+    assert not path.exists() and runtime.executable_cache() == store  # compiled again in the store's process, not kept

@@ -214,8 +214,8 @@ def _compile(scheme, params, lowered: Graph, program, key, inputs, rt):
     if saved is not None:
         host_consts, out_tree = saved
 
-        def heal(constants, *leaves):  # the kept executable lost its code: dropped, compiled again for these
-            path.unlink(missing_ok=True)
+        def heal(constants, *leaves):  # the kept executable lost its code: dropped for good, compiled here
+            xla.drop_lost(path)
             again = jax.tree_util.tree_unflatten(treedef, leaves)
             return _compile(scheme, params, lowered, program, key, *again)[1].compiled
 

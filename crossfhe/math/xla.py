@@ -227,16 +227,34 @@ def compile_fresh(lowered):
 
 
 def lost_code(error: Exception) -> bool:
-    """Whether ``error``, raised by a call of a kept executable, says its machine code is missing (an executable
-    serialized after JAX's cache had deserialized it: :func:`compile_fresh`); the caller drops the file and compiles
-    again."""
+    """Whether ``error``, raised by a call of a kept executable or when its result is read, says part of its machine
+    code is missing: XLA:CPU's serialized executable can lack a kernel (seen: "Function multiply_add_fusion not
+    found") that a later process then cannot resolve. The first call of a loaded executable waits for its result
+    (:class:`Executable`), and on this error the file is dropped for good (:func:`drop_lost`) and the program
+    compiled in this process."""
     return isinstance(error, jax.errors.JaxRuntimeError) and "not found" in str(error) and "Function" in str(error)
+
+
+def _lost_marker(path):
+    return path.with_suffix(".lost")
+
+
+def drop_lost(path) -> None:
+    """Remove the kept executable at ``path``, which lost its code (:func:`lost_code`), and mark the path so that it
+    is never kept again (:func:`save_executable`): its copies would lose their code again."""
+    if path is None:
+        return
+    path.unlink(missing_ok=True)
+    try:
+        _lost_marker(path).touch()
+    except OSError:
+        pass
 
 
 def save_executable(path, compiled) -> None:
     """Keep ``compiled``, compiled by :func:`compile_fresh`, at ``path`` (nothing written when it cannot be
-    serialized or ``path`` is None)."""
-    if path is None:
+    serialized, ``path`` is None or the path is marked by :func:`drop_lost`)."""
+    if path is None or _lost_marker(path).exists():
         return
     from jax.experimental import serialize_executable
 
@@ -256,15 +274,20 @@ class Executable:
         self.compiled, self.__name__, self.heal = compiled, name, heal
 
     def __call__(self, *args):
-        """The executable on ``args``; where it was loaded and lost its code (:func:`lost_code`), ``heal(*args)``
-        (which drops the kept copy and compiles again for these arguments) replaces it once."""
-        try:
+        """The executable on ``args``. A loaded one (``heal`` given) is checked on its first call: its result is
+        waited for, and where it lost its code (:func:`lost_code`) ``heal(*args)`` (which drops the kept copy and
+        compiles again for these arguments) replaces it; later calls run asynchronously as any."""
+        if self.heal is None:
             return self.compiled(*args)
+        try:
+            out = jax.block_until_ready(self.compiled(*args))
         except Exception as e:
-            if self.heal is None or not lost_code(e):
+            if not lost_code(e):
                 raise
-        self.compiled, self.heal = self.heal(*args), None
-        return self.compiled(*args)
+            self.compiled = self.heal(*args)
+            out = self.compiled(*args)
+        self.heal = None
+        return out
 
 
 def _aval(x) -> tuple:
@@ -334,35 +357,37 @@ class _Persisted:
         key = (cpu, static, tree, tuple(_aval(x) for x in leaves), jax.config.jax_enable_x64)
         exe = self.loaded.get(key)
         if exe is None:
-            exe = self.loaded[key] = self._load_or_compile(jitted, cpu, static, tree, key[3], args, kwargs)
+            exe, path, loaded = self._load_or_compile(jitted, cpu, static, tree, key[3], args, kwargs)
+            self.loaded[key] = exe
+            if loaded:  # the first call of a loaded executable is checked (lost_code)
+                try:
+                    return jax.block_until_ready(exe(*dyn, **dyn_kw))
+                except Exception as e:
+                    if not lost_code(e):
+                        raise
+                drop_lost(path)
+                exe = self.loaded[key] = compile_fresh(jitted.lower(*args, **kwargs))[0]
         if exe is False:
             return jitted(*args, **kwargs)
-        try:
-            return exe(*dyn, **dyn_kw)
-        except Exception as e:
-            if not lost_code(e):
-                raise
-        exe = self.loaded[key] = self._load_or_compile(jitted, cpu, static, tree, key[3], args, kwargs, fresh=True)
         return exe(*dyn, **dyn_kw)
 
-    def _load_or_compile(self, jitted, cpu, static, tree, avals, args, kwargs, fresh: bool = False):
-        """The executable of one call's structure: loaded, or compiled (and kept); ``fresh``: the kept one lost its
-        code (:func:`lost_code`), so it is dropped and compiled again."""
+    def _load_or_compile(self, jitted, cpu, static, tree, avals, args, kwargs):
+        """(executable or False where it cannot be kept, its path, whether it was loaded) for one call's structure:
+        loaded, or compiled (and kept)."""
         named = _stable(static)
         if named is None or " at 0x" in str(tree):
-            return False
+            return False, None, False
         path = executable_path([self.name, named, str(tree), repr(avals), f"x64 {jax.config.jax_enable_x64}",
                                 repr(CPU_OPTIONS) if cpu else "plain"])
-        if fresh and path is not None:
-            path.unlink(missing_ok=True)
         exe = load_executable(path)
         if exe is not None and exe.in_tree != tree:  # the digest named another structure (metadata a repr hides)
             exe = None
-        if exe is None:
-            exe, fresh = compile_fresh(jitted.lower(*args, **kwargs))
-            if fresh:
-                save_executable(path, exe)
-        return exe
+        if exe is not None:
+            return exe, path, True
+        exe, fresh = compile_fresh(jitted.lower(*args, **kwargs))
+        if fresh:
+            save_executable(path, exe)
+        return exe, path, False
 
 
 def clear_executables() -> None:
