@@ -89,7 +89,7 @@ def test_dead_code_drops_unused_values():
     assert dict(c.report)["traced"]["rotations"] == 1
     assert c.cost["rotations"] == 0 and c.cost["tensor_products"] == 0
     assert c.requirements == {"relin": False, "rotations": [], "conjugation": False, "galois_elements": [],
-                              "bootstrap": False}
+                              "bootstrap": False, "bootstrap_width": 0}
 
 
 def test_hoisting_shares_one_modup():
