@@ -16,7 +16,7 @@ import os
 import numpy as np
 import pytest
 
-from crossfhe import CKKSContext
+from crossfhe import CKKSContext, EncryptedVector
 from crossfhe.ckks import bootstrap as bt
 from crossfhe.ckks import encoder, lintrans, ops, polynomial, presets
 from crossfhe.core import params as core_params
@@ -403,6 +403,99 @@ def test_bootstrap_keys_round_trip_through_the_public_context(keys):
         io.loads_bootstrap_keys(bytes(tampered))
 
 
+# --- values beyond [-1, 1]: refused by their tracked bound -------------------------------------------
+
+
+def test_bound_rule():
+    from crossfhe.api import ckks_lower as cl
+
+    assert cl.bound_rule("add", {}, [1.0, 0.5]) == cl.bound_rule("sub", {}, [1.0, 0.5]) == 1.5
+    assert cl.bound_rule("mul", {}, [2.0, 0.25]) == cl.bound_rule("tensor", {}, [2.0, 0.25]) == 0.5
+    assert cl.bound_rule("mul_scalar", {"c": -3.0}, [0.5]) == cl.bound_rule("mul_int", {"c": -3}, [0.5]) == 1.5
+    assert cl.bound_rule("add_scalar", {"c": -0.25}, [1.0]) == 1.25
+    assert cl.bound_rule("add_plain", {}, [1.0], np.array([0.5, -2.0])) == 3.0
+    assert cl.bound_rule("mul_plain", {}, [1.0], np.array([0.5, 3j])) == 3.0
+    for op in ("neg", "rotate", "conjugate", "relin", "rescale", "drop", "bootstrap", "output"):
+        assert cl.bound_rule(op, {}, [0.75]) == 0.75
+    assert cl.bound_rule("mul", {}, [0.0, math.inf]) == 0.0  # a zero vector stays zero
+    assert cl.bound_rule("no such op", {}, [0.5]) == math.inf  # unknown: never taken as small
+
+
+@pytest.fixture(scope="module")
+def boot_ctx(keys):
+    from crossfhe import CKKSPublicContext
+
+    sk, _, bk = keys
+    return CKKSContext(CKKSPublicContext(P, bk.evaluation, bk), sk)
+
+
+def _at_level_0(v):
+    for _ in range(v.level):
+        v = v * 1.0
+    return v
+
+
+def test_bootstrap_refuses_values_beyond_one_before_any_work(boot_ctx):
+    """Issue 45, requirement 2: a constant 1.5 used to come back as 1.488, 4.0 as 2.97. Now the vector's bound
+    (public: 1 for values in [-1, 1], else the next power of two, or what encrypt was given) is carried through every
+    operation and a bootstrap, asked for or placed, of a value that may exceed 1 is refused; with_bound declares a
+    smaller one."""
+    ctx = boot_ctx
+    big = ctx.encrypt(np.full(8, 1.5))
+    assert big.bound == 2.0 and ctx.encrypt([0.5, -1.0]).bound == 1.0 and ctx.encrypt([4.0]).bound == 4.0
+    for v in (big, _at_level_0(big)):
+        with pytest.raises(ParameterError, match=r"may reach 2 in magnitude.*\[-1, 1\]"):
+            v.bootstrap()
+    # computation can leave [-1, 1] on values that started inside: 3 x (bound 3) at level 0, then a product
+    x = np.linspace(-0.3, 0.3, 8)
+    tripled = _at_level_0(ctx.encrypt(x) * 3.0)
+    assert tripled.bound == 3.0 and tripled.level == 0
+    with pytest.raises(ParameterError, match="may reach 3"):
+        tripled * tripled  # the placed bootstrap is refused
+    assert np.allclose(ctx.decrypt(tripled), 3 * x, atol=1e-6)  # no bootstrap: nothing refused
+    # a bound the user knows better (|3x| <= 0.9): the bootstrap runs and is right
+    ok = tripled.with_bound(0.9)
+    assert _bits(ctx.decrypt(ok.bootstrap()), 3 * x) > BITS
+    assert _bits(ctx.decrypt(ok * ok), 9 * x * x) > BITS - 1
+    with pytest.raises(ParameterError, match="positive"):
+        tripled.with_bound(0)
+    # encrypt's bound: at least the values' magnitude; it travels with the blob (absent in older blobs: unknown)
+    with pytest.raises(ParameterError, match="above bound"):
+        ctx.encrypt([0.9], bound=0.5)
+    v = ctx.encrypt([0.25], bound=8)
+    assert v.bound == 8.0 and EncryptedVector.load(ctx, v.serialize()).bound == 8.0
+    from crossfhe.io import ckks as io
+
+    old = io.dumps_vector(big.ct, length=8, width=8, complex=False, clean=True)  # as written before bounds
+    unknown = EncryptedVector.load(ctx, old)
+    assert unknown.bound == math.inf
+    with pytest.raises(ParameterError, match="unknown"):
+        unknown.bootstrap()
+
+
+def test_circuit_refuses_to_bootstrap_values_beyond_one():
+    """A circuit tracks bounds from its inputs' CKKSVector bounds (undeclared: [-1, 1]); a bootstrap, asked for or
+    placed where the levels run out, of a value that may exceed 1 is refused at compile time."""
+    import crossfhe.api as fhe
+    from crossfhe.api.ir import CircuitError
+
+    with pytest.raises(CircuitError, match="may reach 2"):
+        fhe.compile(lambda x: x.bootstrap(), fhe.CKKSVector(8, bound=2), params=P, cache=False)
+
+    def chain(x, y):
+        for _ in range(P.user_levels + 1):
+            x = x * y
+        return x
+
+    with pytest.raises(CircuitError, match="may reach"):  # 1.5^k passes 1 where the levels run out
+        fhe.compile(chain, fhe.CKKSVector(8), fhe.CKKSVector(8, bound=1.5), params=P, cache=False)
+    c = fhe.compile(lambda x: (x * 2).bootstrap(), fhe.CKKSVector(8, bound=0.5), params=P, cache=False)
+    assert c.requirements["bootstrap"] and c.specs[0].bound == 0.5
+    for bad in (0, -1.0, math.inf, True, "1"):
+        with pytest.raises(ParameterError, match="bound"):
+            fhe.CKKSVector(8, bound=bad)
+
+
 def test_circuit_bootstraps_where_its_levels_run_out(tmp_path):
     import crossfhe.api as fhe
 
@@ -420,6 +513,8 @@ def test_circuit_bootstraps_where_its_levels_run_out(tmp_path):
     assert _bits(got, x * y**5) > BITS  # |y| <= 1: the products do not grow the earlier errors
     with pytest.raises(ParameterError, match="bootstrapping keys"):
         c.run(*c.encrypt(x, y), keys=c.keys.public.evaluation)
+    with pytest.raises(ParameterError, match=r"reach 1\.5.*\[-1, 1\]"):  # undeclared bounds: [-1, 1] (it bootstraps)
+        c.encrypt(x / np.abs(x).max() * 1.5, y)
     assert c.keys.public.config.slots == P.slots  # full-width inputs: keys for every slot
     # exported and loaded like any other circuit (it runs operation by operation: no program in the file)
     path = c.export(tmp_path / "boots.crossfhe")

@@ -161,7 +161,7 @@ def test_padding_stays_zero_for_sums_and_rotations():
 
 def test_repr_is_short(ctx):
     x = ctx.encrypt(np.arange(100) / 100)
-    assert repr(x) == "EncryptedVector(length=100, level=3/3, scale=2^30.0, slots=512)"
+    assert repr(x) == "EncryptedVector(length=100, level=3/3, scale=2^30.0, bound=1, slots=512)"
     assert repr(ctx.encrypt([1j])).startswith("EncryptedVector(length=1, complex, level=3/3")
     for text in (repr(x * x), repr(ctx), repr(ctx.public)):
         assert len(text) < 160 and str(P.q[0]) not in text

@@ -20,7 +20,8 @@ made (or computed from one) remembers its owner in this process only, never in a
 Vectors. ``length`` values are zero-padded to a power-of-two ``width`` and replicated over the N/2 slots, so
 slot i holds value i mod width. Operands combine like NumPy arrays of the same length; a length-1 operand
 (or a scalar) broadcasts. Products rescale right away (a level per product); ``@`` is the inner product
-(every slot holds it); ``rotate(k)`` rotates the width-periodic slots left by k, any integer k.
+(every slot holds it); ``rotate(k)`` rotates the width-periodic slots left by k, any integer k. Each vector
+carries a public bound on |value| (:attr:`EncryptedVector.bound`), which decides whether it may be bootstrapped.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from crossfhe.api import eager
 from crossfhe.api._owner import KeyOwned, switch_for
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
-from crossfhe.api.ckks_lower import SCHEME
+from crossfhe.api.ckks_lower import BOOTSTRAP_BOUND, SCHEME, bound_rule, check_bootstrap_bounds
 from crossfhe.api.context import Context, PublicContext, prepare_create
 from crossfhe.api.ir import const_key
 from crossfhe.api.trace import Value, register_value, width_of
@@ -55,6 +56,13 @@ from crossfhe.ring.poly import Domain, RNSPoly
 
 _ARRAYS = (np.ndarray, jax.Array, list, tuple)
 
+
+
+def _checked_bound(bound, what: str) -> float:
+    """``bound`` as a positive float (math.inf: unknown); ParameterError otherwise."""
+    if isinstance(bound, (bool, np.bool_)) or not isinstance(bound, numbers.Real) or not bound > 0:
+        raise ParameterError(f"{what}: a bound is a positive number, got {bound!r}")
+    return float(bound)
 
 
 def _is_complex(x) -> bool:
@@ -119,17 +127,31 @@ class CKKSPublicContext(PublicContext):
         """The slot rotations r in [1, N/2) whose Galois keys (5^r mod 2N) the context holds."""
         return self._rotations(self.params.slots)
 
-    def encrypt(self, values) -> EncryptedVector:
+    def encrypt(self, values, *, bound: float | None = None) -> EncryptedVector:
         """Encrypt 1 to N/2 values (shape [..., length]) with the public key; padded to a power of two
         ``width`` and replicated over the slots. Values whose encoding (plus the fresh noise) would not fit
-        the modulus are refused (ParameterError), as are scalars, empty and non-numeric input."""
+        the modulus are refused (ParameterError), as are scalars, empty and non-numeric input.
+
+        ``bound``: the vector's public bound on |value| (:attr:`EncryptedVector.bound`; it travels with the vector
+        and decides whether a bootstrap is allowed). Default: 1 for values in [-1, 1], else the next power of two
+        above the largest magnitude, so it says no more about the values than that; a larger bound hides more
+        (ParameterError below the largest magnitude)."""
         v = _values(values, "encrypt")
         length = v.shape[-1]
         if length > self.params.slots:
             raise ParameterError(f"{length} values do not fit the {self.params.slots} slots of N = {self.params.n}")
+        if not np.all(np.isfinite(v)):
+            raise ParameterError("encrypt: the values hold NaN or infinity")
+        largest = float(np.max(np.abs(v)))
+        if bound is None:
+            bound = BOOTSTRAP_BOUND if largest <= BOOTSTRAP_BOUND else 2.0 ** math.ceil(math.log2(largest))
+        else:
+            bound = _checked_bound(bound, "encrypt")
+            if largest > bound:
+                raise ParameterError(f"encrypt: the values reach {largest:.6g} in magnitude, above bound={bound:g}")
         width = width_of(length)
         ct = ops.encrypt(self.keys, ops.encode(self.params, _padded(v, width)))
-        return EncryptedVector(ct, self, _is_complex(v), length, width)
+        return EncryptedVector(ct, self, _is_complex(v), length, width, bound=bound)
 
     def serialize(self) -> bytes:
         """The context's blob (kind ``ckks.public_context``, laid out as its evaluation keys: parameters,
@@ -227,17 +249,26 @@ class EncryptedVector(KeyOwned, SlotVector):
     """
 
     scheme = "ckks"
-    _FIELDS = ("ct", "ctx", "complex", "length", "width", "clean", "trace", "node")
+    _FIELDS = ("ct", "ctx", "complex", "length", "width", "clean", "bound", "trace", "node")
 
     def __init__(self, ct: Ciphertext | None = None, ctx: CKKSPublicContext | None = None, complex: bool = False,
-                 length: int = 1, width: int = 1, clean: bool = True, *, trace=None, node: int | None = None):
+                 length: int = 1, width: int = 1, clean: bool = True, *, bound: float | None = math.inf, trace=None,
+                 node: int | None = None):
         self.__dict__.update(ct=ct, ctx=ctx, complex=bool(complex), length=int(length), width=int(width),
-                             clean=bool(clean), trace=trace, node=node)
+                             clean=bool(clean), bound=None if bound is None else float(bound), trace=trace, node=node)
+
+    bound: float | None
+    """A public bound on |value| over the vector's values (the modulus for complex ones): the encryption's (its
+    ``bound``), carried through every operation by :func:`crossfhe.api.ckks_lower.bound_rule` (a sum adds bounds, a
+    product multiplies them, rotations keep them). A bootstrap, asked for or placed where a product runs out of
+    levels, is refused before any work where it exceeds 1: bootstrapping keeps values in [-1, 1] only (larger ones
+    would wrap around). math.inf: unknown (a blob written before bounds were kept); None on a traced value (the
+    compiler tracks bounds over the circuit from its inputs' :class:`~crossfhe.api.specs.CKKSVector` bounds)."""
 
     @classmethod
     def symbolic(cls, trace, node: int, spec) -> EncryptedVector:
         """The traced value of an input node (:class:`~crossfhe.api.specs.CKKSVector` ``spec``)."""
-        return cls(None, None, spec.complex, spec.length, spec.width, True, trace=trace, node=node)
+        return cls(None, None, spec.complex, spec.length, spec.width, True, bound=None, trace=trace, node=node)
 
     @property
     def level(self) -> int:
@@ -257,16 +288,17 @@ class EncryptedVector(KeyOwned, SlotVector):
         if self.traced:
             return f"EncryptedVector(%{self.node}, length={self.length}{kind}, traced)"
         return (f"EncryptedVector(length={self.length}{kind}, level={self.level}/{self.ctx.params.levels}, "
-                f"scale=2^{np.log2(self.scale):.1f}, slots={self.ctx.params.slots})")
+                f"scale=2^{np.log2(self.scale):.1f}, bound={self.bound:.6g}, slots={self.ctx.params.slots})")
 
     # Serialization ---------------------------------------------------------------------------------
 
     def serialize(self) -> bytes:
-        """The vector's blob (kind ``ckks.vector``: the ciphertext, its key id, length, width, complex);
+        """The vector's blob (kind ``ckks.vector``: the ciphertext, its key id, length, width, complex, bound);
         no key material. Read it back with :meth:`load` and the public context."""
         if self.traced:
             raise self._error(TypeError, "a traced value has no words to serialize; serialize the circuit's outputs")
-        return io.dumps_vector(self.ct, length=self.length, width=self.width, complex=self.complex, clean=self.clean)
+        return io.dumps_vector(self.ct, length=self.length, width=self.width, complex=self.complex, clean=self.clean,
+                               bound=self.bound)
 
     @classmethod
     def load(cls, ctx, blob) -> EncryptedVector:
@@ -277,13 +309,27 @@ class EncryptedVector(KeyOwned, SlotVector):
             raise TypeError(f"load takes a CKKSContext or CKKSPublicContext, got {type(ctx).__name__}")
         ct, shape = io.loads_vector(blob, params=public.params)
         _same_keys("EncryptedVector.load", public.key_id, ct.key_id)
-        x = cls(ct, public, shape["complex"], shape["length"], shape["width"], shape["clean"])
+        x = cls(ct, public, shape["complex"], shape["length"], shape["width"], shape["clean"], bound=shape["bound"])
         return _set_owner(x, ctx if isinstance(ctx, CKKSContext) else None)
 
     # The primitives and their operands -------------------------------------------------------------------
 
-    def _fields(self, others, is_complex: bool) -> dict:
-        return {"complex": self.complex or is_complex or any(o.complex for o in others)}
+    def _fields(self, op: str, attrs: dict, others, *, is_complex: bool, consts) -> dict:
+        cx = self.complex or is_complex or any(o.complex for o in others)
+        if self.traced:
+            return {"complex": cx}
+        const = consts[attrs["const"]] if "const" in attrs else None
+        return {"complex": cx, "bound": bound_rule(op, attrs, [v.bound for v in (self, *others)], const)}
+
+    def with_bound(self, bound: float) -> EncryptedVector:
+        """The same ciphertext with its :attr:`bound` declared as ``bound``: where you know more than the tracked
+        bound (x - x is bounded by 2 max|x|, yet is 0), so that a bootstrap is allowed. Nothing checks it (the values
+        are secret): a bootstrap of values beyond 1 returns wrong values. A traced value's bounds are the circuit's
+        inputs' (CKKSVector(n, bound=...))."""
+        if self.traced:
+            raise self._error(TypeError, "with_bound: a traced value's bound comes from the circuit's inputs: declare "
+                              "it with CKKSVector(n, bound=...)")
+        return self._replace(bound=_checked_bound(bound, "with_bound"))
 
     def _run(self, op: str, attrs: dict, others, consts) -> Ciphertext:
         """The ciphertext of primitive ``op`` run eagerly (:mod:`crossfhe.api.ckks_lower`)."""
@@ -293,7 +339,9 @@ class EncryptedVector(KeyOwned, SlotVector):
         sparse = boot is not None and boot.config.slots < public.params.slots
         operands = [(dict(level=v.ct.level, scale=v.ct.scale, **({"width": v.width} if sparse else {})),
                      (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
-        node, (c0, c1) = eager.run(SCHEME, public.params, public.runtime_keys, op, attrs, operands, consts=consts)
+        bounds = [v.bound for v in (self, *others)]
+        node, (c0, c1) = eager.run(SCHEME, public.params, public.runtime_keys, op, attrs, operands, consts=consts,
+                                   check=lambda g: check_bootstrap_bounds(g, bounds))
         moduli = public.params.moduli_at(node.attr("level"))
         return Ciphertext(RNSPoly(c0, moduli, Domain.EVAL), RNSPoly(c1, moduli, Domain.EVAL), public.params,
                           node.attr("scale"), self.ct.key_id)
@@ -420,9 +468,11 @@ class EncryptedVector(KeyOwned, SlotVector):
         """The same values at the top user level (``params.user_levels``), so computation can go on: CKKS
         bootstrapping (:func:`crossfhe.ckks.bootstrap.bootstrap`, one program), within the preset's stated precision.
         Needs a context made with ``bootstrap=True`` (traced: a bootstrappable preset, whose keygen makes the keys);
-        values must stay within [-1, 1] (larger ones wrap). A vector of up to N/4 values (width, the power of two
-        its values repeat with) bootstraps with one EvalMod instead of two where the keys were made for it
-        (``CKKSContext.create(..., bootstrap_length=...)``; a compiled circuit's keygen does it by itself)."""
+        the values must lie within [-1, 1] (larger ones would wrap around): a vector whose :attr:`bound` exceeds 1 is
+        refused before any work (ParameterError), in a circuit at compile time (CircuitError). A vector of up to N/4
+        values (width, the power of two its values repeat with) bootstraps with one EvalMod instead of two where the
+        keys were made for it (``CKKSContext.create(..., bootstrap_length=...)``; a compiled circuit's keygen does it
+        by itself)."""
         if not self.traced and self.ctx.bootstrap_keys is None:
             raise self._error(ValueError, "this context holds no bootstrapping keys: create it with "
                               "CKKSContext.create(params, bootstrap=True) on a bootstrappable preset "

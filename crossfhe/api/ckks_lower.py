@@ -447,6 +447,13 @@ def _needed_levels(g: Graph) -> list[int]:
     return need
 
 
+def _bounds(g: Graph, params: Params) -> Graph:
+    """The graph unchanged, after :func:`check_bootstrap_bounds` (every bootstrap, asked for or placed, of a value
+    bounded by 1; CircuitError otherwise)."""
+    check_bootstrap_bounds(g, error=CircuitError)
+    return g
+
+
 def levels(g: Graph, params: Params) -> Graph:
     """:func:`place_levels` with lazy rescaling."""
     return place_levels(g, params, lazy=True)
@@ -575,6 +582,93 @@ def _check_bootstrap_width(g: Graph, params: Params, keys) -> None:
             f"this bootstraps a vector of width {width} (its values repeat every {width} slots), but the "
             f"bootstrapping keys serve vectors of up to {slots} values: make them with CKKSContext.create(params, "
             f"bootstrap_length={width}) or without bootstrap_length (every vector), or with circuit.keygen()")
+
+
+BOOTSTRAP_BOUND = 1.0
+"""Bootstrapping keeps values with |x| <= BOOTSTRAP_BOUND (:mod:`crossfhe.ckks.bootstrap`: larger ones wrap around,
+silently, so a value whose tracked bound exceeds it is refused before any work)."""
+
+BOUND_SLACK = 2.0**-20
+"""Relative slack on bound checks: a bound computed in floating point (0.1 times 10) may pass 1 by a rounding."""
+
+
+def _largest(values) -> float:
+    v = np.asarray(values)
+    return float(np.max(np.abs(v))) if v.size else 0.0
+
+
+def _times(a: float, b: float) -> float:
+    return 0.0 if a == 0 or b == 0 else a * b  # 0 times an unknown (infinite) bound is 0
+
+
+def bound_rule(op: str, attrs: dict, args: list[float], const=None) -> float:
+    """A bound on max |value| over the slots of ``op``'s result (the modulus for complex values) from its operands'
+    bounds ``args``: a sum by the sum of the bounds, a product by their product, a scalar or plaintext operand by
+    its largest magnitude (``const``: the plaintext operand of add_plain and mul_plain), and a rotation, the
+    conjugate, a relinearization, a rescale, a level drop and a bootstrap keep it. Interval arithmetic: a bound,
+    not the maximum (x - x is bounded by 2 max |x|); CKKS's approximation error is left out (it is far below
+    :data:`BOUND_SLACK` of any value). math.inf for an unknown bound."""
+    if op in ("add", "sub"):
+        return args[0] + args[1]
+    if op in ("mul", "tensor"):
+        return _times(args[0], args[1])
+    if op == "add_scalar":
+        return args[0] + abs(attrs["c"])
+    if op in ("mul_scalar", "mul_int"):
+        return _times(args[0], abs(attrs["c"]))
+    if op == "add_plain":
+        return args[0] + _largest(const)
+    if op == "mul_plain":
+        return _times(args[0], _largest(const))
+    if op in ("neg", "rotate", "rotate_many", "pick", "conjugate", "relin", "rescale", "drop", "bootstrap",
+              "output"):
+        return args[0]
+    return math.inf
+
+
+def value_bounds(g: Graph, inputs: list[float] | None = None) -> list[float]:
+    """:func:`bound_rule` over ``g``: per node, a bound on max |value|. An input's bound is ``inputs[index]`` where
+    given (an eager operand's own), else its ``bound`` attribute (a circuit input's declared
+    :class:`~crossfhe.api.specs.CKKSVector` bound), else :data:`BOOTSTRAP_BOUND` (undeclared inputs of a circuit
+    are taken to lie in [-1, 1]; :meth:`CKKSScheme.encrypt_input` refuses values that do not)."""
+    out: list[float] = []
+    for n in g.nodes:
+        if n.op == "input":
+            if inputs is not None:
+                b = inputs[n.attr("index")]
+            else:
+                b = n.attr("bound")
+                b = BOOTSTRAP_BOUND if b is None else b
+        else:
+            const = g.const(n.attr("const")) if n.attr("const") is not None else None
+            b = bound_rule(n.op, dict(n.attrs), [out[a] for a in n.args], const)
+        out.append(float(b))
+    return out
+
+
+def check_bootstrap_bounds(g: Graph, inputs: list[float] | None = None, *, error=ParameterError) -> None:
+    """``error`` (ParameterError, CircuitError for a circuit) where ``g`` bootstraps a value whose bound
+    (:func:`value_bounds`, ``inputs`` as there) exceeds :data:`BOOTSTRAP_BOUND`: its bootstrap would wrap it."""
+    bounds = None
+    for n in g.nodes:
+        if n.op != "bootstrap":
+            continue
+        bounds = value_bounds(g, inputs) if bounds is None else bounds
+        b = bounds[n.args[0]]
+        if b <= BOOTSTRAP_BOUND * (1 + BOUND_SLACK):
+            continue
+        fix = ("if you know its values are smaller, declare it: x.with_bound(b) for a vector, CKKSVector(n, "
+               "bound=b) for a circuit's input")
+        if math.isinf(b):
+            raise error(f"bootstrap at {n.loc}: the value's bound is unknown (a vector loaded from a blob written "
+                        f"before bounds were kept), and bootstrapping keeps only values with |x| <= "
+                        f"{BOOTSTRAP_BOUND:g} (larger ones wrap around); {fix}")
+        scale = 2.0 ** math.ceil(math.log2(b / BOOTSTRAP_BOUND))
+        raise error(f"bootstrap at {n.loc}: the value may reach {b:.6g} in magnitude (the bound tracked "
+                    f"from its inputs' bounds through each operation), and bootstrapping keeps only values with |x| "
+                    f"<= {BOOTSTRAP_BOUND:g} (larger ones wrap around: 1.5 would come back near 1.49, 4 near 3): "
+                    f"scale it into [-1, 1] first (x * {1 / scale:g}, a level) and back after (* {scale:g}, no "
+                    f"level; it costs log2 {scale:g} bits), or, {fix}")
 
 
 def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
@@ -742,13 +836,14 @@ def preset_for(depth: int, precision: float | None = None) -> Params:
 
 class CKKSScheme(RingScheme):
     name = "ckks"
-    annotated_after = frozenset({"levels", "levels (eager)", "dead_code"})
+    annotated_after = frozenset({"levels", "levels (eager)", "bounds", "dead_code"})
 
     value_attrs = frozenset({"c", "const", "k"})
     item_ndims = (2, 2)
 
     def input_attrs(self, index: int, spec: CKKSVector) -> dict:
-        return {"index": index, "length": spec.length, "width": spec.width, "complex": spec.complex}
+        return {"index": index, "length": spec.length, "width": spec.width, "complex": spec.complex,
+                "bound": spec.bound}
 
     def output_node(self, trace: Trace, value, position: int = 0) -> int:
         return trace.node("output", (value.node,), {"length": value.length, "width": value.width,
@@ -757,10 +852,10 @@ class CKKSScheme(RingScheme):
     def passes(self, optimize: bool = True):
         if not optimize:
             return [("relinearize (eager)", _eager_relin), ("levels (eager)", _eager_levels),
-                    ("dead_code", lambda g, p: ir.dead_code(g))]
+                    ("bounds", _bounds), ("dead_code", lambda g, p: ir.dead_code(g))]
         return [("cse", cse), ("sink_factors", sink_factors), ("hoist_rotations", hoist_rotations),
                 ("relinearize (lazy)", relinearize),
-                ("levels", levels), ("dead_code", lambda g, p: ir.dead_code(g))]
+                ("levels", levels), ("bounds", _bounds), ("dead_code", lambda g, p: ir.dead_code(g))]
 
     def cost(self, graph, params, annotated: bool = True) -> dict:
         return cost(graph, params, annotated)
@@ -834,6 +929,15 @@ class CKKSScheme(RingScheme):
             raise ParameterError(f"input of {spec!r} takes values of shape [..., {spec.length}], got shape {v.shape}")
         if np.iscomplexobj(v) and not spec.complex:
             raise ParameterError(f"{spec!r} holds real values; give complex=True for complex ones")
+        limit = spec.bound
+        if limit is None and any(n.op == "bootstrap" for n in graph.nodes):
+            limit = BOOTSTRAP_BOUND
+        if limit is not None and v.size and not _largest(v) <= limit * (1 + BOUND_SLACK):
+            declared = "its declared bound" if spec.bound is not None else (
+                "[-1, 1], where the circuit takes undeclared inputs to lie (it bootstraps)")
+            raise ParameterError(f"input {index} ({spec!r}): values reach {_largest(v):.6g} in magnitude, beyond "
+                                 f"{declared}: scale them into it, or compile with CKKSVector({spec.length}, "
+                                 f"bound=...) (a bootstrap of a value beyond 1 is then refused at compile time)")
         padded = np.zeros(v.shape[:-1] + (spec.width,), dtype=np.result_type(v, np.float64))
         padded[..., : spec.length] = v
         level = graph.nodes[graph.inputs[index]].attr("level")
@@ -891,5 +995,6 @@ class CKKSScheme(RingScheme):
 
 SCHEME = CKKSScheme()
 
-__all__ = ["SCHEME", "constants", "cost", "cse", "expression_depth", "hoist_rotations", "interpret", "levels",
-           "multiplicative_depth", "place_levels", "relinearize", "runtime", "sink_factors"]
+__all__ = ["BOOTSTRAP_BOUND", "SCHEME", "bound_rule", "check_bootstrap_bounds", "constants", "cost", "cse",
+           "expression_depth", "hoist_rotations", "interpret", "levels", "multiplicative_depth", "place_levels",
+           "relinearize", "runtime", "sink_factors", "value_bounds"]

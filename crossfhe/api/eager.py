@@ -133,11 +133,13 @@ def _item_fn(scheme, lowered: Graph, params, batches: list[tuple], batch: tuple)
     return run
 
 
-def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict | None = None):
+def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict | None = None, check=None):
     """(result node, result words) of ``op`` on ``operands`` (a list of (input attributes, tuple of word arrays))
     with ``attrs`` (constants referenced by key in ``consts``, :meth:`crossfhe.api.ir.Builder.const`'s keys), under
     the key set ``public``. The result node is the lowered graph's output node: its attributes are the result's
-    metadata (level and scale, interval, ...)."""
+    metadata (level and scale, interval, ...). ``check``: called with the lowered graph on every call whose graph
+    runs operation by operation (:meth:`Scheme.by_operation`: a CKKS bootstrap, asked for or placed), before any
+    work; it raises on what this call's operands forbid (their bounds, which the cached graph does not depend on)."""
     consts = consts or {}
     value_attrs = scheme.value_attrs
     item = scheme.item_ndims
@@ -164,6 +166,8 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = entry
         _watch(public)
+    if check is not None and entry.by_operation:
+        check(entry.lowered)
     nested = xla._top_level is not None and not xla._top_level()
     compiled = entry.compiled
     if compiled is not None and entry.rt_leaves is not None and not nested:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from crossfhe.errors import ParameterError
@@ -20,16 +21,25 @@ class InputSpec:
 @dataclass(frozen=True)
 class CKKSVector(InputSpec):
     """An encrypted CKKS vector of ``length`` real (or ``complex``) values, padded to a power of two and replicated
-    over the slots, as :class:`crossfhe.EncryptedVector` is."""
+    over the slots, as :class:`crossfhe.EncryptedVector` is. ``bound``: a public bound on the values' magnitude
+    (``circuit.encrypt`` refuses values beyond it); the compiler tracks bounds from it through every operation and
+    refuses a bootstrap of a value that may leave [-1, 1]. Undeclared, an input of a circuit that bootstraps is taken
+    to lie in [-1, 1] (and encrypt refuses values that do not); one that never bootstraps is not checked."""
 
     length: int
     complex: bool = False
+    bound: float | None = None
 
     scheme = "ckks"
 
     def __post_init__(self):
         if not isinstance(self.length, int) or self.length < 1:
             raise ParameterError(f"CKKSVector takes a positive length, got {self.length!r}")
+        if self.bound is not None:
+            ok = isinstance(self.bound, (int, float)) and not isinstance(self.bound, bool)
+            if not ok or not math.isfinite(self.bound) or self.bound <= 0:
+                raise ParameterError(f"CKKSVector's bound is a positive finite number, got {self.bound!r}")
+            object.__setattr__(self, "bound", float(self.bound))
 
     @property
     def width(self) -> int:

@@ -143,7 +143,9 @@ class SchemeSwitch:
         ct = ckks_ops._like(ct, ct.c0, ct.c1, ct.scale / out_step)
         if out_lo:
             ct = ckks_ops.add_scalar(ct, out_lo)
-        vec = EncryptedVector(ct, self.ckks, False, length, width, True)
+        # the table's values on the output grid, exactly (the switch's error is far below the bound's slack)
+        bound = abs(out_lo) + abs(out_step) * float(np.max(np.abs(np.asarray(table)))) if np.size(table) else 0.0
+        vec = EncryptedVector(ct, self.ckks, False, length, width, True, bound=bound)
         return _set_owner(vec, self._owner_of(0))
 
     # CKKS -> TFHE and back ---------------------------------------------------------------------------

@@ -204,14 +204,15 @@ class SlotVector(Value):
         length = self.length if length is None else length
         width = self.width if width is None else width
         clean = padding_clean("same", length, width, (self.length, self.clean)) if clean is None else clean
-        fields = dict(length=length, width=width, clean=clean, **self._fields(others, is_complex))
+        fields = dict(length=length, width=width, clean=clean,
+                      **self._fields(op, attrs, others, is_complex=is_complex, consts=consts))
         if self.traced:
             return self._record(op, others, attrs, consts, **fields)
         ct = self._run(op, attrs, others, consts)
         return set_owner(self._replace(ct=ct, **fields), self._owner_of((self, *others)))
 
-    def _fields(self, others, is_complex: bool) -> dict:
-        """The scheme's own fields of a result (CKKS: whether it is complex)."""
+    def _fields(self, op: str, attrs: dict, others, *, is_complex: bool, consts) -> dict:
+        """The scheme's own fields of the result of ``op`` (CKKS: whether it is complex, its bound)."""
         return {}
 
     def _scalar_fills_padding(self) -> bool:

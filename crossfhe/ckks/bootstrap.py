@@ -51,7 +51,9 @@ SlotToCoeff the next ``stc_levels``; the result is at L - bootstrap_levels = ``p
 Delta_in. CoeffToSlot and EvalMod run on the wide primes of the chain (:class:`~crossfhe.ckks.params.ParamsLiteral`
 ``wide_levels``, near 2^62 per level), SlotToCoeff on the user's. Error: see the presets' measured precision
 (:mod:`crossfhe.ckks.presets`): at least 24 bits for every input with |x| <= 1 (a bound on slots, not on the shape
-of the vector: constants, alternating signs, short vectors and complex values included).
+of the vector: constants, alternating signs, short vectors and complex values included). A larger value wraps
+around without an error here (this module sees no bound); the front end refuses it before any work from the bound it
+tracks on every value (:func:`crossfhe.api.ckks_lower.check_bootstrap_bounds`).
 """
 
 from __future__ import annotations

@@ -53,6 +53,8 @@ mode 0o600) or :func:`dumps_secret_key`, and read it back only with :func:`load_
 
 from __future__ import annotations
 
+import math
+
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys, Plaintext
 from crossfhe.ckks.params import Params
 from crossfhe.core.keys import SecretKey
@@ -191,16 +193,18 @@ def _vector_shape(length, width, is_complex, params: Params, what) -> dict:
     return {"length": length, "width": width, "complex": is_complex}
 
 
-def dumps_vector(ct: Ciphertext, *, length: int, width: int, complex: bool, clean: bool = False) -> bytes:
+def dumps_vector(ct: Ciphertext, *, length: int, width: int, complex: bool, clean: bool = False,
+                 bound: float = math.inf) -> bytes:
     """The blob (kind ``ckks.vector``) of an encrypted vector: the ciphertext as :func:`dumps` stores it and
-    ``length``, ``width``, ``complex`` (:data:`VECTOR_SHAPE`) and ``clean`` (its padding slots hold zeros) in its
-    meta. No key material is stored; a
+    ``length``, ``width``, ``complex`` (:data:`VECTOR_SHAPE`), ``clean`` (its padding slots hold zeros) and ``bound``
+    (a public bound on |value|, float.hex; math.inf, unknown, is left out) in its meta. No key material is stored; a
     reader pairs it with the public context whose key id it carries (``crossfhe.api``)."""
     if not isinstance(ct, Ciphertext):
         raise TypeError(f"dumps_vector takes a ckks.Ciphertext, got {type(ct).__name__}")
     shape = _vector_shape(length, width, complex, ct.params, SerializationError)
     meta, arrays = _ciphertext_parts(ct)
-    return com.pack(SCHEME, KIND_VECTOR, ct.params, {**meta, **shape, "clean": bool(clean)}, arrays)
+    extra = {} if math.isinf(bound) else {"bound": com.float_hex(bound, "bound")}
+    return com.pack(SCHEME, KIND_VECTOR, ct.params, {**meta, **shape, "clean": bool(clean), **extra}, arrays)
 
 
 def loads_vector(blob, *, params: Params | None = None) -> tuple[Ciphertext, dict]:
@@ -212,13 +216,16 @@ def loads_vector(blob, *, params: Params | None = None) -> tuple[Ciphertext, dic
 
 
 def _read_vector(c: fmt.Container, params: Params) -> tuple[Ciphertext, dict]:
-    scale, moduli, domain, meta = _read_leveled_meta(c.fields, params, com.KEY_ID | set(VECTOR_SHAPE) | {"clean"})
+    scale, moduli, domain, meta = _read_leveled_meta(c.fields, params,
+                                                     com.KEY_ID | set(VECTOR_SHAPE) | {"clean", "bound"})
     if any(meta[k] is None for k in VECTOR_SHAPE):
         raise SerializationError(f"a ckks.vector blob's meta must hold {list(VECTOR_SHAPE)}")
     shape = _vector_shape(*(meta[k] for k in VECTOR_SHAPE), params, SerializationError)
     if meta["clean"] is not None and not isinstance(meta["clean"], bool):
         raise SerializationError(f"a ckks.vector blob's meta.clean must be true or false, got {meta['clean']!r}")
     shape["clean"] = meta["clean"] is True  # absent (older blobs): the padding is not known to be zero
+    # absent (older blobs): no bound is known, and a bootstrap is refused until one is declared
+    shape["bound"] = math.inf if meta["bound"] is None else com.float_from_hex(meta["bound"], "meta.bound")
     c0, c1 = com.read_pair(c.arrays, moduli, params.n, domain)
     return Ciphertext(c0, c1, params, scale, com.read_key_id(meta["key_id"])), shape
 
