@@ -22,8 +22,8 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # Two test processes, each test file whole in one (its module fixtures made once): XLA:CPU keeps to about one core
-# per process (the whole default run: 31.5 min in two processes on a 2-core AMD EPYC, where its first 766 tests
-# took 30.3 min in one, 2026-11-29).
+# per process (the default run's first 766 tests took 30.3 min in one, 2026-11-29). The heaviest tests and docs pages
+# are marked slow, each with its cold time and what the default run keeps of it.
 test: lint
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile
 

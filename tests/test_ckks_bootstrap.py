@@ -70,6 +70,8 @@ def test_compose_matches_dense_matrices():
     np.testing.assert_allclose(dense(lintrans.compose(a, b)), dense(a) @ dense(b), atol=1e-12)
 
 
+# slow: 34 s cold in CI; the transforms run by default inside every bootstrap test here
+@pytest.mark.slow
 def test_homomorphic_transform_matches_numpy():
     p = INSECURE_CKKS_N11_COMPOSITE
     rng = np.random.default_rng(5)
@@ -272,6 +274,9 @@ def sparse_keys():
     return n, sk, ek, bt.keygen(sk, ek, bt.config_for(P, n), seed=bytes(range(3, 35)))
 
 
+# slow: the 64-slot keys and their bootstrap's programs: 80 s in a cold 2-core CI run; the packed factors are checked
+# in NumPy by default (test_packed_factors_give_both_halves_in_one_vector)
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["uniform", "constant 1", "unit circle", "alternating near +-1"])
 def test_sparse_slots_run_evalmod_once(sparse_keys, shape):
     """n = 64 <= N/4 slots: CoeffToSlot packs both halves into one ciphertext (one EvalMod, one part) and the result
@@ -300,6 +305,9 @@ def test_slots_for():
             bt.slots_for(P, bad)
 
 
+# slow: 41 s cold in CI (its own keys); bootstrap widths are refused by default in
+# test_circuit_on_short_vectors_makes_sparse_bootstrapping_keys
+@pytest.mark.slow
 def test_context_bootstrap_length_serves_short_vectors_only():
     """CKKSContext.create(bootstrap_length=60): keys for 64 slots (packed, one EvalMod; the plan of the tests above,
     so no new compile); a vector of up to 64 values bootstraps, a longer one is refused before any work, asked

@@ -6,7 +6,7 @@ line is the page's line; a failure names the block and the line, with the end of
 
 A block that must not run (minutes of bootstrapping keys, a multi-host launch) is marked by an HTML comment on the
 line just above its fence, ``<!-- not-run: why -->``, which renders as nothing; the reason is required
-(:func:`test_not_run_markers_say_why`).
+(:func:`test_not_run_markers_say_why`). The heaviest pages (:data:`SLOW_PAGES`) run in ``make test-slow`` only.
 """
 
 from __future__ import annotations
@@ -114,14 +114,37 @@ def _failure(page: Path, runnable: list[Block], program: Path, stderr: str) -> s
     return f"{_page_id(page)}: a ```python block failed {where} of the page:\n{stderr[-4000:]}"
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if script(p)[1]], ids=_page_id)
+SLOW_PAGES = {
+    # page: what the default run still runs of it. Each took 55-214 s in a cold 2-core CI run (2026-11-29), together
+    # a sixth of the default run; they run in `make test-slow`.
+    "docs/tutorials/encrypted-ml.md": "tests/test_helr.py, tests/test_cnn.py, tests/test_tfhe_ml.py (214 s)",
+    "docs/tutorials/scheme-switching.md": "tests/test_switch.py (100 s)",
+    "docs/architecture.md": "tests/test_front_end.py, tests/test_one_program.py (73 s)",
+    "docs/tutorials/bfv-matvec.md": "tests/test_hmvp.py, tests/test_diagonal.py (72 s)",
+    "docs/tutorials/integers.md": "tests/tfhe/test_integer.py (55 s)",
+}
+
+
+def _page_param(page: Path):
+    slow = _page_id(page) in SLOW_PAGES
+    return pytest.param(page, id=_page_id(page), marks=[pytest.mark.slow] if slow else [])
+
+
+def test_slow_pages_exist():
+    """Every page SLOW_PAGES names is a page with examples (a renamed page would silently leave the slow run)."""
+    runnable = {_page_id(p) for p in PAGES if script(p)[1]}
+    assert set(SLOW_PAGES) <= runnable, sorted(set(SLOW_PAGES) - runnable)
+
+
+@pytest.mark.parametrize("page", [_page_param(p) for p in PAGES if script(p)[1]])
 def test_page_examples_run(page, tmp_path):
     source, runnable = script(page)
     program = tmp_path / "page" / page.name  # a traceback and the circuits' source lines then name the page
     program.parent.mkdir()
     program.write_text(source, encoding="utf-8")
     env = _environment()
-    env.setdefault("CROSSFHE_CACHE_DIR", str(tmp_path / "crossfhe-cache"))  # not the user's cache directory
+    # not the user's cache directory; the executable store is the test run's (CROSSFHE_JAX_CACHE, tests/conftest.py)
+    env.setdefault("CROSSFHE_CACHE_DIR", str(tmp_path / "crossfhe-cache"))
     work = tmp_path / "work"
     work.mkdir()
     t0 = time.perf_counter()

@@ -68,6 +68,9 @@ def test_ckks_mul_rescale_rotate_bit_identical(other):
         _same(a.c1.data, b.c1.data)
 
 
+# slow: 90 s cold in CI; the kernel sets' equality runs by default on CKKS and TFHE, and BFV's NTTs and key switches
+# are CKKS's
+@pytest.mark.slow
 @pytest.mark.parametrize("other", OTHERS)
 def test_bfv_mul_rotate_bit_identical(other):
     outs = []

@@ -45,6 +45,8 @@ def _before(circuit, name):
 # ---------------------------------------------------------------------------------------------------
 
 
+# slow: 59 s cold in CI; the README's circuit runs by default in tests/test_docs.py
+@pytest.mark.slow
 def test_readme_circuit_matches_numpy():
     def f(x, y):
         return x * y + 0.5 * x - 2, x @ y, x.rotate(1)
@@ -249,6 +251,8 @@ def test_batches_run_itemwise():
         c.encrypt(a, b[0])
 
 
+# slow: 54 s cold in CI; batches run item-wise by default (test_batches_run_itemwise)
+@pytest.mark.slow
 def test_sharded_batch_equals_one_device():
     """With two host devices the batch is sharded; the words are those of one device."""
     script = textwrap.dedent("""
@@ -307,6 +311,9 @@ def test_graph_json_round_trip():
     assert g == c.graph and g.digest() == c.graph.digest()
 
 
+# slow: 74 s cold in CI (a second process compiles again); the executable store across processes is tested by default
+# in tests/test_executables.py
+@pytest.mark.slow
 def test_cache_reused_by_a_fresh_process(tmp_path):
     script = textwrap.dedent("""
         import numpy as np

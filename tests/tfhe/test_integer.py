@@ -174,6 +174,8 @@ def test_comparisons(narrow):
     assert integer.cost(integer.eq, sk, x, y) == integer.Cost(pbs=5, keyswitches=5, calls=2)
 
 
+# slow: 32 s cold in CI; comparisons run by default (test_comparisons)
+@pytest.mark.slow
 def test_comparison_of_unclean_operands(narrow):
     """Both operands unclean: propagated together in one stacked pass, then compared."""
     ck, sk, x, y = narrow
@@ -190,6 +192,8 @@ def test_add_under_jit(narrow):
     np.testing.assert_array_equal(integer.decrypt(ck, s), (A8 + B8) % 256)
 
 
+# slow: 71 s cold in CI; 8-bit radix arithmetic and comparisons run by default
+@pytest.mark.slow
 def test_sixteen_bits(keys_p4):
     ck, sk = keys_p4
     x = integer.encrypt(ck, A16, bits=16, seed=_seed("int-x16"))
@@ -226,6 +230,8 @@ def test_wide_block_arithmetic(wide):
         np.testing.assert_array_equal(integer.decrypt(ck, r), A4 * c % 16, err_msg=f"c = {c}")
 
 
+# slow: 38 s cold in CI; comparisons run by default (test_comparisons), wide blocks' arithmetic too
+@pytest.mark.slow
 def test_wide_block_comparisons(wide):
     ck, sk, x, y = wide
     for name, ref in COMPARISONS.items():

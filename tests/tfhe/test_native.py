@@ -456,6 +456,8 @@ def test_cached_library_is_for_this_source(fresh_native, tmp_path):
     assert len([p for p in tmp_path.iterdir() if p.suffix == ".so"]) == 2
 
 
+# slow: 24 s cold in CI (a second native build); the default build is tested by default
+@pytest.mark.slow
 @needs_native_set
 def test_portable_build_same_function(fresh_native, tmp_path, keys_g2):
     """Built without AVX-512 (as on CPUs that lack it): plain radix-2 stages, whose slot order is the bit

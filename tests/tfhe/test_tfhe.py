@@ -224,6 +224,8 @@ def test_p4_tables_all_inputs(keys_p4, table):
     np.testing.assert_array_equal(ops.decrypt(ck, out), ops.lookup_table(P4, table)[m])
 
 
+# slow: 25 s cold in CI; P4's every input and output pair runs by default
+@pytest.mark.slow
 def test_p6_random_tables_random_inputs(keys_p6):
     ck, sk = keys_p6
     rng = np.random.default_rng(60)
@@ -297,6 +299,8 @@ def test_chained_bootstraps_bivariate(keys_p4):
     np.testing.assert_array_equal(ops.decrypt(ck, out), (x % 4) * (y % 4))
 
 
+# slow: 20 s cold in CI; the GLWE dimension 1 pipeline runs by default
+@pytest.mark.slow
 def test_glwe_dim_2_pipeline():
     """k = 2 (the P2 preset has k = 4; the test presets k = 1): keygen, bootstrap of all 4 messages."""
     params = make(2, lwe_dim=16, glwe_dim=2, poly_size=64, glwe_log2_rate=-45.0, lwe_log2_rate=-22.0,
