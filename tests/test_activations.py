@@ -130,8 +130,9 @@ def test_description_is_frozen_hashable_and_stated():
 
 # --- encrypted ---------------------------------------------------------------------------------------------
 
-ENCRYPTED = ["square/[-1,1]", "sigmoid/[-8,8]/d=27", "sigmoid/[-8,8]/d=7", "relu_smooth/[-1,1]/d=28",
-             "relu/[-1,1]/d=27,27", "relu/[-4,2]/d=27,27"]
+ENCRYPTED = ["square/[-1,1]", pytest.param("sigmoid/[-8,8]/d=27", marks=pytest.mark.slow),  # 40 s cold in CI
+             "sigmoid/[-8,8]/d=7", "relu_smooth/[-1,1]/d=28", "relu/[-1,1]/d=27,27",
+             pytest.param("relu/[-4,2]/d=27,27", marks=pytest.mark.slow)]  # 16 s; relu/[-1,1] stays
 
 
 @pytest.mark.parametrize("case", ENCRYPTED)

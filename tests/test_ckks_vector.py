@@ -122,6 +122,8 @@ def test_key_ids_survive_serialization(ctx):
         io.loads(x.serialize())
 
 
+# slow: 45 s cold in CI; the kernel sets' equality runs by default in tests/test_kernel_sets.py
+@pytest.mark.slow
 def test_kernel_set_chosen_once_at_creation():
     """AUTO parameters get the process's default set at context creation (a value the context then carries);
     the caller may name another; the same seed gives the same words on either, and an unknown name is refused."""

@@ -334,6 +334,8 @@ def test_mod_down_with_coefficient_noise_is_mod_down_of_the_sum():
     assert np.array_equal(np.asarray(got), np.asarray(want))
 
 
+# slow: 41 s cold in CI; the kernel sets' bit equality of key switches runs by default in tests/test_kernel_sets.py
+@pytest.mark.slow
 def test_native_kernel_set_equals_vector(relin_keys, sk):
     """Key switching on the NATIVE kernel set (the NTTs as the CPU custom calls, inside the one program) gives the
     VECTOR words, for EVAL and COEFF inputs, a batch axis, hoisted Galois key switches, and under a user's jit."""

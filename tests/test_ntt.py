@@ -36,8 +36,22 @@ def _edge(plan):
     return np.stack([zeros, top, alt])
 
 
-@pytest.mark.parametrize("radix4_from", [T._FORWARD_RADIX4_FROM, 0], ids=["default-head", "two-stage-head"])
-@pytest.mark.parametrize("log_n,bits,limbs", CASES, ids=[f"logN={a}/bits={b}/limbs={c}" for a, b, c in CASES])
+DEFAULT_RUN = {(4, "default-head"), (6, "default-head"), (8, "default-head"), (11, "default-head"),
+               (8, "two-stage-head"), (11, "two-stage-head")}
+"""The cases of the default run (each about 10 s cold on CI's 2 cores: it drops every compiled transform); the rest
+run in ``make test-slow``."""
+
+
+def _forward_cases():
+    out = []
+    for a, b, c in CASES:
+        for head, radix4_from in (("default-head", T._FORWARD_RADIX4_FROM), ("two-stage-head", 0)):
+            slow = [] if (a, head) in DEFAULT_RUN else [pytest.mark.slow]
+            out.append(pytest.param(a, b, c, radix4_from, id=f"logN={a}/bits={b}/limbs={c}-{head}", marks=slow))
+    return out
+
+
+@pytest.mark.parametrize("log_n,bits,limbs,radix4_from", _forward_cases())
 def test_forward_matches_reference_and_inverse(log_n, bits, limbs, radix4_from, monkeypatch, request):
     """Both forward heads (one or two stages per pass, chosen by size; forced here) on every case. The
     choice is made at trace time, so compiled transforms are dropped before and after."""

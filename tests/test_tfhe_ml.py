@@ -119,6 +119,8 @@ def test_decision_tree_multiclass_plain():
     _check_counts(m)
 
 
+# slow: 27 s cold in CI; KNN's encrypted path (lookups, comparisons) runs by default
+@pytest.mark.slow
 def test_decision_tree_encrypted(cancer, keys_p4):
     m = DecisionTree(max_depth=3, bits=4).fit(cancer.x_train, cancer.y_train)
     assert m.params.name == "P4"
@@ -150,6 +152,8 @@ def test_packed_subtrees_exhaustive(cancer):
     assert m.counts()["before"]["bootstraps"] <= comparisons + 2
 
 
+# slow: 18 s cold in CI; KNN's encrypted path runs by default
+@pytest.mark.slow
 def test_gradient_boosting_encrypted(cancer, keys_p4):
     m = GradientBoostedTrees(n_estimators=4, max_depth=2, bits=3, params=P4).fit(cancer.x_train, cancer.y_train)
     _check_encrypted(m, cancer.x_test[:6], keys_p4)

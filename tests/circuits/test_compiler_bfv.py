@@ -401,6 +401,8 @@ def test_export_and_load_roundtrip(circuit, values, tmp_path):
         np.testing.assert_array_equal(g, w)
 
 
+# slow: 30 s cold in CI; CKKS's and eager BFV's padding run by default
+@pytest.mark.slow
 def test_padding_stays_out_of_sums_and_rotations():
     """Regression: a scalar added to a 3-vector must not reach its padding slot (sum over 4 slots)."""
     import crossfhe.api as fhe

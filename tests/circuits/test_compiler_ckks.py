@@ -349,6 +349,8 @@ def test_cost_counts_ntt_limbs():
 # ---------------------------------------------------------------------------------------------------
 
 
+# slow: 56 s cold in CI; eager vectors' padding is tested by default (tests/test_ckks_vector.py, the same passes)
+@pytest.mark.slow
 def test_padding_stays_out_of_sums_and_rotations():
     """Lengths that are not powers of two: values are NumPy's on the zero-padded vector (a scalar is not added to
     the padding; a rotation's or a broadcast's fill is cleared before sum and rotate)."""

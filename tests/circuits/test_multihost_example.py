@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "multihost_circuit.py"
 
 
@@ -16,6 +18,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# slow: 51 s cold in CI (two processes); the sharded batch is the same program (test_batches_run_itemwise runs by
+# default)
+@pytest.mark.slow
 def test_multihost_example(tmp_path):
     env = dict(os.environ, CROSSFHE_CACHE_DIR=str(tmp_path / "cache"))  # not the user's cache directory
     run = lambda *a: subprocess.run([sys.executable, str(EXAMPLE), *a], capture_output=True, text=True,  # noqa: E731

@@ -179,6 +179,8 @@ def test_g2_every_input_output_pair_both_kernels(keys_g2):
         np.testing.assert_array_equal(ops.decrypt(ck, ops.pbs(key, ct, table)), table[m])
 
 
+# slow: 46 s cold in CI; grouping and extension run by default, each alone
+@pytest.mark.slow
 def test_grouping_with_extension(keys_ext_g3):
     """g = 3 over an accumulator of 16 components: random tables and KS-dedup through both kernels (and the key's
     default product: the native kernel on the NATIVE set), and through the exact NTT a batch equal to its items

@@ -212,6 +212,8 @@ def test_sixteen_bits(keys_p4):
 # --------------------------------------------------------------------------------------------------
 
 
+# slow: 43 s cold in CI; 2-bit-block arithmetic runs by default
+@pytest.mark.slow
 def test_wide_block_arithmetic(wide):
     ck, sk, x, y = wide
     assert (x.num_blocks, x.msg_bits, x.carry_bits, x.degrees) == (1, 4, 2, (15,))

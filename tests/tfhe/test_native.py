@@ -316,6 +316,8 @@ def test_pbs_every_input_and_batch_equals_items(keys_g2):
     assert fracs == sorted(fracs) and fracs[-1] == 1.0 and len(fracs) > 2
 
 
+# slow: 38 s cold in CI; the native set under a user's jit is tested by default in tests/test_front_end.py
+@pytest.mark.slow
 @needs_native_set
 def test_native_inside_jit_and_vmap(keys_g2):
     """NATIVE inside a caller's jax.jit (the key closed over or passed as an argument) and under jax.vmap over the
@@ -349,6 +351,8 @@ def test_native_and_xla_sets_same_messages(keys_g2):
           ops.pbs(ops.prepare(vec, product=ops.NTTProduct), ct, table))
 
 
+# slow: 27 s cold in CI; extended accumulators run by default in tests/tfhe/test_extension.py
+@pytest.mark.slow
 @needs_native_set
 def test_pbs_extended_accumulator(keys_ext_g3):
     """g = 3 over an accumulator of 16 components (the extended rotation of P6 and P8) through the native
