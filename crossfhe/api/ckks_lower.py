@@ -660,8 +660,8 @@ def check_bootstrap_bounds(g: Graph, inputs: list[float] | None = None, *, error
         fix = ("if you know its values are smaller, declare it: x.with_bound(b) for a vector, CKKSVector(n, "
                "bound=b) for a circuit's input")
         if math.isinf(b):
-            raise error(f"bootstrap at {n.loc}: the value's bound is unknown (a vector loaded from a blob written "
-                        f"before bounds were kept), and bootstrapping keeps only values with |x| <= "
+            raise error(f"bootstrap at {n.loc}: the value's bound is unknown (computed from a vector loaded from a "
+                        f"blob written before bounds were kept), and bootstrapping keeps only values with |x| <= "
                         f"{BOOTSTRAP_BOUND:g} (larger ones wrap around); {fix}")
         scale = 2.0 ** math.ceil(math.log2(b / BOOTSTRAP_BOUND))
         raise error(f"bootstrap at {n.loc}: the value may reach {b:.6g} in magnitude (the bound tracked "
