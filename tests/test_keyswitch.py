@@ -361,3 +361,19 @@ def test_native_kernel_set_equals_vector(relin_keys, sk):
     for (w0, w1), (u0, u1) in zip(*out, strict=True):
         assert (np.asarray(u0.data) == np.asarray(w0.data)).all()
         assert (np.asarray(u1.data) == np.asarray(w1.data)).all()
+
+
+def test_native_levels_share_one_chain_table(relin_keys):
+    """On the NATIVE set every level's ModUp reads the rows of one NTT plan over the whole chain Q_L ∪ P (no copy of
+    a digit's targets per level); the other sets keep a plan of their own per level."""
+    from crossfhe.kernels import NATIVE, VECTOR, default_kernels
+
+    if default_kernels() is not NATIVE:  # the custom calls are CPU-only and need a compiler
+        pytest.skip("no native CPU kernels here (a GPU backend, or no compiler)")
+    ksk = relin_keys(2)
+    top, low = (KS.keyswitch_plan(ksk, active=a, kernels=NATIVE) for a in (len(ksk.q), 3))
+    chain = KS.chain_ntt_plan(N, ksk.q + ksk.p, NATIVE)
+    for plan in (top, low):
+        assert plan.up.ntt.w is chain.w and plan.up.ntt.table_moduli == ksk.q + ksk.p
+    vector = KS.keyswitch_plan(ksk, active=3, kernels=VECTOR)
+    assert vector.up.ntt.table_moduli is None and vector.up.ntt.w.shape[0] == vector.up.ntt.limbs

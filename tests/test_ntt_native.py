@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from crossfhe.errors import ParameterError
 from crossfhe.kernels import AUTO, MATRIX, NATIVE, VECTOR, default_kernels
 from crossfhe.math import native
 from crossfhe.math.primes import ntt_primes
@@ -121,6 +122,30 @@ def test_repeated_moduli():
     y = _native(x, plan)
     np.testing.assert_array_equal(y, _xla(x, plan))
     np.testing.assert_array_equal(_native(y, plan, inverse=True), x)
+
+
+@needs_kernel
+@pytest.mark.parametrize("log_n", [12, 16])
+def test_gathered_plan_reads_shared_rows(log_n):
+    """A plan gathered from a chain's tables (ModUp's digits at one level) holds the chain's arrays themselves, and
+    gives the words of the concatenated plan with copies of the rows, forward and inverse, on the native kernel (rows
+    read in place), on the radix-2 kernels (rows gathered in the program) and under jit; a modulus the tables lack is
+    refused."""
+    n = 1 << log_n
+    chain = _moduli(n, "nwnwn")
+    moduli = [chain[1], chain[3], chain[0], chain[4], chain[1], chain[2], chain[0]]
+    for kernels in (NATIVE, None):
+        tables = T.NTTPlan.create(n, chain, kernels)
+        plan = T.NTTPlan.gathered(tables, moduli)
+        assert plan.w is tables.w and plan.wi_shoup is tables.wi_shoup and plan.limbs == len(moduli)
+        copied = T.NTTPlan.concat([T.NTTPlan.create(n, [m], kernels) for m in moduli])
+        x = _random(copied, (2,), seed=log_n)
+        y = np.asarray(T.ntt(jnp.asarray(x), plan))
+        np.testing.assert_array_equal(y, _xla(x, copied))
+        np.testing.assert_array_equal(np.asarray(jax.jit(T.ntt)(jnp.asarray(x), plan)), y)
+        np.testing.assert_array_equal(np.asarray(T.intt(jnp.asarray(y), plan)), x)
+    with pytest.raises(ParameterError, match="no row"):
+        T.NTTPlan.gathered(T.NTTPlan.create(n, chain[:2], NATIVE), [chain[2]])
 
 
 def test_kernel_set_is_a_value_of_the_plan():

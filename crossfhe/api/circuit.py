@@ -192,7 +192,7 @@ class RingScheme(Scheme):
     def custom_calls(self, params) -> tuple[str, ...]:
         from crossfhe.ring import ntt
 
-        return (ntt.NATIVE_TARGET, ntt.PERMUTE_TARGET) if params.kernels.native else ()
+        return (ntt.NATIVE_TARGET, ntt.NATIVE_ROWS_TARGET, ntt.PERMUTE_TARGET) if params.kernels.native else ()
 
     def build_id(self, params) -> str:
         from crossfhe.ring import ntt

@@ -419,7 +419,8 @@ class DigitModUp:
     [D_j / q_i]_t and ``gemm`` int32 ``[digits, m, 2 alpha]``, its operand for the float64 product
     (:func:`~crossfhe.math.modular.gemm_weights`); ``dst`` (q, barrett_mu, bits, mont_qinv, mont_r2) of the
     targets, ``[digits, m, 1]``; ``ntt``: one NTT plan over the real targets of every digit in turn (moduli
-    repeat across digits, which the limb-wise kernel allows). Static: ``chunk`` (source limbs per float64
+    repeat across digits, which the limb-wise kernel allows; on the NATIVE set it shares the rows of one plan over
+    the whole chain, :func:`chain_ntt_plan`, with every level's, no copies). Static: ``chunk`` (source limbs per float64
     product, the smallest of the digits' BasisConversion chunks), ``rows`` (the real target rows of the
     flattened ``[digits * m]``, or None when there is no padding), ``assemble`` (for each digit and limb of
     Q_k ∪ P, its row in the concatenation of the transformed targets and the input's own EVAL limbs).
@@ -440,9 +441,11 @@ class DigitModUp:
     kernels: object = _static()
 
     @classmethod
-    def create(cls, n: int, groups, q_basis: RNSBasis, target: RNSBasis, kernels=None) -> DigitModUp:
+    def create(cls, n: int, groups, q_basis: RNSBasis, target: RNSBasis, kernels=None,
+               chain: tuple[int, ...] | None = None) -> DigitModUp:
         """``kernels``: None / VECTOR, or a kernel set with its own tables (MATRIX): the conversion matmul
-        and the NTT of the new limbs then run on it (``matrix``: its conversion tables), same words."""
+        and the NTT of the new limbs then run on it (``matrix``: its conversion tables), same words. ``chain``: the
+        moduli of the whole ring (Q_L ∪ P); on the NATIVE set the NTT then reads the rows of its plan in place."""
         kernels = None if kernels is None else kernels.resolve()
         ntt_kernels = kernels
         if kernels is not None and not kernels.uses_tables:
@@ -471,7 +474,11 @@ class DigitModUp:
             own = range(n_real + start, n_real + stop)
             assemble.append(tuple(range(base, base + start)) + tuple(own) + tuple(range(base + start, base + b)))
             base += b
-        plans = [NTTPlan.create(n, c.to_basis.moduli, ntt_kernels) for c in convs]
+        moduli = [m for c in convs for m in c.to_basis.moduli]
+        if chain is not None and ntt_kernels is not None and ntt_kernels.native:
+            ntt_plan = NTTPlan.gathered(chain_ntt_plan(n, chain, ntt_kernels), moduli)
+        else:
+            ntt_plan = NTTPlan.concat([NTTPlan.create(n, c.to_basis.moduli, ntt_kernels) for c in convs])
         matrix = None if kernels is None else kernels.conversion_tables(weights, src[0], dst[0])
         return cls(
             src_q=src[0],
@@ -480,7 +487,7 @@ class DigitModUp:
             src_half=half,
             weights=weights,
             dst=tuple(dst),
-            ntt=NTTPlan.concat(plans),
+            ntt=ntt_plan,
             matrix=matrix,
             gemm=gemm_weights(weights, dst[0]),
             chunk=min(c.chunk for c in convs),
@@ -488,6 +495,15 @@ class DigitModUp:
             assemble=tuple(assemble),
             kernels=kernels,
         )
+
+
+@plan_cache(maxsize=8, on_device=True)
+def chain_ntt_plan(n: int, chain: tuple[int, ...], kernels) -> NTTPlan:
+    """The NTT plan over a whole chain Q_L ∪ P whose rows every level's ModUp reads in place (NATIVE set): kept in
+    a cache of its own, apart from :meth:`NTTPlan.create`'s, so that the levels' plans made one after another
+    share one copy (4 tables of N words per modulus: 56 MiB for N16_BOOT_L3's 56 moduli, where a copy per level
+    of each digit's targets came to 1.2 GiB)."""
+    return NTTPlan.create(n, chain, kernels)
 
 
 @jax.tree_util.register_dataclass
@@ -524,7 +540,7 @@ def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, acti
     target = q_basis.concat(p_basis)
     t = target.table
     return KeySwitchPlan(
-        up=DigitModUp.create(n, groups, q_basis, target, kernels),
+        up=DigitModUp.create(n, groups, q_basis, target, kernels, chain=q + p),
         ntt_q=NTTPlan.create(n, q_basis.moduli, kernels),
         ntt_p=NTTPlan.create(n, p, kernels),
         down=ModDownPlan.create(q_basis, p_basis, exact=True, kernels=kernels),

@@ -144,6 +144,11 @@ class NTTPlan:
     N^-1 and psi^-1 N^-1 of the last inverse stage. Static: ``n``, ``moduli``. Create with :meth:`create`
     (cached per (n, moduli, kernels)).
 
+    Shared tables: ``table_moduli`` (static) is None when the tables' rows are the limbs' own, in order; a plan made
+    by :meth:`gathered` sets it to the moduli of its tables' rows (another plan's: the same arrays, no copy), and limb
+    l takes the row whose modulus is moduli[l]. The NATIVE kernel reads such rows in place; the other kernels gather
+    them inside the program (:meth:`expanded`).
+
     Kernel set: ``kernels`` (static) is None for the radix-2 kernels of this module (the VECTOR set), or a
     kernel set from :mod:`crossfhe.kernels` whose ``ntt``/``intt`` run on its own tables ``matrix`` (a
     pytree child; e.g. the CROSS 4-step matrix transform). :func:`ntt` and :func:`intt` hand the work to it,
@@ -162,6 +167,7 @@ class NTTPlan:
     inv_last_shoup: np.ndarray
     matrix: object = None
     kernels: object = None
+    table_moduli: tuple[int, ...] | None = None
 
     @staticmethod
     def create(n: int, moduli, kernels=None) -> NTTPlan:
@@ -186,11 +192,43 @@ class NTTPlan:
 
     def tree_flatten(self):
         leaves = (self.q, self.w, self.w_shoup, self.wi, self.wi_shoup, self.inv_last, self.inv_last_shoup, self.matrix)
-        return leaves, (self.n, self.moduli, self.kernels)
+        return leaves, (self.n, self.moduli, self.kernels, self.table_moduli)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
-        return cls(aux[0], aux[1], *leaves, kernels=aux[2])
+        return cls(aux[0], aux[1], *leaves, kernels=aux[2], table_moduli=aux[3])
+
+    @staticmethod
+    def gathered(tables: NTTPlan, moduli) -> NTTPlan:
+        """A plan over ``moduli`` (which may repeat, e.g. ModUp's digits one after another) that holds the twiddle
+        tables of ``tables`` itself, not copies of its rows: ``table_moduli`` = tables.moduli, and limb l reads the
+        row of moduli[l]. Every modulus must be one of tables.moduli; plans with matrix tables cannot share rows
+        (ParameterError)."""
+        moduli = tuple(int(m) for m in moduli)
+        if tables.table_moduli is not None:
+            tables = tables.expanded()
+        missing = sorted(set(moduli) - set(tables.moduli))
+        if missing:
+            raise ParameterError(f"NTTPlan.gathered: moduli {missing} have no row in the tables {tables.moduli}")
+        if _has_tables(tables.kernels):
+            raise ParameterError("NTTPlan.gathered: a kernel set with matrix tables cannot share rows")
+        q = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
+        return NTTPlan(tables.n, moduli, q, tables.w, tables.w_shoup, tables.wi, tables.wi_shoup, tables.inv_last,
+                       tables.inv_last_shoup, kernels=tables.kernels, table_moduli=tables.moduli)
+
+    def expanded(self) -> NTTPlan:
+        """This plan with one table row per limb (a gather of the shared rows; itself when it has its own). Works
+        on traced tables too: the rows are static."""
+        if self.table_moduli is None:
+            return self
+        index = [self.table_moduli.index(m) for m in self.moduli]
+        rows = [self.w, self.w_shoup, self.wi, self.wi_shoup, self.inv_last, self.inv_last_shoup]
+        if all(isinstance(t, np.ndarray) for t in rows):
+            rows = [t[index] for t in rows]
+        else:
+            idx = np.asarray(index, dtype=np.int32)
+            rows = [jnp.take(jnp.asarray(t), idx, axis=0) for t in rows]
+        return NTTPlan(self.n, self.moduli, self.q, *rows, kernels=self.kernels)
 
     def sub_plan(self, limbs: slice | list[int]) -> NTTPlan:
         """The plan restricted to some limbs (e.g. after dropping the last modulus), same kernel set."""
@@ -202,6 +240,7 @@ class NTTPlan:
         """One plan over the limbs of several plans in turn (moduli may repeat): every table, the kernel
         set's included, has the limb axis first and the kernels treat limbs independently. The radix-2 tables come
         back on the host (NumPy); the plan caches that call this put them on the device once."""
+        plans = [p.expanded() for p in plans]
         kernels = {p.kernels for p in plans}
         if len(kernels) != 1 or len({p.n for p in plans}) != 1:
             raise ParameterError("NTTPlan.concat: the plans must share N and the kernel set")
@@ -417,6 +456,7 @@ def ntt_lazy(x, plan: NTTPlan):
     _check(x, plan)
     if plan.kernels is not None:
         return plan.kernels.ntt(x, plan, full=False)
+    plan = plan.expanded()
     return _forward_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
 
 
@@ -429,6 +469,7 @@ def ntt(x, plan: NTTPlan):
     _check(x, plan)
     if plan.kernels is not None:
         return plan.kernels.ntt(x, plan)
+    plan = plan.expanded()
     return _ntt_jit(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
 
 
@@ -440,6 +481,7 @@ def intt(x, plan: NTTPlan):
     _check(x, plan)
     if plan.kernels is not None:
         return plan.kernels.intt(x, plan)
+    plan = plan.expanded()
     return _intt_jit(x, plan.q, plan.wi, plan.wi_shoup, plan.inv_last, plan.inv_last_shoup, wide=plan.wide)
 
 
@@ -451,13 +493,15 @@ NATIVE_SOURCES = (Path(__file__).with_name("rns_ntt.c"), Path(__file__).with_nam
 NATIVE_HEADERS = (Path(__file__).parent.parent / "math" / "ffi_parallel.h",)
 NATIVE_ABI = 3
 NATIVE_TARGET = "crossfhe_rns_ntt"
+NATIVE_ROWS_TARGET = "crossfhe_rns_ntt_rows"
 PERMUTE_TARGET = "crossfhe_permute"
 
 
 def _load_native():
     lib, why = native.build_and_load(NATIVE_SOURCES, "cf_ntt_abi_version", NATIVE_ABI, hashed=NATIVE_HEADERS)
     if lib is not None:
-        native.register(lib, {NATIVE_TARGET: "cf_rns_ntt_ffi", PERMUTE_TARGET: "cf_permute_ffi"})
+        native.register(lib, {NATIVE_TARGET: "cf_rns_ntt_ffi", NATIVE_ROWS_TARGET: "cf_rns_ntt_rows_ffi",
+                              PERMUTE_TARGET: "cf_permute_ffi"})
     return lib, why
 
 
@@ -483,14 +527,19 @@ def native_transform(x, plan: NTTPlan, *, inverse: bool, full: bool = True):
     :func:`intt` (``full=False``: the forward in [0, 2q), per modulus, so its words may differ from the radix-2
     kernel's lazy ones by q)."""
     NATIVE.require("the NATIVE kernel set's NTT")
-    if plan.n < 64:  # the kernel's layout needs two rows of N2 = 32: smaller rings take the radix-2 kernels
+    if plan.n < 64:
+        plan = plan.expanded()  # the kernel's layout needs two rows of N2 = 32: smaller rings take the radix-2 kernels
         if inverse:
             return _intt_jit(x, plan.q, plan.wi, plan.wi_shoup, plan.inv_last, plan.inv_last_shoup, wide=plan.wide)
         return (_ntt_jit if full else _forward_jit)(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
-    call = jax.ffi.ffi_call(NATIVE_TARGET, jax.ShapeDtypeStruct(x.shape, U32), vmap_method="expand_dims")
     w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
-    return call(x, jnp.asarray(plan.q), w, ws, plan.inv_last, plan.inv_last_shoup,
-                inverse=np.int32(inverse), full=np.int32(full))
+    flags = {"inverse": np.int32(inverse), "full": np.int32(full)}
+    if plan.table_moduli is not None:  # shared rows, read in place (NTTPlan.gathered)
+        call = jax.ffi.ffi_call(NATIVE_ROWS_TARGET, jax.ShapeDtypeStruct(x.shape, U32), vmap_method="expand_dims")
+        tq = np.array(plan.table_moduli, dtype=np.uint32)
+        return call(x, jnp.asarray(plan.q), tq, w, ws, plan.inv_last, plan.inv_last_shoup, **flags)
+    call = jax.ffi.ffi_call(NATIVE_TARGET, jax.ShapeDtypeStruct(x.shape, U32), vmap_method="expand_dims")
+    return call(x, jnp.asarray(plan.q), w, ws, plan.inv_last, plan.inv_last_shoup, **flags)
 
 
 @partial(jit, static_argnames=("wide",))

@@ -1,13 +1,21 @@
-/* The native RNS NTT (rns_ntt.c) as an XLA FFI custom call: "crossfhe_rns_ntt" on the CPU platform.
+/* The native RNS NTT (rns_ntt.c) as XLA FFI custom calls on the CPU platform: "crossfhe_rns_ntt" and
+   "crossfhe_rns_ntt_rows".
 
-   Operands: x uint32 [..., limbs, n] (leading axes are batch axes), then the plan's tables q [limbs] (any shape
-   of limbs words), w and ws [limbs, n] (forward: w, w_shoup; inverse: wi, wi_shoup), last and lasts [limbs, 2]
-   (N^-1 and psi^-1 N^-1 with their Shoup companions; read by the inverse only). Attributes: inverse (0 forward,
-   1 inverse) and full (forward: 1 for outputs in [0, q), 0 for [0, 2q)). Result: uint32 of x's shape. Row r of
-   x uses the tables of limb r mod limbs. Table operands may carry leading axes of size 1 (vmap's expand_dims).
-   Rows sharing a limb are run together, so a limb's tables are read once for all of them; groups of rows go to
-   XLA's intra-op threads. */
+   Operands of "crossfhe_rns_ntt": x uint32 [..., limbs, n] (leading axes are batch axes), then the plan's tables q
+   [limbs] (any shape of limbs words), w and ws [limbs, n] (forward: w, w_shoup; inverse: wi, wi_shoup), last and
+   lasts [limbs, 2] (N^-1 and psi^-1 N^-1 with their Shoup companions; read by the inverse only). Attributes:
+   inverse (0 forward, 1 inverse) and full (forward: 1 for outputs in [0, q), else [0, 2q)). Result: uint32 of x's
+   shape. Row r of x uses the tables of limb r mod limbs. Table operands may carry leading axes of size 1 (vmap's
+   expand_dims). Rows sharing a modulus are run together, so its tables are read once for all of them; groups of
+   rows go to XLA's intra-op threads.
+
+   "crossfhe_rns_ntt_rows" takes one operand more after q: tq [u], the moduli of the table rows, and then w, ws
+   [u, n] and last, lasts [u, 2]; limb l uses the table row whose modulus is q[l] (the first such row; an error if
+   none). So one table over a whole chain serves every concatenation of its moduli (ModUp's digits at every level)
+   without copies of its rows. */
+#include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "../math/ffi_parallel.h"
@@ -19,49 +27,51 @@ extern "C" int cf_ntt(const uint32_t *in, uint32_t *out, const int64_t *rows, co
                       int64_t n, const uint32_t *q, const uint32_t *const *w, const uint32_t *const *ws,
                       const uint32_t *last, const uint32_t *lasts, int inverse, int full);
 
-static ffi::Error rns_ntt(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q,
-                          ffi::Buffer<ffi::U32> w, ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::U32> last,
-                          ffi::Buffer<ffi::U32> lasts, ffi::ResultBuffer<ffi::U32> out, int32_t inverse,
-                          int32_t full) {
+/* The transform of x with the tables of row tab(l) for limb l, tab(l) the first row of tq equal to q[l]. */
+static ffi::Error transform(ffi::ThreadPool &pool, const char *name, ffi::Buffer<ffi::U32> &x,
+                            ffi::Buffer<ffi::U32> &q, ffi::Buffer<ffi::U32> &tq, ffi::Buffer<ffi::U32> &w,
+                            ffi::Buffer<ffi::U32> &ws, ffi::Buffer<ffi::U32> &last, ffi::Buffer<ffi::U32> &lasts,
+                            ffi::ResultBuffer<ffi::U32> &out, int32_t inverse, int32_t full) {
     auto dims = x.dimensions();
-    if (dims.size() < 2) return ffi::Error::InvalidArgument("crossfhe_rns_ntt: x must be [..., limbs, n]");
+    std::string who(name);
+    if (dims.size() < 2) return ffi::Error::InvalidArgument(who + ": x must be [..., limbs, n]");
     const int64_t n = dims[dims.size() - 1], limbs = dims[dims.size() - 2];
     const int64_t total = static_cast<int64_t>(x.element_count());
-    if (n < 64 || (n & (n - 1)) != 0) return ffi::Error::InvalidArgument("crossfhe_rns_ntt: n must be a power of two >= 64");
-    if (static_cast<int64_t>(q.element_count()) != limbs || static_cast<int64_t>(w.element_count()) != limbs * n ||
-        static_cast<int64_t>(ws.element_count()) != limbs * n ||
-        static_cast<int64_t>(last.element_count()) != 2 * limbs ||
-        static_cast<int64_t>(lasts.element_count()) != 2 * limbs)
-        return ffi::Error::InvalidArgument("crossfhe_rns_ntt: the tables do not match x's limbs and n");
+    const int64_t u = static_cast<int64_t>(tq.element_count());
+    if (n < 64 || (n & (n - 1)) != 0) return ffi::Error::InvalidArgument(who + ": n must be a power of two >= 64");
+    if (static_cast<int64_t>(q.element_count()) != limbs || static_cast<int64_t>(w.element_count()) != u * n ||
+        static_cast<int64_t>(ws.element_count()) != u * n || static_cast<int64_t>(last.element_count()) != 2 * u ||
+        static_cast<int64_t>(lasts.element_count()) != 2 * u)
+        return ffi::Error::InvalidArgument(who + ": the tables do not match x's limbs and n");
     const int64_t rows = total / n, batch = rows / (limbs > 0 ? limbs : 1);
     if (rows == 0) return ffi::Error::Success();
-    std::vector<const uint32_t *> wp(limbs), wsp(limbs);
+    const uint32_t *qs = q.typed_data(), *tqs = tq.typed_data();
+    std::vector<int64_t> row_of(limbs);
     for (int64_t l = 0; l < limbs; l++) {
-        wp[l] = w.typed_data() + l * n;
-        wsp[l] = ws.typed_data() + l * n;
-    }
-    /* Rows grouped by modulus: a concatenated plan (ModUp's digits) repeats moduli, and every row of one modulus
-       takes the tables of its first limb, read once for all of them. rep[l]: the first limb with l's modulus. */
-    const uint32_t *qs = q.typed_data();
-    std::vector<int64_t> rep(limbs);
-    for (int64_t l = 0; l < limbs; l++) {
-        rep[l] = l;
-        for (int64_t m = 0; m < l; m++)
-            if (qs[m] == qs[l]) {
-                rep[l] = m;
+        row_of[l] = -1;
+        for (int64_t m = 0; m < u; m++)
+            if (tqs[m] == qs[l]) {
+                row_of[l] = m;
                 break;
             }
+        if (row_of[l] < 0) return ffi::Error::InvalidArgument(who + ": a limb's modulus has no table row");
     }
+    std::vector<const uint32_t *> wp(u), wsp(u);
+    for (int64_t m = 0; m < u; m++) {
+        wp[m] = w.typed_data() + m * n;
+        wsp[m] = ws.typed_data() + m * n;
+    }
+    /* Rows grouped by table row: a concatenated plan (ModUp's digits) repeats moduli, and every row of one modulus
+       takes the same tables, read once for all of them. */
     std::vector<int64_t> order(rows);
     std::vector<int32_t> tab(rows);
     int64_t i = 0;
-    for (int64_t first = 0; first < limbs; first++) {
-        if (rep[first] != first) continue;
-        for (int64_t l = first; l < limbs; l++) {
-            if (rep[l] != first) continue;
+    for (int64_t m = 0; m < u; m++) {
+        for (int64_t l = 0; l < limbs; l++) {
+            if (row_of[l] != m) continue;
             for (int64_t b = 0; b < batch; b++, i++) {
                 order[i] = b * limbs + l;
-                tab[i] = static_cast<int32_t>(first);
+                tab[i] = static_cast<int32_t>(m);
             }
         }
     }
@@ -72,17 +82,45 @@ static ffi::Error rns_ntt(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Bu
     int64_t grain = (int64_t{1} << 18) / n;
     if (grain < 1) grain = 1;
     crossfhe::parallel_for(pool, rows, grain, [&](int64_t lo, int64_t hi) {
-        int rc = cf_ntt(in, dst, order.data() + lo, tab.data() + lo, hi - lo, n, q.typed_data(), wp.data(),
-                        wsp.data(), last.typed_data(), lasts.typed_data(), inverse, full);
+        int rc = cf_ntt(in, dst, order.data() + lo, tab.data() + lo, hi - lo, n, tqs, wp.data(), wsp.data(),
+                        last.typed_data(), lasts.typed_data(), inverse, full);
         if (rc != 0) failed.store(rc);
     });
-    if (failed.load() != 0) return ffi::Error::Internal("crossfhe_rns_ntt: no scratch memory");
+    if (failed.load() != 0) return ffi::Error::Internal(who + ": no scratch memory");
     return ffi::Error::Success();
+}
+
+static ffi::Error rns_ntt(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q,
+                          ffi::Buffer<ffi::U32> w, ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::U32> last,
+                          ffi::Buffer<ffi::U32> lasts, ffi::ResultBuffer<ffi::U32> out, int32_t inverse,
+                          int32_t full) {
+    return transform(pool, "crossfhe_rns_ntt", x, q, q, w, ws, last, lasts, out, inverse, full);
+}
+
+static ffi::Error rns_ntt_rows(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q,
+                               ffi::Buffer<ffi::U32> tq, ffi::Buffer<ffi::U32> w, ffi::Buffer<ffi::U32> ws,
+                               ffi::Buffer<ffi::U32> last, ffi::Buffer<ffi::U32> lasts,
+                               ffi::ResultBuffer<ffi::U32> out, int32_t inverse, int32_t full) {
+    return transform(pool, "crossfhe_rns_ntt_rows", x, q, tq, w, ws, last, lasts, out, inverse, full);
 }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_rns_ntt_ffi, rns_ntt,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Ret<ffi::Buffer<ffi::U32>>()
+                                  .Attr<int32_t>("inverse")
+                                  .Attr<int32_t>("full"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_rns_ntt_rows_ffi, rns_ntt_rows,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
