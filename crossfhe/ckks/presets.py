@@ -67,8 +67,8 @@ the bound; about 10% more key memory), log PQ ~1733 <= 1747 (HomomorphicEncrypti
 Bootstrapping uses an ephemeral secret of Hamming weight 32 modulo q0 p0 only (log2 ~88 <= 121, the sparse-secret
 estimate of :data:`crossfhe.core.params.SPARSE_ESTIMATES`). Failure probability 0 from the ModRaise overflow
 (|I| <= 16 always, K = 16.5). Precision after one bootstrap: the chain and EvalMod of N16_BOOT_L3 (q0 / Delta = 2^5,
-the same wide levels); not measured on this chain since issue 45 (its 22 GiB peak does not fit the 23 GiB
-development machine); 25.15 to 25.30 bits on uniform values with the previous EvalMod (2026-11-26). Latency and the
+the same wide levels); not measured on this chain since issue 45 (its peak was 22 GiB, too much for the 23 GiB
+development machine; 17.9 GiB in a process of its own since key switching keeps one NTT table per chain); 25.15 to 25.30 bits on uniform values with the previous EvalMod (2026-11-26). Latency and the
 comparison with OpenFHE: benchmarks/README.md ("CKKS bootstrapping", measured with the previous chain)."""
 
 N16_BOOT_L3 = Params.from_literal(ParamsLiteral(
