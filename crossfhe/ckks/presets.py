@@ -67,9 +67,10 @@ the bound; about 10% more key memory), log PQ ~1733 <= 1747 (HomomorphicEncrypti
 Bootstrapping uses an ephemeral secret of Hamming weight 32 modulo q0 p0 only (log2 ~88 <= 121, the sparse-secret
 estimate of :data:`crossfhe.core.params.SPARSE_ESTIMATES`). Failure probability 0 from the ModRaise overflow
 (|I| <= 16 always, K = 16.5). Precision after one bootstrap: the chain and EvalMod of N16_BOOT_L3 (q0 / Delta = 2^5,
-the same wide levels); not measured on this chain since issue 45 (its peak was 22 GiB, too much for the 23 GiB
-development machine; 17.9 GiB in a process of its own since key switching keeps one NTT table per chain); 25.15 to 25.30 bits on uniform values with the previous EvalMod (2026-11-26). Latency and the
-comparison with OpenFHE: benchmarks/README.md ("CKKS bootstrapping", measured with the previous chain)."""
+the same wide levels): 26.18 bits on uniform values in [-1, 1] (2026-11-29, one bootstrap, keys 11 GiB, peak
+resident memory 17.9 GiB; 22 GiB before key switching kept one NTT table per chain). Latency and the
+comparison with OpenFHE: benchmarks/README.md ("Bootstrapping memory" for this chain, "CKKS bootstrapping" for the
+previous one)."""
 
 N16_BOOT_L3 = Params.from_literal(ParamsLiteral(
     log_n=16, levels=20, log_scale=52, dnum=3, primes_per_level=2, base_bits=(28, 29), bootstrap_levels=17,
