@@ -237,9 +237,10 @@ def _shape(name: str, n: int) -> np.ndarray:
 
 
 def _bootstrap_bits(params, sk, ek, bk, x) -> float:
-    """Bits of one bootstrap of x from level 0 (-log2 of the largest slot error, complex values compared as such)."""
+    """Bits of one bootstrap of x from level 0 (-log2 of the largest slot error, complex values compared as such),
+    on the path the front end takes for it: real values with ``real=True`` (EvalMod once)."""
     ct = ops.drop_level(ops.encrypt(ek, ops.encode(params, x)), 0)
-    got = ops.decode(ops.decrypt(sk, bt.bootstrap(ct, bk)))
+    got = ops.decode(ops.decrypt(sk, bt.bootstrap(ct, bk, real=not np.iscomplexobj(x))))
     return _bits(got if np.iscomplexobj(x) else got.real, x)
 
 
@@ -335,17 +336,69 @@ def test_context_bootstrap_length_serves_short_vectors_only():
         CKKSContext.create(P, bootstrap_length=P.slots + 1, insecure=True)
 
 
-def test_encrypted_vector_bootstrap():
+def _counting_eval_mods(monkeypatch) -> list:
+    """A list that gets one entry per EvalMod run from here on (bt.eval_mod wrapped)."""
+    calls, real = [], bt.eval_mod
+    monkeypatch.setattr(bt, "eval_mod", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def test_encrypted_vector_bootstrap(monkeypatch):
+    """A real vector's bootstrap runs EvalMod once, a complex one's (or a real one made complex by a complex scalar)
+    twice; both keep their values."""
     ctx = CKKSContext.create(P, bootstrap=True, seed=bytes(range(4, 36)), insecure=True)
     x = np.linspace(-1, 1, 100)
     v = ctx.encrypt(x)
     for _ in range(P.user_levels):
         v = v * 1.0
     assert v.level == 0
+    calls = _counting_eval_mods(monkeypatch)
     b = v.bootstrap()
-    assert b.level == P.user_levels and len(b) == 100
+    assert len(calls) == 1
+    assert b.level == P.user_levels and len(b) == 100 and not b.complex
     assert _bits(ctx.decrypt(b), x) > BITS
     assert _bits(ctx.decrypt(b * b), x * x) > BITS - 1
+    z = np.exp(2j * np.pi * np.linspace(0, 1, 100))
+    for w, want in ((ctx.encrypt(z), z), (v * (0.6 + 0.8j), x * (0.6 + 0.8j))):
+        calls.clear()
+        got = _at_level_0(w).bootstrap()
+        assert len(calls) == 2 and got.complex
+        assert _bits(ctx.decrypt(got), want) > BITS
+
+
+def test_real_first_factor_is_the_special_dft_of_an_antisymmetric_message():
+    """NumPy: for real slots z (coefficients m with m_(N-k) = -m_k), 2 Re of SlotToCoeff's factors on twice the low
+    coefficients, the first composed with diag(1/4, 1/2, ...) (real_first_factor's map), is z; the factor keeps the
+    first factor's offsets."""
+    n, rng = 64, np.random.default_rng(5)
+    z = rng.uniform(-1, 1, n)
+    m = encoder.embed_inverse(z, 2 * n)
+    assert np.abs(m[1:] + m[:0:-1]).max() < 1e-12 and abs(m[n]) < 1e-12
+    brev = np.array([int(format(k, f"0{n.bit_length() - 1}b")[::-1], 2) for k in range(n)])
+    factors = bt.dft_factors(n, 3, inverse=False)
+    half = lintrans.Diagonals(n, {0: np.where(np.arange(n) == 0, 0.25, 0.5).astype(complex)})
+    first = lintrans.compose(factors[0], half)
+    assert set(first.diags) == set(factors[0].diags)
+    y = 2 * m[:n][brev].astype(complex)  # t + conj(t) of EvalMod's output
+    for f in [first, *factors[1:]]:
+        y = f.apply(y)
+    np.testing.assert_allclose(y + np.conj(y), z, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", ["uniform", "constant 1", "one-hot", "alternating near +-1"])
+def test_real_bootstrap_runs_evalmod_once(keys, monkeypatch, shape):
+    """real=True: one EvalMod, the real parts within N11_SHAPE_BITS - 1 (the real part's error is 2 Re of one
+    half's, sqrt 2 larger than the complex path's: about 0.5-0.7 bits measured) and imaginary parts at noise level."""
+    sk, ek, bk = keys
+    x = _shape(shape, P.slots)
+    ct = ops.drop_level(ops.encrypt(ek, ops.encode(P, x)), 0)
+    calls = _counting_eval_mods(monkeypatch)
+    out = bt.bootstrap(ct, bk, real=True)
+    assert len(calls) == 1 and out.level == P.user_levels
+    got = ops.decode(ops.decrypt(sk, out))
+    assert _bits(got.real, x) > N11_SHAPE_BITS - 1
+    assert _bits(got.imag, 0) > N11_SHAPE_BITS
+    assert bt.real_first_factor(P, bt.config_for(P, 64)) is None  # packed: EvalMod runs once anyway
 
 
 def test_errors(keys):
@@ -451,6 +504,8 @@ def test_bootstrap_refuses_values_beyond_one_before_any_work(boot_ctx):
     ctx = boot_ctx
     big = ctx.encrypt(np.full(8, 1.5))
     assert big.bound == 2.0 and ctx.encrypt([0.5, -1.0]).bound == 1.0 and ctx.encrypt([4.0]).bound == 4.0
+    circle = np.exp(2j * np.pi * np.linspace(0, 1, 64))
+    assert np.abs(circle).max() > 1 and ctx.encrypt(circle).bound == 1.0  # 1 + 2^-52 by rounding is still 1
     for v in (big, _at_level_0(big)):
         with pytest.raises(ParameterError, match=r"may reach 2 in magnitude.*\[-1, 1\]"):
             v.bootstrap()
@@ -504,7 +559,7 @@ def test_circuit_refuses_to_bootstrap_values_beyond_one():
             fhe.CKKSVector(8, bound=bad)
 
 
-def test_circuit_bootstraps_where_its_levels_run_out(tmp_path):
+def test_circuit_bootstraps_where_its_levels_run_out(tmp_path, monkeypatch):
     import crossfhe.api as fhe
 
     def f(x, y):
@@ -517,7 +572,9 @@ def test_circuit_bootstraps_where_its_levels_run_out(tmp_path):
     c.keygen(seed=bytes(range(6, 38)))
     rng = np.random.default_rng(17)
     x, y = rng.uniform(-1, 1, P.slots), rng.uniform(-1, 1, P.slots)
+    calls = _counting_eval_mods(monkeypatch)
     got = c.decrypt(*c.run(*c.encrypt(x, y)))
+    assert len(calls) == c.cost["bootstraps"]  # real inputs: one EvalMod per bootstrap
     assert _bits(got, x * y**5) > BITS  # |y| <= 1: the products do not grow the earlier errors
     with pytest.raises(ParameterError, match="bootstrapping keys"):
         c.run(*c.encrypt(x, y), keys=c.keys.public.evaluation)

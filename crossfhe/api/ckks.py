@@ -37,7 +37,7 @@ from crossfhe.api import eager
 from crossfhe.api._owner import KeyOwned, switch_for
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
-from crossfhe.api.ckks_lower import BOOTSTRAP_BOUND, SCHEME, bound_rule, check_bootstrap_bounds
+from crossfhe.api.ckks_lower import BOOTSTRAP_BOUND, BOUND_SLACK, SCHEME, bound_rule, check_bootstrap_bounds
 from crossfhe.api.context import Context, PublicContext, prepare_create
 from crossfhe.api.ir import const_key
 from crossfhe.api.trace import Value, register_value, width_of
@@ -144,10 +144,12 @@ class CKKSPublicContext(PublicContext):
             raise ParameterError("encrypt: the values hold NaN or infinity")
         largest = float(np.max(np.abs(v)))
         if bound is None:
-            bound = BOOTSTRAP_BOUND if largest <= BOOTSTRAP_BOUND else 2.0 ** math.ceil(math.log2(largest))
+            # within the checks' slack of 1 counts as 1: |exp(i t)| computes to 1 + 2^-52 for some t
+            bound = (BOOTSTRAP_BOUND if largest <= BOOTSTRAP_BOUND * (1 + BOUND_SLACK)
+                     else 2.0 ** math.ceil(math.log2(largest)))
         else:
             bound = _checked_bound(bound, "encrypt")
-            if largest > bound:
+            if largest > bound * (1 + BOUND_SLACK):
                 raise ParameterError(f"encrypt: the values reach {largest:.6g} in magnitude, above bound={bound:g}")
         width = width_of(length)
         ct = ops.encrypt(self.keys, ops.encode(self.params, _padded(v, width)))
@@ -337,7 +339,9 @@ class EncryptedVector(KeyOwned, SlotVector):
         boot = public.bootstrap_keys
         # keys for fewer than N/2 slots: the widths decide whether a bootstrap (asked or placed) is allowed
         sparse = boot is not None and boot.config.slots < public.params.slots
-        operands = [(dict(level=v.ct.level, scale=v.ct.scale, **({"width": v.width} if sparse else {})),
+        # where the context bootstraps, whether each operand is complex: a real value's bootstrap runs EvalMod once
+        operands = [(dict(level=v.ct.level, scale=v.ct.scale, **({"width": v.width} if sparse else {}),
+                          **({"complex": v.complex} if boot is not None else {})),
                      (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
         bounds = [v.bound for v in (self, *others)]
         node, (c0, c1) = eager.run(SCHEME, public.params, public.runtime_keys, op, attrs, operands, consts=consts,

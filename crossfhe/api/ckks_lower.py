@@ -646,6 +646,26 @@ def value_bounds(g: Graph, inputs: list[float] | None = None) -> list[float]:
     return out
 
 
+def value_complex(g: Graph) -> list[bool]:
+    """Per node, whether its value may hold complex values: an input's ``complex`` attribute (a circuit input's
+    :class:`~crossfhe.api.specs.CKKSVector` ``complex``, an eager operand's own; absent: True), an operation's when
+    an operand's is or its scalar or plaintext constant has a complex type. A real value's imaginary parts are noise
+    only, and its bootstrap runs EvalMod once (:func:`crossfhe.ckks.bootstrap.bootstrap` ``real``)."""
+    out: list[bool] = []
+    for n in g.nodes:
+        if n.op == "input":
+            cx = n.attr("complex")
+            out.append(True if cx is None else bool(cx))
+            continue
+        cx = any(out[a] for a in n.args)
+        if n.attr("c") is not None and np.iscomplexobj(n.attr("c")):
+            cx = True
+        if n.attr("const") is not None and np.iscomplexobj(g.const(n.attr("const"))):
+            cx = True
+        out.append(cx)
+    return out
+
+
 def check_bootstrap_bounds(g: Graph, inputs: list[float] | None = None, *, error=ParameterError) -> None:
     """``error`` (ParameterError, CircuitError for a circuit) where ``g`` bootstraps a value whose bound
     (:func:`value_bounds`, ``inputs`` as there) exceeds :data:`BOOTSTRAP_BOUND`: its bootstrap would wrap it."""
@@ -755,6 +775,7 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
     """The annotated graph on one item: ``inputs`` a tuple of (c0, c1) data per input; returns (c0, c1) data per
     output. Every operation is the evaluator's (one program under the caller's jit)."""
     vals: list = []
+    cx = value_complex(g) if any(n.op == "bootstrap" for n in g.nodes) else None
     for i, n in enumerate(g.nodes):
         level = n.attr("level")
         a = [vals[x] for x in n.args]
@@ -809,7 +830,7 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
         elif n.op == "bootstrap":
             src = g.nodes[n.args[0]]
             ct = Ciphertext(*a[0], params, src.attr("scale"), rt["bootstrap"].key_id)
-            out = bootstrap.bootstrap(ct, rt["bootstrap"])
+            out = bootstrap.bootstrap(ct, rt["bootstrap"], real=not cx[n.args[0]])
             vals.append((out.c0, out.c1))
         elif n.op == "output":
             vals.append(a[0])
@@ -975,7 +996,9 @@ class CKKSScheme(RingScheme):
     def eager_key(self, attrs: dict) -> tuple:
         # the width only where the context's bootstrapping keys serve fewer than N/2 slots (CKKSContext.create's
         # bootstrap_length): it decides whether a bootstrap is allowed (bootstrap_width)
-        return (attrs["level"], attrs["scale"]) + ((attrs["width"],) if "width" in attrs else ())
+        # and whether it is complex where the context can bootstrap (a real value's bootstrap runs EvalMod once)
+        return ((attrs["level"], attrs["scale"]) + ((attrs["width"],) if "width" in attrs else ())
+                + ((attrs["complex"],) if "complex" in attrs else ()))
 
     def eager_output(self, builder, node: int, inputs) -> int:
         return builder.add("output", (node,), {"length": 1, "width": 1, "complex": False}, "result", merge=False)
@@ -997,4 +1020,4 @@ SCHEME = CKKSScheme()
 
 __all__ = ["BOOTSTRAP_BOUND", "SCHEME", "bound_rule", "check_bootstrap_bounds", "constants", "cost", "cse",
            "expression_depth", "hoist_rotations", "interpret", "levels", "multiplicative_depth", "place_levels",
-           "relinearize", "runtime", "sink_factors", "value_bounds"]
+           "relinearize", "runtime", "sink_factors", "value_bounds", "value_complex"]

@@ -20,6 +20,8 @@ Delta_in:
    the real and imaginary parts into two ciphertexts holding t = coefficient / (K q0) in [-1, 1]; for a sparse
    message of n <= N/4 slots into the two halves of one ciphertext of 2n slots instead (CoeffToSlot's last factor
    and SlotToCoeff's first act on 2n slots, :func:`pack_factors`; no level more), so EvalMod runs once, not twice.
+   A real message of N/2 slots (``real``) keeps the real part alone: its coefficients are antisymmetric
+   (m_(N-k) = -m_k), so the low half determines the high one (:func:`real_first_factor`), and EvalMod runs once.
 4. **EvalMod**: x = (q0 / (2 pi Delta_in)) arcsin(sin(2 pi K t)), i.e. m / Delta_in = (c mod q0) / Delta_in
    for |m| < q0 / 4: a Chebyshev interpolant of cos(2 pi (K t - 1/4) / 2^r) of degree ``degree`` (Paterson-
    Stockmeyer, :mod:`crossfhe.ckks.polynomial`), r double-angle steps c <- 2 c^2 - 1 (which turn it into
@@ -44,7 +46,8 @@ Delta_in:
    scale near 2^62; gamma = 2^4 needs an arcsine of degree 15 (one level more) for 24 bits at m = Delta.
 5. **SlotToCoeff**: the special DFT on re + i im (``stc_levels`` merged factors), at the user's levels: EvalMod's
    output and the intermediate factors at the wide scale ``Plan.em_scale`` (about 2^62: their rescale noise is then
-   negligible although later factors amplify it), the last factor at ``params.scale``.
+   negligible although later factors amplify it), the last factor at ``params.scale``. A real message: the DFT of
+   the low coefficients alone (m_0 halved, folded into the first factor) on 2 Re t, then y + conj(y).
 
 Levels, top down: CoeffToSlot uses levels L ... L - cts + 1, EvalMod the next :func:`evalmod_levels`,
 SlotToCoeff the next ``stc_levels``; the result is at L - bootstrap_levels = ``params.user_levels``, scale
@@ -357,14 +360,8 @@ def _plan(params: Params, cfg: Config) -> Plan:
         cts.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=target,
                                    giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params)))
         scale, level = target, level - 1
-    level = params.levels - cfg.cts_levels - cfg.evalmod_levels
-    em_scale = float(math.prod(params.rescale_primes(level + 1)))
-    stc, scale = [], em_scale
-    for j, m in enumerate(stc_factors):
-        out = params.scale if j == len(stc_factors) - 1 else em_scale
-        stc.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=out,
-                                   giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params)))
-        scale, level = out, level - 1
+    em_scale = _em_scale(params, cfg)
+    stc = [_encode_stc(params, cfg, j, m) for j, m in enumerate(stc_factors)]
     gamma = q0 / params.scale
     r = cfg.double_angle
     alpha = gamma / (2 * math.pi)
@@ -374,6 +371,53 @@ def _plan(params: Params, cfg: Config) -> Plan:
     subsum = tuple(n << j for j in range((params.slots // n).bit_length() - 1))
     return Plan(params, cfg, tuple(cts), tuple(stc), cheb, betas[1:], arcsine_coefficients(gamma, cfg.arcsine_degree),
                 gamma, em_scale, raise_scale, subsum)
+
+
+def _em_scale(params: Params, cfg: Config) -> float:
+    """EvalMod's output scale: the product of the primes of the last wide level."""
+    return float(math.prod(params.rescale_primes(params.levels - cfg.cts_levels - cfg.evalmod_levels + 1)))
+
+
+def _encode_stc(params: Params, cfg: Config, j: int, m: lintrans.Diagonals) -> lintrans.Encoded:
+    """SlotToCoeff's factor ``j`` (of ``cfg.stc_levels``), ``m``, encoded at its level: inputs at EvalMod's output
+    scale, output at that scale again (the last factor: ``params.scale``)."""
+    level = params.levels - cfg.cts_levels - cfg.evalmod_levels - j
+    em_scale = _em_scale(params, cfg)
+    out = params.scale if j == cfg.stc_levels - 1 else em_scale
+    return lintrans.encode(params, m, level=level, in_scale=em_scale, out_scale=out,
+                           giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params))
+
+
+def real_first_factor(params: Params, config: Config | None = None) -> lintrans.Encoded | None:
+    """SlotToCoeff's first factor for a real message of N/2 slots (:func:`bootstrap` with ``real=True``), or None
+    where the plan is packed (n <= N/4: EvalMod already runs once).
+
+    Slots that are real make the message's coefficients antisymmetric: m_(N-k) = -m_k (k >= 1) and m_(N/2) = 0,
+    since m(X^-1) = m(X) in R. So the slots z_j = sum_k m_k zeta_j^k are 2 Re(V D lo) with lo = (m_0 .. m_(N/2-1))
+    (CoeffToSlot's real part, the only one EvalMod then reduces), V the special DFT of SlotToCoeff on the low
+    coefficients alone, and D = diag(1/2, 1, ..., 1) (m_0 counted once). :func:`slot_to_coeff` takes t + conj(t)
+    of EvalMod's output t first (2 Re t: EvalMod's rescales leave imaginary noise as large as the real, which the
+    final real part would otherwise count twice: 0.4 bits at N 2^16), so this factor is SlotToCoeff's first composed
+    with D / 2 (slot 0 holds coefficient 0 in the bit-reversed order), with the same offsets, so the same rotations;
+    it ends with y + conj(y). Two conjugations at SlotToCoeff's levels replace the second EvalMod; the real parts'
+    error is 2 Re of one half's instead of the sum of two independent halves' (0.5 bits in a float model, about 1
+    bit measured at N 2^16: :mod:`crossfhe.ckks.presets`). Made once per (params,
+    config) and cached."""
+    config = config_for(params) if config is None else config
+    if 2 * config.slots <= params.slots:
+        return None
+    return _real_first(params, config)
+
+
+@plan_cache(maxsize=2)
+def _real_first(params: Params, cfg: Config) -> lintrans.Encoded:
+    n = cfg.slots
+    first = dft_factors(n, cfg.stc_levels, inverse=False)[0]
+    half = lintrans.Diagonals(n, {0: np.where(np.arange(n) == 0, 0.25, 0.5).astype(np.complex128)})
+    enc = _encode_stc(params, cfg, 0, lintrans.compose(first, half))
+    if not enc.plan.rotations() <= plan_for(params, cfg).stc[0].plan.rotations():
+        raise ParameterError("internal: the real-message factor needs rotations its plan's keys lack")
+    return enc
 
 
 def widen(m: lintrans.Diagonals, n2: int) -> lintrans.Diagonals:
@@ -583,16 +627,17 @@ def encapsulate_and_raise(ct: Ciphertext, keys: Keys, scale: float) -> Ciphertex
     return Ciphertext(poly.add(c0, v0), v1, params, scale, ct.key_id)
 
 
-def coeff_to_slot(ct: Ciphertext, pl: Plan, keys: EvaluationKeys) -> tuple[Ciphertext, ...]:
+def coeff_to_slot(ct: Ciphertext, pl: Plan, keys: EvaluationKeys, *, real: bool = False
+                  ) -> tuple[Ciphertext, ...]:
     """Steps 2-3: the parts EvalMod takes, each holding t = coefficient / (K q0) in its slots (bit-reversed order):
-    (re, im) for N/2 slots; for n <= N/4 slots one ciphertext of 2n slots, re in the low n, im in the high n
-    (``pl.packed``, :func:`pack_factors`)."""
+    (re, im) for N/2 slots, (re,) alone for a real message (``real``: :func:`real_first_factor`); for n <= N/4 slots
+    one ciphertext of 2n slots, re in the low n, im in the high n (``pl.packed``, :func:`pack_factors`)."""
     for r in pl.subsum:
         ct = ops.add(ct, ops.rotate(ct, r, keys))
     for enc in pl.cts:
         ct = lintrans.apply(ct, enc, keys)
     conj = ops.conjugate(ct, keys)
-    if pl.packed:
+    if pl.packed or real:
         return (ops.add(ct, conj),)
     return ops.add(ct, conj), times_i(ops.sub(ct, conj), -1)
 
@@ -643,9 +688,17 @@ def odd_polynomial(y: Ciphertext, coeffs, keys: EvaluationKeys, scale: float) ->
     return run(a, float(scale))
 
 
-def slot_to_coeff(parts: tuple[Ciphertext, ...], pl: Plan, keys: EvaluationKeys) -> Ciphertext:
+def slot_to_coeff(parts: tuple[Ciphertext, ...], pl: Plan, keys: EvaluationKeys,
+                  first: lintrans.Encoded | None = None) -> Ciphertext:
     """Step 5: the special DFT of re + i im (``parts`` = (re, im), or the packed (re | im) whose first factor forms
-    it), at the user's top level, scale ``params.scale``."""
+    it), at the user's top level, scale ``params.scale``. With ``first`` (:func:`real_first_factor`; ``parts`` =
+    (re,) of a real message): t + conj(t) of that part, that factor, the others, then y + conj(y)."""
+    if first is not None:
+        ct = ops.add(parts[0], ops.conjugate(parts[0], keys))
+        ct = lintrans.apply(ct, first, keys)
+        for enc in pl.stc[1:]:
+            ct = lintrans.apply(ct, enc, keys)
+        return ops.add(ct, ops.conjugate(ct, keys))
     if len(parts) == 1:
         ct = parts[0]
     else:
@@ -695,20 +748,26 @@ def eval_mod_loop(parts: tuple[Ciphertext, ...], pl: Plan, keys: EvaluationKeys)
     return tuple(jax.tree_util.tree_map(lambda x, j=j: x[j], out) for j in range(len(parts)))
 
 
-def bootstrap_steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods=eval_mod_each) -> Ciphertext:
+def bootstrap_steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods=eval_mod_each,
+                    first: lintrans.Encoded | None = None) -> Ciphertext:
     """Steps 1-5 of the module docstring on a checked ``ct`` with the plan ``pl`` (:func:`plan_for` of the keys'
     parameters and configuration), EvalMod's parts through ``eval_mods`` (:func:`eval_mod_each` or
-    :func:`eval_mod_loop`: the same words). Traceable: under a trace it records the whole bootstrap; called eagerly
-    each operation runs as its own compiled program (:func:`bootstrap`; under :func:`bootstrap_program`, one).
-    The words do not depend on ct's scale, only the result's declared scale does (:func:`_declared`)."""
-    return _declared(_steps(ct, keys, pl, eval_mods), ct, pl)
+    :func:`eval_mod_loop`: the same words); ``first``: :func:`real_first_factor` for a real message (EvalMod on
+    the real part alone). Traceable: under a trace it records the whole bootstrap; called eagerly each operation
+    runs as its own compiled program (:func:`bootstrap`; under :func:`bootstrap_program`, one). The words do not
+    depend on ct's scale, only the result's declared scale does (:func:`_declared`)."""
+    return _declared(_steps(ct, keys, pl, eval_mods, first), ct, pl)
 
 
-def _steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods) -> Ciphertext:
+def _steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods, first=None) -> Ciphertext:
     """:func:`bootstrap_steps` up to SlotToCoeff's output (scale ``params.scale``, before :func:`_declared`)."""
     raised = encapsulate_and_raise(ct, keys, pl.raise_scale)
-    parts = coeff_to_slot(raised, pl, keys.evaluation)
-    return slot_to_coeff(eval_mods(parts, pl, keys.evaluation), pl, keys.evaluation)
+    parts = coeff_to_slot(raised, pl, keys.evaluation, real=first is not None)
+    return slot_to_coeff(eval_mods(parts, pl, keys.evaluation), pl, keys.evaluation, first)
+
+
+def _first(pl: Plan, real: bool) -> lintrans.Encoded | None:
+    return real_first_factor(pl.params, pl.config) if real else None
 
 
 def _declared(out: Ciphertext, ct: Ciphertext, pl: Plan) -> Ciphertext:
@@ -726,28 +785,36 @@ def _anonymous(ct: Ciphertext, keys: Keys) -> tuple[Ciphertext, Keys]:
     return dataclasses.replace(ct, scale=float(ct.params.scale), key_id=None), keys
 
 
-def _program_steps(ct: Ciphertext, keys: Keys, pl: Plan) -> Ciphertext:
-    return _steps(ct, keys, pl, eval_mod_loop)
+def _program_steps(ct: Ciphertext, keys: Keys, pl: Plan, first) -> Ciphertext:
+    return _steps(ct, keys, pl, eval_mod_loop, first)
 
 
 _BOOTSTRAP = Program(_program_steps, name="bootstrap")
 
 
-def bootstrap(ct: Ciphertext, keys: Keys) -> Ciphertext:
+def bootstrap(ct: Ciphertext, keys: Keys, *, real: bool = False) -> Ciphertext:
     """A fresh-level encryption of ct's message: level ``params.user_levels``, scale ct.scale (values within
     the preset's measured precision). Slot values must lie in [-1, 1] (message coefficients up to Delta; EvalMod's
     arcsine is fitted up to :data:`COEFFICIENT_BOUND` Delta, its error grows fast beyond, and coefficients beyond
     q0 / 4 fold back: module docstring, step 4).
 
+    ``real``: the slots hold real values (imaginary parts at the noise's level), and a bootstrap of N/2 slots runs
+    EvalMod once instead of twice (:func:`real_first_factor`; two conjugations more, at SlotToCoeff's levels, and
+    about 1 bit less on the real parts: the presets' docstrings); the result's imaginary parts are then zero up to
+    noise. An imaginary part that is not noise is not kept, and it corrupts the real parts: the front end sets
+    ``real`` only for vectors that hold real values (:class:`crossfhe.api.ckks.EncryptedVector` ``complex``
+    False). Sparse plans (n <= N/4) run EvalMod once either way, and ignore it.
+
     Operation by operation (:func:`bootstrap_steps`), each operation its own cached compiled program;
     :func:`bootstrap_program` is the same words in one executable, whose compilation on XLA:CPU costs far more
     (benchmarks/README.md, "Workloads as one program")."""
     pl = _check(ct, keys)
-    return bootstrap_steps(ct, keys, pl)
+    return bootstrap_steps(ct, keys, pl, first=_first(pl, real))
 
 
-def bootstrap_program(ct: Ciphertext, keys: Keys) -> Ciphertext:
-    """:func:`bootstrap` as one compiled executable per call (:class:`crossfhe.math.xla.Program`): the same words.
+def bootstrap_program(ct: Ciphertext, keys: Keys, *, real: bool = False) -> Ciphertext:
+    """:func:`bootstrap` as one compiled executable per call (:class:`crossfhe.math.xla.Program`): the same words
+    (``real`` as there).
 
     The keys and the plan (the encoded transforms, :func:`plan_for`) are arguments of the executable, as are the
     tables its operations read (NTT, key-switching and rescaling plans); EvalMod's two halves (N/2 slots) are one loop
@@ -757,11 +824,11 @@ def bootstrap_program(ct: Ciphertext, keys: Keys) -> Ciphertext:
     caller's trace (``jax.jit``, ``vmap``, a circuit) the steps join that trace."""
     pl = _check(ct, keys)
     anon_ct, anon_keys = _anonymous(ct, keys)
-    return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl), ct, pl)
+    return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl, _first(pl, real)), ct, pl)
 
 
 __all__ = ["COEFFICIENT_BOUND", "EPHEMERAL_WEIGHT", "LOG_MESSAGE_RATIO", "Config", "Keys", "Plan",
            "arcsine_coefficients", "bootstrap", "bootstrap_program", "bootstrap_steps", "bootstrappable_params",
            "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod", "eval_mod_each",
            "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "odd_polynomial", "pack_factors",
-           "plan_for", "slot_to_coeff", "slots_for", "sparse_ring", "times_i", "widen"]
+           "plan_for", "real_first_factor", "slot_to_coeff", "slots_for", "sparse_ring", "times_i", "widen"]
