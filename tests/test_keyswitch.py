@@ -363,6 +363,22 @@ def test_native_kernel_set_equals_vector(relin_keys, sk):
         assert (np.asarray(u1.data) == np.asarray(w1.data)).all()
 
 
+def test_native_keygen_gives_the_vector_words(sk):
+    """A key made on the NATIVE kernel set (its a from the native sampler) has the VECTOR key's words, and its seed
+    re-expands to its a on either set."""
+    from crossfhe.kernels import NATIVE, VECTOR, default_kernels
+
+    if default_kernels() is not NATIVE:  # the custom calls are CPU-only and need a compiler
+        pytest.skip("no native CPU kernels here (a GPU backend, or no compiler)")
+    keys = [KS.gen_relin_key(sk, PARAMS.with_kernels(k), _key(60), dnum=2) for k in (VECTOR, NATIVE)]
+    for part in ("b", "a"):
+        assert np.array_equal(np.asarray(getattr(keys[0], part).data), np.asarray(getattr(keys[1], part).data))
+    moduli, digits = keys[1].q + keys[1].p, keys[1].a.data.shape[0]
+    for k in (VECTOR, NATIVE):
+        again = KS.expand_keyswitch_a(keys[1].seed, moduli, N, digits, k)
+        assert np.array_equal(np.asarray(again.data), np.asarray(keys[1].a.data))
+
+
 def test_native_levels_share_one_chain_table(relin_keys):
     """On the NATIVE set every level's ModUp reads the rows of one NTT plan over the whole chain Q_L ∪ P (no copy of
     a digit's targets per level); the other sets keep a plan of their own per level."""

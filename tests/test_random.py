@@ -370,6 +370,37 @@ def test_uniform_mod_is_the_documented_96_bit_reduction(key):
         assert r == v % int(TABLE_Q[i, 0])
 
 
+def _native_or_skip():
+    from crossfhe.kernels import NATIVE, default_kernels
+
+    if default_kernels() is not NATIVE:  # the custom call is CPU-only and needs a compiler (the JAX sampler is tested)
+        pytest.skip("no native CPU kernels here (a GPU backend, or no compiler)")
+
+
+@pytest.mark.parametrize("n", [16, 512])
+def test_native_uniform_mod_gives_the_jax_words(key, n):
+    """uniform_mod_native: row j is uniform_mod(keys[j], (limbs, n), q) word for word, the moduli of TABLE_Q (2 to
+    2^31), keys with a stream id of their own, under jit and eagerly."""
+    _native_or_skip()
+    q = tuple(int(x) for x in TABLE_Q[:, 0])
+    parents = R.split(key, 3)
+    keys = R.ChaChaKey(parents.words, jnp.array([[0, 0], [5, 7], [2**32 - 1, 1]], dtype=jnp.uint32))
+    want = np.stack([np.asarray(R.uniform_mod(keys[j], (len(q), n), TABLE_Q)) for j in range(3)])
+    assert np.array_equal(np.asarray(R.uniform_mod_native(keys, q, n)), want)
+    assert np.array_equal(np.asarray(jax.jit(lambda k: R.uniform_mod_native(k, q, n))(keys)), want)
+
+
+def test_native_uniform_mod_refuses_bad_arguments(key):
+    _native_or_skip()
+    keys = R.split(key, 2)
+    with pytest.raises(ParameterError, match="batch of keys"):
+        R.uniform_mod_native(key, (7,), 16)
+    with pytest.raises(ParameterError, match=r"\[2, 2\^31\]"):
+        R.uniform_mod_native(keys, (2**31 + 1,), 16)
+    with pytest.raises(ParameterError, match="multiple of 16"):
+        R.uniform_mod_native(keys, (7,), 24)
+
+
 _mod_wide_kernel = jax.jit(lambda hi, lo, q: R._mod_wide(hi, lo, q, *R._reciprocal(q)))
 _EDGE_WORDS = st.one_of(st.sampled_from([0, 1, 2**31 - 1, 2**31, MASK32 - 1, MASK32]), st.integers(0, MASK32))
 

@@ -182,25 +182,36 @@ N 2^14 with 12 limbs and 3 digits (N14_L7): 4.7 MB a key, 56 keys a batch; N 2^1
 (N16_BOOT_L3): 88 MB a key, 3 keys a batch."""
 
 
-def _expand_a_traced(seed, moduli: tuple[int, ...], n: int, digits: int):
-    """uint32 ``[digits, limbs, N]``: a_j = ``sample_uniform(fold_in(seed, j), moduli, N)``, mapped over j."""
+def _expand_a_traced(seed, moduli: tuple[int, ...], n: int, digits: int, native: bool = False):
+    """uint32 ``[digits, limbs, N]``: a_j = ``sample_uniform(fold_in(seed, j), moduli, N)``, mapped over j;
+    ``native`` (the NATIVE kernel set): the same words from the native sampler
+    (:func:`crossfhe.math.random.uniform_mod_native`, one custom call)."""
+    js = jnp.arange(digits, dtype=jnp.uint32)
+    if native and n % 16 == 0:
+        return crandom.uniform_mod_native(jax.vmap(lambda j: crandom.fold_in(seed, j))(js), moduli, n)
 
     def one(j):
         return _sample_uniform(crandom.fold_in(seed, j), moduli, n, domain=Domain.EVAL).data
 
-    return jax.vmap(one)(jnp.arange(digits, dtype=jnp.uint32))
+    return jax.vmap(one)(js)
 
 
-@partial(jit, persist=True, static_argnames=("moduli", "n", "digits"))
-def _k_expand_a(seed, *, moduli, n, digits):
-    return _expand_a_traced(seed, moduli, n, digits)
+def _native(kernels) -> bool:
+    return kernels is not None and kernels.resolve().native
 
 
-def expand_keyswitch_a(seed, moduli, n: int, digits: int) -> RNSPoly:
+@partial(jit, persist=True, static_argnames=("moduli", "n", "digits", "native"))
+def _k_expand_a(seed, *, moduli, n, digits, native):
+    return _expand_a_traced(seed, moduli, n, digits, native)
+
+
+def expand_keyswitch_a(seed, moduli, n: int, digits: int, kernels=None) -> RNSPoly:
     """The uniform part of a key-switching key from its seed: RNSPoly ``uint32[digits, limbs, N]``, EVAL,
-    a_j = ``sample_uniform(fold_in(seed, j), moduli, N)`` (one sampler shape for every dnum), one program."""
+    a_j = ``sample_uniform(fold_in(seed, j), moduli, N)`` (one sampler shape for every dnum), one program; on the
+    NATIVE kernel set (``kernels``, e.g. the parameters') the native sampler makes the same words."""
     moduli = moduli_of(moduli)
-    return RNSPoly(_k_expand_a(seed, moduli=moduli, n=int(n), digits=int(digits)), moduli, Domain.EVAL)
+    data = _k_expand_a(seed, moduli=moduli, n=int(n), digits=int(digits), native=_native(kernels))
+    return RNSPoly(data, moduli, Domain.EVAL)
 
 
 def _check_target(s_from, n: int, moduli: tuple[int, ...]) -> None:
@@ -233,7 +244,7 @@ def _ksk_traced(key, s_to, s_from, factors, plan: NTTPlan, moduli: tuple[int, ..
     e_j = sample_gaussian(fold_in(k_e, j)) in EVAL through ``plan``; b_j = e_j - a_j s + f_j s'. Traceable."""
     digits = factors.shape[0]
     seed, key_e = crandom.split(key)
-    a = _expand_a_traced(seed, moduli, n, digits)
+    a = _expand_a_traced(seed, moduli, n, digits, _native(plan.kernels))
     s, s_prime = RNSPoly(s_to, moduli, Domain.EVAL), RNSPoly(s_from, moduli, Domain.EVAL)
 
     def digit(j, a_j, f_j):

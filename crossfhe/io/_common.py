@@ -367,7 +367,7 @@ def _read_public_key(meta, arrays: dict, params, prefix: str = "") -> PublicKey:
 
 
 def _ksk_expand(params, digits: int):
-    return lambda seed: ks.expand_keyswitch_a(seed, params.q + params.p, params.n, digits)
+    return lambda seed: ks.expand_keyswitch_a(seed, params.q + params.p, params.n, digits, params.kernels)
 
 
 def _ksk_digits(params, dnum, what: str) -> int:

@@ -46,6 +46,7 @@ import math
 import operator
 import os
 from functools import partial
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -53,6 +54,7 @@ import numpy as np
 from jax import lax
 
 from crossfhe.errors import ParameterError
+from crossfhe.math import native
 from crossfhe.math.modular import mul_wide, mulhi, reduce_once
 from crossfhe.math.xla import jit, plan_cache
 
@@ -439,6 +441,48 @@ def uniform_mod(key: ChaChaKey, shape, q) -> jax.Array:
     _check_key(key)
     shape = _as_shape(shape)
     return _uniform_mod(key, _as_moduli(q, shape), shape)
+
+
+# --------------------------------------------------------------------------------------------------
+# The native sampler (uniform_ffi.cc) as an XLA custom call
+# --------------------------------------------------------------------------------------------------
+
+NATIVE_TARGET = "crossfhe_uniform_mod"
+_NATIVE_SOURCES = (Path(__file__).with_name("uniform_ffi.cc"),)
+_NATIVE_ABI = 1
+
+
+def _load_native():
+    lib, why = native.build_and_load(_NATIVE_SOURCES, "cf_uniform_abi_version", _NATIVE_ABI,
+                                     hashed=(Path(__file__).with_name("ffi_parallel.h"),))
+    if lib is not None:
+        native.register(lib, {NATIVE_TARGET: "cf_uniform_mod_ffi"})
+    return lib, why
+
+
+NATIVE = native.Native(_load_native)
+"""The native :func:`uniform_mod` over a stack of moduli (``uniform_ffi.cc``, built on first use); ``NATIVE.status()``
+says where it was built or why there is none."""
+
+
+def uniform_mod_native(keys: ChaChaKey, q: tuple[int, ...], n: int) -> jax.Array:
+    """uint32 ``[d, limbs, n]``: row j is ``uniform_mod(keys[j], (limbs, n), q_col)`` (q_col = q as a column), the
+    same words, from one custom call of the program (runs under ``jit``; the keys may be traced). ``keys``: a batch
+    of d keys; ``q``: the moduli, each in [2, 2^31]; n a multiple of 16. Its speed against the JAX sampler:
+    benchmarks/README.md. RuntimeError where the native build is missing (``NATIVE.status()``)."""
+    if not isinstance(keys, ChaChaKey) or len(keys.shape) != 1:
+        raise ParameterError("uniform_mod_native takes a batch of keys (words uint32[d, 8])")
+    q = tuple(int(x) for x in q)
+    if not q or min(q) < 2 or max(q) > 2**31:
+        raise ParameterError(f"q must be moduli in [2, 2^31], got {q[:4]}...")
+    if int(n) % 16 or int(n) < 16:
+        raise ParameterError(f"n must be a positive multiple of 16, got {n}")
+    if 3 * len(q) * int(n) // 16 > _MAX_BLOCKS:
+        raise ParameterError(f"at most 2^36 words per key, asked for {3 * len(q) * int(n)}")
+    NATIVE.require("the native uniform sampler")
+    out = jax.ShapeDtypeStruct((keys.shape[0], len(q), int(n)), U32)
+    call = jax.ffi.ffi_call(NATIVE_TARGET, out, vmap_method="sequential")
+    return call(keys.words.astype(U32), keys.stream.astype(U32), jnp.asarray(np.array(q, dtype=np.uint32)))
 
 
 @partial(jit, static_argnames=("shape",))

@@ -1,0 +1,134 @@
+/* The uniform sampler of crossfhe.math.random (uniform_mod over a stack of moduli) as an XLA FFI custom call on the
+   CPU platform: "crossfhe_uniform_mod". The same words as the JAX sampler, computed by the same definitions:
+
+   For key k (8 words) with stream (s0, s1), word i of the stream is word i mod 16 of the ChaCha20 block (RFC 8439
+   §2.3) of key k, counter i / 16 and nonce (0, s0, s1) (random_bits). A sample array of shape [limbs, n] takes
+   the 3 limbs n words (w0, w1, w2) = words [0, M), [M, 2M), [2M, 3M) (M = limbs n), and its element e is
+   (w0[e] 2^64 + w1[e] 2^32 + w2[e]) mod q_l, l = e / n (uniform_mod, Horner in two 64-bit steps: any exact
+   reduction gives the same residue).
+
+   Operands: words uint32 [d, 8] and streams uint32 [d, 2] (d keys), q uint32 [limbs] with 2 <= q <= 2^31.
+   Result: uint32 [d, limbs, n], sample array j from key j. n is read off the result and must be a multiple of 16.
+   Keys and blocks go to XLA's intra-op threads; blocks are computed 16 at a time, lane-parallel (the compiler
+   vectorizes the rounds). */
+#include <cstdint>
+#include <string>
+
+#include "ffi_parallel.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+constexpr int kLanes = 16;
+constexpr uint32_t kSigma[4] = {0x61707865u, 0x3320646Eu, 0x79622D32u, 0x6B206574u};
+
+inline uint32_t rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+#define CF_QR(a, b, c, d)                                  \
+    for (int t = 0; t < kLanes; t++) {                     \
+        s[a][t] += s[b][t];                                \
+        s[d][t] = rotl(s[d][t] ^ s[a][t], 16);             \
+        s[c][t] += s[d][t];                                \
+        s[b][t] = rotl(s[b][t] ^ s[c][t], 12);             \
+        s[a][t] += s[b][t];                                \
+        s[d][t] = rotl(s[d][t] ^ s[a][t], 8);              \
+        s[c][t] += s[d][t];                                \
+        s[b][t] = rotl(s[b][t] ^ s[c][t], 7);              \
+    }
+
+/* out[w][t] = word w of the block of counter counters[t] (key, nonce (0, s0, s1)), for kLanes counters. */
+void blocks(const uint32_t *key, uint32_t s0, uint32_t s1, const uint32_t *counters, uint32_t out[16][kLanes]) {
+    uint32_t s[16][kLanes];
+    uint32_t init[16];
+    for (int w = 0; w < 4; w++) init[w] = kSigma[w];
+    for (int w = 0; w < 8; w++) init[4 + w] = key[w];
+    init[12] = 0;
+    init[13] = 0;
+    init[14] = s0;
+    init[15] = s1;
+    for (int w = 0; w < 16; w++)
+        for (int t = 0; t < kLanes; t++) s[w][t] = init[w];
+    for (int t = 0; t < kLanes; t++) s[12][t] = counters[t];
+    for (int round = 0; round < 10; round++) {
+        CF_QR(0, 4, 8, 12) CF_QR(1, 5, 9, 13) CF_QR(2, 6, 10, 14) CF_QR(3, 7, 11, 15)
+        CF_QR(0, 5, 10, 15) CF_QR(1, 6, 11, 12) CF_QR(2, 7, 8, 13) CF_QR(3, 4, 9, 14)
+    }
+    for (int w = 0; w < 16; w++)
+        for (int t = 0; t < kLanes; t++) out[w][t] = s[w][t] + (w == 12 ? counters[t] : init[w]);
+}
+
+#undef CF_QR
+
+/* (hi 2^32 + lo) mod q exactly, m = floor((2^64 - 1) / q): the quotient estimate is floor(Z/q) or one less. */
+inline uint32_t mod_wide(uint32_t hi, uint32_t lo, uint32_t q, uint64_t m) {
+    uint64_t z = (uint64_t{hi} << 32) | lo;
+    uint64_t qhat = static_cast<uint64_t>((static_cast<unsigned __int128>(z) * m) >> 64);
+    uint64_t r = z - qhat * q;
+    return static_cast<uint32_t>(r >= q ? r - q : r);
+}
+
+ffi::Error uniform_mod(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> words, ffi::Buffer<ffi::U32> streams,
+                       ffi::Buffer<ffi::U32> q, ffi::ResultBuffer<ffi::U32> out) {
+    const std::string who = "crossfhe_uniform_mod";
+    auto dims = out->dimensions();
+    if (dims.size() != 3) return ffi::Error::InvalidArgument(who + ": the result must be [keys, limbs, n]");
+    const int64_t keys = dims[0], limbs = dims[1], n = dims[2];
+    if (static_cast<int64_t>(words.element_count()) != 8 * keys ||
+        static_cast<int64_t>(streams.element_count()) != 2 * keys)
+        return ffi::Error::InvalidArgument(who + ": words must be [keys, 8] and streams [keys, 2]");
+    if (static_cast<int64_t>(q.element_count()) != limbs)
+        return ffi::Error::InvalidArgument(who + ": q must have one modulus per limb");
+    if (n % 16 != 0) return ffi::Error::InvalidArgument(who + ": n must be a multiple of 16");
+    const uint32_t *qs = q.typed_data();
+    uint64_t m[1024];
+    if (limbs > 1024) return ffi::Error::InvalidArgument(who + ": at most 1024 limbs");
+    for (int64_t l = 0; l < limbs; l++) {
+        if (qs[l] < 2 || qs[l] > (uint32_t{1} << 31))
+            return ffi::Error::InvalidArgument(who + ": moduli must lie in [2, 2^31]");
+        m[l] = UINT64_MAX / qs[l];
+    }
+    const int64_t per_key = limbs * n / 16;  // blocks of each of w0, w1, w2
+    if (3 * per_key > (int64_t{1} << 32)) return ffi::Error::InvalidArgument(who + ": more than 2^32 blocks a key");
+    const int64_t groups = (per_key + kLanes - 1) / kLanes;
+    const uint32_t *kw = words.typed_data();
+    const uint32_t *ks = streams.typed_data();
+    uint32_t *dst = out->typed_data();
+    crossfhe::parallel_for(pool, keys * groups, 64, [&](int64_t lo, int64_t hi) {
+        uint32_t b0[16][kLanes], b1[16][kLanes], b2[16][kLanes];
+        uint32_t c[kLanes];
+        for (int64_t item = lo; item < hi; item++) {
+            const int64_t key = item / groups, first = (item % groups) * kLanes;
+            const uint32_t *k = kw + 8 * key;
+            const uint32_t s0 = ks[2 * key], s1 = ks[2 * key + 1];
+            for (int t = 0; t < kLanes; t++) c[t] = static_cast<uint32_t>(first + t);
+            blocks(k, s0, s1, c, b0);
+            for (int t = 0; t < kLanes; t++) c[t] = static_cast<uint32_t>(per_key + first + t);
+            blocks(k, s0, s1, c, b1);
+            for (int t = 0; t < kLanes; t++) c[t] = static_cast<uint32_t>(2 * per_key + first + t);
+            blocks(k, s0, s1, c, b2);
+            uint32_t *o = dst + key * limbs * n;
+            for (int t = 0; t < kLanes && first + t < per_key; t++) {
+                const int64_t e0 = 16 * (first + t);  // 16 elements of one limb (n is a multiple of 16)
+                const int64_t l = e0 / n;
+                const uint32_t ql = qs[l];
+                for (int w = 0; w < 16; w++)
+                    o[e0 + w] = mod_wide(mod_wide(b0[w][t], b1[w][t], ql, m[l]), b2[w][t], ql, m[l]);
+            }
+        }
+    });
+    return ffi::Error::Success();
+}
+
+}  // namespace
+
+extern "C" int cf_uniform_abi_version(void) { return 1; }
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_uniform_mod_ffi, uniform_mod,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Ret<ffi::Buffer<ffi::U32>>());
