@@ -68,7 +68,8 @@ Bootstrapping uses an ephemeral secret of Hamming weight 32 modulo q0 p0 only (l
 estimate of :data:`crossfhe.core.params.SPARSE_ESTIMATES`). Failure probability 0 from the ModRaise overflow
 (|I| <= 16 always, K = 16.5). Precision after one bootstrap: the chain and EvalMod of N16_BOOT_L3 (q0 / Delta = 2^5,
 the same wide levels): 26.18 bits on uniform values in [-1, 1] (2026-11-29, one bootstrap, keys 11 GiB, peak
-resident memory 17.9 GiB; 22 GiB before key switching kept one NTT table per chain). Latency and the
+resident memory 17.9 GiB; 22 GiB before key switching kept one NTT table per chain); 24.93 on the real path that
+real vectors take (26.17 on the general one, same run). Latency and the
 comparison with OpenFHE: benchmarks/README.md ("Bootstrapping memory" for this chain, "CKKS bootstrapping" for the
 previous one)."""
 
