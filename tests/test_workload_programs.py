@@ -165,6 +165,24 @@ def test_bootstrap_plan_and_keys_are_arguments(tiny_keys):
     assert _largest_constant(bt._BOOTSTRAP.lower(anon_ct, anon_keys, pl).as_text()) <= 1024
 
 
+@pytest.mark.slow  # both transforms (two levels each) and EvalMod in one program at N 2^6: compiling
+def test_real_bootstrap_program_has_the_words_of_its_operations(count_programs):
+    """real=True as one program (the real first factor an argument like the plan): the words of the operation-by-
+    operation real path, and EvalMod once in it."""
+    p = bt.bootstrappable_params(log_n=6, levels_left=1, dnum=2, cts_levels=2, stc_levels=2, degree=3,
+                                 double_angle=1, insecure=True)
+    sk, ek = C.keygen(p, seed=bytes(range(5, 37)))
+    bk = bt.keygen(sk, ek, bt.config_for(p, degree=3, double_angle=1), seed=bytes(range(6, 38)))
+    rng = np.random.default_rng(3)
+    ct = C.drop_level(C.encrypt(ek, C.encode(p, rng.uniform(-0.5, 0.5, p.slots))), 0)
+    assert bt.real_first_factor(p, bk.config) is not None  # N/2 slots: the real path applies
+    out, calls = _once(count_programs, lambda: bt.bootstrap_program(ct, bk, real=True))
+    assert calls == ["bootstrap"], calls
+    ref = bt.bootstrap(ct, bk, real=True)
+    assert (out.level, out.scale) == (ref.level, ref.scale)
+    assert _same_words((out.c0, out.c1), (ref.c0, ref.c1))
+
+
 @pytest.mark.slow  # the N 2^11 bootstrap as one program: 345 000 lines of StableHLO, 9.5 GB and ~10 min to compile
 def test_bootstrap_program_at_n11_has_the_words_of_its_operations():
     from crossfhe.testing import INSECURE_CKKS_BOOT_N11 as P

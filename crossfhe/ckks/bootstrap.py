@@ -785,7 +785,7 @@ def _anonymous(ct: Ciphertext, keys: Keys) -> tuple[Ciphertext, Keys]:
     return dataclasses.replace(ct, scale=float(ct.params.scale), key_id=None), keys
 
 
-def _program_steps(ct: Ciphertext, keys: Keys, pl: Plan, first) -> Ciphertext:
+def _program_steps(ct: Ciphertext, keys: Keys, pl: Plan, first: lintrans.Encoded | None = None) -> Ciphertext:
     return _steps(ct, keys, pl, eval_mod_loop, first)
 
 
