@@ -25,7 +25,7 @@ lint: $(STAMP)
 # per process (the default run's first 766 tests took 30.3 min in one, 2026-11-29). The heaviest tests and docs pages
 # are marked slow, each with its cold time and what the default run keeps of it (the default run then took 39.1 min
 # of pytest from a fresh clone on a 2-core AMD EPYC without AVX-512, 2026-11-29; 54.3 before, in a run that shared
-# the machine with other tests for about half its time).
+# the machine with other tests for about half its time; 13.5 min on a 2-core AMD EPYC with AVX-512, 2026-11-29).
 test: lint
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile
 
