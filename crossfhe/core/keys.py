@@ -250,9 +250,15 @@ class SecretKey(SecretHolder):
 
 def key_plan(params_like, n: int, moduli: tuple[int, ...]) -> NTTPlan:
     """The NTT plan key generation uses for (N, moduli): on the kernel set of ``params_like`` (its ``kernels``,
-    AUTO resolved; VECTOR when it has none). Every kernel set gives the same words."""
+    AUTO resolved; VECTOR when it has none). Every kernel set gives the same words. On NATIVE, the native uniform
+    sampler is loaded too (:func:`crossfhe.math.random.uniform_mod_native`)."""
     kernels = getattr(params_like, "kernels", None)
-    return NTTPlan.create(n, moduli, None if kernels is None else kernels.resolve())
+    plan = NTTPlan.create(n, moduli, None if kernels is None else kernels.resolve())
+    if plan.kernels is not None and plan.kernels.native:
+        # key generation on NATIVE samples with the native sampler's custom call: its target is registered here,
+        # before a program kept across processes (crossfhe.math.xla) runs it without being traced again
+        crandom.NATIVE.require("key generation on the NATIVE kernel set")
+    return plan
 
 
 def eval_residues(coeffs, moduli: tuple[int, ...], plan: NTTPlan):

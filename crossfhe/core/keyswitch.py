@@ -197,7 +197,12 @@ def _expand_a_traced(seed, moduli: tuple[int, ...], n: int, digits: int, native:
 
 
 def _native(kernels) -> bool:
-    return kernels is not None and kernels.resolve().native
+    """Whether ``kernels`` is NATIVE; if so the native sampler is loaded (its target registered) before a program
+    kept across processes runs it untraced."""
+    if kernels is None or not kernels.resolve().native:
+        return False
+    crandom.NATIVE.require("the NATIVE kernel set's uniform sampler")
+    return True
 
 
 @partial(jit, persist=True, static_argnames=("moduli", "n", "digits", "native"))
