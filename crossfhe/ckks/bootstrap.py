@@ -401,8 +401,7 @@ def real_first_factor(params: Params, config: Config | None = None) -> lintrans.
     with D / 2 (slot 0 holds coefficient 0 in the bit-reversed order), with the same offsets, so the same rotations;
     it ends with y + conj(y). Two conjugations at SlotToCoeff's levels replace the second EvalMod; the real parts'
     error is 2 Re of one half's instead of the sum of two independent halves' (0.5 bits in a float model, about 1
-    bit measured at N 2^16: :mod:`crossfhe.ckks.presets`). Made once per (params,
-    config) and cached."""
+    bit measured at N 2^16: :mod:`crossfhe.ckks.presets`). Made once per (params, config) and cached."""
     config = config_for(params) if config is None else config
     if 2 * config.slots <= params.slots:
         return None

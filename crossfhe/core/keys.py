@@ -250,15 +250,9 @@ class SecretKey(SecretHolder):
 
 def key_plan(params_like, n: int, moduli: tuple[int, ...]) -> NTTPlan:
     """The NTT plan key generation uses for (N, moduli): on the kernel set of ``params_like`` (its ``kernels``,
-    AUTO resolved; VECTOR when it has none). Every kernel set gives the same words. On NATIVE, the native uniform
-    sampler is loaded too (:func:`crossfhe.math.random.uniform_mod_native`)."""
+    AUTO resolved; VECTOR when it has none). Every kernel set gives the same words."""
     kernels = getattr(params_like, "kernels", None)
-    plan = NTTPlan.create(n, moduli, None if kernels is None else kernels.resolve())
-    if plan.kernels is not None and plan.kernels.native:
-        # key generation on NATIVE samples with the native sampler's custom call: its target is registered here,
-        # before a program kept across processes (crossfhe.math.xla) runs it without being traced again
-        crandom.NATIVE.require("key generation on the NATIVE kernel set")
-    return plan
+    return NTTPlan.create(n, moduli, None if kernels is None else kernels.resolve())
 
 
 def eval_residues(coeffs, moduli: tuple[int, ...], plan: NTTPlan):

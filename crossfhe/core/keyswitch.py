@@ -299,7 +299,9 @@ def _key_setup(sk_to: SecretKey, params_like, dnum: int | None):
         raise ParameterError("hybrid key switching needs at least one special prime (p is empty)")
     digit_groups(len(q), dnum)
     moduli = q + p
-    return n, q, p, dnum, moduli, _gadget_table(q, p, dnum), key_plan(params_like, n, moduli)
+    plan = key_plan(params_like, n, moduli)
+    _native(plan.kernels)  # loads the native sampler before a program kept across processes runs it untraced
+    return n, q, p, dnum, moduli, _gadget_table(q, p, dnum), plan
 
 
 def _key(b, a, seed, q, p, dnum, sigma) -> KeySwitchKey:
