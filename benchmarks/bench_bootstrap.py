@@ -1,8 +1,8 @@
 """CKKS bootstrapping: latency of one bootstrap and its stages, key sizes, precision, against OpenFHE in the same run.
 
     python benchmarks/bench_bootstrap.py [--presets N16_BOOT_L3,N16_BOOT_L9] [--threads 1,2] [--reps 2]
-                                         [--repeats 10] [--slots N] [--no-peer] [--openfhe-python PATH] [--quick]
-                                         [--json PATH]
+                                         [--repeats 10] [--slots N] [--precise] [--no-peer] [--openfhe-python PATH]
+                                         [--quick] [--json PATH]
 
 For each preset and thread count, ours runs in its own process (pinned to that many CPUs before JAX starts, as
 ``crossfhe.cli.benchutil.pin_threads`` does): key generation (seconds, MiB of bootstrapping keys), then a full-slot
@@ -12,7 +12,9 @@ real-message path (``real=True``, what the front end runs for a vector of real v
 the same number of times; ``--slots
 n``: a sparse bootstrap of n values instead (replicated over the slots; n <= N/4 runs EvalMod once, on both halves
 packed in one ciphertext), OpenFHE at the same n; precision = -log2 of the max slot error; with ``--repeats`` k, the
-precision after each of k bootstraps in a row (the value goes back in each time: the drift curve). OpenFHE 1.6.1
+precision after each of k bootstraps in a row (the value goes back in each time: the drift curve); ``--precise``: the
+two-iteration bootstrap (``precise=True``) timed the same way on both paths, its precision against the values and
+against the input's own decryption (``N16_BOOT_HP`` is the preset made for it). OpenFHE 1.6.1
 (``openfhe_boot_peer.py``, its own interpreter) runs after ours at the same N, slots and levels left, level budget
 (3, 3) like our CoeffToSlot and SlotToCoeff, ``FLEXIBLEAUTO`` with 59/60-bit moduli, at the same thread count.
 OpenFHE refuses these chains at HEStd_128_classic at N 2^16 (its bootstrap is deeper for a uniform ternary secret:
@@ -48,6 +50,7 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--openfhe-python", default=None)
     p.add_argument("--quick", action="store_true", help="the N 2^11 test set (smoke test)")
     p.add_argument("--slots", type=int, default=None, help="a sparse bootstrap of this many slots (default N/2)")
+    p.add_argument("--precise", action="store_true", help="also time the two-iteration bootstrap (precise=True)")
     p.add_argument("--json", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -63,7 +66,7 @@ def _params(name: str):
     return presets.BOOTSTRAP[name]
 
 
-def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None = None) -> dict:
+def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None = None, precise: bool = False) -> dict:
     from crossfhe.cli.benchutil import enable_compilation_cache, pin_threads
 
     pin_threads(threads)
@@ -139,6 +142,24 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
                     precision_bits=float(-np.log2(np.abs(z.real - x).max())),
                     imag_bits=float(-np.log2(np.abs(z.imag).max())),
                     key_switches=_count_key_switches(lambda: block(bt.bootstrap(ct, bk, real=True))))
+    precise_rec = {}
+    if precise:  # two iterations, the general path and (full slots) the real one
+        dec_in = ops.decode(ops.decrypt(sk, ct))
+        for path, is_real in (("general", False), ("real", True)) if not pl.packed else (("general", False),):
+            c = time.perf_counter()
+            out_p = block(bt.bootstrap(ct, bk, real=is_real, precise=True))
+            first = time.perf_counter() - c
+            ptimes = []
+            for _ in range(reps):
+                c = time.perf_counter()
+                out_p = block(bt.bootstrap(ct, bk, real=is_real, precise=True))
+                ptimes.append((time.perf_counter() - c) * 1e3)
+            z = ops.decode(ops.decrypt(sk, out_p)).real
+            precise_rec[path] = {"first_call_s": first, "median_ms": statistics.median(ptimes), "times_ms": ptimes,
+                                 "precision_bits": float(-np.log2(np.abs(z - x).max())),
+                                 "vs_input_bits": float(-np.log2(np.abs(z - dec_in.real).max())),
+                                 "input_bits": float(-np.log2(np.abs(dec_in.real - x).max())),
+                                 "level": out_p.level}
     curve = []
     y = ct
     for _ in range(repeats):
@@ -154,7 +175,7 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
         "first_call_s": first_s, "median_ms": statistics.median(times), "min_ms": min(times), "times_ms": times,
         "stages_ms": {k: statistics.median(s[k] for s in st) for k in st[0]}, "eval_mods": 1 if pl.packed else 2,
         "precision_bits": bits,
-        "key_switches": counts, "real_path": real,
+        "key_switches": counts, "real_path": real, "precise": precise_rec,
         "precision_curve_bits": curve, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_mib": mem,
         "load": os.getloadavg(),
@@ -187,8 +208,10 @@ def _count_key_switches(fn) -> dict:
     return counts
 
 
-def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | None) -> dict | None:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", f"{name}:{threads}:{reps}:{repeats}:{slots or 0}"]
+def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | None, precise: bool = False
+              ) -> dict | None:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker",
+           f"{name}:{threads}:{reps}:{repeats}:{slots or 0}:{int(precise)}"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
     if r.returncode:
         print(f"# crossfhe worker failed:\n{r.stderr[-3000:]}", file=sys.stderr)
@@ -199,8 +222,8 @@ def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | Non
 def main(argv=None) -> int:
     args = _parse(argv)
     if args.worker:
-        name, threads, reps, repeats, slots = args.worker.split(":")
-        print(json.dumps(worker(name, int(threads), int(reps), int(repeats), int(slots) or None)))
+        name, threads, reps, repeats, slots, precise = args.worker.split(":")
+        print(json.dumps(worker(name, int(threads), int(reps), int(repeats), int(slots) or None, precise == "1")))
         return 0
     names = ["TEST_N11"] if args.quick else args.presets.split(",")
     threads = [int(t) for t in args.threads.split(",")]
@@ -208,7 +231,7 @@ def main(argv=None) -> int:
     records = []
     for name in names:
         for t in threads:
-            ours = _run_ours(name, t, args.reps, args.repeats, args.slots)
+            ours = _run_ours(name, t, args.reps, args.repeats, args.slots, args.precise)
             if ours is None:
                 continue
             records.append(ours)
@@ -223,9 +246,19 @@ def main(argv=None) -> int:
                     of.update(peer="openfhe", preset=name, threads=t)
                     records.append(of)
                     ours["ratio_openfhe"] = ours["median_ms"] / of["bootstrap_ms"]["median"]
-                    if ours["real_path"]:
-                        ours["real_path"]["ratio_openfhe"] = (ours["real_path"]["median_ms"]
-                                                              / of["bootstrap_ms"]["median"])
+                    for rec in (ours["real_path"], *ours["precise"].values()):
+                        if rec:
+                            rec["ratio_openfhe"] = rec["median_ms"] / of["bootstrap_ms"]["median"]
+                if ours["precise"]:  # OpenFHE's iterative bootstrap (two iterations, one level more in its chain)
+                    it = openfhe_boot_peer.run_bootstrap(python, log_n=log_n, slots=slots,
+                                                         levels_left=ours["levels_left"], level_budget=(3, 3),
+                                                         threads=t, reps=args.reps, repeats=1, security="none",
+                                                         iterations=2)
+                    if it:
+                        it.update(peer="openfhe", preset=name, threads=t)
+                        records.append(it)
+                        for rec in ours["precise"].values():
+                            rec["ratio_openfhe_iterative"] = rec["median_ms"] / it["bootstrap_ms"]["median"]
     print(f"\n{'preset':<13}{'thr':>4}{'peer':>10}{'boot ms':>10}{'bits':>7}{'left':>6}{'keys MiB':>10}"
           f"{'keygen s':>10}{'ours/OFHE':>10}")
     for r in records:
@@ -243,12 +276,19 @@ def main(argv=None) -> int:
                 print(f"{'':<17}real-message path (EvalMod x1): {rp['median_ms']:.0f} ms, {rp['precision_bits']:.2f} "
                       f"bits (imaginary parts {rp['imag_bits']:.2f}), ours/OFHE {ratio:.2f}; key switches "
                       f"{rp['key_switches']}")
+            for path, pr in r.get("precise", {}).items():
+                print(f"{'':<17}precise (two iterations), {path} path: {pr['median_ms']:.0f} ms, "
+                      f"{pr['precision_bits']:.2f} bits ({pr['vs_input_bits']:.2f} against the input's decryption, "
+                      f"whose own error is {pr['input_bits']:.2f} bits), level {pr['level']}, ours/OFHE "
+                      f"{pr.get('ratio_openfhe', float('nan')):.2f}, ours/OFHE two iterations "
+                      f"{pr.get('ratio_openfhe_iterative', float('nan')):.2f}")
             if r["precision_curve_bits"]:
                 print(f"{'':<17}bits over {len(r['precision_curve_bits'])} bootstraps: "
                       + " ".join(f"{b:.2f}" for b in r["precision_curve_bits"]))
         else:
             mem = r.get("memory", {})
-            print(f"{r['preset']:<13}{r['threads']:>4}{'openfhe':>10}{r['bootstrap_ms']['median']:>10.0f}"
+            peer = "openfhe" if r.get("iterations", 1) == 1 else "ofhe x2"
+            print(f"{r['preset']:<13}{r['threads']:>4}{peer:>10}{r['bootstrap_ms']['median']:>10.0f}"
                   f"{r['precision_bits']:>7.2f}{r['levels_left']:>6}{'':>10}{r['keygen_s']['total_s']:>10.1f}"
                   f"   N {r['params']['N']}, log PQ {r['params'].get('log_pq', float('nan')):.0f}, no security "
                   f"check; peak {mem.get('peak_rss_mb', mem)}")

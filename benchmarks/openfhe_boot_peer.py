@@ -81,19 +81,22 @@ def _say(msg: str) -> None:
 def run_bootstrap(python: str | None, *, log_n: int, slots: int, levels_left: int,
                   level_budget: tuple[int, int] = (4, 3), threads: int, reps: int = 3, repeats: int = 10,
                   timeout_s: float = 3600, security: str = "HEStd_128_classic", dnum: int = 0,
-                  scaling: str = "FLEXIBLEAUTO") -> dict | None:
+                  scaling: str = "FLEXIBLEAUTO", iterations: int = 1) -> dict | None:
     """One worker run; its JSON record, or None (with a message on stderr) if the interpreter is missing or the
     worker fails (an OpenFHE exception, e.g. a ring dimension too small for ``security``, ends up there).
 
     ``security``: ``"HEStd_128_classic"`` (default) or ``"none"`` (``HEStd_NotSet``, for small test rings);
-    ``dnum``: HYBRID digits, 0 for OpenFHE's default; ``scaling``: ``"FLEXIBLEAUTO"`` or ``"FIXEDAUTO"``."""
+    ``dnum``: HYBRID digits, 0 for OpenFHE's default; ``scaling``: ``"FLEXIBLEAUTO"`` or ``"FIXEDAUTO"``;
+    ``iterations``: 2 times OpenFHE's iterative bootstrap (Meta-BTS, ``EvalBootstrap(ct, 2, precision)``) instead,
+    as its ``iterative-ckks-bootstrapping`` example does: one level more in the chain, the one-iteration precision
+    measured first (``one_iteration_bits``) and passed in, floored."""
     if not python:
         _say("no interpreter with openfhe (make openfhe-peer), bootstrapping peer skipped")
         return None
     cmd = [python, str(Path(__file__).resolve()), "--log-n", str(log_n), "--slots", str(slots),
            "--levels-left", str(levels_left), "--level-budget", str(level_budget[0]), str(level_budget[1]),
            "--threads", str(threads), "--reps", str(reps), "--repeats", str(repeats), "--security", security,
-           "--dnum", str(dnum), "--scaling", scaling]
+           "--dnum", str(dnum), "--scaling", scaling, "--iterations", str(iterations)]
     rec, stderr = run_worker(cmd, threads, timeout_s, "bootstrapping peer")
     if rec is None:
         return None
@@ -228,7 +231,7 @@ def worker(args: argparse.Namespace) -> dict:
     scaling = {"FLEXIBLEAUTO": of.ScalingTechnique.FLEXIBLEAUTO, "FIXEDAUTO": of.ScalingTechnique.FIXEDAUTO}
     security = {"HEStd_128_classic": of.SecurityLevel.HEStd_128_classic, "none": of.SecurityLevel.HEStd_NotSet}
     boot_depth = of.CryptoContext.GetBootstrapDepth(budget, key_dist)  # FHECKKSRNS.GetBootstrapDepth in C++
-    depth = args.levels_left + boot_depth
+    depth = args.levels_left + boot_depth + (args.iterations - 1)  # an extra iteration spends a level
 
     pp = of.CCParamsCKKSRNS()
     pp.SetSecretKeyDist(key_dist)
@@ -302,9 +305,12 @@ def worker(args: argparse.Namespace) -> dict:
         return round(-math.log2(max(err, 2.0**-60)), 3)
 
     times, out = [], None
+    one_bits = None
+    if args.iterations > 1:  # the precision of one iteration, which EvalBootstrap takes as an argument
+        one_bits = bits(errors(cc.EvalBootstrap(ct))[0])
     for _ in range(max(1, args.reps)):
         t0 = time.perf_counter()
-        out = cc.EvalBootstrap(ct)
+        out = cc.EvalBootstrap(ct, args.iterations, int(one_bits or 0))
         times.append(time.perf_counter() - t0)
     err1, mean1 = errors(out)
     curve, curve_ms, cur = [bits(err1)], [], out
@@ -324,6 +330,7 @@ def worker(args: argparse.Namespace) -> dict:
             "precision_bits": bits(err1), "max_abs_err": err1,
             "mean_precision_bits": bits(mean1), "mean_abs_err": mean1,
             "precision_curve_bits": curve, "repeat_bootstrap_ms": curve_ms,
+            "iterations": args.iterations, "one_iteration_bits": one_bits,
             "memory": mem}
 
 
@@ -343,6 +350,7 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--security", choices=("HEStd_128_classic", "none"), default="HEStd_128_classic")
     p.add_argument("--dnum", type=int, default=0, help="HYBRID digits; 0: OpenFHE's default")
     p.add_argument("--scaling", choices=("FLEXIBLEAUTO", "FIXEDAUTO"), default="FLEXIBLEAUTO")
+    p.add_argument("--iterations", type=int, choices=(1, 2), default=1, help="2: iterative bootstrapping (Meta-BTS)")
     a = p.parse_args(argv)
     if a.slots is None:
         a.slots = 1 << (a.log_n - 1)
@@ -370,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rec = run_bootstrap(find_python(a.openfhe_python), log_n=a.log_n, slots=a.slots, levels_left=a.levels_left,
                         level_budget=tuple(a.level_budget), threads=a.threads, reps=a.reps, repeats=a.repeats,
-                        timeout_s=a.timeout_s, security=a.security, dnum=a.dnum, scaling=a.scaling)
+                        timeout_s=a.timeout_s, security=a.security, dnum=a.dnum, scaling=a.scaling,
+                        iterations=a.iterations)
     if rec is None:
         return 1
     print(json.dumps(rec, indent=2))

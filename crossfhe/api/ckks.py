@@ -468,7 +468,7 @@ class EncryptedVector(KeyOwned, SlotVector):
             step *= 2
         return x._reshaped(length, 1 if length == 1 else x.width)
 
-    def bootstrap(self) -> EncryptedVector:
+    def bootstrap(self, *, precise: bool = False) -> EncryptedVector:
         """The same values at the top user level (``params.user_levels``), so computation can go on: CKKS
         bootstrapping (:func:`crossfhe.ckks.bootstrap.bootstrap`, one program), within the preset's stated precision.
         Needs a context made with ``bootstrap=True`` (traced: a bootstrappable preset, whose keygen makes the keys);
@@ -476,12 +476,18 @@ class EncryptedVector(KeyOwned, SlotVector):
         refused before any work (ParameterError), in a circuit at compile time (CircuitError). A vector of up to N/4
         values (width, the power of two its values repeat with) bootstraps with one EvalMod instead of two where the
         keys were made for it (``CKKSContext.create(..., bootstrap_length=...)``; a compiled circuit's keygen does it
-        by itself)."""
+        by itself).
+
+        ``precise``: two iterations (:func:`crossfhe.ckks.bootstrap.bootstrap` ``precise``): twice the time, the same
+        keys and levels, and the error of one bootstrap (25-26 bits) down to the scale's rounding: 40 bits or more on
+        the preset made for it, ``N16_BOOT_HP`` (scale 2^60), about 35 on the others (scale 2^52)."""
+        if not isinstance(precise, bool):
+            raise TypeError(f"bootstrap(precise=...) takes True or False, got {precise!r}")
         if not self.traced and self.ctx.bootstrap_keys is None:
             raise self._error(ValueError, "this context holds no bootstrapping keys: create it with "
                               "CKKSContext.create(params, bootstrap=True) on a bootstrappable preset "
                               "(crossfhe.ckks.presets.BOOTSTRAP)")
-        return self._apply("bootstrap")
+        return self._apply("bootstrap", attrs={"precise": True} if precise else None)
 
     def conjugate(self) -> EncryptedVector:
         """The complex conjugate of every value (a key switch with the conjugation key)."""

@@ -344,7 +344,7 @@ def _levels_forward(g: Graph, params: Params, hints: dict, run_at: dict, lazy: b
                                    f"{', '.join(presets.BOOTSTRAP)}) with bootstrapping keys (CKKSContext.create("
                                    "params, bootstrap=True); a compiled circuit's keygen() makes them)")
             x = settled(args[0], loc)
-            v = emit("bootstrap", (x,), {}, loc, params.user_levels, info[x][1], False)
+            v = emit("bootstrap", (x,), dict(n.attrs), loc, params.user_levels, info[x][1], False)
         elif n.op in ("rotate", "rotate_many", "conjugate", "output"):
             x = settled(args[0], loc)
             x = drop(x, at(i, info[x][0]), loc)
@@ -481,7 +481,8 @@ def _keyswitch_ntts(params: Params, limbs: int) -> tuple[int, int]:
 def cost(g: Graph, params: Params, annotated: bool = True) -> dict:
     """Operation counts: ``key_switches`` (relinearizations + rotations), ``modups`` (hoisted rotations share
     one), ``rescales``, ``tensor_products``, ``plain_products``, ``additions``, ``ntt_limbs`` (limb transforms,
-    annotated graphs only) and ``depth`` (multiplicative depth; annotated: levels consumed from the top)."""
+    annotated graphs only), ``bootstraps`` (a precise one counts twice: two iterations) and ``depth`` (multiplicative
+    depth; annotated: levels consumed from the top)."""
     c = g.counts()
     relins = c["relin"] + (c["mul"] if "tensor" not in c else 0)
     rotations = c["rotate"] + c["conjugate"] + sum(len(n.attr("ks")) for n in g.nodes if n.op == "rotate_many")
@@ -494,7 +495,7 @@ def cost(g: Graph, params: Params, annotated: bool = True) -> dict:
         "tensor_products": c["tensor"] + c["mul"],
         "plain_products": c["mul_plain"] + c["mul_scalar"] + c["mul_int"],
         "additions": c["add"] + c["sub"] + c["add_plain"] + c["add_scalar"],
-        "bootstraps": c["bootstrap"],
+        "bootstraps": sum(2 if n.attr("precise") else 1 for n in g.nodes if n.op == "bootstrap"),
         "depth": multiplicative_depth(g),
     }
     if annotated and all(n.attr("level") is not None for n in g.nodes):
@@ -830,7 +831,7 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
         elif n.op == "bootstrap":
             src = g.nodes[n.args[0]]
             ct = Ciphertext(*a[0], params, src.attr("scale"), rt["bootstrap"].key_id)
-            out = bootstrap.bootstrap(ct, rt["bootstrap"], real=not cx[n.args[0]])
+            out = bootstrap.bootstrap(ct, rt["bootstrap"], real=not cx[n.args[0]], precise=bool(n.attr("precise")))
             vals.append((out.c0, out.c1))
         elif n.op == "output":
             vals.append(a[0])

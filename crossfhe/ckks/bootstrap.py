@@ -49,6 +49,11 @@ Delta_in:
    negligible although later factors amplify it), the last factor at ``params.scale``. A real message: the DFT of
    the low coefficients alone (m_0 halved, folded into the first factor) on 2 Re t, then y + conj(y).
 
+6. **Precise** (opt-in, ``precise``): a second iteration bootstraps the first one's error, scaled up by
+   2^:data:`PRECISE_GAIN_BITS`, and adds it back divided by the same (folded into SlotToCoeff's last factor:
+   :func:`refine_last_factor`), so one bootstrap's noise (about 2^-26) becomes 2^-20 times the second's, and what
+   is left is the rescale rounding at the scale Delta (Bae et al., META-BTS, CCS 2022; :func:`refine_steps`).
+
 Levels, top down: CoeffToSlot uses levels L ... L - cts + 1, EvalMod the next :func:`evalmod_levels`,
 SlotToCoeff the next ``stc_levels``; the result is at L - bootstrap_levels = ``params.user_levels``, scale
 Delta_in. CoeffToSlot and EvalMod run on the wide primes of the chain (:class:`~crossfhe.ckks.params.ParamsLiteral`
@@ -92,6 +97,11 @@ EPHEMERAL_WEIGHT = 32
 
 LOG_MESSAGE_RATIO = 5
 """log2 of the message ratio q0 / Delta of :func:`bootstrappable_params` (and of the presets' base primes)."""
+
+PRECISE_GAIN_BITS = 20
+"""A precise bootstrap (:func:`bootstrap` ``precise``) bootstraps the first iteration's error times 2^20: valid
+while that error stays below 2^-20 (every preset keeps at least 24 bits), and the second iteration's own error
+reaches the result divided by 2^20."""
 
 COEFFICIENT_BOUND = 1.125
 """EvalMod's arcsine is fitted for message coefficients |m| <= COEFFICIENT_BOUND Delta (slots in [-1, 1] give
@@ -169,13 +179,14 @@ def slots_for(params: Params, length: int | None = None) -> int:
 
 
 def _wide_levels(params: Params) -> int:
-    """How many top levels rest on the wide primes (read off the primes: those above the scale's)."""
+    """How many top levels rest on the wide primes (read off the primes: those more than half a bit above the
+    scale's, which :func:`~crossfhe.ckks.params.Params.from_literal` takes within a fraction of a bit of it)."""
     ppl, base = params.primes_per_level, params.base_count
     nominal = params.log_scale / ppl
     count = 0
     for level in range(params.levels, 0, -1):
         primes = params.q[base + (level - 1) * ppl : base + level * ppl]
-        if min(math.log2(p) for p in primes) > nominal + 2:
+        if min(math.log2(p) for p in primes) > nominal + 0.5:
             count += 1
         else:
             break
@@ -417,6 +428,27 @@ def _real_first(params: Params, cfg: Config) -> lintrans.Encoded:
     if not enc.plan.rotations() <= plan_for(params, cfg).stc[0].plan.rotations():
         raise ParameterError("internal: the real-message factor needs rotations its plan's keys lack")
     return enc
+
+
+def refine_last_factor(params: Params, config: Config | None = None) -> lintrans.Encoded:
+    """SlotToCoeff's last factor divided by 2^:data:`PRECISE_GAIN_BITS` (same offsets, same keys, same level): the
+    second iteration of a precise bootstrap (:func:`bootstrap` ``precise``) ends with it, so its output is the first
+    iteration's error at the message's scale without a level for the division. Made once per (params, config) and
+    cached; ParameterError where SlotToCoeff has a single factor (it is then also the first, which packing or a real
+    message replace)."""
+    config = config_for(params) if config is None else config
+    if config.stc_levels < 2:
+        raise ParameterError("a precise bootstrap needs SlotToCoeff on at least 2 levels (its last factor carries "
+                             f"the division by 2^{PRECISE_GAIN_BITS}); this configuration has 1")
+    return _refine_last(params, config)
+
+
+@plan_cache(maxsize=2)
+def _refine_last(params: Params, cfg: Config) -> lintrans.Encoded:
+    last = dft_factors(cfg.slots, cfg.stc_levels, inverse=False)[-1]
+    gain = 2.0 ** -PRECISE_GAIN_BITS
+    return _encode_stc(params, cfg, cfg.stc_levels - 1,
+                       lintrans.Diagonals(last.n, {k: d * gain for k, d in last.diags.items()}))
 
 
 def widen(m: lintrans.Diagonals, n2: int) -> lintrans.Diagonals:
@@ -688,25 +720,27 @@ def odd_polynomial(y: Ciphertext, coeffs, keys: EvaluationKeys, scale: float) ->
 
 
 def slot_to_coeff(parts: tuple[Ciphertext, ...], pl: Plan, keys: EvaluationKeys,
-                  first: lintrans.Encoded | None = None) -> Ciphertext:
+                  first: lintrans.Encoded | None = None, last: lintrans.Encoded | None = None) -> Ciphertext:
     """Step 5: the special DFT of re + i im (``parts`` = (re, im), or the packed (re | im) whose first factor forms
     it), at the user's top level, scale ``params.scale``. With ``first`` (:func:`real_first_factor`; ``parts`` =
-    (re,) of a real message): t + conj(t) of that part, that factor, the others, then y + conj(y)."""
+    (re,) of a real message): t + conj(t) of that part, that factor, the others, then y + conj(y). ``last``: another
+    last factor (:func:`refine_last_factor`: the same one divided by 2^:data:`PRECISE_GAIN_BITS`)."""
+    factors = list(pl.stc)
+    if first is not None:
+        factors[0] = first
+    if last is not None:
+        factors[-1] = last
     if first is not None:
         ct = ops.add(parts[0], ops.conjugate(parts[0], keys))
-        ct = lintrans.apply(ct, first, keys)
-        for enc in pl.stc[1:]:
-            ct = lintrans.apply(ct, enc, keys)
-        return ops.add(ct, ops.conjugate(ct, keys))
-    if len(parts) == 1:
+    elif len(parts) == 1:
         ct = parts[0]
     else:
         re, im = parts
         level = min(re.level, im.level)
         ct = ops.add(ops.drop_level(re, level), times_i(ops.drop_level(im, level)))
-    for enc in pl.stc:
+    for enc in factors:
         ct = lintrans.apply(ct, enc, keys)
-    return ct
+    return ops.add(ct, ops.conjugate(ct, keys)) if first is not None else ct
 
 
 def _check(ct: Ciphertext, keys: Keys) -> Plan:
@@ -758,11 +792,23 @@ def bootstrap_steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods=eval_mod_eac
     return _declared(_steps(ct, keys, pl, eval_mods, first), ct, pl)
 
 
-def _steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods, first=None) -> Ciphertext:
+def _steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods, first=None, last=None) -> Ciphertext:
     """:func:`bootstrap_steps` up to SlotToCoeff's output (scale ``params.scale``, before :func:`_declared`)."""
     raised = encapsulate_and_raise(ct, keys, pl.raise_scale)
     parts = coeff_to_slot(raised, pl, keys.evaluation, real=first is not None)
-    return slot_to_coeff(eval_mods(parts, pl, keys.evaluation), pl, keys.evaluation, first)
+    return slot_to_coeff(eval_mods(parts, pl, keys.evaluation), pl, keys.evaluation, first, last)
+
+
+def refine_steps(ct: Ciphertext, keys: Keys, pl: Plan, eval_mods=eval_mod_each,
+                 first: lintrans.Encoded | None = None, last: lintrans.Encoded | None = None) -> Ciphertext:
+    """The two-iteration bootstrap (:func:`bootstrap` ``precise``) of a checked ``ct``: ``last`` is
+    :func:`refine_last_factor` of the plan. Words as :func:`bootstrap_steps`'s, scale ct's."""
+    out = _declared(_steps(ct, keys, pl, eval_mods, first), ct, pl)
+    low = ops.drop_level(ct, 0)
+    d = ops.sub(low, ops.drop_level(out, 0))
+    d = ops._mul_integer(d, 1 << PRECISE_GAIN_BITS, d.scale)
+    fix = _declared(_steps(d, keys, pl, eval_mods, first, last), ct, pl)
+    return ops.add(out, fix)
 
 
 def _first(pl: Plan, real: bool) -> lintrans.Encoded | None:
@@ -784,14 +830,17 @@ def _anonymous(ct: Ciphertext, keys: Keys) -> tuple[Ciphertext, Keys]:
     return dataclasses.replace(ct, scale=float(ct.params.scale), key_id=None), keys
 
 
-def _program_steps(ct: Ciphertext, keys: Keys, pl: Plan, first: lintrans.Encoded | None = None) -> Ciphertext:
+def _program_steps(ct: Ciphertext, keys: Keys, pl: Plan, first: lintrans.Encoded | None = None,
+                   last: lintrans.Encoded | None = None) -> Ciphertext:
+    if last is not None:
+        return refine_steps(ct, keys, pl, eval_mod_loop, first, last)
     return _steps(ct, keys, pl, eval_mod_loop, first)
 
 
 _BOOTSTRAP = Program(_program_steps, name="bootstrap")
 
 
-def bootstrap(ct: Ciphertext, keys: Keys, *, real: bool = False) -> Ciphertext:
+def bootstrap(ct: Ciphertext, keys: Keys, *, real: bool = False, precise: bool = False) -> Ciphertext:
     """A fresh-level encryption of ct's message: level ``params.user_levels``, scale ct.scale (values within
     the preset's measured precision). Slot values must lie in [-1, 1] (message coefficients up to Delta; EvalMod's
     arcsine is fitted up to :data:`COEFFICIENT_BOUND` Delta, its error grows fast beyond, and coefficients beyond
@@ -804,14 +853,24 @@ def bootstrap(ct: Ciphertext, keys: Keys, *, real: bool = False) -> Ciphertext:
     ``real`` only for vectors that hold real values (:class:`crossfhe.api.ckks.EncryptedVector` ``complex``
     False). Sparse plans (n <= N/4) run EvalMod once either way, and ignore it.
 
+    ``precise``: two iterations (Bae, Cheon, Kim, Kim, Stehle, "META-BTS", CCS 2022), twice the time, the same
+    keys and the same output level. The first gives ct' = m + e1; ct - ct' at level 0 holds -e1 (ct's own noise is
+    part of its message m), which times 2^:data:`PRECISE_GAIN_BITS` is bootstrapped with SlotToCoeff's last factor
+    divided by that (:func:`refine_last_factor`), giving -e1 + e2 / 2^20; the sum is m + e2 / 2^20. What is left is
+    the rescale rounding of the two outputs at the scale Delta (about N / Delta per slot): the set's precision at
+    its scale, 40 bits or more on :data:`crossfhe.ckks.presets.N16_BOOT_HP` (scale 2^60), about 35 at the scale 2^52
+    of the other presets, where one iteration gives 25-26.
+
     Operation by operation (:func:`bootstrap_steps`), each operation its own cached compiled program;
     :func:`bootstrap_program` is the same words in one executable, whose compilation on XLA:CPU costs far more
     (benchmarks/README.md, "Workloads as one program")."""
     pl = _check(ct, keys)
+    if precise:
+        return refine_steps(ct, keys, pl, first=_first(pl, real), last=refine_last_factor(pl.params, pl.config))
     return bootstrap_steps(ct, keys, pl, first=_first(pl, real))
 
 
-def bootstrap_program(ct: Ciphertext, keys: Keys, *, real: bool = False) -> Ciphertext:
+def bootstrap_program(ct: Ciphertext, keys: Keys, *, real: bool = False, precise: bool = False) -> Ciphertext:
     """:func:`bootstrap` as one compiled executable per call (:class:`crossfhe.math.xla.Program`): the same words
     (``real`` as there).
 
@@ -823,11 +882,13 @@ def bootstrap_program(ct: Ciphertext, keys: Keys, *, real: bool = False) -> Ciph
     caller's trace (``jax.jit``, ``vmap``, a circuit) the steps join that trace."""
     pl = _check(ct, keys)
     anon_ct, anon_keys = _anonymous(ct, keys)
-    return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl, _first(pl, real)), ct, pl)
+    last = refine_last_factor(pl.params, pl.config) if precise else None
+    return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl, _first(pl, real), last), ct, pl)
 
 
-__all__ = ["COEFFICIENT_BOUND", "EPHEMERAL_WEIGHT", "LOG_MESSAGE_RATIO", "Config", "Keys", "Plan",
+__all__ = ["COEFFICIENT_BOUND", "EPHEMERAL_WEIGHT", "LOG_MESSAGE_RATIO", "PRECISE_GAIN_BITS", "Config", "Keys", "Plan",
            "arcsine_coefficients", "bootstrap", "bootstrap_program", "bootstrap_steps", "bootstrappable_params",
            "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod", "eval_mod_each",
            "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "odd_polynomial", "pack_factors",
-           "plan_for", "real_first_factor", "slot_to_coeff", "slots_for", "sparse_ring", "times_i", "widen"]
+           "plan_for", "real_first_factor", "refine_last_factor", "refine_steps", "slot_to_coeff", "slots_for",
+           "sparse_ring", "times_i", "widen"]
