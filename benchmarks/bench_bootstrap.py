@@ -1,8 +1,8 @@
 """CKKS bootstrapping: latency of one bootstrap and its stages, key sizes, precision, against OpenFHE in the same run.
 
     python benchmarks/bench_bootstrap.py [--presets N16_BOOT_L3,N16_BOOT_L9] [--threads 1,2] [--reps 2]
-                                         [--repeats 10] [--slots N] [--precise] [--no-peer] [--openfhe-python PATH]
-                                         [--quick] [--json PATH]
+                                         [--repeats 10] [--slots N] [--precise] [--compact] [--no-peer]
+                                         [--openfhe-python PATH] [--quick] [--json PATH]
 
 For each preset and thread count, ours runs in its own process (pinned to that many CPUs before JAX starts, as
 ``crossfhe.cli.benchutil.pin_threads`` does): key generation (seconds, MiB of bootstrapping keys), then a full-slot
@@ -14,7 +14,9 @@ n``: a sparse bootstrap of n values instead (replicated over the slots; n <= N/4
 packed in one ciphertext), OpenFHE at the same n; precision = -log2 of the max slot error; with ``--repeats`` k, the
 precision after each of k bootstraps in a row (the value goes back in each time: the drift curve); ``--precise``: the
 two-iteration bootstrap (``precise=True``) timed the same way on both paths, its precision against the values and
-against the input's own decryption (``N16_BOOT_HP`` is the preset made for it). OpenFHE 1.6.1
+against the input's own decryption (``N16_BOOT_HP`` is the preset made for it); ``--compact``: each preset and thread
+count once more in a process of its own whose bootstrapping keys are compact from key generation on
+(``bootstrap.keygen(..., compact=True)``), its record marked ``"keys": "compact"``. OpenFHE 1.6.1
 (``openfhe_boot_peer.py``, its own interpreter) runs after ours at the same N, slots and levels left, level budget
 (3, 3) like our CoeffToSlot and SlotToCoeff, ``FLEXIBLEAUTO`` with 59/60-bit moduli, at the same thread count.
 OpenFHE refuses these chains at HEStd_128_classic at N 2^16 (its bootstrap is deeper for a uniform ternary secret:
@@ -51,6 +53,7 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="the N 2^11 test set (smoke test)")
     p.add_argument("--slots", type=int, default=None, help="a sparse bootstrap of this many slots (default N/2)")
     p.add_argument("--precise", action="store_true", help="also time the two-iteration bootstrap (precise=True)")
+    p.add_argument("--compact", action="store_true", help="also run with compact bootstrapping keys")
     p.add_argument("--json", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -66,7 +69,8 @@ def _params(name: str):
     return presets.BOOTSTRAP[name]
 
 
-def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None = None, precise: bool = False) -> dict:
+def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None = None, precise: bool = False,
+           compact: bool = False) -> dict:
     from crossfhe.cli.benchutil import enable_compilation_cache, pin_threads
 
     pin_threads(threads)
@@ -88,7 +92,7 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
     t0 = time.perf_counter()
     sk, ek = ops.keygen(p)
     t1 = time.perf_counter()
-    bk = bt.keygen(sk, ek, cfg)
+    bk = bt.keygen(sk, ek, cfg, compact=compact)
     t2 = time.perf_counter()
     mem = {"after_keygen_mib": rss()}
     pl = bt.plan_for(p, cfg)
@@ -169,6 +173,7 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
 
     return {
         "peer": "crossfhe", "preset": name, "threads": threads, "n": p.n, "slots": cfg.slots,
+        "keys": "compact" if compact else "full",
         "levels_left": p.user_levels, "log_pq": p.log_pq, "dnum": p.dnum, "config": cfg.__dict__,
         "keygen_s": t1 - t0, "bootstrap_keygen_s": t2 - t1, "plan_s": t3 - t2, "key_mib": bk.nbytes() / 2**20,
         "galois_keys": len(ev.galois), "plan_mib": pl.nbytes() / 2**20,
@@ -208,10 +213,10 @@ def _count_key_switches(fn) -> dict:
     return counts
 
 
-def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | None, precise: bool = False
-              ) -> dict | None:
+def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | None, precise: bool = False,
+              compact: bool = False) -> dict | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker",
-           f"{name}:{threads}:{reps}:{repeats}:{slots or 0}:{int(precise)}"]
+           f"{name}:{threads}:{reps}:{repeats}:{slots or 0}:{int(precise)}:{int(compact)}"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
     if r.returncode:
         print(f"# crossfhe worker failed:\n{r.stderr[-3000:]}", file=sys.stderr)
@@ -222,8 +227,9 @@ def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | Non
 def main(argv=None) -> int:
     args = _parse(argv)
     if args.worker:
-        name, threads, reps, repeats, slots, precise = args.worker.split(":")
-        print(json.dumps(worker(name, int(threads), int(reps), int(repeats), int(slots) or None, precise == "1")))
+        name, threads, reps, repeats, slots, precise, compact = args.worker.split(":")
+        print(json.dumps(worker(name, int(threads), int(reps), int(repeats), int(slots) or None, precise == "1",
+                                compact == "1")))
         return 0
     names = ["TEST_N11"] if args.quick else args.presets.split(",")
     threads = [int(t) for t in args.threads.split(",")]
@@ -236,6 +242,12 @@ def main(argv=None) -> int:
                 continue
             records.append(ours)
             print(f"# {name} {t} thread(s): {ours['median_ms']:.0f} ms, {ours['precision_bits']:.2f} bits", flush=True)
+            if args.compact:
+                small = _run_ours(name, t, args.reps, args.repeats, args.slots, args.precise, compact=True)
+                if small is not None:
+                    records.append(small)
+                    print(f"# {name} {t} thread(s), compact keys: {small['median_ms']:.0f} ms, "
+                          f"{small['key_mib']:.0f} MiB of keys", flush=True)
             if python:
                 log_n = 12 if args.quick else ours["n"].bit_length() - 1
                 slots = ours["slots"] if args.slots else (1 << (log_n - 1))
@@ -245,10 +257,11 @@ def main(argv=None) -> int:
                 if of:
                     of.update(peer="openfhe", preset=name, threads=t)
                     records.append(of)
-                    ours["ratio_openfhe"] = ours["median_ms"] / of["bootstrap_ms"]["median"]
-                    for rec in (ours["real_path"], *ours["precise"].values()):
-                        if rec:
-                            rec["ratio_openfhe"] = rec["median_ms"] / of["bootstrap_ms"]["median"]
+                    for mine in [r for r in records if r["peer"] == "crossfhe" and r["preset"] == name
+                                 and r["threads"] == t]:
+                        for rec in (mine, mine["real_path"], *mine["precise"].values()):
+                            if rec:
+                                rec["ratio_openfhe"] = rec["median_ms"] / of["bootstrap_ms"]["median"]
                 if ours["precise"]:  # OpenFHE's iterative bootstrap (two iterations, one level more in its chain)
                     it = openfhe_boot_peer.run_bootstrap(python, log_n=log_n, slots=slots,
                                                          levels_left=ours["levels_left"], level_budget=(3, 3),
@@ -263,13 +276,14 @@ def main(argv=None) -> int:
           f"{'keygen s':>10}{'ours/OFHE':>10}")
     for r in records:
         if r["peer"] == "crossfhe":
-            print(f"{r['preset']:<13}{r['threads']:>4}{'crossfhe':>10}{r['median_ms']:>10.0f}{r['precision_bits']:>7.2f}"
+            who = "ours" + (" cmp" if r.get("keys") == "compact" else "")
+            print(f"{r['preset']:<13}{r['threads']:>4}{who:>10}{r['median_ms']:>10.0f}{r['precision_bits']:>7.2f}"
                   f"{r['levels_left']:>6}{r['key_mib']:>10.0f}{r['keygen_s'] + r['bootstrap_keygen_s']:>10.1f}"
                   f"{r.get('ratio_openfhe', float('nan')):>10.2f}")
             st = r["stages_ms"]
             print(f"{'':<17}stages ms: ModRaise {st['modraise_ms']:.0f}, CoeffToSlot {st['coeff_to_slot_ms']:.0f}, "
                   f"EvalMod x{r['eval_mods']} {st['eval_mod_ms']:.0f}, SlotToCoeff {st['slot_to_coeff_ms']:.0f}")
-            print(f"{'':<17}key switches: {r['key_switches']}")
+            print(f"{'':<17}key switches: {r['key_switches']}; peak resident memory {r['peak_rss_mib'] / 1024:.2f} GiB")
             rp = r.get("real_path")
             if rp:
                 ratio = rp.get("ratio_openfhe", float("nan"))

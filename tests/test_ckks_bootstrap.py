@@ -475,6 +475,24 @@ def test_refine_last_factor():
         bt.refine_last_factor(P, dataclasses.replace(cfg, stc_levels=1))
 
 
+def test_compact_bootstrapping_keys_give_the_same_words(keys):
+    """Keys.compact(): every Galois key and both encapsulation keys as seeds (the relinearization key whole), about
+    half the memory, the same words on both paths; CKKSContext.create(compact_keys=True) makes them so."""
+    sk, ek, bk = keys
+    small = bk.compact()
+    assert small.nbytes() < 0.55 * bk.nbytes() and "compact" in repr(small)
+    assert small.evaluation.relin is bk.evaluation.relin and all(k.compact for k in small.evaluation.galois.values())
+    x = _shape("uniform", P.slots)
+    ct = ops.drop_level(ops.encrypt(ek, ops.encode(P, x)), 0)
+    for real in (False, True):
+        want, got = bt.bootstrap(ct, bk, real=real), bt.bootstrap(ct, small, real=real)
+        assert np.array_equal(np.asarray(want.c0.data), np.asarray(got.c0.data))
+        assert np.array_equal(np.asarray(want.c1.data), np.asarray(got.c1.data))
+    ctx = CKKSContext.create(P, bootstrap=True, compact_keys=True, seed=bytes(range(3, 35)), insecure=True)
+    assert ctx.public.bootstrap_keys.to_dense.compact
+    assert _bits(ctx.decrypt(_at_level_0(ctx.encrypt(x)).bootstrap()), x) > BITS
+
+
 def test_errors(keys):
     sk, ek, bk = keys
     with pytest.raises(ParameterError, match="bootstrap"):

@@ -379,6 +379,40 @@ def test_native_keygen_gives_the_vector_words(sk):
         assert np.array_equal(np.asarray(again.data), np.asarray(keys[1].a.data))
 
 
+def test_compact_key_switches_give_the_same_words(sk):
+    """A compact key (a kept as its seed, made at each use: the native sampler's rows on NATIVE, a full expansion on
+    VECTOR) switches to the words of the whole key at every level, alone and hoisted; it holds half the memory, its
+    blob is the whole key's, and expand() gives the whole key back."""
+    from crossfhe.io import _common as io_common
+    from crossfhe.kernels import NATIVE, VECTOR, default_kernels
+
+    ksk = KS.gen_relin_key(sk, PARAMS, _key(61), dnum=3)
+    small = KS.compact(ksk)
+    assert small.compact and not ksk.compact and KS.compact(small) is small
+    assert small.nbytes() * 2 == ksk.nbytes() and "compact" in repr(small)
+    rng = np.random.default_rng(9)
+    sets = (VECTOR, NATIVE) if default_kernels() is NATIVE else (VECTOR,)  # NATIVE: CPU with a compiler only
+    for kernels in sets:
+        for active in (L, 4, 1):
+            d = P.RNSPoly.create(jnp.asarray(np.stack([rng.integers(0, q, N) for q in Q[:active]]).astype(np.uint32)),
+                                 Q[:active], P.Domain.EVAL)
+            plan = KS.keyswitch_plan(ksk, active=active, kernels=kernels)
+            want = KS.keyswitch(d, ksk, plan=plan)
+            got = KS.keyswitch(d, small, plan=plan)
+            assert all(np.array_equal(np.asarray(a.data), np.asarray(b.data)) for a, b in zip(want, got))
+            hoisted = KS.keyswitch_hoisted(d, [small, ksk], [1, 1], plan=plan)
+            for pair in hoisted:
+                assert all(np.array_equal(np.asarray(a.data), np.asarray(b.data)) for a, b in zip(want, pair))
+    whole = KS.expand(small)
+    assert np.array_equal(np.asarray(whole.a.data), np.asarray(ksk.a.data))
+    meta, arrays = io_common._ksk_parts(small, PARAMS, "k.")
+    meta_full, arrays_full = io_common._ksk_parts(ksk, PARAMS, "k.")
+    assert meta == meta_full and arrays.keys() == arrays_full.keys()
+    assert all(np.array_equal(arrays[k], arrays_full[k]) for k in arrays)
+    with pytest.raises(TypeError, match="KeySwitchKey"):
+        KS.compact(ksk.b)
+
+
 def test_native_levels_share_one_chain_table(relin_keys):
     """On the NATIVE set every level's ModUp reads the rows of one NTT plan over the whole chain Q_L ∪ P (no copy of
     a digit's targets per level); the other sets keep a plan of their own per level."""

@@ -390,6 +390,22 @@ def test_native_uniform_mod_gives_the_jax_words(key, n):
     assert np.array_equal(np.asarray(jax.jit(lambda k: R.uniform_mod_native(k, q, n))(keys)), want)
 
 
+def test_native_uniform_mod_rows_are_the_arrays_rows(key):
+    """uniform_mod_native_rows: any rows, in any order and repeated, of uniform_mod_native's arrays, word for word;
+    bad rows and sizes refused."""
+    _native_or_skip()
+    q = tuple(int(x) for x in TABLE_Q[:, 0])
+    keys = R.split(key, 3)
+    full = np.asarray(R.uniform_mod_native(keys, q, 512))
+    for rows in ((0,), (6, 0, 3), (2, 2, 5, 1, 4)):
+        got = np.asarray(jax.jit(lambda k, rows=rows: R.uniform_mod_native_rows(k, q, rows, 512))(keys))
+        assert np.array_equal(got, full[:, list(rows)])
+    with pytest.raises(ParameterError, match=r"rows must lie in \[0, 7\)"):
+        R.uniform_mod_native_rows(keys, q, (7,), 512)
+    with pytest.raises(ParameterError, match="multiple of 256"):
+        R.uniform_mod_native_rows(keys, q, (0,), 128)
+
+
 def test_native_uniform_mod_refuses_bad_arguments(key):
     _native_or_skip()
     keys = R.split(key, 2)

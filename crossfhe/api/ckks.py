@@ -194,7 +194,7 @@ class CKKSContext(Context):
     @classmethod
     def create(cls, params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None,
                kernels=None, bootstrap: bool = False, bootstrap_length: int | None = None, insecure: bool = False,
-               progress="auto"):
+               progress="auto", compact_keys: bool = False):
         """Generate keys for ``params``; ``rotations``: slot offsets (any sign) to hold exact Galois keys for.
         The powers of two 1 ... N/4 are always added: ``sum()`` needs them, and :meth:`EncryptedVector.rotate`
         composes any other rotation from them. ``seed``: 32 bytes for reproducible keys (tests).
@@ -204,7 +204,10 @@ class CKKSContext(Context):
         ParameterError), so that :meth:`EncryptedVector.bootstrap` works. ``bootstrap_length``: the longest vector
         they serve (implies ``bootstrap``; default N/2 values, any vector): keys for vectors of up to N/4 values are
         fewer and their bootstrap runs EvalMod once instead of twice (:func:`crossfhe.ckks.bootstrap.slots_for`); a
-        longer vector's bootstrap is then refused. ``progress``: :mod:`crossfhe.progress`, one
+        longer vector's bootstrap is then refused. ``compact_keys``: the bootstrapping keys in their compact form
+        (:meth:`crossfhe.ckks.bootstrap.Keys.compact`: half the memory, about 2.3 GiB instead of 4.5 at
+        ``N16_BOOT_L3``; each key switch makes its key's uniform half from a seed, which costs time:
+        benchmarks/README.md, "Compact keys"). ``progress``: :mod:`crossfhe.progress`, one
         step per key (at N 2^16 the bootstrapping keys are about 40, a few seconds each); the default draws a bar
         once key generation has taken 2 s. Parameters marked insecure (``crossfhe.testing``) are refused unless
         ``insecure=True``. Creating a context turns on JAX's persistent compilation cache
@@ -231,7 +234,7 @@ class CKKSContext(Context):
         sk, ek = ops.keygen(params, rotations=rotations, conjugation=conjugation, seed=seed, progress=progress)
         if bootstrap:
             sub = None if seed is None else bytes(b ^ 0x5A for b in seed)
-            boot = bt.keygen(sk, ek, config, seed=sub, progress=progress)
+            boot = bt.keygen(sk, ek, config, seed=sub, progress=progress, compact=bool(compact_keys))
             ek = boot.evaluation
         return cls(CKKSPublicContext(params, ek, boot), sk)
 

@@ -531,13 +531,24 @@ class Keys:
         return self.evaluation.key_id
 
     def nbytes(self) -> int:
-        """Bytes of the key material held in memory (a and b of every key-switching key)."""
+        """Bytes of the key material held in memory (b of every key-switching key, and a unless it is compact)."""
         keys = [self.evaluation.relin, *self.evaluation.galois.values(), self.to_sparse, self.to_dense]
-        return sum(int(k.a.data.nbytes) + int(k.b.data.nbytes) for k in keys)
+        return sum(k.nbytes() for k in keys)
+
+    def compact(self) -> Keys:
+        """These keys with every Galois key and the encapsulation keys in their compact form
+        (:func:`crossfhe.core.keyswitch.compact`: a made from its seed at each use, half their memory; the
+        relinearization key, which EvalMod uses some 20-40 times a bootstrap, stays whole). The same words in every
+        bootstrap; the time it costs: benchmarks/README.md ("Compact keys")."""
+        galois = {g: ks.compact(k) for g, k in self.evaluation.galois.items()}
+        evaluation = dataclasses.replace(self.evaluation, galois=galois)
+        return dataclasses.replace(self, evaluation=evaluation, to_sparse=ks.compact(self.to_sparse),
+                                   to_dense=ks.compact(self.to_dense))
 
     def __repr__(self) -> str:
+        form = ", compact" if self.to_dense.compact else ""
         return (f"bootstrap.Keys(N={self.params.n}, slots={self.config.slots}, "
-                f"{len(self.evaluation.galois)} Galois keys, {self.nbytes() / 2**20:.0f} MiB)")
+                f"{len(self.evaluation.galois)} Galois keys, {self.nbytes() / 2**20:.0f} MiB{form})")
 
 
 def sparse_ring(params: Params) -> RingParams:
@@ -548,7 +559,7 @@ def sparse_ring(params: Params) -> RingParams:
 
 
 def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *, seed: bytes | None = None,
-           progress=None) -> Keys:
+           progress=None, compact: bool = False) -> Keys:
     """The bootstrapping keys of ``keys.params`` for the secret ``sk`` (whose public material ``keys`` is): the
     Galois keys of :meth:`Plan.rotations` and conjugation added to ``keys``, and the two encapsulation keys.
     ``progress``: :mod:`crossfhe.progress` (one step per key, the Galois keys' reported as each batch of them is done;
@@ -557,7 +568,8 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     Programs: the Galois keys one per batch (:func:`~crossfhe.core.keyswitch.evaluation_key_batches`, one executable
     for all batches), then one each for the ephemeral secret and the two encapsulation keys. ChaCha20 keys, from
     ``Rng(seed)`` in turn: one from which the Galois key of element k takes ``fold_in(., k)``, then the ephemeral
-    secret's, the encapsulation key's to it (``to_sparse``) and the one's back (``to_dense``)."""
+    secret's, the encapsulation key's to it (``to_sparse``) and the one's back (``to_dense``). ``compact``: the result's
+    :meth:`Keys.compact` (the new Galois keys compacted batch by batch, as they are made)."""
     progress = progress_callback(progress)
     params = keys.params
     config = config_for(params) if config is None else config
@@ -569,7 +581,7 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     galois = dict(keys.galois)
     done = 0
     for batch in ks.evaluation_key_batches(sk, params, rng.next_key(), todo, dnum=params.dnum):
-        galois.update(batch)
+        galois.update({g: ks.compact(k) for g, k in batch.items()} if compact else batch)
         for _ in batch:
             done += 1
             report(progress, done, total, what)
@@ -581,7 +593,8 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     to_dense = jax.block_until_ready(ks.gen_keyswitch_key(sk, sk_sparse, params, rng.next_key(), dnum=params.dnum))
     report(progress, total, total, what)
     evaluation = dataclasses.replace(keys, galois=galois)
-    return Keys(evaluation, to_sparse, to_dense, ring, config)
+    out = Keys(evaluation, to_sparse, to_dense, ring, config)
+    return out.compact() if compact else out
 
 
 def _residues_eval(coeffs, moduli: tuple[int, ...], n: int) -> RNSPoly:

@@ -353,7 +353,7 @@ class SwitchKeys:
         """Bytes per part: the two ring keys, PackLWEs's Galois keys, the CKKS bootstrapping / evaluation keys,
         the TFHE server key."""
         def kbytes(k):
-            return int(k.a.data.nbytes) + int(k.b.data.nbytes)
+            return k.nbytes()
 
         ev = self.bootstrap.evaluation if self.bootstrap is not None else self.evaluation
         boot = sum(kbytes(k) for k in [ev.relin, *ev.galois.values()])

@@ -43,6 +43,7 @@ kernel as an argument, never closed over).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -148,11 +149,13 @@ class KeySwitchKey:
     ``b``, ``a``: RNSPoly ``uint32[digits, L + K, N]`` over Q_L ∪ P (q limbs first), EVAL domain, in
     [0, q_i), with b_j + a_j s = e_j + P g_j s' (mod Q_L P); digits = len(digit_partition(L, dnum)) <= dnum.
     ``seed``: the ChaChaKey of a, ``a = expand_keyswitch_a(seed, q + p, N, digits)``, so a serializer may
-    store the seed instead of a. Static: ``q``, ``p``, ``dnum``, ``sigma``.
+    store the seed instead of a. ``a`` None: the compact form (:func:`compact`, half the memory), whose key
+    switches make the rows of a they read from the seed each time (the same words). Static: ``q``, ``p``,
+    ``dnum``, ``sigma``.
     """
 
     b: RNSPoly
-    a: RNSPoly
+    a: RNSPoly | None
     seed: crandom.ChaChaKey
     q: tuple[int, ...] = _static()
     p: tuple[int, ...] = _static()
@@ -167,8 +170,38 @@ class KeySwitchKey:
     def digits(self) -> int:
         return self.b.data.shape[-3]
 
+    @property
+    def compact(self) -> bool:
+        """Whether a is kept as its seed only (:func:`compact`)."""
+        return self.a is None
+
+    def nbytes(self) -> int:
+        """Bytes held: b, and a unless the key is compact."""
+        return int(self.b.data.nbytes) + (0 if self.a is None else int(self.a.data.nbytes))
+
     def __repr__(self) -> str:
-        return f"KeySwitchKey(n={self.n}, L={len(self.q)}, K={len(self.p)}, dnum={self.dnum}, digits={self.digits})"
+        form = ", compact" if self.a is None else ""
+        return (f"KeySwitchKey(n={self.n}, L={len(self.q)}, K={len(self.p)}, dnum={self.dnum}, "
+                f"digits={self.digits}{form})")
+
+
+def compact(ksk: KeySwitchKey) -> KeySwitchKey:
+    """``ksk`` with its uniform part a kept as the seed only: half the memory; each key switch then makes the rows
+    of a it reads (its level's limbs and P, its digits) from the seed, the native sampler's cost on the NATIVE kernel
+    set (about 3 ns a word on one core, 33 ms for a top-level key of N16_BOOT_L3), a full expansion on the others.
+    The same words in every key switch. :func:`expand` undoes it."""
+    if not isinstance(ksk, KeySwitchKey):
+        raise TypeError(f"compact takes a KeySwitchKey, got {type(ksk).__name__}")
+    return ksk if ksk.a is None else dataclasses.replace(ksk, a=None)
+
+
+def expand(ksk: KeySwitchKey, kernels=None) -> KeySwitchKey:
+    """``ksk`` with a expanded from its seed (:func:`expand_keyswitch_a`; unchanged if it has a)."""
+    if not isinstance(ksk, KeySwitchKey):
+        raise TypeError(f"expand takes a KeySwitchKey, got {type(ksk).__name__}")
+    if ksk.a is not None:
+        return ksk
+    return dataclasses.replace(ksk, a=expand_keyswitch_a(ksk.seed, ksk.q + ksk.p, ksk.n, ksk.digits, kernels))
 
 
 RELIN = 0
@@ -586,6 +619,8 @@ def keyswitch_plan(
     kernels = getattr(params_like, "kernels", None) if kernels is None else kernels
     if kernels is not None:
         kernels = kernels.resolve()
+        if kernels.native:  # a compact key's switch calls the native sampler: loaded before a kept program runs
+            crandom.NATIVE.library()
     return _create_plan(n, q, p, dnum, active, kernels)
 
 
@@ -706,14 +741,32 @@ def _both_domains(d: RNSPoly, plan: KeySwitchPlan):
     return ntt(d.data, plan.ntt_q), d.data
 
 
+def _key_a(ksk: KeySwitchKey, plan: KeySwitchPlan, n_digits: int):
+    """The rows of a that a key switch at the plan's level reads: (Q_k's ``[digits, k, N]``, P's ``[digits, K,
+    N]``), sliced from a or, for a compact key, made from its seed (the native sampler's rows on the NATIVE set)."""
+    k, n_q = plan.active, len(plan.q)
+    if ksk.a is not None:
+        return ksk.a.data[:n_digits, :k, :], ksk.a.data[:n_digits, n_q:, :]
+    moduli = ksk.q + ksk.p
+    rows = tuple(range(k)) + tuple(range(n_q, len(moduli)))
+    kernels = plan.ntt_q.kernels
+    if kernels is not None and kernels.native and plan.n % 256 == 0:
+        seeds = jax.vmap(lambda j: crandom.fold_in(ksk.seed, j))(jnp.arange(n_digits, dtype=jnp.uint32))
+        a = crandom.uniform_mod_native_rows(seeds, moduli, rows, plan.n)
+    else:
+        a = jnp.take(_expand_a_traced(ksk.seed, moduli, plan.n, n_digits), np.array(rows, dtype=np.int32), axis=1)
+    return a[:, :k, :], a[:, k:, :]
+
+
 def _switch_digits(y, ksk: KeySwitchKey, plan: KeySwitchPlan):
     """ModDown(sum_j y_j (b_j, a_j)): the switched pair ``[..., 2, k, N]`` from the ModUp digits y ``[..., digits,
     k + K, N]``. The products are summed from slices of y and the key, Q_k's limbs apart from P's, so that neither
     the key nor the products are copied (a stacked key was a 93 MB copy per call at N 2^16)."""
     k, n_digits, n_q = plan.active, len(plan.groups), len(plan.q)
+    a_rows = _key_a(ksk, plan, n_digits)
     halves = []
-    for rows, key_rows in ((slice(0, k), slice(0, k)), (slice(k, None), slice(n_q, None))):
-        keys = (ksk.b.data[:n_digits, key_rows, :], ksk.a.data[:n_digits, key_rows, :])
+    for rows, key_rows, a in ((slice(0, k), slice(0, k), a_rows[0]), (slice(k, None), slice(n_q, None), a_rows[1])):
+        keys = (ksk.b.data[:n_digits, key_rows, :], a)
         halves.append(jnp.stack([_mac_digits(y[..., rows, :], key, plan, rows) for key in keys], axis=-3))
     return mod_down_split(*halves, plan.down, plan.ntt_q, plan.ntt_p)
 
@@ -840,6 +893,8 @@ def keyswitch_noise_bound(
 __all__ = [
     "KeySwitchKey",
     "KeySwitchPlan",
+    "compact",
+    "expand",
     "digit_groups",
     "transform_counts",
     "expand_keyswitch_a",

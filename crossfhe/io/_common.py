@@ -384,6 +384,8 @@ def _ksk_parts(ksk: KeySwitchKey, params, prefix: str):
     if (ksk.q, ksk.p) != (params.q, params.p):
         raise SerializationError(f"{prefix}: the key is for q = {ksk.q}, p = {ksk.p}, not the parameters' primes")
     moduli = params.q + params.p
+    if ksk.a is None:  # a compact key: its a, expanded for this blob only (the digest of a is part of the format)
+        ksk = ks.expand(ksk, params.kernels)
     b = poly_array(ksk.b, moduli, params.n, f"{prefix}b")
     a = poly_array(ksk.a, moduli, params.n, f"{prefix}a")
     digits = _ksk_digits(params, int(ksk.dnum), prefix)

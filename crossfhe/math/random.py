@@ -448,15 +448,16 @@ def uniform_mod(key: ChaChaKey, shape, q) -> jax.Array:
 # --------------------------------------------------------------------------------------------------
 
 NATIVE_TARGET = "crossfhe_uniform_mod"
+NATIVE_ROWS_TARGET = "crossfhe_uniform_mod_rows"
 _NATIVE_SOURCES = (Path(__file__).with_name("uniform_ffi.cc"),)
-_NATIVE_ABI = 1
+_NATIVE_ABI = 2
 
 
 def _load_native():
     lib, why = native.build_and_load(_NATIVE_SOURCES, "cf_uniform_abi_version", _NATIVE_ABI,
                                      hashed=(Path(__file__).with_name("ffi_parallel.h"),))
     if lib is not None:
-        native.register(lib, {NATIVE_TARGET: "cf_uniform_mod_ffi"})
+        native.register(lib, {NATIVE_TARGET: "cf_uniform_mod_ffi", NATIVE_ROWS_TARGET: "cf_uniform_mod_rows_ffi"})
     return lib, why
 
 
@@ -483,6 +484,29 @@ def uniform_mod_native(keys: ChaChaKey, q: tuple[int, ...], n: int) -> jax.Array
     out = jax.ShapeDtypeStruct((keys.shape[0], len(q), int(n)), U32)
     call = jax.ffi.ffi_call(NATIVE_TARGET, out, vmap_method="sequential")
     return call(keys.words.astype(U32), keys.stream.astype(U32), jnp.asarray(np.array(q, dtype=np.uint32)))
+
+
+def uniform_mod_native_rows(keys: ChaChaKey, q: tuple[int, ...], rows: tuple[int, ...], n: int) -> jax.Array:
+    """uint32 ``[d, len(rows), n]``: rows ``rows`` of :func:`uniform_mod_native` ``(keys, q, n)``, the same words,
+    each computed alone (a key switch below the top level reads only its limbs' rows of a key's uniform part). n a
+    multiple of 256; ParameterError for a row outside [0, len(q))."""
+    if not isinstance(keys, ChaChaKey) or len(keys.shape) != 1:
+        raise ParameterError("uniform_mod_native_rows takes a batch of keys (words uint32[d, 8])")
+    q = tuple(int(x) for x in q)
+    rows = tuple(int(r) for r in rows)
+    if not q or min(q) < 2 or max(q) > 2**31:
+        raise ParameterError(f"q must be moduli in [2, 2^31], got {q[:4]}...")
+    if not rows or min(rows) < 0 or max(rows) >= len(q):
+        raise ParameterError(f"rows must lie in [0, {len(q)}), got {rows[:4]}...")
+    if int(n) % 256 or int(n) < 256:
+        raise ParameterError(f"n must be a positive multiple of 256, got {n}")
+    if 3 * len(q) * int(n) // 16 > _MAX_BLOCKS:
+        raise ParameterError(f"at most 2^36 words per key, asked for {3 * len(q) * int(n)}")
+    NATIVE.require("the native uniform sampler")
+    out = jax.ShapeDtypeStruct((keys.shape[0], len(rows), int(n)), U32)
+    call = jax.ffi.ffi_call(NATIVE_ROWS_TARGET, out, vmap_method="sequential")
+    return call(keys.words.astype(U32), keys.stream.astype(U32), jnp.asarray(np.array(q, dtype=np.uint32)),
+                jnp.asarray(np.array(rows, dtype=np.int32)))
 
 
 @partial(jit, static_argnames=("shape",))

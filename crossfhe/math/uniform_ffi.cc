@@ -9,6 +9,8 @@
 
    Operands: words uint32 [d, 8] and streams uint32 [d, 2] (d keys), q uint32 [limbs] with 2 <= q <= 2^31.
    Result: uint32 [d, limbs, n], sample array j from key j. n is read off the result and must be a multiple of 16.
+   "crossfhe_uniform_mod_rows" takes one operand more, rows int32 [u], and returns uint32 [d, u, n]: rows rows[i]
+   of the same arrays (the limbs a key switch at a lower level reads), each computed alone (n a multiple of 256).
    Keys and blocks go to XLA's intra-op threads; blocks are computed 16 at a time, lane-parallel (the compiler
    vectorizes the rounds). */
 #include <cstdint>
@@ -69,12 +71,15 @@ inline uint32_t mod_wide(uint32_t hi, uint32_t lo, uint32_t q, uint64_t m) {
     return static_cast<uint32_t>(r >= q ? r - q : r);
 }
 
-ffi::Error uniform_mod(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> words, ffi::Buffer<ffi::U32> streams,
-                       ffi::Buffer<ffi::U32> q, ffi::ResultBuffer<ffi::U32> out) {
-    const std::string who = "crossfhe_uniform_mod";
+/* Rows [0, out_rows) of each key's [limbs, n] sample array, row r being row row_of(r) of the whole array (counters
+   as the whole array's: its per_key = limbs n / 16 blocks per word third). */
+template <typename RowOf>
+ffi::Error fill(ffi::ThreadPool &pool, const std::string &who, ffi::Buffer<ffi::U32> &words,
+                ffi::Buffer<ffi::U32> &streams, ffi::Buffer<ffi::U32> &q, ffi::ResultBuffer<ffi::U32> &out,
+                int64_t limbs, RowOf row_of) {
     auto dims = out->dimensions();
-    if (dims.size() != 3) return ffi::Error::InvalidArgument(who + ": the result must be [keys, limbs, n]");
-    const int64_t keys = dims[0], limbs = dims[1], n = dims[2];
+    if (dims.size() != 3) return ffi::Error::InvalidArgument(who + ": the result must be [keys, rows, n]");
+    const int64_t keys = dims[0], out_rows = dims[1], n = dims[2];
     if (static_cast<int64_t>(words.element_count()) != 8 * keys ||
         static_cast<int64_t>(streams.element_count()) != 2 * keys)
         return ffi::Error::InvalidArgument(who + ": words must be [keys, 8] and streams [keys, 2]");
@@ -89,9 +94,12 @@ ffi::Error uniform_mod(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> words, ffi::B
             return ffi::Error::InvalidArgument(who + ": moduli must lie in [2, 2^31]");
         m[l] = UINT64_MAX / qs[l];
     }
-    const int64_t per_key = limbs * n / 16;  // blocks of each of w0, w1, w2
+    for (int64_t r = 0; r < out_rows; r++)
+        if (row_of(r) < 0 || row_of(r) >= limbs) return ffi::Error::InvalidArgument(who + ": a row outside the limbs");
+    const int64_t per_key = limbs * n / 16;  // blocks of each of w0, w1, w2 (the whole array's)
     if (3 * per_key > (int64_t{1} << 32)) return ffi::Error::InvalidArgument(who + ": more than 2^32 blocks a key");
-    const int64_t groups = (per_key + kLanes - 1) / kLanes;
+    const int64_t per_row = n / 16, out_blocks = out_rows * per_row;
+    const int64_t groups = (out_blocks + kLanes - 1) / kLanes;  // rows variant: a group stays in one row
     const uint32_t *kw = words.typed_data();
     const uint32_t *ks = streams.typed_data();
     uint32_t *dst = out->typed_data();
@@ -99,31 +107,52 @@ ffi::Error uniform_mod(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> words, ffi::B
         uint32_t b0[16][kLanes], b1[16][kLanes], b2[16][kLanes];
         uint32_t c[kLanes];
         for (int64_t item = lo; item < hi; item++) {
-            const int64_t key = item / groups, first = (item % groups) * kLanes;
+            const int64_t key = item / groups, first = (item % groups) * kLanes;  // first output block
+            const int64_t row = first / per_row, l = row_of(row);
+            const int64_t src = l * per_row + first % per_row;  // its block in the whole array
             const uint32_t *k = kw + 8 * key;
             const uint32_t s0 = ks[2 * key], s1 = ks[2 * key + 1];
-            for (int t = 0; t < kLanes; t++) c[t] = static_cast<uint32_t>(first + t);
+            for (int t = 0; t < kLanes; t++) c[t] = static_cast<uint32_t>(src + t);
             blocks(k, s0, s1, c, b0);
-            for (int t = 0; t < kLanes; t++) c[t] = static_cast<uint32_t>(per_key + first + t);
+            for (int t = 0; t < kLanes; t++) c[t] = static_cast<uint32_t>(per_key + src + t);
             blocks(k, s0, s1, c, b1);
-            for (int t = 0; t < kLanes; t++) c[t] = static_cast<uint32_t>(2 * per_key + first + t);
+            for (int t = 0; t < kLanes; t++) c[t] = static_cast<uint32_t>(2 * per_key + src + t);
             blocks(k, s0, s1, c, b2);
-            uint32_t *o = dst + key * limbs * n;
-            for (int t = 0; t < kLanes && first + t < per_key; t++) {
-                const int64_t e0 = 16 * (first + t);  // 16 elements of one limb (n is a multiple of 16)
-                const int64_t l = e0 / n;
-                const uint32_t ql = qs[l];
+            uint32_t *o = dst + key * out_rows * n;
+            for (int t = 0; t < kLanes && first + t < out_blocks; t++) {
+                const int64_t e0 = 16 * (first + t);  // 16 elements of one output row (n is a multiple of 16)
+                const int64_t lt = row_of(e0 / n);
+                const uint32_t ql = qs[lt];
                 for (int w = 0; w < 16; w++)
-                    o[e0 + w] = mod_wide(mod_wide(b0[w][t], b1[w][t], ql, m[l]), b2[w][t], ql, m[l]);
+                    o[e0 + w] = mod_wide(mod_wide(b0[w][t], b1[w][t], ql, m[lt]), b2[w][t], ql, m[lt]);
             }
         }
     });
     return ffi::Error::Success();
 }
 
+ffi::Error uniform_mod(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> words, ffi::Buffer<ffi::U32> streams,
+                       ffi::Buffer<ffi::U32> q, ffi::ResultBuffer<ffi::U32> out) {
+    const int64_t limbs = static_cast<int64_t>(q.element_count());
+    return fill(pool, "crossfhe_uniform_mod", words, streams, q, out, limbs, [](int64_t r) { return r; });
+}
+
+ffi::Error uniform_mod_rows(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> words, ffi::Buffer<ffi::U32> streams,
+                            ffi::Buffer<ffi::U32> q, ffi::Buffer<ffi::S32> rows, ffi::ResultBuffer<ffi::U32> out) {
+    const std::string who = "crossfhe_uniform_mod_rows";
+    auto dims = out->dimensions();
+    if (dims.size() != 3 || static_cast<int64_t>(rows.element_count()) != dims[1])
+        return ffi::Error::InvalidArgument(who + ": the result must be [keys, rows, n], one row per index");
+    if (dims[2] % (16 * kLanes) != 0)  // a group of kLanes blocks then stays within one row
+        return ffi::Error::InvalidArgument(who + ": n must be a multiple of 256");
+    const int32_t *rs = rows.typed_data();
+    return fill(pool, who, words, streams, q, out, static_cast<int64_t>(q.element_count()),
+                [rs](int64_t r) { return static_cast<int64_t>(rs[r]); });
+}
+
 }  // namespace
 
-extern "C" int cf_uniform_abi_version(void) { return 1; }
+extern "C" int cf_uniform_abi_version(void) { return 2; }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_uniform_mod_ffi, uniform_mod,
                               ffi::Ffi::Bind()
@@ -131,4 +160,13 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_uniform_mod_ffi, uniform_mod,
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
                                   .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Ret<ffi::Buffer<ffi::U32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_uniform_mod_rows_ffi, uniform_mod_rows,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::U32>>());
