@@ -466,21 +466,27 @@ NATIVE = native.Native(_load_native)
 says where it was built or why there is none."""
 
 
+def _native_call(what: str, keys: ChaChaKey, q, n: int, multiple: int) -> tuple[int, ...]:
+    """The moduli of a native sampler call, after checking its arguments (ParameterError) and the build."""
+    if not isinstance(keys, ChaChaKey) or len(keys.shape) != 1:
+        raise ParameterError(f"{what} takes a batch of keys (words uint32[d, 8])")
+    q = tuple(int(x) for x in q)
+    if not q or min(q) < 2 or max(q) > 2**31:
+        raise ParameterError(f"q must be moduli in [2, 2^31], got {q[:4]}...")
+    if int(n) % multiple or int(n) < multiple:
+        raise ParameterError(f"n must be a positive multiple of {multiple}, got {n}")
+    if 3 * len(q) * int(n) // 16 > _MAX_BLOCKS:
+        raise ParameterError(f"at most 2^36 words per key, asked for {3 * len(q) * int(n)}")
+    NATIVE.require("the native uniform sampler")
+    return q
+
+
 def uniform_mod_native(keys: ChaChaKey, q: tuple[int, ...], n: int) -> jax.Array:
     """uint32 ``[d, limbs, n]``: row j is ``uniform_mod(keys[j], (limbs, n), q_col)`` (q_col = q as a column), the
     same words, from one custom call of the program (runs under ``jit``; the keys may be traced). ``keys``: a batch
     of d keys; ``q``: the moduli, each in [2, 2^31]; n a multiple of 16. Its speed against the JAX sampler:
     benchmarks/README.md. RuntimeError where the native build is missing (``NATIVE.status()``)."""
-    if not isinstance(keys, ChaChaKey) or len(keys.shape) != 1:
-        raise ParameterError("uniform_mod_native takes a batch of keys (words uint32[d, 8])")
-    q = tuple(int(x) for x in q)
-    if not q or min(q) < 2 or max(q) > 2**31:
-        raise ParameterError(f"q must be moduli in [2, 2^31], got {q[:4]}...")
-    if int(n) % 16 or int(n) < 16:
-        raise ParameterError(f"n must be a positive multiple of 16, got {n}")
-    if 3 * len(q) * int(n) // 16 > _MAX_BLOCKS:
-        raise ParameterError(f"at most 2^36 words per key, asked for {3 * len(q) * int(n)}")
-    NATIVE.require("the native uniform sampler")
+    q = _native_call("uniform_mod_native", keys, q, n, 16)
     out = jax.ShapeDtypeStruct((keys.shape[0], len(q), int(n)), U32)
     call = jax.ffi.ffi_call(NATIVE_TARGET, out, vmap_method="sequential")
     return call(keys.words.astype(U32), keys.stream.astype(U32), jnp.asarray(np.array(q, dtype=np.uint32)))
@@ -490,19 +496,10 @@ def uniform_mod_native_rows(keys: ChaChaKey, q: tuple[int, ...], rows: tuple[int
     """uint32 ``[d, len(rows), n]``: rows ``rows`` of :func:`uniform_mod_native` ``(keys, q, n)``, the same words,
     each computed alone (a key switch below the top level reads only its limbs' rows of a key's uniform part). n a
     multiple of 256; ParameterError for a row outside [0, len(q))."""
-    if not isinstance(keys, ChaChaKey) or len(keys.shape) != 1:
-        raise ParameterError("uniform_mod_native_rows takes a batch of keys (words uint32[d, 8])")
-    q = tuple(int(x) for x in q)
+    q = _native_call("uniform_mod_native_rows", keys, q, n, 256)
     rows = tuple(int(r) for r in rows)
-    if not q or min(q) < 2 or max(q) > 2**31:
-        raise ParameterError(f"q must be moduli in [2, 2^31], got {q[:4]}...")
     if not rows or min(rows) < 0 or max(rows) >= len(q):
         raise ParameterError(f"rows must lie in [0, {len(q)}), got {rows[:4]}...")
-    if int(n) % 256 or int(n) < 256:
-        raise ParameterError(f"n must be a positive multiple of 256, got {n}")
-    if 3 * len(q) * int(n) // 16 > _MAX_BLOCKS:
-        raise ParameterError(f"at most 2^36 words per key, asked for {3 * len(q) * int(n)}")
-    NATIVE.require("the native uniform sampler")
     out = jax.ShapeDtypeStruct((keys.shape[0], len(rows), int(n)), U32)
     call = jax.ffi.ffi_call(NATIVE_ROWS_TARGET, out, vmap_method="sequential")
     return call(keys.words.astype(U32), keys.stream.astype(U32), jnp.asarray(np.array(q, dtype=np.uint32)),
