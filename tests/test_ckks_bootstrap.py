@@ -548,6 +548,12 @@ def test_bootstrap_keys_round_trip_through_the_public_context(keys):
     ct = ops.drop_level(ops.encrypt(ek, ops.encode(P, x)), 0)
     out = bt.bootstrap(ct, pickle.loads(pickle.dumps(ctx)).bootstrap_keys)  # public material pickles
     assert _bits(ops.decode(ops.decrypt(sk, out)).real, x) > BITS
+    # loaded compact: each key dropped to its seed as it is read; the same words, the same blob written back
+    small = io.loads_bootstrap_keys(blob, params=P, compact=True)
+    assert small.to_dense.compact and all(k.compact for k in small.evaluation.galois.values())
+    assert small.nbytes() < 0.55 * back.nbytes() and io.dumps_bootstrap_keys(small) == blob
+    assert np.array_equal(np.asarray(bt.bootstrap(ct, small).c0.data), np.asarray(out.c0.data))
+    assert CKKSPublicContext.load(blob, params=P, compact_keys=True).bootstrap_keys.to_dense.compact
     tampered = bytearray(blob)
     tampered[-40] ^= 1
     from crossfhe.errors import SerializationError

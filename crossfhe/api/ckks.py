@@ -164,11 +164,12 @@ class CKKSPublicContext(PublicContext):
         return io.dumps_public_context(self.keys)
 
     @classmethod
-    def load(cls, blob, *, params: Params | None = None) -> CKKSPublicContext:
+    def load(cls, blob, *, params: Params | None = None, compact_keys: bool = False) -> CKKSPublicContext:
         """The public context of a :meth:`serialize` blob or of its evaluation keys' blob (for ``params``, if
-        given); every check of :func:`crossfhe.io.ckks.loads`."""
+        given); every check of :func:`crossfhe.io.ckks.loads`. ``compact_keys``: bootstrapping keys in their compact
+        form (as :meth:`CKKSContext.create`'s ``compact_keys``), each key dropped to it as it is read."""
         if fmt.peek_kind(blob) == io.KIND_BOOTSTRAP_KEYS:
-            boot = io.loads_bootstrap_keys(blob, params=params)
+            boot = io.loads_bootstrap_keys(blob, params=params, compact=bool(compact_keys))
             return cls(boot.params, boot.evaluation, boot)
         keys = io.loads_public_context(blob, params=params)
         return cls(keys.params, keys)

@@ -397,14 +397,17 @@ def _ksk_parts(ksk: KeySwitchKey, params, prefix: str):
     return meta, {f"{prefix}b": b, **arrays}
 
 
-def _read_ksk(meta, arrays: dict, params, prefix: str) -> KeySwitchKey:
+def _read_ksk(meta, arrays: dict, params, prefix: str, compact: bool = False) -> KeySwitchKey:
+    """A key-switching key, checked; ``compact``: in its compact form (:func:`crossfhe.core.keyswitch.compact`) where
+    the blob stores a as its seed (a is expanded once for the digest check, then dropped)."""
     sigma = float_from_hex(meta["sigma"], f"{prefix}sigma")
     digits = _ksk_digits(params, meta["dnum"], prefix)
     moduli = params.q + params.p
     shape = (digits, len(moduli), params.n)
     b = load_poly(arrays, f"{prefix}b", shape, moduli, Domain.EVAL)
     a, seed = _load_uniform(arrays, prefix, meta, shape, moduli, _ksk_expand(params, digits))
-    return KeySwitchKey(b=b, a=a, seed=seed, q=params.q, p=params.p, dnum=meta["dnum"], sigma=sigma)
+    key = KeySwitchKey(b=b, a=a, seed=seed, q=params.q, p=params.p, dnum=meta["dnum"], sigma=sigma)
+    return ks.compact(key) if compact and seed is not None else key
 
 
 # --------------------------------------------------------------------------------------------------
@@ -445,7 +448,7 @@ def _expected_ek_names(meta: dict, params) -> set:
     return names
 
 
-def _read_evaluation_keys(scheme: Scheme, c: fmt.Container, params):
+def _read_evaluation_keys(scheme: Scheme, c: fmt.Container, params, compact_galois: bool = False):
     m = meta(c.fields, {"public", "relin", "galois"})
     if m["relin"] is not None or not scheme.relin_optional:
         keys(m["relin"], {"sigma", "dnum", *A_KEYS}, "meta.relin")
@@ -462,7 +465,7 @@ def _read_evaluation_keys(scheme: Scheme, c: fmt.Container, params):
         g = _galois_element(entry["element"], params)
         if g in galois:
             raise SerializationError(f"galois element {g} appears twice")
-        galois[g] = _read_ksk(entry, c.arrays, params, f"galois.{g}.")
+        galois[g] = _read_ksk(entry, c.arrays, params, f"galois.{g}.", compact_galois)
     return scheme.evaluation_keys(public=public, relin=relin, galois=galois, params=params)
 
 

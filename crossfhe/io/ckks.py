@@ -278,9 +278,11 @@ def dumps_bootstrap_keys(keys) -> bytes:
     return com.pack(SCHEME, KIND_BOOTSTRAP_KEYS, params, meta, arrays)
 
 
-def loads_bootstrap_keys(blob, *, params: Params | None = None):
+def loads_bootstrap_keys(blob, *, params: Params | None = None, compact: bool = False):
     """The :class:`crossfhe.ckks.bootstrap.Keys` of a :func:`dumps_bootstrap_keys` blob, after every check of
-    :func:`loads` (and the configuration re-checked against the parameters)."""
+    :func:`loads` (and the configuration re-checked against the parameters); ``compact``: the Galois and
+    encapsulation keys in their compact form (:meth:`crossfhe.ckks.bootstrap.Keys.compact`), each dropped to it as it
+    is read, so that the whole set is never held."""
     from crossfhe.ckks import bootstrap as bt
 
     c = fmt.unpack(blob, expected_kind=KIND_BOOTSTRAP_KEYS)
@@ -295,9 +297,10 @@ def loads_bootstrap_keys(blob, *, params: Params | None = None):
         sub = {k: v for k, v in c.arrays.items() if k not in ek_arrays}
         com.check_names(sub, {n for name in _ENCAPSULATION
                               for n in {f"{name}.b"} | com._uniform_names(f"{name}.", m[name]["a"])})
-        ek = com._read_evaluation_keys(SCHEME, fmt.Container(c.kind, dict(c.fields, meta=ek_meta), ek_arrays), params)
-        to_sparse = com._read_ksk(m["to_sparse"], sub, ring, "to_sparse.")
-        to_dense = com._read_ksk(m["to_dense"], sub, params, "to_dense.")
+        ek = com._read_evaluation_keys(SCHEME, fmt.Container(c.kind, dict(c.fields, meta=ek_meta), ek_arrays), params,
+                                       compact_galois=compact)
+        to_sparse = com._read_ksk(m["to_sparse"], sub, ring, "to_sparse.", compact)
+        to_dense = com._read_ksk(m["to_dense"], sub, params, "to_dense.", compact)
     return bt.Keys(ek, to_sparse, to_dense, ring, config)
 
 
