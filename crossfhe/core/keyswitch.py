@@ -187,9 +187,9 @@ class KeySwitchKey:
 
 def compact(ksk: KeySwitchKey) -> KeySwitchKey:
     """``ksk`` with its uniform part a kept as the seed only: half the memory; each key switch then makes the rows
-    of a it reads (its level's limbs and P, its digits) from the seed, the native sampler's cost on the NATIVE kernel
-    set (about 3 ns a word on one core, 33 ms for a top-level key of N16_BOOT_L3), a full expansion on the others.
-    The same words in every key switch. :func:`expand` undoes it."""
+    of a it reads (its level's limbs and P, its digits) from the seed: the native sampler's rows on the NATIVE kernel
+    set, a full expansion on the others (what it costs: benchmarks/README.md, "Compact keys"). The same words in
+    every key switch. :func:`expand` undoes it."""
     if not isinstance(ksk, KeySwitchKey):
         raise TypeError(f"compact takes a KeySwitchKey, got {type(ksk).__name__}")
     return ksk if ksk.a is None else dataclasses.replace(ksk, a=None)
@@ -587,6 +587,8 @@ def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, acti
     if not p:
         raise ParameterError("hybrid key switching needs at least one special prime (p is empty)")
     groups = digit_groups(len(q), dnum, active)
+    if kernels is not None and kernels.native:  # a compact key's switch calls the native sampler: loaded (once per
+        crandom.NATIVE.library()  # plan and process) before a program kept across processes runs it
     q_basis, p_basis = RNSBasis(q[:active]), RNSBasis(p)
     target = q_basis.concat(p_basis)
     t = target.table
@@ -619,8 +621,6 @@ def keyswitch_plan(
     kernels = getattr(params_like, "kernels", None) if kernels is None else kernels
     if kernels is not None:
         kernels = kernels.resolve()
-        if kernels.native:  # a compact key's switch calls the native sampler: loaded before a kept program runs
-            crandom.NATIVE.library()
     return _create_plan(n, q, p, dnum, active, kernels)
 
 
