@@ -40,7 +40,6 @@ from crossfhe.math.modular import (
     ModulusTable,
     add_mod,
     barrett_reduce,
-    mac_reduce_rows,
     shoup_mul,
     shoup_precompute,
     sub_mod,
@@ -252,11 +251,12 @@ def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels):
     inv_s = shoup_precompute(inv, np.array(last, dtype=np.uint64)[:, None])
     # The mixed-radix digits v_j weigh prod_{l<j} last_l; their sum mod each remaining prime.
     radix = np.array([[math.prod(last[:j]) % m for j in range(g)] for m in rest], dtype=np.uint32)
+    radix_s = shoup_precompute(radix, np.array(rest, dtype=np.uint64)[:, None])
     d_inv = [pow(divisor, -1, m) for m in rest]
     consts = (
         (col(last), tl.barrett_mu, tl.bits, col([half % m for m in last]), inv, inv_s),
         (tr.q, tr.barrett_mu, tr.bits, tr.mont_qinv, tr.mont_r2),
-        radix,
+        (radix, radix_s),
         col([half % m for m in rest]),
         col(d_inv),
         shoup_precompute(col(d_inv), tr.q.astype(np.uint64)),
@@ -286,7 +286,7 @@ def _k_rescale_pair(c0, c1, plan_last, plan_rest, consts):
 
 def _rescale_shift(x, plan_last, consts):
     """r - h mod each remaining prime, coefficient domain (:func:`_rescale_one`)."""
-    (ql, mu_l, bitsl, hl, inv, inv_s), dst, radix, h, _, _ = consts
+    (ql, mu_l, bitsl, hl, inv, inv_s), dst, (radix, radix_s), h, _, _ = consts
     g = ql.shape[0]
     r = add_mod(intt(x[..., -g:, :], plan_last), hl, ql)
     digits = []
@@ -296,7 +296,13 @@ def _rescale_shift(x, plan_last, consts):
             v = barrett_reduce(digits[l_], ql[j], mu_l[j], bitsl[j])
             acc = shoup_mul(sub_mod(acc, v, ql[j]), inv[j, l_], inv_s[j, l_], ql[j])
         digits.append(acc)
-    t = mac_reduce_rows(jnp.stack(digits, axis=-2), radix, *dst, chunk=g)
+    # Materialized: fused into the rows below, the digits would be computed again for every remaining prime.
+    digits = fusion_barrier(jnp.stack(digits, axis=-2), radix)
+    t = None
+    for j in range(g):
+        # v_j times its radix mod each remaining prime: one Shoup product per word (any v_j < 2^32)
+        term = shoup_mul(digits[..., j : j + 1, :], radix[:, j : j + 1], radix_s[:, j : j + 1], dst[0])
+        t = term if t is None else add_mod(t, term, dst[0])
     return sub_mod(t, h, dst[0])
 
 
