@@ -518,3 +518,55 @@ def test_rescale_errors():
         RescalePlan.create(basis_of(30, 1))
     with pytest.raises(BasisMismatchError):
         rescale(np.zeros((2, 8), dtype=np.uint32), RescalePlan.create(basis_of(30, 3)))
+
+
+# --- the native conversion (crossfhe.math.conv) ---------------------------------------------------------------
+
+
+def _native_conv_or_skip():
+    from crossfhe.kernels import NATIVE, default_kernels
+
+    if default_kernels() is not NATIVE:  # the custom call is CPU-only and needs a compiler (the XLA path is tested)
+        pytest.skip("no native CPU kernels here (a GPU backend, or no compiler)")
+
+
+@pytest.mark.parametrize("bits", [20, 30, 31])
+def test_native_conversion_gives_the_float64_products_words(bits):
+    """conv.convert_centered: the words of centered_gemm_rows (canonical residues) for 2 digit groups of 5 and 4
+    source limbs (one padding row: half 2^32 - 1, weight 0), 7 targets of ``bits`` bits (31: the wide moduli near
+    2^31), leading batch axes, values at the centering boundary half and half + 1, under jit and vmap."""
+    from crossfhe.math import conv
+    from crossfhe.math.modular import centered_gemm_rows, gemm_chunk, gemm_weights
+
+    _native_conv_or_skip()
+    rng = np.random.default_rng(bits)
+    n = 1536  # three blocks of the kernel's 512 coefficients
+    src = np.array(primes.ntt_primes(30, 2048, 10), dtype=np.uint64).reshape(2, -1)[:, :5]  # [2, 5] (the last: padding)
+    src = np.array([list(src[0]), list(src[1][:4]) + [src[0][0]]], dtype=np.uint64)
+    half = src // 2
+    half[1, 4] = 2**32 - 1
+    dst = np.array(primes.ntt_primes(bits, 2048, 7, exclude=[int(x) for x in src.ravel()]), dtype=np.uint64)
+    q = np.tile(dst, (2, 1))  # [2, 7]
+    w = (rng.integers(0, 2**62, (2, 7, 5), dtype=np.uint64) % q[:, :, None])
+    w[1, :, 4] = 0
+    y = (rng.integers(0, 2**62, (3, 2, 5, n), dtype=np.uint64) % src[None, :, :, None])
+    y[..., 4, :] = np.where(np.arange(2)[None, :, None] == 1, 0, y[..., 4, :])  # padding rows hold 0
+    y[0, :, :, :2] = np.stack([half, half + 1], axis=-1)
+    y32 = jax.numpy.asarray(y.astype(np.uint32))
+    tables = conv.ConvTables.create(w, src, half, q)
+    want = centered_gemm_rows(y32, jax.numpy.asarray(half.astype(np.uint32)[..., None]),
+                              jax.numpy.asarray(src.astype(np.uint32)[..., None]),
+                              jax.numpy.asarray(gemm_weights(w.astype(np.uint32), q.astype(np.uint32)[..., None])),
+                              jax.numpy.asarray(q.astype(np.uint32)[..., None]),
+                              chunk=gemm_chunk(q.astype(np.uint32)[0, :, None]))
+    got = jax.jit(conv.convert_centered)(y32, tables)
+    assert got.shape == (3, 2, 7, n) and np.array_equal(np.asarray(got), np.asarray(want))
+    one = jax.vmap(conv.convert_centered, in_axes=(0, None))(y32, tables)
+    assert np.array_equal(np.asarray(one), np.asarray(want))
+    with pytest.raises(ValueError, match="reduced"):
+        conv.ConvTables.create(w + q[:, :, None], src, half, q)
+    # the tail past the last full vector of 8 runs the portable code: 1536 + 5 coefficients
+    y5 = jax.numpy.asarray(np.concatenate([y, y[..., :5]], axis=-1).astype(np.uint32))
+    got5 = jax.jit(conv.convert_centered)(y5, tables)
+    assert np.array_equal(np.asarray(got5)[..., :n], np.asarray(want))
+    assert np.array_equal(np.asarray(got5)[..., n:], np.asarray(want)[..., :5])

@@ -67,6 +67,7 @@ from crossfhe.core.keys import (
 )
 from crossfhe.core.keys import sample_uniform as _sample_uniform
 from crossfhe.errors import BasisMismatchError, DomainMismatchError, ParameterError
+from crossfhe.math import conv
 from crossfhe.math import random as crandom
 from crossfhe.math.decompose import digit_partition
 from crossfhe.math.modular import (
@@ -84,7 +85,16 @@ from crossfhe.math.modular import (
 )
 from crossfhe.math.rns import ModDownPlan, ModUpPlan, RNSBasis, fast_basis_conversion
 from crossfhe.math.xla import jit, plan_cache
-from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt, permute_slots, slot_exponents, slot_of_exponent
+from crossfhe.ring.ntt import (
+    NTTPlan,
+    fusion_barrier,
+    intt,
+    native_mac_digits,
+    ntt,
+    permute_slots,
+    slot_exponents,
+    slot_of_exponent,
+)
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, sub
 
 _static = partial(field, metadata={"static": True})
@@ -486,6 +496,7 @@ class DigitModUp:
     gemm: np.ndarray
     ntt: NTTPlan
     matrix: object
+    native: object
     chunk: int = _static()
     rows: tuple[int, ...] | None = _static()
     assemble: tuple[tuple[int, ...], ...] = _static()
@@ -531,6 +542,9 @@ class DigitModUp:
         else:
             ntt_plan = NTTPlan.concat([NTTPlan.create(n, c.to_basis.moduli, ntt_kernels) for c in convs])
         matrix = None if kernels is None else kernels.conversion_tables(weights, src[0], dst[0])
+        native_tables = None
+        if ntt_kernels is not None and ntt_kernels.native and conv.fast():  # the native kernel, where it is faster
+            native_tables = conv.ConvTables.create(weights, src[0], half, dst[0])
         return cls(
             src_q=src[0],
             hat_inv=src[1],
@@ -540,6 +554,7 @@ class DigitModUp:
             dst=tuple(dst),
             ntt=ntt_plan,
             matrix=matrix,
+            native=native_tables,
             gemm=gemm_weights(weights, dst[0]),
             chunk=min(c.chunk for c in convs),
             rows=None if len(rows) == len(groups) * m else tuple(rows),
@@ -662,7 +677,9 @@ def _convert_digits(x, up: DigitModUp):
         x = jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, pad), (0, 0)])
     x = x.reshape(x.shape[:-2] + (n_digits, alpha, x.shape[-1]))
     y = shoup_mul(x, up.hat_inv, up.hat_inv_shoup, up.src_q)  # [..., digits, alpha, N]
-    if up.kernels is not None:  # both kernels sum the centered digits (y_i > q_i / 2 as y_i - q_i)
+    if up.native is not None:  # the NATIVE set (the same words)
+        z = conv.convert_centered(y, up.native)  # [..., digits, m, N]
+    elif up.kernels is not None:  # both kernels sum the centered digits (y_i > q_i / 2 as y_i - q_i)
         z = up.kernels.convert_centered(y, up.src_q, up.matrix)  # [..., digits, m, N]
     else:
         z = centered_gemm_rows(y, up.src_half, up.src_q, up.gemm, up.dst[0], chunk=up.chunk)  # [..., digits, m, N]
@@ -671,10 +688,15 @@ def _convert_digits(x, up: DigitModUp):
 
 
 def _mod_up_eval(d_coeff, d_eval, plan: KeySwitchPlan):
-    """uint32 ``[..., digits, k + K, N]``: NTT(ModUp(d_j)) of every digit; only the new limbs are
-    transformed (one NTT call for all digits), a digit's own limbs are the input's evaluations."""
-    z = ntt(fusion_barrier(_convert_digits(d_coeff, plan.up), plan.up.ntt.w), plan.up.ntt)
-    rows = jnp.concatenate([z, d_eval], axis=-2)
+    """NTT(ModUp(d_j)) of every digit, as its two parts (z, d_eval): only the new limbs are transformed (z, one NTT
+    call for all digits), a digit's own limbs are the input's evaluations. Row ``plan.up.assemble[j][l]`` of z's rows
+    followed by d_eval's is digit j's limb l (:func:`_assembled`)."""
+    return ntt(fusion_barrier(_convert_digits(d_coeff, plan.up), plan.up.ntt.w), plan.up.ntt), d_eval
+
+
+def _assembled(parts, plan: KeySwitchPlan):
+    """uint32 ``[..., digits, k + K, N]``: the ModUp digits of :func:`_mod_up_eval`'s parts, assembled."""
+    rows = jnp.concatenate(parts, axis=-2)
     return jnp.take(rows, np.array(plan.up.assemble, dtype=np.int32), axis=-2)
 
 
@@ -758,11 +780,24 @@ def _key_a(ksk: KeySwitchKey, plan: KeySwitchPlan, n_digits: int):
     return a[:, :k, :], a[:, k:, :]
 
 
-def _switch_digits(y, ksk: KeySwitchKey, plan: KeySwitchPlan):
+def _switch_digits(parts, ksk: KeySwitchKey, plan: KeySwitchPlan):
     """ModDown(sum_j y_j (b_j, a_j)): the switched pair ``[..., 2, k, N]`` from the ModUp digits y ``[..., digits,
-    k + K, N]``. The products are summed from slices of y and the key, Q_k's limbs apart from P's, so that neither
-    the key nor the products are copied (a stacked key was a 93 MB copy per call at N 2^16)."""
+    k + K, N]`` (given as :func:`_mod_up_eval`'s parts). On NATIVE one custom call reads the parts and the key in
+    place (``native_mac_digits``, the same words). Else the products are summed from slices of the assembled y and
+    the key, Q_k's limbs apart from P's, so that neither the key nor the products are copied (a stacked key was a
+    93 MB copy per call at N 2^16)."""
     k, n_digits, n_q = plan.active, len(plan.groups), len(plan.q)
+    kernels = plan.ntt_q.kernels
+    if kernels is not None and kernels.resolve().native:
+        b_rows = np.r_[0:k, n_q : n_q + len(plan.p)].astype(np.int32)
+        if ksk.a is not None:
+            a, a_rows = ksk.a.data, b_rows
+        else:
+            a = jnp.concatenate(_key_a(ksk, plan, n_digits), axis=-2)
+            a_rows = np.arange(a.shape[-2], dtype=np.int32)
+        u = native_mac_digits(*parts, plan.up.assemble, ksk.b.data, a, b_rows, a_rows, plan.mac[0].reshape(-1))
+        return mod_down_split(u[..., :k, :], u[..., k:, :], plan.down, plan.ntt_q, plan.ntt_p)
+    y = _assembled(parts, plan)
     a_rows = _key_a(ksk, plan, n_digits)
     halves = []
     for rows, key_rows, a in ((slice(0, k), slice(0, k), a_rows[0]), (slice(k, None), slice(n_q, None), a_rows[1])):
@@ -774,7 +809,7 @@ def _switch_digits(y, ksk: KeySwitchKey, plan: KeySwitchPlan):
 @jit
 def _keyswitch(d: RNSPoly, ksk: KeySwitchKey, plan: KeySwitchPlan):
     d_eval, d_coeff = _both_domains(d, plan)
-    y = _mod_up_eval(d_coeff, d_eval, plan)  # [..., digits, k + K, N]
+    y = _mod_up_eval(d_coeff, d_eval, plan)  # the digits [..., digits, k + K, N], in two parts
     u = _switch_digits(y, ksk, plan)  # [..., 2, k, N]
     q_active = plan.q[: plan.active]
     return RNSPoly(u[..., 0, :, :], q_active, Domain.EVAL), RNSPoly(u[..., 1, :, :], q_active, Domain.EVAL)
@@ -817,8 +852,8 @@ def keyswitch_hoisted_traced(d: RNSPoly, ksks: tuple, plan: KeySwitchPlan, eleme
     out = []
     for ksk, g in zip(ksks, elements):
         _check_operands(d, ksk, plan)
-        yg = permute_slots(y, slot_permutation(plan.n, g), plan.ntt_q)
-        u = _switch_digits(yg, ksk, plan)
+        perm = slot_permutation(plan.n, g)
+        u = _switch_digits(tuple(permute_slots(part, perm, plan.ntt_q) for part in y), ksk, plan)
         out.append((RNSPoly(u[..., 0, :, :], q_active, Domain.EVAL), RNSPoly(u[..., 1, :, :], q_active, Domain.EVAL)))
     return out
 

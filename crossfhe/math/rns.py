@@ -32,6 +32,7 @@ import numpy as np
 from jax import lax
 
 from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math import conv as conv_native
 from crossfhe.math.modular import (
     U32,
     ModulusTable,
@@ -294,6 +295,7 @@ class BasisConversion:
     src_inv: np.ndarray
     gemm: np.ndarray
     matrix: object
+    native: object
     from_basis: RNSBasis = _static()
     to_basis: RNSBasis = _static()
     chunk: int = _static()
@@ -332,8 +334,13 @@ class BasisConversion:
             [[h % b for h in from_basis.hat] for b in to_basis.moduli], dtype=np.uint32
         ).reshape(len(to_basis), len(from_basis))
         prod_mod_dst = [from_basis.product % b for b in to_basis.moduli]
+        native = None
         if kernels is not None:
             kernels = kernels.resolve()
+            if kernels.native and conv_native.fast():  # the NATIVE set's sums: the native kernel where it is faster
+                native = conv_native.ConvTables.create(hat_mod_dst[None], from_basis.table.q.reshape(1, -1),
+                                                       np.array([c // 2 for c in from_basis.moduli]).reshape(1, -1),
+                                                       dst.q.reshape(1, -1))
             if not kernels.uses_tables:
                 kernels = None
         matrix = None
@@ -355,6 +362,7 @@ class BasisConversion:
             src_inv=np.array([1.0 / c for c in from_basis.moduli], dtype=np.float32).reshape(-1, 1),
             gemm=gemm_weights(hat_mod_dst, dst.q),
             matrix=matrix,
+            native=native,
             from_basis=from_basis,
             to_basis=to_basis,
             chunk=chunk,
@@ -370,7 +378,9 @@ def _convert(x, conv: BasisConversion):
     y = shoup_mul(x, conv.hat_inv, conv.hat_inv_shoup, conv.src_q)
     neg = y > conv.src_half
     # Both kernels sum the centered digits y~_i (each y_i > c_i / 2 as y_i - c_i).
-    if conv.kernels is not None:
+    if conv.native is not None:
+        out = conv_native.convert_centered(y[..., None, :, :], conv.native)[..., 0, :, :]
+    elif conv.kernels is not None:
         out = conv.kernels.convert_centered(y, conv.src_q, conv.matrix)
     else:
         out = centered_gemm_rows(y, conv.src_half, conv.src_q, conv.gemm, conv.dst_q, chunk=conv.chunk)

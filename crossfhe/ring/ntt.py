@@ -491,17 +491,18 @@ def intt(x, plan: NTTPlan):
 
 NATIVE_SOURCES = (Path(__file__).with_name("rns_ntt.c"), Path(__file__).with_name("rns_ntt_ffi.cc"))
 NATIVE_HEADERS = (Path(__file__).parent.parent / "math" / "ffi_parallel.h",)
-NATIVE_ABI = 3
+NATIVE_ABI = 4
 NATIVE_TARGET = "crossfhe_rns_ntt"
 NATIVE_ROWS_TARGET = "crossfhe_rns_ntt_rows"
 PERMUTE_TARGET = "crossfhe_permute"
+MAC_TARGET = "crossfhe_mac_digits"
 
 
 def _load_native():
     lib, why = native.build_and_load(NATIVE_SOURCES, "cf_ntt_abi_version", NATIVE_ABI, hashed=NATIVE_HEADERS)
     if lib is not None:
         native.register(lib, {NATIVE_TARGET: "cf_rns_ntt_ffi", NATIVE_ROWS_TARGET: "cf_rns_ntt_rows_ffi",
-                              PERMUTE_TARGET: "cf_permute_ffi"})
+                              PERMUTE_TARGET: "cf_permute_ffi", MAC_TARGET: "cf_mac_digits_ffi"})
     return lib, why
 
 
@@ -519,6 +520,21 @@ def permute_slots(x, idx, plan: NTTPlan):
         return jnp.take(x, idx, axis=-1)
     call = jax.ffi.ffi_call(PERMUTE_TARGET, jax.ShapeDtypeStruct(x.shape, U32), vmap_method="expand_dims")
     return call(x, idx.astype(jnp.int32))
+
+
+def native_mac_digits(y1, y2, ymap, b, a, brow, arow, q):
+    """``[..., 2, L, N]``: sum_j Y_j b_j and sum_j Y_j a_j mod q per row, one native custom call
+    (``crossfhe_mac_digits`` in rns_ntt_ffi.cc), where the digits Y ``[..., D, L, N]`` are row ``ymap[j, l]`` of y1
+    ``[..., R1, N]`` followed by y2 ``[..., R2, N]`` (read in place, never assembled); ymap int32 ``[D, L]``. b, a
+    uint32 ``[D', L', N]`` (D <= D'), read in place at rows ``brow``, ``arow`` (int32 ``[L]``); q uint32 ``[L]`` below
+    2^31; every word in [0, q). Exact: the words of the XLA multiply-accumulate
+    (:func:`crossfhe.core.keyswitch._mac_digits`)."""
+    NATIVE.require("the NATIVE kernel set's key-switching multiply-accumulate")
+    ymap = np.asarray(ymap, dtype=np.int32)
+    out = jax.ShapeDtypeStruct(y1.shape[:-2] + (2, ymap.shape[-1], y1.shape[-1]), U32)
+    call = jax.ffi.ffi_call(MAC_TARGET, out, vmap_method="expand_dims")
+    return call(y1, y2, ymap, b, a, np.asarray(brow, dtype=np.int32), np.asarray(arow, dtype=np.int32),
+                jnp.asarray(q, U32))
 
 
 def native_transform(x, plan: NTTPlan, *, inverse: bool, full: bool = True):

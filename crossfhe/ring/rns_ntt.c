@@ -15,8 +15,11 @@
    it on a few limbs at a time (crossfhe.ring.ntt's chunks), and it widens the 32 x 32 -> 64-bit products to
    64-bit lanes. Here a polynomial's long stages are passes over 256 KiB (N 2^16, in L2); then each block of
    BLOCK words goes through its remaining head stages, its transpose and the five tail stages in L1, and on
-   AVX-512 the high halves of the products come from two vpmuludq per 16 lanes. Rows are independent: the Python
-   side hands each thread a range of rows. */
+   AVX-512 the high halves of the products come from two vpmuludq per 16 lanes. Stages go in pairs where they can
+   (ct4g, gs4g: the four quarters of two radix-2 stages held in registers, so a word is loaded and stored once per
+   two stages; the same arithmetic in the same order, so the same words). Before each block its tail twiddle rows
+   (31 runs of 512 B, 8 KiB apart at N 2^16) are prefetched, as the hardware prefetcher does not follow them. Rows
+   are independent: the Python side hands each thread a range of rows. */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -112,9 +115,155 @@ static void ct(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob,
     butterflies(a, b, oa, ob, t, w, ws, step, q, wide, 0);
 }
 
+/* one butterfly of ct() (scalar, and 16 lanes) */
+static inline void ct1(uint32_t x, uint32_t y, uint32_t *ox, uint32_t *oy, uint32_t w, uint32_t ws, uint32_t q,
+                       uint32_t bound, int wide) {
+    uint32_t hi = csub(x, bound), v = shoup(y, w, ws, q);
+    if (wide) v = csub(v, q);
+    *ox = hi + v;
+    *oy = hi - v + bound;
+}
+
+#ifdef __AVX512F__
+static inline void ct1v(V x, V y, V *ox, V *oy, V w, V ws, V wso, V q, V bound, int wide) {
+    V hi = vcsub(x, bound), v = vshoup(y, w, ws, wso, q);
+    if (wide) v = vcsub(v, q);
+    *ox = _mm512_add_epi32(hi, v);
+    *oy = _mm512_add_epi32(_mm512_sub_epi32(hi, v), bound);
+}
+#endif
+
+/* Two Cooley-Tukey stages at once on the quarters A = a, B = a + h, C = a + 2h, D = a + 3h (their words j < len;
+   the outputs at o + k h, o may be a): (A, C) and (B, D) with twiddle 1, then (A, B) with twiddle 2 and (C, D) with
+   twiddle 3. Twiddle k is (w_k, ws_k)[j * step] (step 0: one for all). The words of two ct() passes. */
+static inline void ct4g(const uint32_t *a, uint32_t *o, int64_t h, int64_t len, const uint32_t *w1,
+                        const uint32_t *ws1, const uint32_t *w2, const uint32_t *ws2, const uint32_t *w3,
+                        const uint32_t *ws3, int step, uint32_t q, int wide) {
+    uint32_t bound = wide ? q : q + q;
+    int64_t j = 0;
+#ifdef __AVX512F__
+    V vq = vset(q), vb = vset(bound);
+    if (step == 0) {
+        V a1 = vset(w1[0]), s1 = vset(ws1[0]), a2 = vset(w2[0]), s2 = vset(ws2[0]), a3 = vset(w3[0]),
+          s3 = vset(ws3[0]);
+        for (; j + VL <= len; j += VL) {
+            V A = vld(a + j), B = vld(a + h + j), C = vld(a + 2 * h + j), D = vld(a + 3 * h + j);
+            ct1v(A, C, &A, &C, a1, s1, s1, vq, vb, wide);
+            ct1v(B, D, &B, &D, a1, s1, s1, vq, vb, wide);
+            ct1v(A, B, &A, &B, a2, s2, s2, vq, vb, wide);
+            ct1v(C, D, &C, &D, a3, s3, s3, vq, vb, wide);
+            vst(o + j, A);
+            vst(o + h + j, B);
+            vst(o + 2 * h + j, C);
+            vst(o + 3 * h + j, D);
+        }
+    } else {
+        for (; j + VL <= len; j += VL) {
+            V A = vld(a + j), B = vld(a + h + j), C = vld(a + 2 * h + j), D = vld(a + 3 * h + j);
+            V s1 = vld(ws1 + j), s2 = vld(ws2 + j), s3 = vld(ws3 + j);
+            ct1v(A, C, &A, &C, vld(w1 + j), s1, _mm512_srli_epi64(s1, 32), vq, vb, wide);
+            ct1v(B, D, &B, &D, vld(w1 + j), s1, _mm512_srli_epi64(s1, 32), vq, vb, wide);
+            ct1v(A, B, &A, &B, vld(w2 + j), s2, _mm512_srli_epi64(s2, 32), vq, vb, wide);
+            ct1v(C, D, &C, &D, vld(w3 + j), s3, _mm512_srli_epi64(s3, 32), vq, vb, wide);
+            vst(o + j, A);
+            vst(o + h + j, B);
+            vst(o + 2 * h + j, C);
+            vst(o + 3 * h + j, D);
+        }
+    }
+#endif
+    for (; j < len; j++) {
+        uint32_t A = a[j], B = a[h + j], C = a[2 * h + j], D = a[3 * h + j];
+        int64_t k = j * step;
+        ct1(A, C, &A, &C, w1[k], ws1[k], q, bound, wide);
+        ct1(B, D, &B, &D, w1[k], ws1[k], q, bound, wide);
+        ct1(A, B, &A, &B, w2[k], ws2[k], q, bound, wide);
+        ct1(C, D, &C, &D, w3[k], ws3[k], q, bound, wide);
+        o[j] = A;
+        o[h + j] = B;
+        o[2 * h + j] = C;
+        o[3 * h + j] = D;
+    }
+}
+
+static inline void ct4(const uint32_t *a, uint32_t *o, int64_t h, const uint32_t *w1, const uint32_t *ws1,
+                       const uint32_t *w2, const uint32_t *ws2, const uint32_t *w3, const uint32_t *ws3, int step,
+                       uint32_t q, int wide) {
+    ct4g(a, o, h, h, w1, ws1, w2, ws2, w3, ws3, step, q, wide);
+}
+
 static void gs(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, int64_t t, const uint32_t *w,
                const uint32_t *ws, int step, uint32_t q, int wide) {
     butterflies(a, b, oa, ob, t, w, ws, step, q, wide, 1);
+}
+
+/* one butterfly of gs() (scalar, and 16 lanes) */
+static inline void gs1(uint32_t x, uint32_t y, uint32_t *ox, uint32_t *oy, uint32_t w, uint32_t ws, uint32_t q,
+                       uint32_t bound, int wide) {
+    uint32_t v = shoup(x - y + bound, w, ws, q);
+    *ox = csub(x + y, bound);
+    *oy = wide ? csub(v, q) : v;
+}
+
+#ifdef __AVX512F__
+static inline void gs1v(V x, V y, V *ox, V *oy, V w, V ws, V wso, V q, V bound, int wide) {
+    V v = vshoup(_mm512_add_epi32(_mm512_sub_epi32(x, y), bound), w, ws, wso, q);
+    *ox = vcsub(_mm512_add_epi32(x, y), bound);
+    *oy = wide ? vcsub(v, q) : v;
+}
+#endif
+
+/* Two Gentleman-Sande stages at once on the quarters A = a, B = a + ha, C = a + 2 ha, D = a + 3 ha (their words
+   j < len; outputs at o + k ho): (A, B) with twiddle 1 and (C, D) with twiddle 2, then (A, C) and (B, D) with
+   twiddle 3. Twiddle k is (w_k, ws_k)[j * step]. The words of two gs() passes. */
+static inline void gs4g(const uint32_t *a, int64_t ha, uint32_t *o, int64_t ho, int64_t len, const uint32_t *w1,
+                        const uint32_t *ws1, const uint32_t *w2, const uint32_t *ws2, const uint32_t *w3,
+                        const uint32_t *ws3, int step, uint32_t q, int wide) {
+    uint32_t bound = wide ? q : q + q;
+    int64_t j = 0;
+#ifdef __AVX512F__
+    V vq = vset(q), vb = vset(bound);
+    if (step == 0) {
+        V a1 = vset(w1[0]), s1 = vset(ws1[0]), a2 = vset(w2[0]), s2 = vset(ws2[0]), a3 = vset(w3[0]),
+          s3 = vset(ws3[0]);
+        for (; j + VL <= len; j += VL) {
+            V A = vld(a + j), B = vld(a + ha + j), C = vld(a + 2 * ha + j), D = vld(a + 3 * ha + j);
+            gs1v(A, B, &A, &B, a1, s1, s1, vq, vb, wide);
+            gs1v(C, D, &C, &D, a2, s2, s2, vq, vb, wide);
+            gs1v(A, C, &A, &C, a3, s3, s3, vq, vb, wide);
+            gs1v(B, D, &B, &D, a3, s3, s3, vq, vb, wide);
+            vst(o + j, A);
+            vst(o + ho + j, B);
+            vst(o + 2 * ho + j, C);
+            vst(o + 3 * ho + j, D);
+        }
+    } else {
+        for (; j + VL <= len; j += VL) {
+            V A = vld(a + j), B = vld(a + ha + j), C = vld(a + 2 * ha + j), D = vld(a + 3 * ha + j);
+            V s1 = vld(ws1 + j), s2 = vld(ws2 + j), s3 = vld(ws3 + j);
+            gs1v(A, B, &A, &B, vld(w1 + j), s1, _mm512_srli_epi64(s1, 32), vq, vb, wide);
+            gs1v(C, D, &C, &D, vld(w2 + j), s2, _mm512_srli_epi64(s2, 32), vq, vb, wide);
+            gs1v(A, C, &A, &C, vld(w3 + j), s3, _mm512_srli_epi64(s3, 32), vq, vb, wide);
+            gs1v(B, D, &B, &D, vld(w3 + j), s3, _mm512_srli_epi64(s3, 32), vq, vb, wide);
+            vst(o + j, A);
+            vst(o + ho + j, B);
+            vst(o + 2 * ho + j, C);
+            vst(o + 3 * ho + j, D);
+        }
+    }
+#endif
+    for (; j < len; j++) {
+        uint32_t A = a[j], B = a[ha + j], C = a[2 * ha + j], D = a[3 * ha + j];
+        int64_t k = j * step;
+        gs1(A, B, &A, &B, w1[k], ws1[k], q, bound, wide);
+        gs1(C, D, &C, &D, w2[k], ws2[k], q, bound, wide);
+        gs1(A, C, &A, &C, w3[k], ws3[k], q, bound, wide);
+        gs1(B, D, &B, &D, w3[k], ws3[k], q, bound, wide);
+        o[j] = A;
+        o[ho + j] = B;
+        o[2 * ho + j] = C;
+        o[3 * ho + j] = D;
+    }
 }
 
 /* The last inverse stage (one block): (N^-1 (a + b), psi^-1 N^-1 (a - b)) in [0, q). */
@@ -186,6 +335,17 @@ static void transpose(const uint32_t *restrict src, uint32_t *restrict dst, int6
         for (int64_t c = 0; c < cols; c++) dst[c * rows + r0] = src[r0 * cols + c];
 }
 
+/* the tail stages' twiddle rows of the block at r0 (rows words at mm + b n1 + r0 for each tail stage mm and b) */
+static inline void prefetch_tail(const uint32_t *w, const uint32_t *ws, int64_t n1, int64_t n, int64_t r0,
+                                 int64_t rows) {
+    for (int64_t s = 0, mm = n1; mm < n; s++, mm *= 2)
+        for (int64_t b = 0; b < ((int64_t)1 << s); b++)
+            for (int64_t k = 0; k < rows; k += 16) {
+                __builtin_prefetch(w + mm + b * n1 + r0 + k, 0, 0);
+                __builtin_prefetch(ws + mm + b * n1 + r0 + k, 0, 0);
+            }
+}
+
 static void forward_one(const uint32_t *restrict in, uint32_t *restrict out, uint32_t *restrict x,
                         uint32_t *restrict tile, int64_t n, uint32_t q, const uint32_t *restrict w,
                         const uint32_t *restrict ws, int wide, int full) {
@@ -195,6 +355,14 @@ static void forward_one(const uint32_t *restrict in, uint32_t *restrict out, uin
     int64_t m = 1;
     while (m < n1 && n / m > size) {
         int64_t t = n / (2 * m);
+        if (2 * m < n1 && n / (2 * m) > size) { /* two stages: m and 2m */
+            for (int64_t i = 0; i < m; i++)
+                ct4(src + 2 * i * t, x + 2 * i * t, t / 2, w + m + i, ws + m + i, w + 2 * m + 2 * i,
+                    ws + 2 * m + 2 * i, w + 2 * m + 2 * i + 1, ws + 2 * m + 2 * i + 1, 0, q, wide);
+            src = x;
+            m *= 4;
+            continue;
+        }
         for (int64_t i = 0; i < m; i++)
             ct(src + 2 * i * t, src + 2 * i * t + t, x + 2 * i * t, x + 2 * i * t + t, t, w + m + i, ws + m + i, 0, q,
                wide);
@@ -205,8 +373,19 @@ static void forward_one(const uint32_t *restrict in, uint32_t *restrict out, uin
     for (int64_t blk = 0; blk < n / size; blk++) {
         const uint32_t *sb = src + blk * size;
         uint32_t *xb = x + blk * size;
+        if (blk + 1 < n / size) prefetch_tail(w, ws, n1, n, (blk + 1) * rows, rows);
         for (int64_t mm = m; mm < n1; mm *= 2) {
             int64_t t = n / (2 * mm), sub = size / (2 * t);
+            if (2 * mm < n1) { /* two stages: mm and 2 mm */
+                for (int64_t i = 0; i < sub; i++) {
+                    int64_t idx = mm + blk * sub + i, idx2 = 2 * mm + 2 * (blk * sub + i);
+                    ct4(sb + 2 * i * t, xb + 2 * i * t, t / 2, w + idx, ws + idx, w + idx2, ws + idx2, w + idx2 + 1,
+                        ws + idx2 + 1, 0, q, wide);
+                }
+                sb = xb;
+                mm *= 2;
+                continue;
+            }
             for (int64_t i = 0; i < sub; i++) {
                 int64_t idx = mm + blk * sub + i;
                 ct(sb + 2 * i * t, sb + 2 * i * t + t, xb + 2 * i * t, xb + 2 * i * t + t, t, w + idx, ws + idx, 0, q,
@@ -219,6 +398,19 @@ static void forward_one(const uint32_t *restrict in, uint32_t *restrict out, uin
         int64_t r0 = blk * rows;
         for (int64_t s = 0, mm = n1; mm < n; s++, mm *= 2) {
             int64_t t = N2 >> (s + 1);
+            if (2 * mm < n) { /* two stages: s and s + 1 */
+                for (int64_t b = 0; b < ((int64_t)1 << s); b++) {
+                    const uint32_t *wb = w + mm + b * n1 + r0, *wsb = ws + mm + b * n1 + r0;
+                    const uint32_t *w2 = w + 2 * mm + 2 * b * n1 + r0, *ws2 = ws + 2 * mm + 2 * b * n1 + r0;
+                    for (int64_t hh = 0; hh < t / 2; hh++) {
+                        uint32_t *a = tile + (b * 2 * t + hh) * rows;
+                        ct4g(a, a, t / 2 * rows, rows, wb, wsb, w2, ws2, w2 + n1, ws2 + n1, 1, q, wide);
+                    }
+                }
+                s++;
+                mm *= 2;
+                continue;
+            }
             for (int64_t b = 0; b < ((int64_t)1 << s); b++) {
                 const uint32_t *wb = w + mm + b * n1 + r0, *wsb = ws + mm + b * n1 + r0;
                 for (int64_t h = 0; h < t; h++) {
@@ -239,11 +431,30 @@ static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uin
     uint32_t *dst = n > size ? x : out; /* where the block phase leaves its words */
     for (int64_t blk = 0; blk < n / size; blk++) {
         int64_t r0 = blk * rows;
+        if (blk + 1 < n / size) {
+            prefetch_tail(wi, wis, n1, n, r0 + rows, rows);
+            for (int64_t c = 0; c < N2; c++)
+                for (int64_t k = 0; k < rows; k += 16) __builtin_prefetch(in + c * n1 + r0 + rows + k, 0, 0);
+        }
         /* Tail stages s = 4 .. 0 (m = N1 2^s) on the tile [N2, rows]; the first reads its rows from the input. */
         for (int64_t s = 4, mm = n1 << 4; s >= 0; s--, mm /= 2) {
             int64_t t = N2 >> (s + 1);
             const uint32_t *src = s == 4 ? in + r0 : tile;
             int64_t stride = s == 4 ? n1 : rows;
+            if (s >= 1 && mm / 2 > 1) { /* two stages: s and s - 1 */
+                for (int64_t b = 0; b < ((int64_t)1 << (s - 1)); b++) {
+                    const uint32_t *w1 = wi + mm + 2 * b * n1 + r0, *ws1 = wis + mm + 2 * b * n1 + r0;
+                    const uint32_t *w3 = wi + mm / 2 + b * n1 + r0, *ws3 = wis + mm / 2 + b * n1 + r0;
+                    for (int64_t h = 0; h < t; h++) {
+                        int64_t c = b * 4 * t + h;
+                        gs4g(src + c * stride, t * stride, tile + c * rows, t * rows, rows, w1, ws1, w1 + n1,
+                             ws1 + n1, w3, ws3, 1, q, wide);
+                    }
+                }
+                s--;
+                mm /= 2;
+                continue;
+            }
             for (int64_t b = 0; b < ((int64_t)1 << s); b++)
                 for (int64_t h = 0; h < t; h++) {
                     int64_t c = b * 2 * t + h;
@@ -261,6 +472,15 @@ static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uin
         /* Head stages with pair distance N2 .. size / 2, inside the block. */
         for (int64_t t = N2; t < size; t *= 2) {
             int64_t mm = n / (2 * t), sub = size / (2 * t);
+            if (2 * t < size && mm / 2 > 1) { /* two stages: t and 2t */
+                for (int64_t i = 0; i < sub / 2; i++) {
+                    uint32_t *a = xb + 4 * i * t;
+                    int64_t i1 = mm + blk * sub + 2 * i, i3 = mm / 2 + blk * (sub / 2) + i;
+                    gs4g(a, t, a, t, t, wi + i1, wis + i1, wi + i1 + 1, wis + i1 + 1, wi + i3, wis + i3, 0, q, wide);
+                }
+                t *= 2;
+                continue;
+            }
             for (int64_t i = 0; i < sub; i++) {
                 uint32_t *a = xb + 2 * i * t;
                 if (mm == 1)
@@ -273,6 +493,15 @@ static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uin
     /* Long stages: whole-row passes, the last (one block, N^-1 folded in) writing the output. */
     for (int64_t t = size; t < n; t *= 2) {
         int64_t mm = n / (2 * t);
+        if (mm / 2 > 1) { /* two stages: t and 2t (neither the last) */
+            for (int64_t i = 0; i < mm / 2; i++) {
+                uint32_t *a = x + 4 * i * t;
+                gs4g(a, t, a, t, t, wi + mm + 2 * i, wis + mm + 2 * i, wi + mm + 2 * i + 1, wis + mm + 2 * i + 1,
+                     wi + mm / 2 + i, wis + mm / 2 + i, 0, q, wide);
+            }
+            t *= 2;
+            continue;
+        }
         uint32_t *o = mm == 1 ? out : x;
         for (int64_t i = 0; i < mm; i++) {
             const uint32_t *a = x + 2 * i * t;
@@ -284,7 +513,7 @@ static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uin
     }
 }
 
-int cf_ntt_abi_version(void) { return 3; }
+int cf_ntt_abi_version(void) { return 4; }
 
 /* count rows of in / out uint32 [., n] (distinct buffers): row rows[i] with the tables of index tab[i], that is
    q[t], the [n] twiddle tables w[t], ws[t] (forward: w, w_shoup; inverse: wi, wi_shoup) and last + 2t, lasts + 2t
@@ -308,4 +537,69 @@ int cf_ntt(const uint32_t *in, uint32_t *out, const int64_t *rows, const int32_t
     }
     free(x);
     return 0;
+}
+
+/* The key switch's multiply-accumulate (crossfhe.core.keyswitch): for len words t of one output row,
+   ob[t] = sum_j y_j[t] b_j[t] mod q and oa[t] = sum_j y_j[t] a_j[t] mod q, j < d, with the rows y_j = y[j],
+   b_j = b + j bstride and a_j = a + j astride, every word in [0, q), q < 2^31. Runs of four products and the residue
+   carried in are summed exactly in 64 bits (4 (2^31 - 1)^2 + 2^31 < 2^64); each sum s is reduced with the quotient
+   estimate floor(fl(s) fl(1/q)), whose relative error below 2^-51 puts the remainder in [-q, 2q), then one
+   correction either way. Outputs in [0, q): the exact residues, the XLA kernels' words. */
+static inline uint64_t reduce64(uint64_t s, uint32_t q, double qinv) {
+    uint64_t e = (uint64_t)((double)s * qinv);
+    int64_t r = (int64_t)(s - e * q);
+    if (r < 0) r += q;
+    if (r >= (int64_t)q) r -= q;
+    return (uint64_t)r;
+}
+
+#ifdef __AVX512DQ__
+static inline __m512i vreduce64(__m512i s, __m512i vq, __m512d vqinv) {
+    __m512i e = _mm512_cvttpd_epu64(_mm512_mul_pd(_mm512_cvtepu64_pd(s), vqinv));
+    __m512i r = _mm512_sub_epi64(s, _mm512_mullo_epi64(e, vq));
+    r = _mm512_mask_add_epi64(r, _mm512_cmplt_epi64_mask(r, _mm512_setzero_si512()), r, vq);
+    return _mm512_mask_sub_epi64(r, _mm512_cmpge_epi64_mask(r, vq), r, vq);
+}
+#endif
+
+void cf_mac_row(const uint32_t *const *y, const uint32_t *b, int64_t bstride, const uint32_t *a, int64_t astride,
+                int64_t d, int64_t len, uint32_t q, uint32_t *ob, uint32_t *oa) {
+    const double qinv = 1.0 / (double)q;
+    int64_t t = 0;
+#ifdef __AVX512DQ__
+    const __m512i vq = _mm512_set1_epi64(q);
+    const __m512d vqinv = _mm512_set1_pd(qinv);
+    for (; t + 8 <= len; t += 8) {
+        __m512i sb = _mm512_setzero_si512(), sa = _mm512_setzero_si512();
+        for (int64_t j0 = 0; j0 < d; j0 += 4) {
+            int64_t j1 = j0 + 4 < d ? j0 + 4 : d;
+            for (int64_t j = j0; j < j1; j++) {
+                __m512i vy = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(y[j] + t)));
+                __m512i vb = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(b + j * bstride + t)));
+                __m512i va = _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(a + j * astride + t)));
+                sb = _mm512_add_epi64(sb, _mm512_mul_epu32(vy, vb));
+                sa = _mm512_add_epi64(sa, _mm512_mul_epu32(vy, va));
+            }
+            sb = vreduce64(sb, vq, vqinv);
+            sa = vreduce64(sa, vq, vqinv);
+        }
+        _mm256_storeu_si256((__m256i *)(ob + t), _mm512_cvtepi64_epi32(sb));
+        _mm256_storeu_si256((__m256i *)(oa + t), _mm512_cvtepi64_epi32(sa));
+    }
+#endif
+    for (; t < len; t++) {
+        uint64_t sb = 0, sa = 0;
+        for (int64_t j0 = 0; j0 < d; j0 += 4) {
+            int64_t j1 = j0 + 4 < d ? j0 + 4 : d;
+            for (int64_t j = j0; j < j1; j++) {
+                uint64_t vy = y[j][t];
+                sb += vy * b[j * bstride + t];
+                sa += vy * a[j * astride + t];
+            }
+            sb = reduce64(sb, q, qinv);
+            sa = reduce64(sa, q, qinv);
+        }
+        ob[t] = (uint32_t)sb;
+        oa[t] = (uint32_t)sa;
+    }
 }
