@@ -427,3 +427,45 @@ def test_native_levels_share_one_chain_table(relin_keys):
         assert plan.up.ntt.w is chain.w and plan.up.ntt.table_moduli == ksk.q + ksk.p
     vector = KS.keyswitch_plan(ksk, active=3, kernels=VECTOR)
     assert vector.up.ntt.table_moduli is None and vector.up.ntt.w.shape[0] == vector.up.ntt.limbs
+
+
+@pytest.mark.parametrize("digits", [3, 5])
+def test_native_mac_digits_gives_the_exact_sums(digits):
+    """ring.ntt.native_mac_digits: sum_j Y_j b_j and sum_j Y_j a_j mod q_l (Python integers), the digits read through
+    ymap from two operands and the key's rows through brow / arow; 5 digits cross a run of four products (the carried
+    residue); moduli near 2^31 and a small one; a batch axis, under jit and vmap; bad row indices are refused."""
+    from crossfhe.kernels import NATIVE, default_kernels
+    from crossfhe.ring.ntt import native_mac_digits
+
+    if default_kernels() is not NATIVE:  # the custom call is CPU-only and needs a compiler (the XLA path is tested)
+        pytest.skip("no native CPU kernels here (a GPU backend, or no compiler)")
+    rng = np.random.default_rng(digits)
+    n, rows = 4096 + 24, 6
+    r1 = digits * rows - 10
+    q = np.array([2**31 - 1, 2**31 - 19, 40961, 2**28 + 3, 1_000_003, 2**30 + 3], dtype=np.uint64)
+    ymap = rng.permutation(digits * rows).astype(np.int32).reshape(digits, rows)  # each source row read once
+    src = np.zeros((2, digits * rows, n), dtype=np.uint64)
+    for j in range(digits):
+        for l_ in range(rows):
+            src[:, ymap[j, l_]] = rng.integers(0, int(q[l_]), (2, n), dtype=np.uint64)
+    y1, y2 = src[:, :r1], src[:, r1:]
+    ys = src[:, ymap, :]  # [2, digits, rows, n]
+    brow = np.array([5, 0, 3, 1, 7, 2], dtype=np.int32)  # key rows 4 and 6 unused
+    b = rng.integers(0, 7, (digits + 1, 8, n), dtype=np.uint64)
+    for l_ in range(rows):
+        b[:, brow[l_]] = rng.integers(0, int(q[l_]), (digits + 1, n), dtype=np.uint64)
+    a = rng.integers(0, 2**62, (digits, rows, n), dtype=np.uint64) % q[None, :, None]
+    arow = np.arange(rows, dtype=np.int32)
+    qo = q.astype(object)[None, :, None]
+    want_b = sum(ys[:, j].astype(object) * b[j, brow].astype(object)[None] for j in range(digits)) % qo
+    want_a = sum(ys[:, j].astype(object) * a[j].astype(object)[None] for j in range(digits)) % qo
+    u32 = lambda x: jnp.asarray(np.asarray(x).astype(np.uint32))  # noqa: E731
+    f = jax.jit(lambda y1, y2, b, a: native_mac_digits(y1, y2, ymap, b, a, brow, arow, u32(q)))
+    got = np.asarray(f(u32(y1), u32(y2), u32(b), u32(a)))
+    assert got.shape == (2, 2, rows, n)
+    assert np.array_equal(got[:, 0].astype(object), want_b) and np.array_equal(got[:, 1].astype(object), want_a)
+    one = jax.vmap(f, in_axes=(0, 0, None, None))(u32(y1), u32(y2), u32(b), u32(a))
+    assert np.array_equal(np.asarray(one), got)
+    with pytest.raises(RuntimeError, match="out of range"):  # XLA's runtime error carries the handler's message
+        bad = ymap + digits * rows
+        jax.block_until_ready(native_mac_digits(u32(y1), u32(y2), bad, u32(b), u32(a), brow, arow, u32(q)))
