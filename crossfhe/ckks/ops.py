@@ -48,7 +48,7 @@ from crossfhe.math.xla import jit, plan_cache
 from crossfhe.progress import callback as progress_callback
 from crossfhe.progress import report
 from crossfhe.ring import poly
-from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt
+from crossfhe.ring.ntt import NTTPlan, fusion_barrier, intt, ntt, transform_operand
 from crossfhe.ring.poly import Domain, RNSPoly
 
 SCALE_TOLERANCE = 2.0**-20
@@ -273,8 +273,8 @@ def _rescale_one(x, plan_last, plan_rest, consts):
     (x_i - NTT_i(r - h)) D^-1, with r - h reduced mod q_i in the coefficient domain. One transform of the
     remaining limbs whatever g is: a composite level costs what a single-prime level does.
     """
-    # A barrier: fused into the transform's first pass, this producer would be computed twice per pair.
-    t = fusion_barrier(_rescale_shift(x, plan_last, consts), plan_rest.w)
+    # Fused into an XLA transform's first pass this producer would be computed twice per pair: a barrier there.
+    t = transform_operand(_rescale_shift(x, plan_last, consts), plan_rest)
     return _rescale_finish(x, ntt(t, plan_rest), consts)
 
 

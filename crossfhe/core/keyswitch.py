@@ -94,6 +94,7 @@ from crossfhe.ring.ntt import (
     permute_slots,
     slot_exponents,
     slot_of_exponent,
+    transform_operand,
 )
 from crossfhe.ring.poly import Domain, RNSPoly, add, mul, sub
 
@@ -691,7 +692,7 @@ def _mod_up_eval(d_coeff, d_eval, plan: KeySwitchPlan):
     """NTT(ModUp(d_j)) of every digit, as its two parts (z, d_eval): only the new limbs are transformed (z, one NTT
     call for all digits), a digit's own limbs are the input's evaluations. Row ``plan.up.assemble[j][l]`` of z's rows
     followed by d_eval's is digit j's limb l (:func:`_assembled`)."""
-    return ntt(fusion_barrier(_convert_digits(d_coeff, plan.up), plan.up.ntt.w), plan.up.ntt), d_eval
+    return ntt(transform_operand(_convert_digits(d_coeff, plan.up), plan.up.ntt), plan.up.ntt), d_eval
 
 
 def _assembled(parts, plan: KeySwitchPlan):
@@ -746,13 +747,13 @@ def mod_down_split(cq, cp, down: ModDownPlan, ntt_q: NTTPlan, ntt_p: NTTPlan, e=
     """:func:`mod_down_eval` of c given as its Q_k limbs cq ``[..., k, N]`` and its P limbs cp ``[..., K, N]``
     (the key switch's products are made that way, so that they are never joined). Same words."""
     k = cq.shape[-2]
-    cp = intt(fusion_barrier(cp, ntt_p.w), ntt_p)
+    cp = intt(transform_operand(cp, ntt_p), ntt_p)
     if e is None:
         z = fast_basis_conversion(cp, down.conv)
     else:
         cp = add_mod(cp, e[..., k:, :], ntt_p.q)
         z = sub_mod(fast_basis_conversion(cp, down.conv), e[..., :k, :], down.q)
-    z = ntt(fusion_barrier(z, ntt_q.w), ntt_q)
+    z = ntt(transform_operand(z, ntt_q), ntt_q)
     return shoup_mul(sub_mod(cq, z, down.q), down.p_inv, down.p_inv_shoup, down.q)
 
 

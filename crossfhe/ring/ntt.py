@@ -512,6 +512,16 @@ the radix-2 kernels' function on their tables, so the same words; ``NATIVE.statu
 why there is none."""
 
 
+def transform_operand(x, plan: NTTPlan):
+    """x as the operand of a transform by ``plan``: through :func:`fusion_barrier` where the transform is XLA's (its
+    first pass would recompute an expensive fused producer for both outputs of every butterfly), x itself where it
+    is the native custom call, whose operand XLA materializes anyway (there the barrier's conditional only adds a
+    copy)."""
+    if plan.kernels is not None and plan.kernels.resolve().native:
+        return x
+    return fusion_barrier(x, plan.w)
+
+
 def permute_slots(x, idx, plan: NTTPlan):
     """x ``uint32[..., N]`` with its last axis permuted, out[..., j] = x[..., idx[j]] (``idx`` int32 ``[N]``, a
     permutation): an automorphism of EVAL slots. On a NATIVE plan one custom call (its result a buffer of its own:
