@@ -290,12 +290,34 @@ def _integral_floats_to_residues(x: np.ndarray, moduli: tuple[int, ...]) -> np.n
     big = e > _MANTISSA_BITS
     mant = np.where(big, np.ldexp(f, _MANTISSA_BITS), x).astype(np.int64)
     q = np.array(moduli, dtype=np.int64).reshape(-1, 1)
-    r = mant[..., None, :] % q
-    if big.any():
-        shift = np.where(big, e - _MANTISSA_BITS, 0)
-        pow2 = _pow2_table(moduli, int(shift.max()))
-        r = r * np.moveaxis(pow2[:, shift], 0, -2) % q
-    return r.astype(np.uint32)
+    shift = np.where(big, e - _MANTISSA_BITS, 0)
+    pow2 = _pow2_table(moduli, int(shift.max())) if big.any() else None
+    out = np.empty(x.shape[:-1] + (len(moduli), x.shape[-1]), dtype=np.uint32)
+    # In runs of _RESIDUE_CHUNK coefficients, so that each pass over [limbs, chunk] stays in cache.
+    for c0 in range(0, x.shape[-1], _RESIDUE_CHUNK):
+        part = slice(c0, c0 + _RESIDUE_CHUNK)
+        r = _mod_int64(mant[..., None, part], q)
+        if pow2 is not None:
+            r = _mod_int64(r * np.moveaxis(pow2[:, shift[..., part]], 0, -2), q)
+        out[..., part] = r
+    return out
+
+
+_RESIDUE_CHUNK = 2048
+
+
+def _mod_int64(a: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """a mod q in [0, q) for int64 |a| < 2^62 and odd q < 2^31, q ``[limbs, 1]`` (a broadcast against it). Exact:
+    for q >= 2^16 the quotient t = floor(fl(a) fl(1/q)) is within one of floor(a / q) (relative error below 2^-51 on
+    |a / q| < 2^46), and a - t q, exact in int64, is in [-q, 2q) before one correction either way; smaller moduli
+    take NumPy's int64 remainder (a division)."""
+    if int(np.min(q)) < 1 << 16:
+        return np.broadcast_to(a, np.broadcast_shapes(a.shape, q.shape)) % q
+    t = np.floor(a * (1.0 / q.astype(np.float64))).astype(np.int64)
+    r = a - t * q
+    r += q & (r >> 63)  # r < 0: + q
+    r -= q & ~((r - q) >> 63)  # r >= q: - q
+    return r
 
 
 def _round_scaled(m: np.ndarray, scale: float, basis: RNSBasis, what: str, margin: int = 0) -> np.ndarray:
