@@ -192,15 +192,12 @@ class RingScheme(Scheme):
     def custom_calls(self, params) -> tuple[str, ...]:
         from crossfhe.ring import ntt
 
-        return (ntt.NATIVE_TARGET, ntt.NATIVE_ROWS_TARGET, ntt.PERMUTE_TARGET) if params.kernels.native else ()
+        return ntt.native_targets() if params.kernels.native else ()
 
     def build_id(self, params) -> str:
         from crossfhe.ring import ntt
 
-        if not params.kernels.native:
-            return ""
-        lib_path = getattr(ntt.NATIVE, "path", None)
-        return str(lib_path or "native")
+        return ntt.native_build() if params.kernels.native else ""
 
 
 def schemes() -> dict[str, Scheme]:

@@ -727,7 +727,7 @@ class TFHEScheme(Scheme):
     def custom_calls(self, params) -> tuple[str, ...]:
         from crossfhe.ring import ntt
 
-        out = (ntt.NATIVE_TARGET, ntt.NATIVE_ROWS_TARGET, ntt.PERMUTE_TARGET) if params.kernels.resolve().native else ()
+        out = ntt.native_targets() if params.kernels.resolve().native else ()
         return out + (cpu_native.targets() if ops.product_for(params) is ops.NativeProduct else ())
 
     def build_id(self, params) -> str:

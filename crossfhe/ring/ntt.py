@@ -512,6 +512,24 @@ the radix-2 kernels' function on their tables, so the same words; ``NATIVE.statu
 why there is none."""
 
 
+def native_targets() -> tuple[str, ...]:
+    """The custom-call targets a ring scheme's program may hold on the NATIVE kernel set (what ``jax.export`` is told
+    to accept): the transform, the permutation, key switching's multiply-accumulate, the keys' uniform rows (compact
+    keys) and, where it is used (:func:`crossfhe.math.conv.fast`), the basis conversion."""
+    from crossfhe.math import conv, random
+
+    out = (NATIVE_TARGET, NATIVE_ROWS_TARGET, PERMUTE_TARGET, MAC_TARGET, random.NATIVE_ROWS_TARGET)
+    return out + ((conv.TARGET,) if conv.fast() else ())
+
+
+def native_build() -> str:
+    """An identifier of the native kernels a NATIVE ring program uses: "native", with "+conv" where the basis
+    conversion is the native one (its programs then take the conversion's tables as arguments)."""
+    from crossfhe.math import conv
+
+    return "native+conv" if conv.fast() else "native"
+
+
 def transform_operand(x, plan: NTTPlan):
     """x as the operand of a transform by ``plan``: through :func:`fusion_barrier` where the transform is XLA's (its
     first pass would recompute an expensive fused producer for both outputs of every butterfly), x itself where it
