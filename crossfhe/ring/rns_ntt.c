@@ -16,7 +16,7 @@
    64-bit lanes. Here a polynomial's long stages are passes over 256 KiB (N 2^16, in L2); then each block of
    BLOCK words goes through its remaining head stages, its transpose and the five tail stages in L1, and on
    AVX-512 the high halves of the products come from two vpmuludq per 16 lanes. Stages go in pairs where they can
-   (ct4g, gs4g: the four quarters of two radix-2 stages held in registers, so a word is loaded and stored once per
+   (bf4: the four quarters of two radix-2 stages held in registers, so a word is loaded and stored once per
    two stages; the same arithmetic in the same order, so the same words). Before each block its tail twiddle rows
    (31 runs of 512 B, 8 KiB apart at N 2^16) are prefetched, as the hardware prefetcher does not follow them. Rows
    are independent: the Python side hands each thread a range of rows. */
@@ -133,65 +133,6 @@ static inline void ct1v(V x, V y, V *ox, V *oy, V w, V ws, V wso, V q, V bound, 
 }
 #endif
 
-/* Two Cooley-Tukey stages at once on the quarters A = a, B = a + h, C = a + 2h, D = a + 3h (their words j < len;
-   the outputs at o + k h, o may be a): (A, C) and (B, D) with twiddle 1, then (A, B) with twiddle 2 and (C, D) with
-   twiddle 3. Twiddle k is (w_k, ws_k)[j * step] (step 0: one for all). The words of two ct() passes. */
-static inline void ct4g(const uint32_t *a, uint32_t *o, int64_t h, int64_t len, const uint32_t *w1,
-                        const uint32_t *ws1, const uint32_t *w2, const uint32_t *ws2, const uint32_t *w3,
-                        const uint32_t *ws3, int step, uint32_t q, int wide) {
-    uint32_t bound = wide ? q : q + q;
-    int64_t j = 0;
-#ifdef __AVX512F__
-    V vq = vset(q), vb = vset(bound);
-    if (step == 0) {
-        V a1 = vset(w1[0]), s1 = vset(ws1[0]), a2 = vset(w2[0]), s2 = vset(ws2[0]), a3 = vset(w3[0]),
-          s3 = vset(ws3[0]);
-        for (; j + VL <= len; j += VL) {
-            V A = vld(a + j), B = vld(a + h + j), C = vld(a + 2 * h + j), D = vld(a + 3 * h + j);
-            ct1v(A, C, &A, &C, a1, s1, s1, vq, vb, wide);
-            ct1v(B, D, &B, &D, a1, s1, s1, vq, vb, wide);
-            ct1v(A, B, &A, &B, a2, s2, s2, vq, vb, wide);
-            ct1v(C, D, &C, &D, a3, s3, s3, vq, vb, wide);
-            vst(o + j, A);
-            vst(o + h + j, B);
-            vst(o + 2 * h + j, C);
-            vst(o + 3 * h + j, D);
-        }
-    } else {
-        for (; j + VL <= len; j += VL) {
-            V A = vld(a + j), B = vld(a + h + j), C = vld(a + 2 * h + j), D = vld(a + 3 * h + j);
-            V s1 = vld(ws1 + j), s2 = vld(ws2 + j), s3 = vld(ws3 + j);
-            ct1v(A, C, &A, &C, vld(w1 + j), s1, _mm512_srli_epi64(s1, 32), vq, vb, wide);
-            ct1v(B, D, &B, &D, vld(w1 + j), s1, _mm512_srli_epi64(s1, 32), vq, vb, wide);
-            ct1v(A, B, &A, &B, vld(w2 + j), s2, _mm512_srli_epi64(s2, 32), vq, vb, wide);
-            ct1v(C, D, &C, &D, vld(w3 + j), s3, _mm512_srli_epi64(s3, 32), vq, vb, wide);
-            vst(o + j, A);
-            vst(o + h + j, B);
-            vst(o + 2 * h + j, C);
-            vst(o + 3 * h + j, D);
-        }
-    }
-#endif
-    for (; j < len; j++) {
-        uint32_t A = a[j], B = a[h + j], C = a[2 * h + j], D = a[3 * h + j];
-        int64_t k = j * step;
-        ct1(A, C, &A, &C, w1[k], ws1[k], q, bound, wide);
-        ct1(B, D, &B, &D, w1[k], ws1[k], q, bound, wide);
-        ct1(A, B, &A, &B, w2[k], ws2[k], q, bound, wide);
-        ct1(C, D, &C, &D, w3[k], ws3[k], q, bound, wide);
-        o[j] = A;
-        o[h + j] = B;
-        o[2 * h + j] = C;
-        o[3 * h + j] = D;
-    }
-}
-
-static inline void ct4(const uint32_t *a, uint32_t *o, int64_t h, const uint32_t *w1, const uint32_t *ws1,
-                       const uint32_t *w2, const uint32_t *ws2, const uint32_t *w3, const uint32_t *ws3, int step,
-                       uint32_t q, int wide) {
-    ct4g(a, o, h, h, w1, ws1, w2, ws2, w3, ws3, step, q, wide);
-}
-
 static void gs(const uint32_t *a, const uint32_t *b, uint32_t *oa, uint32_t *ob, int64_t t, const uint32_t *w,
                const uint32_t *ws, int step, uint32_t q, int wide) {
     butterflies(a, b, oa, ob, t, w, ws, step, q, wide, 1);
@@ -213,12 +154,37 @@ static inline void gs1v(V x, V y, V *ox, V *oy, V w, V ws, V wso, V q, V bound, 
 }
 #endif
 
-/* Two Gentleman-Sande stages at once on the quarters A = a, B = a + ha, C = a + 2 ha, D = a + 3 ha (their words
-   j < len; outputs at o + k ho): (A, B) with twiddle 1 and (C, D) with twiddle 2, then (A, C) and (B, D) with
-   twiddle 3. Twiddle k is (w_k, ws_k)[j * step]. The words of two gs() passes. */
-static inline void gs4g(const uint32_t *a, int64_t ha, uint32_t *o, int64_t ho, int64_t len, const uint32_t *w1,
-                        const uint32_t *ws1, const uint32_t *w2, const uint32_t *ws2, const uint32_t *w3,
-                        const uint32_t *ws3, int step, uint32_t q, int wide) {
+/* Two radix-2 stages at once on the quarters A = a, B = a + ha, C = a + 2 ha, D = a + 3 ha (their words j < len;
+   the outputs at o + k ho, o may be a), with twiddle k = (w_k, ws_k)[j * step] (step 0: one for all). Cooley-Tukey
+   (gs = 0): (A, C) and (B, D) with twiddle 1, then (A, B) with twiddle 2 and (C, D) with twiddle 3; Gentleman-Sande
+   (gs = 1): (A, B) with twiddle 1 and (C, D) with twiddle 2, then (A, C) and (B, D) with twiddle 3. The words of two
+   ct() or gs() passes, each word loaded and stored once. */
+#ifdef __AVX512F__
+/* 16 lanes of bf4 at word j, twiddles given as vectors (k: w, ws, ws >> 32 per 64-bit lane) */
+static inline void bf4v(const uint32_t *a, int64_t ha, uint32_t *o, int64_t ho, int64_t j, V a1, V s1, V o1, V a2,
+                        V s2, V o2, V a3, V s3, V o3, V vq, V vb, int wide, int gs) {
+    V A = vld(a + j), B = vld(a + ha + j), C = vld(a + 2 * ha + j), D = vld(a + 3 * ha + j);
+    if (gs) {
+        gs1v(A, B, &A, &B, a1, s1, o1, vq, vb, wide);
+        gs1v(C, D, &C, &D, a2, s2, o2, vq, vb, wide);
+        gs1v(A, C, &A, &C, a3, s3, o3, vq, vb, wide);
+        gs1v(B, D, &B, &D, a3, s3, o3, vq, vb, wide);
+    } else {
+        ct1v(A, C, &A, &C, a1, s1, o1, vq, vb, wide);
+        ct1v(B, D, &B, &D, a1, s1, o1, vq, vb, wide);
+        ct1v(A, B, &A, &B, a2, s2, o2, vq, vb, wide);
+        ct1v(C, D, &C, &D, a3, s3, o3, vq, vb, wide);
+    }
+    vst(o + j, A);
+    vst(o + ho + j, B);
+    vst(o + 2 * ho + j, C);
+    vst(o + 3 * ho + j, D);
+}
+#endif
+
+static inline void bf4(const uint32_t *a, int64_t ha, uint32_t *o, int64_t ho, int64_t len, const uint32_t *w1,
+                       const uint32_t *ws1, const uint32_t *w2, const uint32_t *ws2, const uint32_t *w3,
+                       const uint32_t *ws3, int step, uint32_t q, int wide, int gs) {
     uint32_t bound = wide ? q : q + q;
     int64_t j = 0;
 #ifdef __AVX512F__
@@ -226,39 +192,29 @@ static inline void gs4g(const uint32_t *a, int64_t ha, uint32_t *o, int64_t ho, 
     if (step == 0) {
         V a1 = vset(w1[0]), s1 = vset(ws1[0]), a2 = vset(w2[0]), s2 = vset(ws2[0]), a3 = vset(w3[0]),
           s3 = vset(ws3[0]);
-        for (; j + VL <= len; j += VL) {
-            V A = vld(a + j), B = vld(a + ha + j), C = vld(a + 2 * ha + j), D = vld(a + 3 * ha + j);
-            gs1v(A, B, &A, &B, a1, s1, s1, vq, vb, wide);
-            gs1v(C, D, &C, &D, a2, s2, s2, vq, vb, wide);
-            gs1v(A, C, &A, &C, a3, s3, s3, vq, vb, wide);
-            gs1v(B, D, &B, &D, a3, s3, s3, vq, vb, wide);
-            vst(o + j, A);
-            vst(o + ho + j, B);
-            vst(o + 2 * ho + j, C);
-            vst(o + 3 * ho + j, D);
-        }
+        for (; j + VL <= len; j += VL) bf4v(a, ha, o, ho, j, a1, s1, s1, a2, s2, s2, a3, s3, s3, vq, vb, wide, gs);
     } else {
         for (; j + VL <= len; j += VL) {
-            V A = vld(a + j), B = vld(a + ha + j), C = vld(a + 2 * ha + j), D = vld(a + 3 * ha + j);
             V s1 = vld(ws1 + j), s2 = vld(ws2 + j), s3 = vld(ws3 + j);
-            gs1v(A, B, &A, &B, vld(w1 + j), s1, _mm512_srli_epi64(s1, 32), vq, vb, wide);
-            gs1v(C, D, &C, &D, vld(w2 + j), s2, _mm512_srli_epi64(s2, 32), vq, vb, wide);
-            gs1v(A, C, &A, &C, vld(w3 + j), s3, _mm512_srli_epi64(s3, 32), vq, vb, wide);
-            gs1v(B, D, &B, &D, vld(w3 + j), s3, _mm512_srli_epi64(s3, 32), vq, vb, wide);
-            vst(o + j, A);
-            vst(o + ho + j, B);
-            vst(o + 2 * ho + j, C);
-            vst(o + 3 * ho + j, D);
+            bf4v(a, ha, o, ho, j, vld(w1 + j), s1, _mm512_srli_epi64(s1, 32), vld(w2 + j), s2,
+                 _mm512_srli_epi64(s2, 32), vld(w3 + j), s3, _mm512_srli_epi64(s3, 32), vq, vb, wide, gs);
         }
     }
 #endif
     for (; j < len; j++) {
         uint32_t A = a[j], B = a[ha + j], C = a[2 * ha + j], D = a[3 * ha + j];
         int64_t k = j * step;
-        gs1(A, B, &A, &B, w1[k], ws1[k], q, bound, wide);
-        gs1(C, D, &C, &D, w2[k], ws2[k], q, bound, wide);
-        gs1(A, C, &A, &C, w3[k], ws3[k], q, bound, wide);
-        gs1(B, D, &B, &D, w3[k], ws3[k], q, bound, wide);
+        if (gs) {
+            gs1(A, B, &A, &B, w1[k], ws1[k], q, bound, wide);
+            gs1(C, D, &C, &D, w2[k], ws2[k], q, bound, wide);
+            gs1(A, C, &A, &C, w3[k], ws3[k], q, bound, wide);
+            gs1(B, D, &B, &D, w3[k], ws3[k], q, bound, wide);
+        } else {
+            ct1(A, C, &A, &C, w1[k], ws1[k], q, bound, wide);
+            ct1(B, D, &B, &D, w1[k], ws1[k], q, bound, wide);
+            ct1(A, B, &A, &B, w2[k], ws2[k], q, bound, wide);
+            ct1(C, D, &C, &D, w3[k], ws3[k], q, bound, wide);
+        }
         o[j] = A;
         o[ho + j] = B;
         o[2 * ho + j] = C;
@@ -357,8 +313,8 @@ static void forward_one(const uint32_t *restrict in, uint32_t *restrict out, uin
         int64_t t = n / (2 * m);
         if (2 * m < n1 && n / (2 * m) > size) { /* two stages: m and 2m */
             for (int64_t i = 0; i < m; i++)
-                ct4(src + 2 * i * t, x + 2 * i * t, t / 2, w + m + i, ws + m + i, w + 2 * m + 2 * i,
-                    ws + 2 * m + 2 * i, w + 2 * m + 2 * i + 1, ws + 2 * m + 2 * i + 1, 0, q, wide);
+                bf4(src + 2 * i * t, t / 2, x + 2 * i * t, t / 2, t / 2, w + m + i, ws + m + i, w + 2 * m + 2 * i,
+                    ws + 2 * m + 2 * i, w + 2 * m + 2 * i + 1, ws + 2 * m + 2 * i + 1, 0, q, wide, 0);
             src = x;
             m *= 4;
             continue;
@@ -379,8 +335,8 @@ static void forward_one(const uint32_t *restrict in, uint32_t *restrict out, uin
             if (2 * mm < n1) { /* two stages: mm and 2 mm */
                 for (int64_t i = 0; i < sub; i++) {
                     int64_t idx = mm + blk * sub + i, idx2 = 2 * mm + 2 * (blk * sub + i);
-                    ct4(sb + 2 * i * t, xb + 2 * i * t, t / 2, w + idx, ws + idx, w + idx2, ws + idx2, w + idx2 + 1,
-                        ws + idx2 + 1, 0, q, wide);
+                    bf4(sb + 2 * i * t, t / 2, xb + 2 * i * t, t / 2, t / 2, w + idx, ws + idx, w + idx2, ws + idx2,
+                        w + idx2 + 1, ws + idx2 + 1, 0, q, wide, 0);
                 }
                 sb = xb;
                 mm *= 2;
@@ -404,7 +360,7 @@ static void forward_one(const uint32_t *restrict in, uint32_t *restrict out, uin
                     const uint32_t *w2 = w + 2 * mm + 2 * b * n1 + r0, *ws2 = ws + 2 * mm + 2 * b * n1 + r0;
                     for (int64_t hh = 0; hh < t / 2; hh++) {
                         uint32_t *a = tile + (b * 2 * t + hh) * rows;
-                        ct4g(a, a, t / 2 * rows, rows, wb, wsb, w2, ws2, w2 + n1, ws2 + n1, 1, q, wide);
+                        bf4(a, t / 2 * rows, a, t / 2 * rows, rows, wb, wsb, w2, ws2, w2 + n1, ws2 + n1, 1, q, wide, 0);
                     }
                 }
                 s++;
@@ -447,8 +403,8 @@ static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uin
                     const uint32_t *w3 = wi + mm / 2 + b * n1 + r0, *ws3 = wis + mm / 2 + b * n1 + r0;
                     for (int64_t h = 0; h < t; h++) {
                         int64_t c = b * 4 * t + h;
-                        gs4g(src + c * stride, t * stride, tile + c * rows, t * rows, rows, w1, ws1, w1 + n1,
-                             ws1 + n1, w3, ws3, 1, q, wide);
+                        bf4(src + c * stride, t * stride, tile + c * rows, t * rows, rows, w1, ws1, w1 + n1, ws1 + n1,
+                            w3, ws3, 1, q, wide, 1);
                     }
                 }
                 s--;
@@ -476,7 +432,7 @@ static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uin
                 for (int64_t i = 0; i < sub / 2; i++) {
                     uint32_t *a = xb + 4 * i * t;
                     int64_t i1 = mm + blk * sub + 2 * i, i3 = mm / 2 + blk * (sub / 2) + i;
-                    gs4g(a, t, a, t, t, wi + i1, wis + i1, wi + i1 + 1, wis + i1 + 1, wi + i3, wis + i3, 0, q, wide);
+                    bf4(a, t, a, t, t, wi + i1, wis + i1, wi + i1 + 1, wis + i1 + 1, wi + i3, wis + i3, 0, q, wide, 1);
                 }
                 t *= 2;
                 continue;
@@ -496,8 +452,8 @@ static void inverse_one(const uint32_t *restrict in, uint32_t *restrict out, uin
         if (mm / 2 > 1) { /* two stages: t and 2t (neither the last) */
             for (int64_t i = 0; i < mm / 2; i++) {
                 uint32_t *a = x + 4 * i * t;
-                gs4g(a, t, a, t, t, wi + mm + 2 * i, wis + mm + 2 * i, wi + mm + 2 * i + 1, wis + mm + 2 * i + 1,
-                     wi + mm / 2 + i, wis + mm / 2 + i, 0, q, wide);
+                bf4(a, t, a, t, t, wi + mm + 2 * i, wis + mm + 2 * i, wi + mm + 2 * i + 1, wis + mm + 2 * i + 1,
+                    wi + mm / 2 + i, wis + mm / 2 + i, 0, q, wide, 1);
             }
             t *= 2;
             continue;
