@@ -255,7 +255,7 @@ def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels):
     d_inv = [pow(divisor, -1, m) for m in rest]
     consts = (
         (col(last), tl.barrett_mu, tl.bits, col([half % m for m in last]), inv, inv_s),
-        (tr.q, tr.barrett_mu, tr.bits, tr.mont_qinv, tr.mont_r2),
+        tr.q,
         (radix, radix_s),
         col([half % m for m in rest]),
         col(d_inv),
@@ -286,7 +286,7 @@ def _k_rescale_pair(c0, c1, plan_last, plan_rest, consts):
 
 def _rescale_shift(x, plan_last, consts):
     """r - h mod each remaining prime, coefficient domain (:func:`_rescale_one`)."""
-    (ql, mu_l, bitsl, hl, inv, inv_s), dst, (radix, radix_s), h, _, _ = consts
+    (ql, mu_l, bitsl, hl, inv, inv_s), q, (radix, radix_s), h, _, _ = consts
     g = ql.shape[0]
     r = add_mod(intt(x[..., -g:, :], plan_last), hl, ql)
     digits = []
@@ -301,16 +301,16 @@ def _rescale_shift(x, plan_last, consts):
     t = None
     for j in range(g):
         # v_j times its radix mod each remaining prime: one Shoup product per word (any v_j < 2^32)
-        term = shoup_mul(digits[..., j : j + 1, :], radix[:, j : j + 1], radix_s[:, j : j + 1], dst[0])
-        t = term if t is None else add_mod(t, term, dst[0])
-    return sub_mod(t, h, dst[0])
+        term = shoup_mul(digits[..., j : j + 1, :], radix[:, j : j + 1], radix_s[:, j : j + 1], q)
+        t = term if t is None else add_mod(t, term, q)
+    return sub_mod(t, h, q)
 
 
 def _rescale_finish(x, t_eval, consts):
     """(x_i - NTT_i(r - h)) D^-1 on the remaining limbs (:func:`_rescale_one`)."""
-    (ql, *_), dst, _, _, d_inv, d_inv_s = consts
-    y = sub_mod(x[..., : -ql.shape[0], :], t_eval, dst[0])
-    return shoup_mul(y, d_inv, d_inv_s, dst[0])
+    (ql, *_), q, _, _, d_inv, d_inv_s = consts
+    y = sub_mod(x[..., : -ql.shape[0], :], t_eval, q)
+    return shoup_mul(y, d_inv, d_inv_s, q)
 
 
 def rescale_plan(params: Params, level: int):

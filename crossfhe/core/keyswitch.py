@@ -766,19 +766,25 @@ def _both_domains(d: RNSPoly, plan: KeySwitchPlan):
 
 def _key_a(ksk: KeySwitchKey, plan: KeySwitchPlan, n_digits: int):
     """The rows of a that a key switch at the plan's level reads: (Q_k's ``[digits, k, N]``, P's ``[digits, K,
-    N]``), sliced from a or, for a compact key, made from its seed (the native sampler's rows on the NATIVE set)."""
+    N]``), sliced from a or, for a compact key, made from its seed (:func:`_seeded_a`)."""
     k, n_q = plan.active, len(plan.q)
     if ksk.a is not None:
         return ksk.a.data[:n_digits, :k, :], ksk.a.data[:n_digits, n_q:, :]
+    a = _seeded_a(ksk, plan, n_digits)
+    return a[:, :k, :], a[:, k:, :]
+
+
+def _seeded_a(ksk: KeySwitchKey, plan: KeySwitchPlan, n_digits: int):
+    """uint32 ``[digits, k + K, N]``: a compact key's a at the plan's level (Q_k's limbs, then P's), made from its
+    seed: the native sampler's rows on the NATIVE set, else a full expansion and its rows."""
+    k, n_q = plan.active, len(plan.q)
     moduli = ksk.q + ksk.p
     rows = tuple(range(k)) + tuple(range(n_q, len(moduli)))
     kernels = plan.ntt_q.kernels
     if kernels is not None and kernels.native and plan.n % 256 == 0:
         seeds = jax.vmap(lambda j: crandom.fold_in(ksk.seed, j))(jnp.arange(n_digits, dtype=jnp.uint32))
-        a = crandom.uniform_mod_native_rows(seeds, moduli, rows, plan.n)
-    else:
-        a = jnp.take(_expand_a_traced(ksk.seed, moduli, plan.n, n_digits), np.array(rows, dtype=np.int32), axis=1)
-    return a[:, :k, :], a[:, k:, :]
+        return crandom.uniform_mod_native_rows(seeds, moduli, rows, plan.n)
+    return jnp.take(_expand_a_traced(ksk.seed, moduli, plan.n, n_digits), np.array(rows, dtype=np.int32), axis=1)
 
 
 def _switch_digits(parts, ksk: KeySwitchKey, plan: KeySwitchPlan):
@@ -794,7 +800,7 @@ def _switch_digits(parts, ksk: KeySwitchKey, plan: KeySwitchPlan):
         if ksk.a is not None:
             a, a_rows = ksk.a.data, b_rows
         else:
-            a = jnp.concatenate(_key_a(ksk, plan, n_digits), axis=-2)
+            a = _seeded_a(ksk, plan, n_digits)
             a_rows = np.arange(a.shape[-2], dtype=np.int32)
         u = native_mac_digits(*parts, plan.up.assemble, ksk.b.data, a, b_rows, a_rows, plan.mac[0].reshape(-1))
         return mod_down_split(u[..., :k, :], u[..., k:, :], plan.down, plan.ntt_q, plan.ntt_p)

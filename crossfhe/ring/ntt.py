@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.errors import BasisMismatchError, ParameterError
-from crossfhe.math import native
+from crossfhe.math import conv, native, random
 from crossfhe.math.modular import fusion_barrier, mulhi, shoup_precompute  # noqa: F401 (fusion_barrier: re-exported)
 from crossfhe.math.primes import is_prime, minimal_root_of_unity, powers_mod
 from crossfhe.math.xla import jit, plan_cache
@@ -516,8 +516,6 @@ def native_targets() -> tuple[str, ...]:
     """The custom-call targets a ring scheme's program may hold on the NATIVE kernel set (what ``jax.export`` is told
     to accept): the transform, the permutation, key switching's multiply-accumulate, the keys' uniform rows (compact
     keys) and, where it is used (:func:`crossfhe.math.conv.fast`), the basis conversion."""
-    from crossfhe.math import conv, random
-
     out = (NATIVE_TARGET, NATIVE_ROWS_TARGET, PERMUTE_TARGET, MAC_TARGET, random.NATIVE_ROWS_TARGET)
     return out + ((conv.TARGET,) if conv.fast() else ())
 
@@ -525,8 +523,6 @@ def native_targets() -> tuple[str, ...]:
 def native_build() -> str:
     """An identifier of the native kernels a NATIVE ring program uses: "native", with "+conv" where the basis
     conversion is the native one (its programs then take the conversion's tables as arguments)."""
-    from crossfhe.math import conv
-
     return "native+conv" if conv.fast() else "native"
 
 
