@@ -2,7 +2,7 @@
 
     python benchmarks/bench_bootstrap.py [--presets N16_BOOT_L3,N16_BOOT_L9] [--threads 1,2] [--reps 2]
                                          [--repeats 10] [--slots N] [--precise] [--compact] [--no-peer]
-                                         [--openfhe-python PATH] [--quick] [--json PATH]
+                                         [--openfhe-python PATH] [--quick] [--heap kept|default] [--json PATH]
 
 For each preset and thread count, ours runs in its own process (pinned to that many CPUs before JAX starts, as
 ``crossfhe.cli.benchutil.pin_threads`` does): key generation (seconds, MiB of bootstrapping keys), then a full-slot
@@ -22,7 +22,9 @@ count once more in a process of its own whose bootstrapping keys are compact fro
 OpenFHE refuses these chains at HEStd_128_classic at N 2^16 (its bootstrap is deeper for a uniform ternary secret:
 log PQ 2491 for 9 levels left), so its runs use HEStd_NotSet: the comparison is ours at 128 bits against OpenFHE
 with the security check off. ``--quick``: the N 2^11 test set against OpenFHE at N 2^12 (a smoke test, not a
-comparison).
+comparison). ``--heap``: every worker, ours and OpenFHE's, runs with ``crossfhe.runtime.HEAP_ENV`` (glibc keeps and
+reuses its heap, as the CLI and the other benchmarks set it; the default) or with glibc's defaults (``default``:
+ours with one arena only, what this script did before 2026-11-30); each record says which (``allocator``).
 Prints a table and writes JSON (``--json``).
 """
 
@@ -41,6 +43,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import openfhe_boot_peer  # noqa: E402
 
+from crossfhe.runtime import HEAP_ENV  # noqa: E402
+
 
 def _parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,6 +58,9 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--slots", type=int, default=None, help="a sparse bootstrap of this many slots (default N/2)")
     p.add_argument("--precise", action="store_true", help="also time the two-iteration bootstrap (precise=True)")
     p.add_argument("--compact", action="store_true", help="also run with compact bootstrapping keys")
+    p.add_argument("--heap", choices=("kept", "default"), default="kept",
+                   help="allocator settings of every worker, ours and the peer's: crossfhe.runtime.HEAP_ENV (kept, "
+                        "what the CLI and the other benchmarks use) or glibc's defaults (ours with one arena only)")
     p.add_argument("--json", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -184,6 +191,7 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
         "precision_curve_bits": curve, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_mib": mem,
         "load": os.getloadavg(),
+        "allocator": _allocator(),
     }
 
 
@@ -213,6 +221,11 @@ def _count_key_switches(fn) -> dict:
     return counts
 
 
+def _allocator() -> dict:
+    """The glibc allocator settings workers run with (``--heap``)."""
+    return {k: os.environ.get(k) for k in HEAP_ENV}
+
+
 def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | None, precise: bool = False,
               compact: bool = False) -> dict | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker",
@@ -231,6 +244,8 @@ def main(argv=None) -> int:
         print(json.dumps(worker(name, int(threads), int(reps), int(repeats), int(slots) or None, precise == "1",
                                 compact == "1")))
         return 0
+    if args.heap == "kept":  # inherited by every worker, ours and the peer's (the parent computes nothing)
+        os.environ.update(HEAP_ENV)
     names = ["TEST_N11"] if args.quick else args.presets.split(",")
     threads = [int(t) for t in args.threads.split(",")]
     python = None if args.no_peer else openfhe_boot_peer.find_python(args.openfhe_python)
@@ -255,7 +270,7 @@ def main(argv=None) -> int:
                                                      level_budget=(3, 3), threads=t, reps=args.reps,
                                                      repeats=args.repeats, security="none")
                 if of:
-                    of.update(peer="openfhe", preset=name, threads=t)
+                    of.update(peer="openfhe", preset=name, threads=t, allocator=_allocator())
                     records.append(of)
                     for mine in [r for r in records if r["peer"] == "crossfhe" and r["preset"] == name
                                  and r["threads"] == t]:
