@@ -329,15 +329,30 @@ def plan_for(params: Params, config: Config | None = None) -> Plan:
     return _plan(params, config)
 
 
+PERMUTE_ROW = 0.5
+"""What permuting one limb row of N words costs, in forward transforms of a row (measured on the NATIVE set at N
+2^16: benchmarks/README.md, "Fewer rotation keys")."""
+
+MAC_ROW = 0.35
+"""What one digit row of the key switch's multiply-accumulate (with both key halves) costs, in the same unit
+(measured as :data:`PERMUTE_ROW`)."""
+
+
 def giant_step_cost(params: Params, level: int) -> float:
-    """A full rotation's cost in units of a hoisted one at ``level``, counted in limb NTTs: a full one pays the
-    ModUp of every digit (the inverse transform of the limbs, each digit's extension to the others and P) and a
-    ModDown (2 (K + limbs)), a hoisted one only its ModDown. The weight :func:`crossfhe.ckks.lintrans.plan` gives
-    giant steps (about 2.5 at dnum 3, 5 at dnum 8 at the top of the N 2^16 presets)."""
+    """A full rotation's cost in units of a hoisted one at ``level``, counted in limb transforms. A full one pays
+    the ModUp of every digit (the inverse transform of the limbs, each digit's extension to the others and P: up),
+    the multiply-accumulate of its D digit rows (D = digits x (limbs + K)) and a ModDown (2 (K + limbs)); a hoisted
+    one pays the permutation of its D digit rows (:data:`PERMUTE_ROW` each), the multiply-accumulate and the
+    ModDown. The weight :func:`crossfhe.ckks.lintrans.plan` gives giant steps: about 1.4 at the top of the N 2^16
+    presets (as measured there), so that their splits of 63 diagonals take 8 baby steps, and the transforms of one
+    stride in CoeffToSlot and SlotToCoeff share their keys."""
     limbs, k = len(params.moduli_at(level)), len(params.p)
-    up = limbs + sum(limbs + k - (hi - lo) for lo, hi in ks.digit_groups(len(params.q), params.dnum, limbs))
+    groups = ks.digit_groups(len(params.q), params.dnum, limbs)
+    rows = len(groups) * (limbs + k)
+    up = limbs + sum(limbs + k - (hi - lo) for lo, hi in groups)
     down = 2 * (k + limbs)
-    return (up + down) / down
+    mac = MAC_ROW * rows
+    return (up + mac + down) / (PERMUTE_ROW * rows + mac + down)
 
 
 KEY_BYTES_FOR_16_BABIES = 128 * 2**20
