@@ -97,6 +97,28 @@ def test_plan_rotations_cover_the_baby_and_giant_steps():
     assert {g + b for g, bs in pl.giants for b in bs} == js
 
 
+@pytest.mark.parametrize("slots", [None, 64])
+def test_rotations_for_is_the_plans_rotation_set(slots):
+    """Key generation takes the rotations from the factors' splits alone (bt.rotations_for), before the plan is
+    encoded: the same set as the encoded plan's, for full and sparse (packed, with SubSum) slots."""
+    cfg = bt.config_for(P, slots)
+    assert bt.rotations_for(P, cfg) == bt.plan_for(P, cfg).rotations()
+
+
+def test_giant_steps_cost_more_than_hoisted_ones_and_the_splits_share_their_keys():
+    """giant_step_cost stays above 1 at every level (a full rotation pays a ModUp a hoisted one does not), and at N
+    2^16 the splits of CoeffToSlot and SlotToCoeff of one stride coincide, so their rotations share keys."""
+    for params in (P, presets.N16_BOOT_L3, presets.N16_BOOT_L9):
+        assert all(bt.giant_step_cost(params, lv) > 1 for lv in range(1, params.levels + 1))
+    cfg = bt.config_for(presets.N16_BOOT_L3)
+    cts, stc = bt._factors(presets.N16_BOOT_L3, cfg)
+    top = presets.N16_BOOT_L3.levels
+    split = [lintrans.plan(m, None, bt.giant_step_cost(presets.N16_BOOT_L3, top - i)) for i, m in enumerate(cts)]
+    low = [lintrans.plan(m, None, bt.giant_step_cost(presets.N16_BOOT_L3, bt._stc_level(presets.N16_BOOT_L3, cfg, j)))
+           for j, m in enumerate(stc)]
+    assert {r for s in split for r in s.rotations()} == {r for s in low for r in s.rotations()}
+
+
 # --- polynomials ---------------------------------------------------------------------------------------
 
 

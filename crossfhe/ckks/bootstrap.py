@@ -369,17 +369,11 @@ def _max_babies(params: Params) -> int:
 @plan_cache(maxsize=2)
 def _plan(params: Params, cfg: Config) -> Plan:
     n = cfg.slots
-    if params.levels - cfg.depth != params.user_levels:
-        raise ParameterError(f"the configuration spends {cfg.depth} levels; the parameters reserve "
-                             f"{params.bootstrap_levels} for bootstrapping")
     q0 = math.prod(params.moduli_at(0))
     g = params.slots // n
     raise_scale = 2.0 * cfg.K * q0 * g
     level = params.levels
-    cts_factors = dft_factors(n, cfg.cts_levels, inverse=True)
-    stc_factors = dft_factors(n, cfg.stc_levels, inverse=False)
-    if 2 * n <= params.slots:  # Plan.packed
-        cts_factors[-1], stc_factors[0] = pack_factors(cts_factors[-1], stc_factors[0])
+    cts_factors, stc_factors = _factors(params, cfg)
     cts, scale = [], raise_scale
     for m in cts_factors:
         target = float(math.prod(params.rescale_primes(level - 1)))
@@ -394,9 +388,45 @@ def _plan(params: Params, cfg: Config) -> Plan:
     betas = tuple(alpha ** (1.0 / 2 ** (r - k)) for k in range(r + 1))
     b0, K = betas[0], cfg.K
     cheb = polynomial.chebyshev_coefficients(lambda t: b0 * np.cos(2 * np.pi * (K * t - 0.25) / 2**r), cfg.degree)
-    subsum = tuple(n << j for j in range((params.slots // n).bit_length() - 1))
     return Plan(params, cfg, tuple(cts), tuple(stc), cheb, betas[1:], arcsine_coefficients(gamma, cfg.arcsine_degree),
-                gamma, em_scale, raise_scale, subsum)
+                gamma, em_scale, raise_scale, _subsum(params, cfg))
+
+
+def _subsum(params: Params, cfg: Config) -> tuple:
+    return tuple(cfg.slots << j for j in range((params.slots // cfg.slots).bit_length() - 1))
+
+
+@plan_cache(maxsize=2)
+def _factors(params: Params, cfg: Config) -> tuple[tuple, tuple]:
+    """CoeffToSlot's and SlotToCoeff's factors (:func:`dft_factors`; packed where n <= N/4: :func:`pack_factors`)."""
+    if params.levels - cfg.depth != params.user_levels:
+        raise ParameterError(f"the configuration spends {cfg.depth} levels; the parameters reserve "
+                             f"{params.bootstrap_levels} for bootstrapping")
+    n = cfg.slots
+    cts_factors = dft_factors(n, cfg.cts_levels, inverse=True)
+    stc_factors = dft_factors(n, cfg.stc_levels, inverse=False)
+    if 2 * n <= params.slots:  # Plan.packed
+        cts_factors[-1], stc_factors[0] = pack_factors(cts_factors[-1], stc_factors[0])
+    return tuple(cts_factors), tuple(stc_factors)
+
+
+def _stc_level(params: Params, cfg: Config, j: int) -> int:
+    return params.levels - cfg.cts_levels - cfg.evalmod_levels - j
+
+
+def rotations_for(params: Params, config: Config | None = None) -> list[int]:
+    """:meth:`Plan.rotations` of :func:`plan_for` (params, config), without encoding the plan: the baby-step
+    giant-step splits of the factors alone (:func:`crossfhe.ckks.lintrans.plan`, as :func:`plan_for` splits them).
+    Key generation makes the keys from it before the plan's diagonals, so that the two never hold their temporaries
+    at once."""
+    cfg = config_for(params) if config is None else config
+    cts_factors, stc_factors = _factors(params, cfg)
+    levels = [params.levels - i for i in range(len(cts_factors))]
+    levels += [_stc_level(params, cfg, j) for j in range(len(stc_factors))]
+    rots = set(_subsum(params, cfg))
+    for m, level in zip(cts_factors + stc_factors, levels):
+        rots |= lintrans.plan(m, None, giant_step_cost(params, level), _max_babies(params)).rotations()
+    return sorted(r % params.slots for r in rots if r % params.slots)
 
 
 def _em_scale(params: Params, cfg: Config) -> float:
@@ -407,7 +437,7 @@ def _em_scale(params: Params, cfg: Config) -> float:
 def _encode_stc(params: Params, cfg: Config, j: int, m: lintrans.Diagonals) -> lintrans.Encoded:
     """SlotToCoeff's factor ``j`` (of ``cfg.stc_levels``), ``m``, encoded at its level: inputs at EvalMod's output
     scale, output at that scale again (the last factor: ``params.scale``)."""
-    level = params.levels - cfg.cts_levels - cfg.evalmod_levels - j
+    level = _stc_level(params, cfg, j)
     em_scale = _em_scale(params, cfg)
     out = params.scale if j == cfg.stc_levels - 1 else em_scale
     return lintrans.encode(params, m, level=level, in_scale=em_scale, out_scale=out,
@@ -588,9 +618,9 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     progress = progress_callback(progress)
     params = keys.params
     config = config_for(params) if config is None else config
-    pl = plan_for(params, config)
     rng = crandom.Rng(seed)
-    elements = sorted({ops.rotation_element(params, r) for r in pl.rotations()} | {ops.conjugation_element(params)})
+    elements = sorted({ops.rotation_element(params, r) for r in rotations_for(params, config)}
+                      | {ops.conjugation_element(params)})
     todo = [g for g in elements if g not in keys.galois]
     total, what = len(todo) + 2, "bootstrapping keys"
     galois = dict(keys.galois)
@@ -609,6 +639,7 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     report(progress, total, total, what)
     evaluation = dataclasses.replace(keys, galois=galois)
     out = Keys(evaluation, to_sparse, to_dense, ring, config)
+    plan_for(params, config)  # encoded (and cached) after the keys: the first bootstrap does not wait for it
     return out.compact() if compact else out
 
 
@@ -918,5 +949,5 @@ __all__ = ["COEFFICIENT_BOUND", "EPHEMERAL_WEIGHT", "LOG_MESSAGE_RATIO", "PRECIS
            "arcsine_coefficients", "bootstrap", "bootstrap_program", "bootstrap_steps", "bootstrappable_params",
            "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod", "eval_mod_each",
            "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "odd_polynomial", "pack_factors",
-           "plan_for", "real_first_factor", "refine_last_factor", "refine_steps", "slot_to_coeff", "slots_for",
-           "sparse_ring", "times_i", "widen"]
+           "plan_for", "real_first_factor", "refine_last_factor", "refine_steps", "rotations_for", "slot_to_coeff",
+           "slots_for", "sparse_ring", "times_i", "widen"]
