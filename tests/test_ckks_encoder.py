@@ -255,6 +255,23 @@ def test_large_scale_residues_are_exact(log_scale, limbs, amplitude):
     assert np.max(np.abs(got - z)) <= _float_slack(n // 2, z) + (n / 2) / scale
 
 
+@pytest.mark.parametrize("bits", [20, 31])
+def test_device_reduction_gives_the_host_words(bits):
+    """integral_residues (the reduction ops.encode runs on the device) gives the words of the host reduction, which
+    the tests above check against Python integers: zeros, signs, |x| below and above 2^53 (up to 2^1000), powers of
+    two, a batch axis; moduli of 20 and 31 bits."""
+    n = 2**9
+    moduli = tuple(ntt_primes(bits, n, 3))
+    rng = np.random.default_rng(bits)
+    exps = rng.integers(0, 1000, (2, n))
+    x = np.rint(np.ldexp(rng.uniform(-1, 1, (2, n)), exps))
+    x[0, :4] = [0.0, -0.0, 2.0**53, -(2.0**70)]
+    x[1, :3] = [2.0**53 - 1, -(2.0**53) - 2, 1.0]
+    want = E._integral_floats_to_residues(x, moduli)
+    assert (want == _exact_residues(x, 1.0, moduli)).all()
+    assert np.array_equal(np.asarray(E.integral_residues(x, moduli)), want)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.floats(-(2.0**200), 2.0**200, allow_nan=False, allow_infinity=False))
 def test_any_magnitude_reduces_exactly(c):

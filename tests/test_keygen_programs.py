@@ -232,7 +232,7 @@ def test_bootstrapping_keys_few_programs_and_exact_encapsulation_keys(count_prog
     sk, ek = C.keygen(bp, seed=bytes(32))
     count_programs.calls.clear()
     keys = BT.keygen(sk, ek, seed=bytes(range(32)))
-    calls = count_programs.calls
+    calls = [c for c in count_programs.calls if c != "_k_residues"]  # the plan's diagonals, encoded after the keys
     assert set(calls) <= {"_split_pair", "_k_evaluation_keys", "_k_secret", "_k_keyswitch_key_from_secret"}, calls
     assert calls.count("_k_secret") == 1 and calls.count("_k_keyswitch_key_from_secret") == 2
     assert calls.count("_k_evaluation_keys") <= 2

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.errors import BasisMismatchError, ParameterError
+from crossfhe.math.modular import ModulusTable, barrett_mul, reduce_u64
 from crossfhe.math.rns import RNSBasis, compose_float
 from crossfhe.math.xla import jit, plan_cache
 
@@ -305,6 +306,48 @@ def _integral_floats_to_residues(x: np.ndarray, moduli: tuple[int, ...]) -> np.n
 
 _RESIDUE_CHUNK = 2048
 
+integral_floats_to_residues = _integral_floats_to_residues
+"""The host reduction (:func:`encode`'s last step), for callers that encode the integers themselves
+(:func:`encode_integers`)."""
+
+_MAX_SHIFT = _FLOAT_MAX_EXPONENT + 1 - _MANTISSA_BITS
+"""The largest t of x = M 2^t (|M| < 2^53) for a finite float64 x: frexp's exponent is at most 1024."""
+
+
+def integral_residues(x: np.ndarray, moduli: tuple[int, ...]) -> jax.Array:
+    """:func:`_integral_floats_to_residues` (the same words, uint32 ``[..., limbs, n]``) with the reduction on the
+    device: x = sign |M| 2^t is split on the host (|M| < 2^53 as two 32-bit words, t <= 971), and one program
+    reduces |M| modulo each q_i (:func:`~crossfhe.math.modular.reduce_u64`), multiplies by 2^t mod q_i (a table
+    made once per basis) and negates: every limb's row in one vectorized pass, where NumPy took two int64
+    reductions per chunk. Moduli below 2^16 take the host path."""
+    moduli = tuple(int(q) for q in moduli)
+    if min(moduli) < 1 << 16:
+        return jnp.asarray(_integral_floats_to_residues(x, moduli))
+    f, e = np.frexp(x)
+    big = e > _MANTISSA_BITS
+    m = np.where(big, np.ldexp(f, _MANTISSA_BITS), x).astype(np.int64)
+    a = np.abs(m).astype(np.uint64)
+    hi = (a >> np.uint64(32)).astype(np.uint32)
+    lo = (a & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    shift = np.where(big, e - _MANTISSA_BITS, 0).astype(np.int32)
+    return _k_residues(m < 0, hi, lo, shift, *_residue_tables(moduli))
+
+
+@plan_cache(maxsize=64, on_device=True)
+def _residue_tables(moduli: tuple[int, ...]):
+    """(q, mu, bits, qinv, r2) as ``[limbs, 1]`` and 2^t mod q_i as ``[limbs, _MAX_SHIFT + 1]``, uint32."""
+    t = ModulusTable.create(moduli)
+    pow2 = np.array([[pow(2, k, q) for k in range(_MAX_SHIFT + 1)] for q in moduli], dtype=np.uint32)
+    return t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2, pow2
+
+
+@jit
+def _k_residues(neg, hi, lo, shift, q, mu, bits, qinv, r2, pow2):
+    r = reduce_u64(hi[..., None, :], lo[..., None, :], q, mu, bits, qinv, r2)  # |M| mod q_i, [..., limbs, n]
+    limbs = jnp.arange(pow2.shape[0]).reshape(-1, 1)
+    r = barrett_mul(r, pow2[limbs, shift[..., None, :]], q, mu, bits)
+    return jnp.where(neg[..., None, :] & (r != 0), q - r, r)
+
 
 def _mod_int64(a: np.ndarray, q: np.ndarray) -> np.ndarray:
     """a mod q in [0, q) for int64 |a| < 2^62 and odd q < 2^31, q ``[limbs, 1]`` (a broadcast against it). Exact:
@@ -360,12 +403,17 @@ def encode(values, *, n: int, moduli, scale, margin: int = 0) -> np.ndarray:
     Raises ParameterError if max |coefficient| + margin > (Q - 1)/2 (the plaintext or its encryption would
     wrap), for a bad slot count, non-finite values or scale <= 0.
     """
+    x = encode_integers(values, n=n, moduli=moduli, scale=scale, margin=margin)
+    return _integral_floats_to_residues(x, _basis(moduli).moduli)
+
+
+def encode_integers(values, *, n: int, moduli, scale, margin: int = 0) -> np.ndarray:
+    """:func:`encode` before its reduction: the integer coefficients round(scale * embed_inverse(values, N)) as
+    float64 ``[..., N]``, checked as there (:func:`integral_residues` reduces them on the device)."""
     n = _check_ring_degree(n)
     scale = _check_scale(scale)
-    basis = _basis(moduli)
     m = embed_inverse(values, n)
-    x = _round_scaled(m, scale, basis, "encode", margin)
-    return _integral_floats_to_residues(x, basis.moduli)
+    return _round_scaled(m, scale, _basis(moduli), "encode", margin)
 
 
 def encode_scalar_constant(c, *, moduli, scale, margin: int = 0, what: str = "encode_scalar_constant") -> np.ndarray:

@@ -186,7 +186,8 @@ def encode(params: Params, m: Diagonals, *, level: int, in_scale: float, out_sca
         row = []
         for b in bs:
             d = m.diags[(p.stride * (g + b)) % m.n]
-            row.append((b, ops.encode(params, np.roll(d, p.stride * g), level=level, scale=s_pt)))
+            row.append((b, ops.encode(params, np.roll(d, p.stride * g), level=level, scale=s_pt,
+                                      reduce_on_device=True)))
         groups.append(tuple(row))
     return Encoded(p, tuple(groups), level, float(in_scale), float(out_scale))
 

@@ -108,17 +108,24 @@ def keygen(params: Params, *, rotations=(), conjugation: bool = False, seed: byt
 # --------------------------------------------------------------------------------------------------
 
 
-def encode(params: Params, values, *, level: int | None = None, scale: float | None = None) -> Plaintext:
+def encode(params: Params, values, *, level: int | None = None, scale: float | None = None,
+           reduce_on_device: bool = False) -> Plaintext:
     """Encode complex (or real) values into a plaintext at ``level`` (default: the top user level,
     :attr:`Params.user_levels`) and ``scale`` (default Delta). ``values``: up to N/2 numbers (fewer: a power of
     two, replicated). Refuses values whose largest coefficient plus the fresh-encryption noise bound
     (:func:`~crossfhe.core.rlwe.fresh_noise_bound`) exceeds Q/2 at that level: they, or their encryption, would
-    decrypt with the wrong sign."""
+    decrypt with the wrong sign. ``reduce_on_device``: the coefficients are reduced modulo the primes by a compiled
+    program (:func:`crossfhe.ckks.encoder.integral_residues`, the same words), as bulk encodings such as a
+    bootstrap plan's diagonals want; by default on the host, so that an eager operation stays one program."""
     level = params.user_levels if level is None else int(level)
     scale = params.scale if scale is None else float(scale)
     moduli = params.moduli_at(level)
-    coeffs = encoder.encode(values, n=params.n, moduli=moduli, scale=scale, margin=rlwe.fresh_noise_bound(params.n))
-    p = poly.to_eval(RNSPoly.create(jnp.asarray(coeffs), moduli), NTTPlan.create(params.n, moduli, params.kernels))
+    x = encoder.encode_integers(values, n=params.n, moduli=moduli, scale=scale, margin=rlwe.fresh_noise_bound(params.n))
+    if reduce_on_device:
+        coeffs = encoder.integral_residues(x, moduli)
+    else:
+        coeffs = jnp.asarray(encoder.integral_floats_to_residues(x, moduli))
+    p = poly.to_eval(RNSPoly.create(coeffs, moduli), NTTPlan.create(params.n, moduli, params.kernels))
     return Plaintext(p, params, scale)
 
 
