@@ -100,7 +100,8 @@ N16_BOOT_L3. Made for ``bootstrap(precise=True)`` (two iterations, :func:`crossf
 larger scale moves the rescale rounding that bounds its result below 2^-40. Measured (2026-11-29, one run, 2^15
 values uniform in [-1, 1], max slot error against the values): one bootstrap 25.97 bits (general path), 24.86 (real);
 a precise one 43.27 and 42.27 (the fresh encryption itself holds 43.71); 42.3 to 43.1 on constants 1 and unit-circle
-values. Keys 5.8 GiB (dnum 4: 1.29x N16_BOOT_L3's), peak resident memory 11.6 GiB. Latency and the comparison with
+values. Keys 4.3 GiB (dnum 4: 1.29x N16_BOOT_L3's; 5.8 GiB and a peak resident memory of 11.6 GiB before the
+transforms' splits took 8 baby steps, 2026-11-30). Latency and the comparison with
 OpenFHE's iterative bootstrapping: benchmarks/README.md ("Precise bootstrapping")."""
 
 BOOTSTRAP = {"N16_BOOT_L9": N16_BOOT_L9, "N16_BOOT_L3": N16_BOOT_L3, "N16_BOOT_HP": N16_BOOT_HP}
