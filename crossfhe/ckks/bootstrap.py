@@ -818,8 +818,9 @@ def _check(ct: Ciphertext, keys: Keys) -> Plan:
     if missing:
         raise ParameterError(
             f"these bootstrapping keys lack the Galois keys of {len(missing)} rotations their plan uses (e.g. "
-            f"{missing[:3]}): they were made for another layout of this configuration (sparse keys saved by an older "
-            "crossfhe); make them again with crossfhe.ckks.bootstrap.keygen or CKKSContext.create(..., bootstrap=True)")
+            f"{missing[:3]}): they were made for another layout of this configuration (keys saved by a crossfhe "
+            "older than its baby-step giant-step splits); make them again with crossfhe.ckks.bootstrap.keygen or "
+            "CKKSContext.create(..., bootstrap=True)")
     return pl
 
 
