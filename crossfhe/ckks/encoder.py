@@ -287,12 +287,9 @@ def _integral_floats_to_residues(x: np.ndarray, moduli: tuple[int, ...]) -> np.n
     |M| < 2^53, and [x]_q = [M]_q [2^(e-53)]_q mod q (products below 2^62 in int64).
     Returns uint32[..., limbs, n] in [0, q_i).
     """
-    f, e = np.frexp(x)
-    big = e > _MANTISSA_BITS
-    mant = np.where(big, np.ldexp(f, _MANTISSA_BITS), x).astype(np.int64)
+    mant, shift = _mantissa_and_shift(x)
     q = np.array(moduli, dtype=np.int64).reshape(-1, 1)
-    shift = np.where(big, e - _MANTISSA_BITS, 0)
-    pow2 = _pow2_table(moduli, int(shift.max())) if big.any() else None
+    pow2 = _pow2_table(moduli, int(shift.max())) if shift.any() else None
     out = np.empty(x.shape[:-1] + (len(moduli), x.shape[-1]), dtype=np.uint32)
     # In runs of _RESIDUE_CHUNK coefficients, so that each pass over [limbs, chunk] stays in cache.
     for c0 in range(0, x.shape[-1], _RESIDUE_CHUNK):
@@ -306,9 +303,13 @@ def _integral_floats_to_residues(x: np.ndarray, moduli: tuple[int, ...]) -> np.n
 
 _RESIDUE_CHUNK = 2048
 
-integral_floats_to_residues = _integral_floats_to_residues
-"""The host reduction (:func:`encode`'s last step), for callers that encode the integers themselves
-(:func:`encode_integers`)."""
+
+def _mantissa_and_shift(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(M int64, t int32) with x = M 2^t exactly for integer-valued float64 x: t = 0 below 2^53, else |M| < 2^53."""
+    f, e = np.frexp(x)
+    big = e > _MANTISSA_BITS
+    return (np.where(big, np.ldexp(f, _MANTISSA_BITS), x).astype(np.int64),
+            np.where(big, e - _MANTISSA_BITS, 0).astype(np.int32))
 
 _MAX_SHIFT = _FLOAT_MAX_EXPONENT + 1 - _MANTISSA_BITS
 """The largest t of x = M 2^t (|M| < 2^53) for a finite float64 x: frexp's exponent is at most 1024."""
@@ -323,13 +324,10 @@ def integral_residues(x: np.ndarray, moduli: tuple[int, ...]) -> jax.Array:
     moduli = tuple(int(q) for q in moduli)
     if min(moduli) < 1 << 16:
         return jnp.asarray(_integral_floats_to_residues(x, moduli))
-    f, e = np.frexp(x)
-    big = e > _MANTISSA_BITS
-    m = np.where(big, np.ldexp(f, _MANTISSA_BITS), x).astype(np.int64)
+    m, shift = _mantissa_and_shift(x)
     a = np.abs(m).astype(np.uint64)
     hi = (a >> np.uint64(32)).astype(np.uint32)
     lo = (a & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    shift = np.where(big, e - _MANTISSA_BITS, 0).astype(np.int32)
     return _k_residues(m < 0, hi, lo, shift, *_residue_tables(moduli))
 
 

@@ -120,11 +120,12 @@ def encode(params: Params, values, *, level: int | None = None, scale: float | N
     level = params.user_levels if level is None else int(level)
     scale = params.scale if scale is None else float(scale)
     moduli = params.moduli_at(level)
-    x = encoder.encode_integers(values, n=params.n, moduli=moduli, scale=scale, margin=rlwe.fresh_noise_bound(params.n))
+    margin = rlwe.fresh_noise_bound(params.n)
     if reduce_on_device:
+        x = encoder.encode_integers(values, n=params.n, moduli=moduli, scale=scale, margin=margin)
         coeffs = encoder.integral_residues(x, moduli)
     else:
-        coeffs = jnp.asarray(encoder.integral_floats_to_residues(x, moduli))
+        coeffs = jnp.asarray(encoder.encode(values, n=params.n, moduli=moduli, scale=scale, margin=margin))
     p = poly.to_eval(RNSPoly.create(coeffs, moduli), NTTPlan.create(params.n, moduli, params.kernels))
     return Plaintext(p, params, scale)
 
