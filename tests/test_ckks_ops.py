@@ -16,7 +16,8 @@ import pytest
 
 from crossfhe.ckks import ops
 from crossfhe.errors import BasisMismatchError, ParameterError
-from crossfhe.kernels import MATRIX
+from crossfhe.kernels import MATRIX, NATIVE
+from crossfhe.ring import ntt as ring_ntt
 from crossfhe.testing import INSECURE_CKKS_N10, INSECURE_CKKS_N11_COMPOSITE
 
 SIGMA = 3.19
@@ -174,12 +175,17 @@ def test_hoisted_rotations_equal_separate(ctx):
         assert np.max(np.abs(ops.decode(ops.decrypt(sk, many[k])) - separate)) <= 16 * fresh_bound(params)
 
 
-@pytest.mark.parametrize(("g", "kernels"), [(1, None), (2, None), (3, None), (2, MATRIX)])
+_NATIVE_2 = pytest.param(2, NATIVE, marks=pytest.mark.skipif(not ring_ntt.NATIVE.available(),
+                                                             reason="no native kernels (NATIVE's case only)"))
+
+
+@pytest.mark.parametrize(("g", "kernels"), [(1, None), (2, None), (3, None), (2, MATRIX), _NATIVE_2])
 def test_rescale_kernel_rounds_exactly(g, kernels):
     """The rescale kernel divides by the product D of the last g primes with one exact rounding:
     coefficient c becomes floor((x + (D - 1) / 2) / D) mod q_i, x in [0, Q) the CRT of the residues
     (Python integers), whatever g; extreme coefficients 0, Q - 1 and (D - 1) / 2 included. The MATRIX
-    kernel set (4-step int8 NTTs) gives the same words."""
+    kernel set (4-step int8 NTTs) gives the same words, and so does NATIVE, whose plans read the rows of the
+    chain's one table (keyswitch.level_ntt_plan)."""
     from crossfhe.ring.ntt import NTTPlan
     from crossfhe.ring.poly import Domain, RNSPoly, to_coeff, to_eval
 
@@ -192,7 +198,7 @@ def test_rescale_kernel_rounds_exactly(g, kernels):
     data = np.array([[x % m for x in xs] for m in moduli], dtype=np.uint32)
     p = to_eval(RNSPoly.create(data, moduli), NTTPlan.create(params.n, moduli))
     want = [[((x + (d - 1) // 2) // d) % m for x in xs] for m in moduli[:-g]]
-    for out in ops._rescale_pair(p, p, g, kernels):
+    for out in ops._rescale_pair(p, p, g, kernels, params.q + params.p):
         assert out.basis == moduli[:-g] and out.domain == Domain.EVAL
         got = np.asarray(to_coeff(out, NTTPlan.create(params.n, moduli[:-g])).data)
         assert got.tolist() == want

@@ -710,7 +710,8 @@ def encapsulate_and_raise(ct: Ciphertext, keys: Keys, scale: float) -> Ciphertex
     c0, c1 = poly.add(ct.c0, u0), u1
     top = params.moduli_at(params.levels)
     conv = raise_plan(q0, top)
-    ntt_in, ntt_out = NTTPlan.create(params.n, q0, kernels), NTTPlan.create(params.n, top, kernels)
+    chain = params.q + params.p
+    ntt_in, ntt_out = ks.level_ntt_plan(params.n, q0, chain, kernels), ks.level_ntt_plan(params.n, top, chain, kernels)
     c0, c1 = mod_raise(c0, top, conv, ntt_in, ntt_out), mod_raise(c1, top, conv, ntt_in, ntt_out)
     plan_top = ks.keyswitch_plan(keys.to_dense, active=len(top), kernels=kernels)
     v0, v1 = ks.keyswitch(c1, keys.to_dense, plan=plan_top)

@@ -247,8 +247,10 @@ def _align(a: Ciphertext, b, what: str):
 
 
 @plan_cache(maxsize=256, on_device=True)
-def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels):
-    """Tables of :func:`_rescale_one` dividing by the last ``g`` primes of ``moduli``."""
+def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels, chain: tuple[int, ...]):
+    """Tables of :func:`_rescale_one` dividing by the last ``g`` primes of ``moduli`` (a level of ``chain``, the
+    parameters' Q ∪ P, whose one NTT table the NATIVE set's plans read:
+    :func:`crossfhe.core.keyswitch.level_ntt_plan`)."""
     last, rest = moduli[-g:], moduli[:-g]
     divisor = math.prod(last)
     half = (divisor - 1) // 2
@@ -269,7 +271,7 @@ def _rescale_tables(n: int, moduli: tuple[int, ...], g: int, kernels):
         col(d_inv),
         shoup_precompute(col(d_inv), tr.q.astype(np.uint64)),
     )
-    return NTTPlan.create(n, last, kernels), NTTPlan.create(n, rest, kernels), consts
+    return ks.level_ntt_plan(n, last, chain, kernels), ks.level_ntt_plan(n, rest, chain, kernels), consts
 
 
 def _rescale_one(x, plan_last, plan_rest, consts):
@@ -325,7 +327,7 @@ def rescale_plan(params: Params, level: int):
     """The tables (plans and constants, arrays made once) of a rescale from ``level``: an argument of
     :func:`rescale_traced` (compiled circuits pass it into their program)."""
     primes = params.rescale_primes(level)
-    return _rescale_tables(params.n, params.moduli_at(level), len(primes), params.kernels)
+    return _rescale_tables(params.n, params.moduli_at(level), len(primes), params.kernels, params.q + params.p)
 
 
 def rescale_traced(c0: RNSPoly, c1: RNSPoly, tables) -> tuple[RNSPoly, RNSPoly]:
@@ -336,9 +338,10 @@ def rescale_traced(c0: RNSPoly, c1: RNSPoly, tables) -> tuple[RNSPoly, RNSPoly]:
     return RNSPoly(out0, c0.basis[:-g], Domain.EVAL), RNSPoly(out1, c0.basis[:-g], Domain.EVAL)
 
 
-def _rescale_pair(c0: RNSPoly, c1: RNSPoly, g: int, kernels=None) -> tuple[RNSPoly, RNSPoly]:
-    """Both polynomials of a ciphertext rescaled by the last ``g`` primes (:func:`_rescale_one`)."""
-    plan_last, plan_rest, consts = _rescale_tables(c0.n, c0.basis, g, kernels)
+def _rescale_pair(c0: RNSPoly, c1: RNSPoly, g: int, kernels, chain: tuple[int, ...]) -> tuple[RNSPoly, RNSPoly]:
+    """Both polynomials of a ciphertext rescaled by the last ``g`` primes (:func:`_rescale_one`); ``chain``: the
+    parameters' Q ∪ P (:func:`_rescale_tables`)."""
+    plan_last, plan_rest, consts = _rescale_tables(c0.n, c0.basis, g, kernels, chain)
     out0, out1 = _k_rescale_pair(c0.data, c1.data, plan_last, plan_rest, consts)
     return RNSPoly(out0, c0.basis[:-g], Domain.EVAL), RNSPoly(out1, c0.basis[:-g], Domain.EVAL)
 
@@ -499,7 +502,8 @@ def rescale(a: Ciphertext) -> Ciphertext:
     most (1 + N) / 2 to the noise."""
     primes = a.params.rescale_primes(a.level)
     kernels = a.params.kernels
-    return _like(a, *_rescale_pair(a.c0, a.c1, len(primes), kernels), a.scale / math.prod(primes))
+    chain = a.params.q + a.params.p
+    return _like(a, *_rescale_pair(a.c0, a.c1, len(primes), kernels, chain), a.scale / math.prod(primes))
 
 
 def mul_rescale(a: Ciphertext, b: Ciphertext, keys: EvaluationKeys) -> Ciphertext:

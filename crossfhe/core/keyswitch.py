@@ -75,6 +75,7 @@ from crossfhe.math.modular import (
     ModulusTable,
     add_mod,
     add_wide,
+    after,
     barrett_mul,
     centered_gemm_rows,
     gemm_weights,
@@ -573,6 +574,17 @@ def chain_ntt_plan(n: int, chain: tuple[int, ...], kernels) -> NTTPlan:
     return NTTPlan.create(n, chain, kernels)
 
 
+def level_ntt_plan(n: int, moduli, chain, kernels) -> NTTPlan:
+    """The NTT plan over ``moduli`` (some of ``chain``'s, e.g. a level's), for the plans made per level (key
+    switching's, rescaling's): on the NATIVE set one that reads :func:`chain_ntt_plan`'s rows in place
+    (:meth:`NTTPlan.gathered`), so that the levels share one copy of the tables (each level's own came to 0.4 GiB at
+    N16_BOOT_L3); on the other sets (whose kernels would gather the rows inside every program) a plan of its own."""
+    resolved = None if kernels is None else kernels.for_plans()
+    if resolved is not None and resolved.native:
+        return NTTPlan.gathered(chain_ntt_plan(n, tuple(int(m) for m in chain), resolved), moduli)
+    return NTTPlan.create(n, moduli, kernels)
+
+
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True, eq=False)
 class KeySwitchPlan:
@@ -610,8 +622,8 @@ def _create_plan(n: int, q: tuple[int, ...], p: tuple[int, ...], dnum: int, acti
     t = target.table
     return KeySwitchPlan(
         up=DigitModUp.create(n, groups, q_basis, target, kernels, chain=q + p),
-        ntt_q=NTTPlan.create(n, q_basis.moduli, kernels),
-        ntt_p=NTTPlan.create(n, p, kernels),
+        ntt_q=level_ntt_plan(n, q_basis.moduli, q + p, kernels),
+        ntt_p=level_ntt_plan(n, p, q + p, kernels),
         down=ModDownPlan.create(q_basis, p_basis, exact=True, kernels=kernels),
         mac=(t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2),
         n=n,
@@ -860,6 +872,12 @@ def keyswitch_hoisted_traced(d: RNSPoly, ksks: tuple, plan: KeySwitchPlan, eleme
     for ksk, g in zip(ksks, elements):
         _check_operands(d, ksk, plan)
         perm = slot_permutation(plan.n, g)
+        if out:  # one element's permuted digits, key rows and products at a time (modular.after)
+            dep = out[-1][1].data
+            perm = after(perm, dep)
+            if ksk.a is None:
+                seed = dataclasses.replace(ksk.seed, words=after(ksk.seed.words, dep))
+                ksk = dataclasses.replace(ksk, seed=seed)
         u = _switch_digits(tuple(permute_slots(part, perm, plan.ntt_q) for part in y), ksk, plan)
         out.append((RNSPoly(u[..., 0, :, :], q_active, Domain.EVAL), RNSPoly(u[..., 1, :, :], q_active, Domain.EVAL)))
     return out
@@ -936,6 +954,7 @@ __all__ = [
     "KeySwitchKey",
     "KeySwitchPlan",
     "compact",
+    "level_ntt_plan",
     "expand",
     "digit_groups",
     "transform_counts",

@@ -417,6 +417,27 @@ def fusion_barrier(x, table):
     return lax.cond(pred, lambda u: u, other, x)
 
 
+@jax.custom_batching.custom_vmap
+def after(x, dep):
+    """x, computed only once ``dep`` is: the same words, but every consumer of the result waits for ``dep``.
+
+    XLA schedules independent chains as it likes, and keeps every temporary of the chains it has started alive;
+    a chain made to wait for the previous one's result holds one chain's temporaries at a time (the hoisted key
+    switches of :func:`crossfhe.core.keyswitch.keyswitch_hoisted`). ``lax.optimization_barrier`` does not order on
+    CPU (module note at :func:`fusion_barrier`); a conditional on a word of ``dep`` does, and copies only x (keep x
+    small: an index vector). ``dep``: residues below 2^31 (the predicate is always true); x of an integer dtype.
+    Under ``vmap`` x keeps its own batching: a batched ``dep`` is read at its first entry (one program computes
+    all entries together), so an unbatched x (a permutation) stays unbatched."""
+    pred = dep[(0,) * dep.ndim] < jnp.uint32(2**31)
+    return lax.cond(pred, lambda u: u, lambda u: u ^ jnp.zeros((), u.dtype), x)
+
+
+@after.def_vmap
+def _after_vmap(axis_size, in_batched, x, dep):
+    x_batched, dep_batched = in_batched
+    return after(x, dep[0] if dep_batched else dep), x_batched
+
+
 # --------------------------------------------------------------------------------------------------
 # Modular matrix product through a float64 GEMM (the basis conversion on CPUs)
 # --------------------------------------------------------------------------------------------------
