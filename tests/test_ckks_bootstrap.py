@@ -90,6 +90,21 @@ def test_homomorphic_transform_matches_numpy():
     assert _bits(got, m.apply(z)) > 20  # scale 2^50: fresh noise about 2^-35, five rotations and a rescale
 
 
+def test_compact_diagonals_expand_to_the_encoded_words():
+    """lintrans.encode(compact=True) holds each diagonal as its integer coefficients (under a tenth of the words'
+    bytes here, 11 bytes against 4 per limb) and lintrans.expand makes the words ops.encode gives them."""
+    cts, _ = bt._factors(P, bt.config_for(P))
+    level = P.levels
+    kw = dict(level=level, in_scale=2.0**40, out_scale=float(math.prod(P.rescale_primes(level - 1))))
+    whole, small = lintrans.encode(P, cts[0], **kw), lintrans.encode(P, cts[0], compact=True, **kw)
+    assert small.compact and not whole.compact and small.nbytes() * 4 * len(P.moduli_at(level)) < 12 * whole.nbytes()
+    tables = lintrans.expand_tables(P, P.moduli_at(level))
+    for row_w, row_s in zip(whole.plaintexts, small.plaintexts, strict=True):
+        for (bw, pw), (bs, ps) in zip(row_w, row_s, strict=True):
+            assert bw == bs and ps.scale == pw.scale
+            assert np.array_equal(np.asarray(lintrans.expand(ps, tables).data), np.asarray(pw.poly.data))
+
+
 def test_plan_rotations_cover_the_baby_and_giant_steps():
     m = bt.dft_factors(1024, 2, inverse=True)[0]
     pl = lintrans.plan(m)
@@ -502,7 +517,11 @@ def test_compact_bootstrapping_keys_give_the_same_words(keys):
     half the memory, the same words on both paths; CKKSContext.create(compact_keys=True) makes them so."""
     sk, ek, bk = keys
     small = bk.compact()
-    assert small.nbytes() < 0.55 * bk.nbytes() and "compact" in repr(small)
+    assert small.nbytes() < 0.55 * bk.nbytes() and "compact" in repr(small) and small.is_compact
+    # they bootstrap with the compact plan: its first CoeffToSlot factor's diagonals as integer coefficients
+    whole_plan, compact_plan = bt.plan_for(P, bk.config), bt.plan_for(P, bk.config, compact=True)
+    assert [e.compact for e in compact_plan.cts] == [i < bt.COMPACT_FACTORS for i in range(len(compact_plan.cts))]
+    assert not any(e.compact for e in whole_plan.cts + whole_plan.stc) and compact_plan.nbytes() < whole_plan.nbytes()
     assert small.evaluation.relin is bk.evaluation.relin and all(k.compact for k in small.evaluation.galois.values())
     x = _shape("uniform", P.slots)
     ct = ops.drop_level(ops.encrypt(ek, ops.encode(P, x)), 0)

@@ -323,10 +323,20 @@ def _unflatten_plan(static, children) -> Plan:
 jax.tree_util.register_pytree_node(Plan, _flatten_plan, _unflatten_plan)
 
 
-def plan_for(params: Params, config: Config | None = None) -> Plan:
-    """The cached :class:`Plan` of (params, config) (default config: :func:`config_for` at N/2 slots)."""
+def plan_for(params: Params, config: Config | None = None, *, compact: bool = False) -> Plan:
+    """The cached :class:`Plan` of (params, config) (default config: :func:`config_for` at N/2 slots).
+
+    ``compact``: the plan that compact keys (:meth:`Keys.compact`) bootstrap with, the one for the least memory: its
+    first :data:`COMPACT_FACTORS` CoeffToSlot factors hold their diagonals as integer coefficients
+    (:class:`crossfhe.ckks.lintrans.CompactDiagonal`) and make their words at each use. The same words."""
     config = config_for(params) if config is None else config
-    return _plan(params, config)
+    return _plan(params, config, bool(compact))
+
+
+COMPACT_FACTORS = 1
+"""How many CoeffToSlot factors, from the first, a compact plan (:func:`plan_for`) holds compact. The first is the
+largest (its diagonals span every limb of the top level: 336 MiB of N16_BOOT_L3's 2054), and each diagonal it holds
+compact costs one forward transform of its limbs per bootstrap (benchmarks/README.md, "Compact diagonals")."""
 
 
 PERMUTE_ROW = 0.5
@@ -367,7 +377,7 @@ def _max_babies(params: Params) -> int:
 
 
 @plan_cache(maxsize=2)
-def _plan(params: Params, cfg: Config) -> Plan:
+def _plan(params: Params, cfg: Config, compact: bool) -> Plan:
     n = cfg.slots
     q0 = math.prod(params.moduli_at(0))
     g = params.slots // n
@@ -375,10 +385,11 @@ def _plan(params: Params, cfg: Config) -> Plan:
     level = params.levels
     cts_factors, stc_factors = _factors(params, cfg)
     cts, scale = [], raise_scale
-    for m in cts_factors:
+    for i, m in enumerate(cts_factors):
         target = float(math.prod(params.rescale_primes(level - 1)))
         cts.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=target,
-                                   giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params)))
+                                   giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params),
+                                   compact=compact and i < COMPACT_FACTORS))
         scale, level = target, level - 1
     em_scale = _em_scale(params, cfg)
     stc = [_encode_stc(params, cfg, j, m) for j, m in enumerate(stc_factors)]
@@ -470,7 +481,10 @@ def _real_first(params: Params, cfg: Config) -> lintrans.Encoded:
     first = dft_factors(n, cfg.stc_levels, inverse=False)[0]
     half = lintrans.Diagonals(n, {0: np.where(np.arange(n) == 0, 0.25, 0.5).astype(np.complex128)})
     enc = _encode_stc(params, cfg, 0, lintrans.compose(first, half))
-    if not enc.plan.rotations() <= plan_for(params, cfg).stc[0].plan.rotations():
+    first = _factors(params, cfg)[1][0]
+    level = _stc_level(params, cfg, 0)
+    if not enc.plan.rotations() <= lintrans.plan(first, None, giant_step_cost(params, level),
+                                                 _max_babies(params)).rotations():
         raise ParameterError("internal: the real-message factor needs rotations its plan's keys lack")
     return enc
 
@@ -580,6 +594,12 @@ class Keys:
         keys = [self.evaluation.relin, *self.evaluation.galois.values(), self.to_sparse, self.to_dense]
         return sum(k.nbytes() for k in keys)
 
+    @property
+    def is_compact(self) -> bool:
+        """Whether these keys are in their compact form (:meth:`compact`); they then bootstrap with the compact plan
+        (:func:`plan_for` ``compact``)."""
+        return self.to_dense.compact
+
     def compact(self) -> Keys:
         """These keys with every Galois key and the encapsulation keys in their compact form
         (:func:`crossfhe.core.keyswitch.compact`: a made from its seed at each use, half their memory; the
@@ -591,7 +611,7 @@ class Keys:
                                    to_dense=ks.compact(self.to_dense))
 
     def __repr__(self) -> str:
-        form = ", compact" if self.to_dense.compact else ""
+        form = ", compact" if self.is_compact else ""
         return (f"bootstrap.Keys(N={self.params.n}, slots={self.config.slots}, "
                 f"{len(self.evaluation.galois)} Galois keys, {self.nbytes() / 2**20:.0f} MiB{form})")
 
@@ -639,7 +659,7 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     report(progress, total, total, what)
     evaluation = dataclasses.replace(keys, galois=galois)
     out = Keys(evaluation, to_sparse, to_dense, ring, config)
-    plan_for(params, config)  # encoded (and cached) after the keys: the first bootstrap does not wait for it
+    plan_for(params, config, compact=compact)  # encoded (and cached) after the keys: the first bootstrap does not wait
     return out.compact() if compact else out
 
 
@@ -814,7 +834,7 @@ def _check(ct: Ciphertext, keys: Keys) -> Plan:
     check_key_ids("bootstrap", ct.key_id, keys.key_id)
     if ct.c0.data.ndim != 2:
         raise ParameterError("bootstrap takes one ciphertext (no batch axes)")
-    pl = plan_for(params, keys.config)
+    pl = plan_for(params, keys.config, compact=keys.is_compact)
     missing = [r for r in pl.rotations() if ops.rotation_element(params, r) not in keys.evaluation.galois]
     if missing:
         raise ParameterError(
@@ -947,7 +967,8 @@ def bootstrap_program(ct: Ciphertext, keys: Keys, *, real: bool = False, precise
     return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl, _first(pl, real), last), ct, pl)
 
 
-__all__ = ["COEFFICIENT_BOUND", "EPHEMERAL_WEIGHT", "LOG_MESSAGE_RATIO", "PRECISE_GAIN_BITS", "Config", "Keys", "Plan",
+__all__ = ["COEFFICIENT_BOUND", "COMPACT_FACTORS", "EPHEMERAL_WEIGHT", "LOG_MESSAGE_RATIO", "PRECISE_GAIN_BITS",
+           "Config", "Keys", "Plan",
            "arcsine_coefficients", "bootstrap", "bootstrap_program", "bootstrap_steps", "bootstrappable_params",
            "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod", "eval_mod_each",
            "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "odd_polynomial", "pack_factors",

@@ -324,11 +324,30 @@ def integral_residues(x: np.ndarray, moduli: tuple[int, ...]) -> jax.Array:
     moduli = tuple(int(q) for q in moduli)
     if min(moduli) < 1 << 16:
         return jnp.asarray(_integral_floats_to_residues(x, moduli))
+    return _k_residues(*integral_split(x), *_residue_tables(moduli))
+
+
+def integral_split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(neg bool, hi uint32, lo uint32, t int16) with x = (-1)^neg (hi 2^32 + lo) 2^t, each of x's shape, for
+    integer-valued float64 x (|x| < 2^1024): the host's part of :func:`integral_residues` (|M| < 2^53 in two words,
+    t <= 971), 11 bytes per coefficient. :func:`split_residues` finishes it, inside a caller's program too."""
     m, shift = _mantissa_and_shift(x)
     a = np.abs(m).astype(np.uint64)
     hi = (a >> np.uint64(32)).astype(np.uint32)
     lo = (a & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    return _k_residues(m < 0, hi, lo, shift, *_residue_tables(moduli))
+    return m < 0, hi, lo, shift.astype(np.int16)
+
+
+def split_residues(neg, hi, lo, shift, tables):
+    """uint32 ``[..., limbs, n]``: x mod each q_i of :func:`integral_split`'s (neg, hi, lo, t) (the words of
+    :func:`integral_residues`); traceable. ``tables``: :func:`residue_tables` of the moduli (>= 2^16), an argument
+    of the caller's program."""
+    return _k_residues(neg, hi, lo, shift, *tables)
+
+
+def residue_tables(moduli) -> tuple:
+    """The tables :func:`split_residues` reads for ``moduli`` (made once per basis, on the device)."""
+    return _residue_tables(tuple(int(q) for q in moduli))
 
 
 @plan_cache(maxsize=64, on_device=True)

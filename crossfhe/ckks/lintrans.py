@@ -26,11 +26,13 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from crossfhe.ckks import ops
+from crossfhe.ckks import encoder, ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
+from crossfhe.core import keyswitch as ks
+from crossfhe.core import rlwe
 from crossfhe.errors import ParameterError
-from crossfhe.math.xla import jit
+from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring import poly
 
 DROP = 2.0**-60
@@ -138,6 +140,62 @@ def plan(m: Diagonals, n1: int | None = None, giant_cost: float = 1.0, max_n1: i
 
 
 @dataclass(frozen=True, eq=False)
+class CompactDiagonal:
+    """A diagonal held as its plaintext's integer coefficients, x = (-1)^neg (hi 2^32 + lo) 2^shift per coefficient
+    (:func:`crossfhe.ckks.encoder.integral_split`: 11 bytes each, where the plaintext's words take 4 per limb), made
+    into those words at each use (:func:`expand`: the residues and one forward transform per limb). ``scale`` and
+    ``moduli`` as the plaintext's. A pytree: the four arrays are its children."""
+
+    neg: jax.Array
+    hi: jax.Array
+    lo: jax.Array
+    shift: jax.Array
+    moduli: tuple
+    scale: float
+
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in (self.neg, self.hi, self.lo, self.shift))
+
+
+jax.tree_util.register_pytree_node(
+    CompactDiagonal, lambda p: ((p.neg, p.hi, p.lo, p.shift), (p.moduli, p.scale)),
+    lambda aux, ch: CompactDiagonal(*ch, *aux))
+
+
+def _compact(params: Params, values, *, level: int, scale: float) -> CompactDiagonal:
+    """``values`` encoded as :func:`crossfhe.ckks.ops.encode` encodes them (same checks, same integers), compact."""
+    moduli = params.moduli_at(level)
+    x = encoder.encode_integers(values, n=params.n, moduli=moduli, scale=scale, margin=rlwe.fresh_noise_bound(params.n))
+    parts = (jax.device_put(a) for a in encoder.integral_split(x))
+    return CompactDiagonal(*parts, moduli=tuple(moduli), scale=float(scale))
+
+
+def expand_tables(params: Params, moduli) -> tuple:
+    """What :func:`expand` reads for a basis: the residue tables and the NTT plan (on the NATIVE set the chain's
+    rows, :func:`crossfhe.core.keyswitch.level_ntt_plan`), made once; arguments of the programs that expand."""
+    return _expand_tables(params, tuple(int(q) for q in moduli))
+
+
+@plan_cache(maxsize=16, on_device=True)
+def _expand_tables(params: Params, moduli: tuple) -> tuple:
+    plan = ks.level_ntt_plan(params.n, moduli, params.q + params.p, params.kernels)
+    return encoder.residue_tables(moduli), plan
+
+
+def expand(pk: CompactDiagonal, tables) -> poly.RNSPoly:
+    """The plaintext words (EVAL) of a :class:`CompactDiagonal` diagonal, those :func:`crossfhe.ckks.ops.encode` gives;
+    traceable."""
+    residues, plan = tables
+    coeff = poly.RNSPoly(encoder.split_residues(pk.neg, pk.hi, pk.lo, pk.shift, residues), pk.moduli,
+                         poly.Domain.COEFF)
+    return poly.to_eval(coeff, plan)
+
+
+def _nbytes(pt) -> int:
+    return pt.nbytes() if isinstance(pt, CompactDiagonal) else int(pt.poly.data.nbytes)
+
+
+@dataclass(frozen=True, eq=False)
 class Encoded:
     """A transform's pre-rotated diagonals encoded at ``level`` for inputs at ``in_scale``: the result of
     :func:`apply` is at level - 1 with scale ``out_scale``.
@@ -147,13 +205,18 @@ class Encoded:
     never a constant embedded in it."""
 
     plan: Plan
-    plaintexts: tuple  # per giant: tuple of (b, Plaintext)
+    plaintexts: tuple  # per giant: tuple of (b, Plaintext), or of (b, CompactDiagonal) where encoded ``compact``
     level: int
     in_scale: float
     out_scale: float
 
+    @property
+    def compact(self) -> bool:
+        """Whether the diagonals are held as :class:`CompactDiagonal` (``encode(..., compact=True)``)."""
+        return isinstance(self.plaintexts[0][0][1], CompactDiagonal)
+
     def nbytes(self) -> int:
-        return sum(int(pt.poly.data.nbytes) for group in self.plaintexts for _, pt in group)
+        return sum(_nbytes(pt) for group in self.plaintexts for _, pt in group)
 
 
 def _flatten_encoded(e: Encoded):
@@ -172,9 +235,11 @@ jax.tree_util.register_pytree_node(Encoded, _flatten_encoded, _unflatten_encoded
 
 
 def encode(params: Params, m: Diagonals, *, level: int, in_scale: float, out_scale: float,
-           n1: int | None = None, giant_cost: float = 1.0, max_n1: int | None = None) -> Encoded:
+           n1: int | None = None, giant_cost: float = 1.0, max_n1: int | None = None, compact: bool = False) -> Encoded:
     """The diagonals of ``m`` pre-rotated for :func:`plan` and encoded at ``level`` and scale out_scale q_l /
-    in_scale (module docstring). ``m.n`` must divide N/2."""
+    in_scale (module docstring). ``m.n`` must divide N/2. ``compact``: each held as :class:`CompactDiagonal` (its
+    integer coefficients, 11 bytes each against 4 per limb) and made into its words at each :func:`apply`: one forward
+    transform of the level's limbs per diagonal more, the same words."""
     if params.slots % m.n:
         raise ParameterError(f"a transform of {m.n} slots does not fit N/2 = {params.slots} slots")
     if level < 1:
@@ -186,8 +251,9 @@ def encode(params: Params, m: Diagonals, *, level: int, in_scale: float, out_sca
         row = []
         for b in bs:
             d = m.diags[(p.stride * (g + b)) % m.n]
-            row.append((b, ops.encode(params, np.roll(d, p.stride * g), level=level, scale=s_pt,
-                                      reduce_on_device=True)))
+            values = np.roll(d, p.stride * g)
+            row.append((b, _compact(params, values, level=level, scale=s_pt) if compact else
+                        ops.encode(params, values, level=level, scale=s_pt, reduce_on_device=True)))
         groups.append(tuple(row))
     return Encoded(p, tuple(groups), level, float(in_scale), float(out_scale))
 
@@ -208,9 +274,14 @@ def apply(ct: Ciphertext, enc: Encoded, keys: EvaluationKeys) -> Ciphertext:
     baby = {p.stride * b: rotated[(p.stride * b) % p.n] for b in babies}
     acc = None
     product_scale = ct.scale * enc.plaintexts[0][0][1].scale
+    tables = expand_tables(ct.params, ct.c0.basis) if enc.compact else None
     for (g, _), row in zip(p.giants, enc.plaintexts):
         xs = [baby[p.stride * b] for b, _ in row]
-        s0, s1 = _k_inner(tuple(x.c0 for x in xs), tuple(x.c1 for x in xs), tuple(pt.poly for _, pt in row))
+        c0s, c1s = tuple(x.c0 for x in xs), tuple(x.c1 for x in xs)
+        if tables is not None:
+            s0, s1 = _k_inner_compact(c0s, c1s, tuple(pt for _, pt in row), tables)
+        else:
+            s0, s1 = _k_inner(c0s, c1s, tuple(pt.poly for _, pt in row))
         inner = ops._like(ct, s0, s1, product_scale)
         if (p.stride * g) % p.n:
             inner = ops.rotate(inner, (p.stride * g) % p.n, keys)
@@ -223,10 +294,21 @@ def apply(ct: Ciphertext, enc: Encoded, keys: EvaluationKeys) -> Ciphertext:
 def _k_inner(xs0: tuple, xs1: tuple, pts: tuple):
     """(sum_t xs0[t] pts[t], sum_t xs1[t] pts[t]) over the ciphertexts' primes (EVAL): one giant step's baby
     products and their sum in one program (one pass over its operands)."""
+    return _inner(xs0, xs1, pts)
+
+
+@jit
+def _k_inner_compact(xs0: tuple, xs1: tuple, diags: tuple, tables):
+    """:func:`_k_inner` of :class:`CompactDiagonal` diagonals, each expanded (:func:`expand`) in the same program."""
+    return _inner(xs0, xs1, tuple(expand(d, tables) for d in diags))
+
+
+def _inner(xs0: tuple, xs1: tuple, pts: tuple):
     acc0, acc1 = poly.mul(xs0[0], pts[0]), poly.mul(xs1[0], pts[0])
     for x0, x1, m in zip(xs0[1:], xs1[1:], pts[1:]):
         acc0, acc1 = poly.add(acc0, poly.mul(x0, m)), poly.add(acc1, poly.mul(x1, m))
     return acc0, acc1
 
 
-__all__ = ["Diagonals", "Encoded", "Plan", "apply", "compose", "encode", "plan"]
+__all__ = ["CompactDiagonal", "Diagonals", "Encoded", "Plan", "apply", "compose", "encode", "expand", "expand_tables",
+           "plan"]

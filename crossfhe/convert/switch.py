@@ -690,7 +690,7 @@ def _to_ckks_inputs(lwe: LWECiphertext, keys: SwitchKeys, table, period: int | N
         raise ParameterError(f"period must be a power of two in [{m}, {slots}], got {period}")
     # slot j's value at coefficient g brev(j): PackLWEs puts input i at coefficient i N / 2n (2n inputs); where the
     # bootstrap's plan is packed (n <= N/4), the high n coefficients (the imaginary half, slots n + j of its 2n) too
-    pl = bt.plan_for(params, keys.bootstrap.config)
+    pl = bt.plan_for(params, keys.bootstrap.config, compact=keys.bootstrap.is_compact)
     src = np.full(2 * slots, m)  # m: the zero ciphertext appended
     for j in range(slots):
         if j % period < m:
