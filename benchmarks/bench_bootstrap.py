@@ -102,7 +102,7 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
     bk = bt.keygen(sk, ek, cfg, compact=compact)
     t2 = time.perf_counter()
     mem = {"after_keygen_mib": rss()}
-    pl = bt.plan_for(p, cfg)
+    pl = bt.plan_for(p, cfg, compact=compact)
     t3 = time.perf_counter()
     mem["after_plan_mib"] = rss()
     rng = np.random.default_rng(0)
@@ -138,6 +138,9 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
     st = [stages() for _ in range(max(1, reps))]
     counts = _count_key_switches(lambda: block(bt.bootstrap(ct, bk)))
     bits = float(-np.log2(np.abs(ops.decode(ops.decrypt(sk, out)).real - x).max()))
+    # the peak of the work the peer's worker does (keys, plan, general bootstraps), before the real path's own
+    # factor and programs
+    peak_general = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     real = {}
     if not pl.packed:  # the real-message path (what the front end runs for a real vector): EvalMod once
         c = time.perf_counter()
@@ -189,6 +192,7 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
         "precision_bits": bits,
         "key_switches": counts, "real_path": real, "precise": precise_rec,
         "precision_curve_bits": curve, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_general_rss_mib": peak_general,
         "rss_mib": mem,
         "load": os.getloadavg(),
         "allocator": _allocator(),
@@ -277,6 +281,9 @@ def main(argv=None) -> int:
                         for rec in (mine, mine["real_path"], *mine["precise"].values()):
                             if rec:
                                 rec["ratio_openfhe"] = rec["median_ms"] / of["bootstrap_ms"]["median"]
+                        peer_peak = of.get("memory", {}).get("peak_rss_mb")
+                        if peer_peak:  # the peer's worker runs the general path alone
+                            mine["peak_ratio_openfhe"] = mine["peak_general_rss_mib"] / peer_peak
                 if ours["precise"]:  # OpenFHE's iterative bootstrap (two iterations, one level more in its chain)
                     it = openfhe_boot_peer.run_bootstrap(python, log_n=log_n, slots=slots,
                                                          levels_left=ours["levels_left"], level_budget=(3, 3),
@@ -298,7 +305,10 @@ def main(argv=None) -> int:
             st = r["stages_ms"]
             print(f"{'':<17}stages ms: ModRaise {st['modraise_ms']:.0f}, CoeffToSlot {st['coeff_to_slot_ms']:.0f}, "
                   f"EvalMod x{r['eval_mods']} {st['eval_mod_ms']:.0f}, SlotToCoeff {st['slot_to_coeff_ms']:.0f}")
-            print(f"{'':<17}key switches: {r['key_switches']}; peak resident memory {r['peak_rss_mib'] / 1024:.2f} GiB")
+            print(f"{'':<17}key switches: {r['key_switches']}; peak resident memory "
+                  f"{r['peak_rss_mib'] / 1024:.2f} GiB, "
+                  f"{r['peak_general_rss_mib'] / 1024:.2f} GiB before the real path (ours/OFHE "
+                  f"{r.get('peak_ratio_openfhe', float('nan')):.2f})")
             rp = r.get("real_path")
             if rp:
                 ratio = rp.get("ratio_openfhe", float("nan"))
