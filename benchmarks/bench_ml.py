@@ -39,6 +39,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def _worker_env() -> dict:
+    """Every worker's environment, ours and the peer's: crossfhe.runtime.HEAP_ENV (glibc keeps and reuses freed
+    memory, as the CLI and bench_bootstrap.py run; with glibc's defaults XLA:CPU faults its temporaries in afresh on
+    every call: benchmarks/README.md, "Fewer rotation keys, and the benchmark's allocator")."""
+    from crossfhe.runtime import HEAP_ENV
+
+    return dict(os.environ, **HEAP_ENV)
+
+
 def _parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts (one process each)")
@@ -244,7 +253,7 @@ def cnn_worker(threads: int, images: int, quick: bool, workdir: str) -> list[dic
 def _run_worker(spec: str, args) -> list | dict | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", spec, "--iterations", str(args.iterations),
            "--rate", str(args.rate), "--cnn-images", str(args.cnn_images)] + (["--quick"] if args.quick else [])
-    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_worker_env())
     if r.returncode:
         print(f"# crossfhe worker {spec} failed:\n{r.stderr[-3000:]}", file=sys.stderr)
         return None
@@ -270,7 +279,7 @@ def _peer(args, threads: int, lr_npz: str | None, cnn: dict | None) -> dict | No
             cmd += ["--cnn-weights", f"{net}={path}"]
         cmd += ["--cnn-images", cnn["images"], "--cnn-count", str(args.peer_cnn_images),
                 "--cnn-max-seconds", str(args.peer_cnn_seconds)]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_worker_env())
     if r.returncode:
         print(f"# TenSEAL peer failed:\n{r.stderr[-3000:]}", file=sys.stderr)
         return None

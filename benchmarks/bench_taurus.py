@@ -55,6 +55,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+
+def _worker_env() -> dict:
+    """Every worker's environment, ours and the peer's: crossfhe.runtime.HEAP_ENV (glibc keeps and reuses freed
+    memory, as the CLI and bench_bootstrap.py run; with glibc's defaults XLA:CPU faults its temporaries in afresh on
+    every call: benchmarks/README.md, "Fewer rotation keys, and the benchmark's allocator")."""
+    from crossfhe.runtime import HEAP_ENV
+
+    return dict(os.environ, **HEAP_ENV)
 WORKLOADS = ("tree", "gbt", "knn", "mlp", "cnn")
 PAPER_MS = {"tree": 409.19, "knn": 306.66, "gbt": 689.29, "cnn": 11.60}
 """Taurus Table IV, the Taurus column (ms per inference on their accelerator, their models: decision tree on
@@ -291,7 +300,7 @@ def run_same_model(samples: int, threads: int) -> dict:
     for name, path in EXPORTS.items():
         r = subprocess.run([str(python), str(script), str(path), "--samples", str(samples), "--threads",
                             str(threads), "--p-error", "tfhe-rs"], capture_output=True, text=True,
-                           env=dict(os.environ, MALLOC_ARENA_MAX="1"))
+                           env=_worker_env())
         lines = r.stdout.strip().splitlines()
         models = json.loads(lines[-1]).get("models", {}) if lines else {}
         if path.stem in models:
@@ -335,7 +344,7 @@ def run_peer(names: list[str], quick: bool, samples: int, threads: int) -> dict:
         print(f"# {script.name} or {python} missing (bash benchmarks/setup_concrete.sh): no peer", file=sys.stderr)
         return {}
     r = subprocess.run([str(python), str(script), *peer_args(names, quick, samples, threads)], capture_output=True,
-                       text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
+                       text=True, env=_worker_env())
     if r.returncode:
         print(f"# Concrete ML peer failed:\n{r.stderr[-2000:]}", file=sys.stderr)
         return {}
