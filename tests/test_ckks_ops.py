@@ -175,6 +175,8 @@ def test_hoisted_rotations_equal_separate(ctx):
         assert np.max(np.abs(ops.decode(ops.decrypt(sk, many[k])) - separate)) <= 16 * fresh_bound(params)
 
 
+# NATIVE needs the native build (a C compiler at install); where it is missing the other cases still run, and
+# test_ntt_native covers the missing build's message
 _NATIVE_2 = pytest.param(2, NATIVE, marks=pytest.mark.skipif(not ring_ntt.NATIVE.available(),
                                                              reason="no native kernels (NATIVE's case only)"))
 

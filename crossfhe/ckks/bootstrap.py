@@ -376,6 +376,12 @@ def _max_babies(params: Params) -> int:
     return 16 if key <= KEY_BYTES_FOR_16_BABIES else 8
 
 
+def _split_args(params: Params, level: int) -> dict:
+    """How every factor encoded at ``level`` is split into baby and giant steps (:func:`crossfhe.ckks.lintrans.plan`'s
+    ``giant_cost`` and ``max_n1``): the one rule the plan, its rotation set and the keys follow."""
+    return {"giant_cost": giant_step_cost(params, level), "max_n1": _max_babies(params)}
+
+
 @plan_cache(maxsize=2)
 def _plan(params: Params, cfg: Config, compact: bool) -> Plan:
     n = cfg.slots
@@ -388,8 +394,7 @@ def _plan(params: Params, cfg: Config, compact: bool) -> Plan:
     for i, m in enumerate(cts_factors):
         target = float(math.prod(params.rescale_primes(level - 1)))
         cts.append(lintrans.encode(params, m, level=level, in_scale=scale, out_scale=target,
-                                   giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params),
-                                   compact=compact and i < COMPACT_FACTORS))
+                                   compact=compact and i < COMPACT_FACTORS, **_split_args(params, level)))
         scale, level = target, level - 1
     em_scale = _em_scale(params, cfg)
     stc = [_encode_stc(params, cfg, j, m) for j, m in enumerate(stc_factors)]
@@ -436,7 +441,7 @@ def rotations_for(params: Params, config: Config | None = None) -> list[int]:
     levels += [_stc_level(params, cfg, j) for j in range(len(stc_factors))]
     rots = set(_subsum(params, cfg))
     for m, level in zip(cts_factors + stc_factors, levels):
-        rots |= lintrans.plan(m, None, giant_step_cost(params, level), _max_babies(params)).rotations()
+        rots |= lintrans.plan(m, **_split_args(params, level)).rotations()
     return sorted(r % params.slots for r in rots if r % params.slots)
 
 
@@ -452,7 +457,7 @@ def _encode_stc(params: Params, cfg: Config, j: int, m: lintrans.Diagonals) -> l
     em_scale = _em_scale(params, cfg)
     out = params.scale if j == cfg.stc_levels - 1 else em_scale
     return lintrans.encode(params, m, level=level, in_scale=em_scale, out_scale=out,
-                           giant_cost=giant_step_cost(params, level), max_n1=_max_babies(params))
+                           **_split_args(params, level))
 
 
 def real_first_factor(params: Params, config: Config | None = None) -> lintrans.Encoded | None:
@@ -483,8 +488,7 @@ def _real_first(params: Params, cfg: Config) -> lintrans.Encoded:
     enc = _encode_stc(params, cfg, 0, lintrans.compose(first, half))
     first = _factors(params, cfg)[1][0]
     level = _stc_level(params, cfg, 0)
-    if not enc.plan.rotations() <= lintrans.plan(first, None, giant_step_cost(params, level),
-                                                 _max_babies(params)).rotations():
+    if not enc.plan.rotations() <= lintrans.plan(first, **_split_args(params, level)).rotations():
         raise ParameterError("internal: the real-message factor needs rotations its plan's keys lack")
     return enc
 

@@ -30,7 +30,6 @@ from crossfhe.ckks import encoder, ops
 from crossfhe.ckks.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.ckks.params import Params
 from crossfhe.core import keyswitch as ks
-from crossfhe.core import rlwe
 from crossfhe.errors import ParameterError
 from crossfhe.math.xla import jit, plan_cache
 from crossfhe.ring import poly
@@ -164,10 +163,9 @@ jax.tree_util.register_pytree_node(
 
 def _compact(params: Params, values, *, level: int, scale: float) -> CompactDiagonal:
     """``values`` encoded as :func:`crossfhe.ckks.ops.encode` encodes them (same checks, same integers), compact."""
-    moduli = params.moduli_at(level)
-    x = encoder.encode_integers(values, n=params.n, moduli=moduli, scale=scale, margin=rlwe.fresh_noise_bound(params.n))
-    parts = (jax.device_put(a) for a in encoder.integral_split(x))
-    return CompactDiagonal(*parts, moduli=tuple(moduli), scale=float(scale))
+    parts = (jax.device_put(a) for a in encoder.integral_split(ops.encode_integers(params, values, level=level,
+                                                                                  scale=scale)))
+    return CompactDiagonal(*parts, moduli=tuple(params.moduli_at(level)), scale=float(scale))
 
 
 def expand_tables(params: Params, moduli) -> tuple:

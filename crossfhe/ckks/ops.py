@@ -120,14 +120,20 @@ def encode(params: Params, values, *, level: int | None = None, scale: float | N
     level = params.user_levels if level is None else int(level)
     scale = params.scale if scale is None else float(scale)
     moduli = params.moduli_at(level)
-    margin = rlwe.fresh_noise_bound(params.n)
     if reduce_on_device:
-        x = encoder.encode_integers(values, n=params.n, moduli=moduli, scale=scale, margin=margin)
-        coeffs = encoder.integral_residues(x, moduli)
+        coeffs = encoder.integral_residues(encode_integers(params, values, level=level, scale=scale), moduli)
     else:
+        margin = rlwe.fresh_noise_bound(params.n)
         coeffs = jnp.asarray(encoder.encode(values, n=params.n, moduli=moduli, scale=scale, margin=margin))
     p = poly.to_eval(RNSPoly.create(coeffs, moduli), NTTPlan.create(params.n, moduli, params.kernels))
     return Plaintext(p, params, scale)
+
+
+def encode_integers(params: Params, values, *, level: int, scale: float) -> np.ndarray:
+    """:func:`encode`'s integer coefficients (float64 ``[N]``, before their reduction), with its checks: the margin of
+    a fresh encryption's noise below Q/2 at ``level``."""
+    return encoder.encode_integers(values, n=params.n, moduli=params.moduli_at(level), scale=scale,
+                                   margin=rlwe.fresh_noise_bound(params.n))
 
 
 def decode(pt: Plaintext, *, slots: int | None = None) -> np.ndarray:
