@@ -204,3 +204,34 @@ def test_rescale_kernel_rounds_exactly(g, kernels):
         assert out.basis == moduli[:-g] and out.domain == Domain.EVAL
         got = np.asarray(to_coeff(out, NTTPlan.create(params.n, moduli[:-g])).data)
         assert got.tolist() == want
+
+
+def _words(ct):
+    return np.asarray(ct.c0.data), np.asarray(ct.c1.data)
+
+
+def test_combine_rescale_gives_the_words_of_its_steps(ctx):
+    """combine_rescale (one program) equals the products, sums, constant and rescale it replaces, word for word,
+    with terms at different levels, negative and zero coefficients; refuses a term below the level."""
+    params, sk, ek, z, w, cz, cw = ctx
+    level = params.levels - 1
+    low = ops.drop_level(cw, level)
+    scale = cz.scale * 5
+    terms = [(cz, 5), (low, -7), (cz, 0), (low, 2**40 + 3)]
+    got = ops.combine_rescale(terms, -0.75, level, scale)
+    acc = None
+    for x, c in terms:
+        t = ops._mul_integer(ops.drop_level(x, level), c, scale)
+        acc = t if acc is None else ops.add(acc, t)
+    want = ops.rescale(ops.add_scalar(acc, -0.75))
+    assert (got.level, got.scale) == (want.level, want.scale)
+    for a, b in zip(_words(got), _words(want)):
+        np.testing.assert_array_equal(a, b)
+    # with one scale for every product (3 Delta), the result decrypts to z - w + 0.5: each term's fresh error,
+    # then the rescale's rounding
+    one = ops.combine_rescale([(cz, 3), (low, -3)], 0.5, level, 3 * cz.scale)
+    assert err(sk, one, z - w + 0.5) <= 2 * fresh_bound(params) + rescale_bound(params, one.scale)
+    with pytest.raises(ParameterError, match="level >= "):
+        ops.combine_rescale([(ops.drop_level(cw, level - 1), 1)], 0.0, level, scale)
+    with pytest.raises(ParameterError, match="no terms"):
+        ops.combine_rescale([], 0.0, level, scale)

@@ -795,7 +795,9 @@ def odd_polynomial(y: Ciphertext, coeffs, keys: EvaluationKeys, scale: float) ->
         hi = run(a[half:], target * q / pw.scale)
         lo = run(a[:half], target)
         prod = ops.mul(hi, pw, keys)
-        return ops.rescale(ops.add(prod, polynomial.lift(lo, prod.level, prod.scale)))
+        # prod + lift(lo), rescaled: one program
+        return ops.combine_rescale([(prod, 1), (lo, polynomial.lift_factor(lo, prod.scale))], 0.0, prod.level,
+                                   prod.scale)
 
     a = tuple(float(x) for x in coeffs)
     if not a or len(a) & (len(a) - 1):

@@ -433,6 +433,47 @@ def _mul_integer(a: Ciphertext, c: int, scale: float) -> Ciphertext:
     return _like(a, *ev.mul_integer(a.c0, a.c1, *ev.integer_words(int(c), a.c0.basis)), scale)
 
 
+def combine_rescale(terms, const: float, level: int, scale: float) -> Ciphertext:
+    """rescale(sum_k c_k x_k + const) for ``terms`` = [(x_k, c_k)]: ciphertexts at levels >= ``level`` (>= 1) and
+    integers, the products taken to be at scale ``scale`` (the caller picks c_k = round(a_k scale / scale(x_k)),
+    as :func:`_mul_integer`'s callers do); each x_k is taken at ``level`` (primes dropped), the sum holds the
+    constant round(const scale), and the result is at ``level`` - 1 with scale ``scale`` / q (q the level's
+    rescale primes). The same words as :func:`_mul_integer`, :func:`add`,
+    :func:`add_scalar` and :func:`rescale` in turn, in one program: one pass over the operands instead of a
+    product and a sum (and a cut) per term. Noise: sum_k |c_k| e_k + the rescale's rounding."""
+    if not terms:
+        raise ParameterError("combine_rescale: no terms")
+    first = terms[0][0]
+    if level < 1 or any(x.level < level for x, _ in terms):
+        raise ParameterError(f"combine_rescale: every term must be at level >= {level} >= 1, got "
+                             f"{[x.level for x, _ in terms]}")
+    for x, c in terms:
+        _same_params(first.params, x.params, "combine_rescale")
+        check_key_ids("combine_rescale", first.key_id, x.key_id)
+    params = first.params
+    basis = params.moduli_at(level)
+    w, ws = ev.combination_words(tuple(int(c) for _, c in terms), basis)
+    words = encoder.encode_scalar_constant(float(const), moduli=basis, scale=scale,
+                                           margin=rlwe.fresh_noise_bound(params.n), what="combine_rescale")
+    primes = params.rescale_primes(level)
+    plan_last, plan_rest, consts = _rescale_tables(params.n, basis, len(primes), params.kernels,
+                                                   params.q + params.p)
+    out0, out1 = _k_combine_rescale(tuple(x.c0 for x, _ in terms), tuple(x.c1 for x, _ in terms), w, ws,
+                                    _constant_words(tuple(int(v) for v in words)), plan_last, plan_rest, consts,
+                                    limbs=len(basis))
+    rest = basis[: -len(primes)]
+    return _like(first, RNSPoly(out0, rest, Domain.EVAL), RNSPoly(out1, rest, Domain.EVAL),
+                 scale / math.prod(primes))
+
+
+@partial(jit, static_argnames=("limbs",))
+def _k_combine_rescale(xs0, xs1, w, ws, const, plan_last, plan_rest, consts, *, limbs):
+    """:func:`combine_rescale`'s program: the combination, the constant, then both halves rescaled."""
+    s0, s1 = ev.combination_traced(xs0, xs1, w, ws, limbs=limbs)
+    s0 = add_mod(s0.data, const, poly.modulus_table(s0.basis).q)
+    return _rescale_one(s0, plan_last, plan_rest, consts), _rescale_one(s1.data, plan_last, plan_rest, consts)
+
+
 def mul_scalar(a: Ciphertext, c: complex) -> Ciphertext:
     """c * a. An integer c keeps the scale; a real c is encoded as round(c q) with q the primes the next
     rescale divides by, so the product's scale is Delta q and rescale returns it to Delta exactly; a

@@ -135,32 +135,28 @@ def lift(ct: Ciphertext, level: int, scale: float) -> Ciphertext:
     """ct at ``level`` (<= its level) with scale ``scale`` >= 2^20 ct.scale, unrescaled: the product by the
     integer w = round(scale / Delta), exact up to the relative 1 / (2w) of the rounding. No level spent."""
     ct = ops.drop_level(ct, level)
+    w = lift_factor(ct, scale)
+    return ops._mul_integer(ct, w, ct.scale * w)
+
+
+def lift_factor(ct: Ciphertext, scale: float) -> int:
+    """w = round(scale / Delta) of :func:`lift`; ParameterError below 2^20 (the rounding would show)."""
     w = round(scale / ct.scale)
     if w < 2**20:
         raise ParameterError(
             f"lift: scale 2^{math.log2(scale):.1f} is not far enough above 2^{math.log2(ct.scale):.1f}")
-    return ops._mul_integer(ct, w, ct.scale * w)
+    return w
 
 
 def _combine(terms, const: float, level: int, target: float) -> Ciphertext:
     """sum_i c_i x_i + const, each x_i (at level >= ``level``) multiplied by round(c_i target q / Delta_i) at
-    ``level``, the sum rescaled to ``level - 1`` with scale ``target`` (q = the level's primes)."""
+    ``level``, the sum rescaled to ``level - 1`` with scale ``target`` (q = the level's primes); one program
+    (:func:`crossfhe.ckks.ops.combine_rescale`)."""
     params = terms[0][1].params
     big = target * math.prod(params.rescale_primes(level))
-    acc = None
-    for c, x in terms:
-        if c == 0:
-            continue
-        x = ops.drop_level(x, level)
-        w = round(c * big / x.scale)
-        t = ops._mul_integer(x, w, big)
-        acc = t if acc is None else ops.add(acc, t)
-    if acc is None:  # every coefficient 0: the constant alone, on the first term's ciphertext times 0
-        x = ops.drop_level(terms[0][1], level)
-        acc = ops._mul_integer(x, 0, big)
-    if const:
-        acc = ops.add_scalar(acc, const)
-    return ops.rescale(acc)
+    ints = [(x, round(c * big / x.scale)) for c, x in terms if c != 0]
+    # every coefficient 0: the constant alone, on the first term's ciphertext times 0
+    return ops.combine_rescale(ints or [(terms[0][1], 0)], const, level, big)
 
 
 def _powers_needed(d: int) -> list[int]:
@@ -199,16 +195,16 @@ class _Evaluator:
         if i in self.t:
             return self.t[i]
         a = 1 << (i.bit_length() - 1)
+        # T_2a = 2 T_a^2 - 1 and T_i = 2 T_a T_(i-a) - T_(2a-i): the product, then one program for the rest
         if a == i:
             h = self._power(i // 2)
             prod = ops.mul(h, h, self.keys)
-            prod = ops.add_scalar(ops._mul_integer(prod, 2, prod.scale), -1.0)
+            self.t[i] = ops.combine_rescale([(prod, 2)], -1.0, prod.level, prod.scale)
         else:
             ta, tb, tc = self._power(a), self._power(i - a), self._power(2 * a - i)
             prod = ops.mul(ta, tb, self.keys)
-            prod = ops._mul_integer(prod, 2, prod.scale)
-            prod = ops.sub(prod, lift(tc, prod.level, prod.scale))
-        self.t[i] = ops.rescale(prod)
+            w = lift_factor(tc, prod.scale)
+            self.t[i] = ops.combine_rescale([(prod, 2), (tc, -w)], 0.0, prod.level, prod.scale)
         return self.t[i]
 
     def level_of(self, c) -> int:
@@ -267,4 +263,4 @@ def check_interval(interval) -> tuple[float, float]:
 
 
 __all__ = ["BABY", "chebyshev_coefficients", "chebyshev_divmod", "chebyshev_eval", "check_interval", "depth",
-           "evaluate", "lift", "scale_to"]
+           "evaluate", "lift", "lift_factor", "scale_to"]

@@ -93,6 +93,28 @@ def mul_integer(a0, a1, w, ws):
     return a0._replace(shoup_mul(a0.data, w, ws, q)), a1._replace(shoup_mul(a1.data, w, ws, q))
 
 
+@plan_cache(maxsize=256, on_device=True)
+def combination_words(cs: tuple[int, ...], basis: tuple[int, ...]):
+    """(c_k mod q_i, Shoup companions) as uint32 ``[K, limbs, 1]`` words for integers ``cs``: the operand of
+    :func:`combination_traced` (device arrays, made once per coefficient tuple and basis)."""
+    words = [poly.scalar_constants(int(c), tuple(basis)) for c in cs]
+    return np.stack([w for w, _ in words]), np.stack([ws for _, ws in words])
+
+
+def combination_traced(xs0: tuple, xs1: tuple, w, ws, *, limbs: int):
+    """(sum_k c_k xs0[k], sum_k c_k xs1[k]) over the first ``limbs`` limbs, for integers c_k given as the words
+    ``w, ws`` (:func:`combination_words`, ``[K, limbs, 1]``); the operands may hold more limbs (cut here, no copy).
+    Exact; traceable: in one program, one pass over the K operand pairs (K products and K - 1 sums per word)."""
+    xs0, xs1 = _cut_all(limbs, *xs0), _cut_all(limbs, *xs1)
+    q = poly.modulus_table(xs0[0].basis).q
+    acc0 = acc1 = None
+    for k, (x0, x1) in enumerate(zip(xs0, xs1)):
+        t0, t1 = shoup_mul(x0.data, w[k], ws[k], q), shoup_mul(x1.data, w[k], ws[k], q)
+        acc0 = t0 if acc0 is None else add_mod(acc0, t0, q)
+        acc1 = t1 if acc1 is None else add_mod(acc1, t1, q)
+    return xs0[0]._replace(acc0), xs1[0]._replace(acc1)
+
+
 @jit
 def add_constant(a0, a1, w):
     """(a0 + c, a1) for a constant polynomial c given as its residues w ``[limbs, 1]`` (in EVAL, a constant is the
