@@ -254,9 +254,9 @@ def infer(model: EncodedModel, x: Ciphertext, keys) -> Ciphertext:
     if simd.count(x) != model.weights.side**2:
         raise ParameterError(f"expected {model.weights.side ** 2} pixel ciphertexts, got {simd.count(x)}")
     h = simd.conv2d(model.conv, x)
-    h = ops.rescale(ops.mul(h, h, keys))
+    h = ops.mul_rescale(h, h, keys)
     h = simd.apply(model.fc1, h)
-    h = ops.rescale(ops.mul(h, h, keys))
+    h = ops.mul_rescale(h, h, keys)
     return simd.apply(model.fc2, h)
 
 
@@ -381,10 +381,10 @@ def infer_single(model: SingleModel, x: Ciphertext, keys) -> Ciphertext:
     Plaintext weights: 2 dense BSGS products (:func:`crossfhe.linalg.ckks.matvec`); encrypted: the encrypted,
     pre-rotated diagonals times the encrypted activations (:func:`crossfhe.linalg.ckks.enc_enc_matvec_bsgs`)."""
     h = conv_la.entry_conv(model.conv, x, keys)
-    h = ops.rescale(ops.mul(h, h, keys))
+    h = ops.mul_rescale(h, h, keys)
     h = la.enc_enc_matvec_bsgs(model.fc1, h, keys) if model.encrypted else la.matvec(model.fc1, h, keys)[0]
     h = _add(h, model.fc1_b)
-    h = ops.rescale(ops.mul(h, h, keys))
+    h = ops.mul_rescale(h, h, keys)
     h = la.enc_enc_matvec_bsgs(model.fc2, h, keys) if model.encrypted else la.matvec(model.fc2, h, keys)[0]
     return _add(h, model.fc2_b)
 
@@ -447,9 +447,9 @@ def encrypt_blocks(key_material, model: BlockModel, x) -> tuple[Ciphertext, int]
 def infer_blocks(model: BlockModel, x: Ciphertext, keys) -> Ciphertext:
     """The logits of the packed images: one ciphertext, class j of image t in slot j B + t."""
     h = conv_la.apply_layer(model.conv, x, keys)
-    h = ops.rescale(ops.mul(h, h, keys))
+    h = ops.mul_rescale(h, h, keys)
     h = conv_la.apply_layer(model.fc1, h, keys)
-    h = ops.rescale(ops.mul(h, h, keys))
+    h = ops.mul_rescale(h, h, keys)
     return conv_la.apply_layer(model.fc2, h, keys)
 
 

@@ -384,14 +384,14 @@ def _iteration_steps(z: tuple, v: Ciphertext, w: Ciphertext | None, k: _Constant
     f = lay.width
     inner = [1 << j for j in range(f.bit_length() - 1)]
     # 1. x = Z (.) v, summed over each row's F slots (the C ciphertexts hold different samples: kept apart)
-    xs = [ops.rescale(ops.mul(ops.drop_level(zj, v.level), v, keys)) for zj in z]
+    xs = [ops.mul_rescale(ops.drop_level(zj, v.level), v, keys) for zj in z]
     hs = []
     for x in xs:
         x = _rotate_sum(x, inner, keys)
         # 2. h = c (sigma_3(-B x) - 0.5) on slot r F = (-c A1 B) x + (-c A3 B^3) x^3, at the scale s_h that makes
         # g = rescale(h (.) Z) come out at the weights' scale: s_h s_z / q_g = Delta_w
-        x2 = ops.rescale(ops.mul(x, x, keys))  # scale s_x^2 / q1
-        cubic = ops.rescale(ops.mul(ops.rescale(ops.mul_plain(x, k.m3)), x2, keys))
+        x2 = ops.mul_rescale(x, x, keys)  # scale s_x^2 / q1
+        cubic = ops.mul_rescale(ops.rescale(ops.mul_plain(x, k.m3)), x2, keys)
         h = ops.add(cubic, ops.drop_level(ops.rescale(ops.mul_plain(x, k.m1)), cubic.level))
         h = _rotate_sum(h, [-j for j in inner], keys)
         if h.scale != k.h_scale:

@@ -783,7 +783,7 @@ def odd_polynomial(y: Ciphertext, coeffs, keys: EvaluationKeys, scale: float) ->
     def power(m: int) -> Ciphertext:
         if m not in powers:
             h = power(m // 2)
-            powers[m] = ops.rescale(ops.mul(h, h, keys))
+            powers[m] = ops.mul_rescale(h, h, keys)
         return powers[m]
 
     def run(a: tuple, target: float) -> Ciphertext:
