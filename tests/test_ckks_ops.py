@@ -227,6 +227,15 @@ def test_combine_rescale_gives_the_words_of_its_steps(ctx):
     assert (got.level, got.scale) == (want.level, want.scale)
     for a, b in zip(_words(got), _words(want)):
         np.testing.assert_array_equal(a, b)
+    # a relinearized product as the first term, in the same program
+    fused = ops.combine_rescale([(cz, -3)], 0.25, level, cz.scale * cw.scale, product=(cz, low, ek, 2))
+    prod = ops.mul(cz, low, ek)
+    steps = ops.rescale(ops.add_scalar(ops.add(ops._mul_integer(prod, 2, prod.scale),
+                                               ops._mul_integer(ops.drop_level(cz, level), -3, prod.scale)), 0.25))
+    for a, b in zip(_words(fused), _words(steps)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ParameterError, match="the product is at level"):
+        ops.combine_rescale([], 0.0, level, cz.scale**2, product=(cz, cz, ek, 1))
     # with one scale for every product (3 Delta), the result decrypts to z - w + 0.5: each term's fresh error,
     # then the rescale's rounding
     one = ops.combine_rescale([(cz, 3), (low, -3)], 0.5, level, 3 * cz.scale)

@@ -794,10 +794,10 @@ def odd_polynomial(y: Ciphertext, coeffs, keys: EvaluationKeys, scale: float) ->
         q = float(math.prod(y.params.rescale_primes(pw.level)))
         hi = run(a[half:], target * q / pw.scale)
         lo = run(a[:half], target)
-        prod = ops.mul(hi, pw, keys)
-        # prod + lift(lo), rescaled: one program
-        return ops.combine_rescale([(prod, 1), (lo, polynomial.lift_factor(lo, prod.scale))], 0.0, prod.level,
-                                   prod.scale)
+        # hi pw + lift(lo), rescaled: one program
+        level, scale = min(hi.level, pw.level), hi.scale * pw.scale
+        return ops.combine_rescale([(lo, polynomial.lift_factor(lo, scale))], 0.0, level, scale,
+                                   product=(hi, pw, keys, 1))
 
     a = tuple(float(x) for x in coeffs)
     if not a or len(a) & (len(a) - 1):

@@ -433,45 +433,66 @@ def _mul_integer(a: Ciphertext, c: int, scale: float) -> Ciphertext:
     return _like(a, *ev.mul_integer(a.c0, a.c1, *ev.integer_words(int(c), a.c0.basis)), scale)
 
 
-def combine_rescale(terms, const: float, level: int, scale: float) -> Ciphertext:
+def combine_rescale(terms, const: float, level: int, scale: float, *, product=None) -> Ciphertext:
     """rescale(sum_k c_k x_k + const) for ``terms`` = [(x_k, c_k)]: ciphertexts at levels >= ``level`` (>= 1) and
     integers, the products taken to be at scale ``scale`` (the caller picks c_k = round(a_k scale / scale(x_k)),
     as :func:`_mul_integer`'s callers do); each x_k is taken at ``level`` (primes dropped), the sum holds the
     constant round(const scale), and the result is at ``level`` - 1 with scale ``scale`` / q (q the level's
-    rescale primes). The same words as :func:`_mul_integer`, :func:`add`,
+    rescale primes). ``product`` = (a, b, keys, c) adds the term c (a * b) (:func:`mul`, relinearized; ``level``
+    must then be the product's). The same words as :func:`mul`, :func:`_mul_integer`, :func:`add`,
     :func:`add_scalar` and :func:`rescale` in turn, in one program: one pass over the operands instead of a
     product and a sum (and a cut) per term. Noise: sum_k |c_k| e_k + the rescale's rounding."""
-    if not terms:
+    pairs = list(terms) if product is None else [(product[0], product[3])] + list(terms)
+    if not pairs:
         raise ParameterError("combine_rescale: no terms")
-    first = terms[0][0]
-    if level < 1 or any(x.level < level for x, _ in terms):
+    first = pairs[0][0]
+    if level < 1 or any(x.level < level for x, _ in pairs):
         raise ParameterError(f"combine_rescale: every term must be at level >= {level} >= 1, got "
-                             f"{[x.level for x, _ in terms]}")
-    for x, c in terms:
+                             f"{[x.level for x, _ in pairs]}")
+    for x, c in pairs:
         _same_params(first.params, x.params, "combine_rescale")
         check_key_ids("combine_rescale", first.key_id, x.key_id)
     params = first.params
     basis = params.moduli_at(level)
-    w, ws = ev.combination_words(tuple(int(c) for _, c in terms), basis)
+    w, ws = ev.combination_words(tuple(int(c) for _, c in pairs), basis)
     words = encoder.encode_scalar_constant(float(const), moduli=basis, scale=scale,
                                            margin=rlwe.fresh_noise_bound(params.n), what="combine_rescale")
     primes = params.rescale_primes(level)
-    plan_last, plan_rest, consts = _rescale_tables(params.n, basis, len(primes), params.kernels,
-                                                   params.q + params.p)
-    out0, out1 = _k_combine_rescale(tuple(x.c0 for x, _ in terms), tuple(x.c1 for x, _ in terms), w, ws,
-                                    _constant_words(tuple(int(v) for v in words)), plan_last, plan_rest, consts,
-                                    limbs=len(basis))
+    tables = _rescale_tables(params.n, basis, len(primes), params.kernels, params.q + params.p)
+    const_words = _constant_words(tuple(int(v) for v in words))
+    xs0, xs1 = tuple(x.c0 for x, _ in terms), tuple(x.c1 for x, _ in terms)
+    if product is None:
+        out0, out1 = _k_combine_rescale(xs0, xs1, w, ws, const_words, *tables, limbs=len(basis))
+    else:
+        a, b, keys, _ = product
+        at, limbs, plan = _product(a, b, keys)
+        if at != level:
+            raise ParameterError(f"combine_rescale: the product is at level {at}, not {level}")
+        out0, out1 = _k_mul_combine_rescale(a.c0, a.c1, b.c0, b.c1, keys.relin, plan, xs0, xs1, w, ws, const_words,
+                                            *tables, limbs=limbs)
     rest = basis[: -len(primes)]
     return _like(first, RNSPoly(out0, rest, Domain.EVAL), RNSPoly(out1, rest, Domain.EVAL),
                  scale / math.prod(primes))
 
 
-@partial(jit, static_argnames=("limbs",))
-def _k_combine_rescale(xs0, xs1, w, ws, const, plan_last, plan_rest, consts, *, limbs):
-    """:func:`combine_rescale`'s program: the combination, the constant, then both halves rescaled."""
+def _combined_rescaled(xs0, xs1, w, ws, const, plan_last, plan_rest, consts, limbs):
     s0, s1 = ev.combination_traced(xs0, xs1, w, ws, limbs=limbs)
     s0 = add_mod(s0.data, const, poly.modulus_table(s0.basis).q)
     return _rescale_one(s0, plan_last, plan_rest, consts), _rescale_one(s1.data, plan_last, plan_rest, consts)
+
+
+@partial(jit, static_argnames=("limbs",))
+def _k_combine_rescale(xs0, xs1, w, ws, const, plan_last, plan_rest, consts, *, limbs):
+    """:func:`combine_rescale`'s program: the combination, the constant, then both halves rescaled."""
+    return _combined_rescaled(xs0, xs1, w, ws, const, plan_last, plan_rest, consts, limbs)
+
+
+@partial(jit, static_argnames=("limbs",))
+def _k_mul_combine_rescale(a0, a1, b0, b1, rlk, plan, xs0, xs1, w, ws, const, plan_last, plan_rest, consts, *,
+                           limbs):
+    """:func:`combine_rescale`'s program with a product: the relinearized product first among the terms."""
+    p0, p1 = ev.mul_relin(a0, a1, b0, b1, rlk, plan, limbs=limbs)
+    return _combined_rescaled((p0, *xs0), (p1, *xs1), w, ws, const, plan_last, plan_rest, consts, limbs)
 
 
 def mul_scalar(a: Ciphertext, c: complex) -> Ciphertext:

@@ -198,13 +198,12 @@ class _Evaluator:
         # T_2a = 2 T_a^2 - 1 and T_i = 2 T_a T_(i-a) - T_(2a-i): the product, then one program for the rest
         if a == i:
             h = self._power(i // 2)
-            prod = ops.mul(h, h, self.keys)
-            self.t[i] = ops.combine_rescale([(prod, 2)], -1.0, prod.level, prod.scale)
+            self.t[i] = ops.combine_rescale([], -1.0, h.level, h.scale**2, product=(h, h, self.keys, 2))
         else:
             ta, tb, tc = self._power(a), self._power(i - a), self._power(2 * a - i)
-            prod = ops.mul(ta, tb, self.keys)
-            w = lift_factor(tc, prod.scale)
-            self.t[i] = ops.combine_rescale([(prod, 2), (tc, -w)], 0.0, prod.level, prod.scale)
+            level, scale = min(ta.level, tb.level), ta.scale * tb.scale
+            self.t[i] = ops.combine_rescale([(tc, -lift_factor(tc, scale))], 0.0, level, scale,
+                                            product=(ta, tb, self.keys, 2))
         return self.t[i]
 
     def level_of(self, c) -> int:
