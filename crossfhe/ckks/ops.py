@@ -449,7 +449,7 @@ def combine_rescale(terms, const: float, level: int, scale: float, *, product=No
     if level < 1 or any(x.level < level for x, _ in pairs):
         raise ParameterError(f"combine_rescale: every term must be at level >= {level} >= 1, got "
                              f"{[x.level for x, _ in pairs]}")
-    for x, c in pairs:
+    for x, _ in pairs:
         _same_params(first.params, x.params, "combine_rescale")
         check_key_ids("combine_rescale", first.key_id, x.key_id)
     params = first.params
