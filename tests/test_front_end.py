@@ -150,7 +150,7 @@ def test_tfhe_eager_equals_circuit(tfhe, name):
 @pytest.mark.parametrize("name", ["add", "mul", "mul_scalar", "add_plain", "rotate"])
 def test_an_eager_operation_is_one_program(ckks, count_programs, name):
     """An eager operation, its bookkeeping (level alignment, relinearization, rescale) included, is one call of one
-    compiled program once its program is made (constants re-encoded per call, not recompiled)."""
+    compiled program once its program is made (another constant is encoded, not recompiled)."""
     x, y = ckks.encrypt(A), ckks.encrypt(B)
     CKKS_OPS[name](x, y)
     count_programs.calls.clear()
@@ -160,6 +160,46 @@ def test_an_eager_operation_is_one_program(ckks, count_programs, name):
         count_programs.calls.clear()
         x * 0.125
         assert len(count_programs.calls) == 1, count_programs.calls
+
+
+def test_eager_constants_are_kept_by_value_within_their_budget(monkeypatch):
+    """An eager operation's encoded constants are kept by value: the same plaintext again is not encoded again and
+    gives the same words, another one its own product; the kept encodings stay within eager.CONSTANT_BYTES, the
+    least recently used dropped first; a context's are dropped with it."""
+    import gc
+
+    from crossfhe.api import ckks_lower, eager
+
+    ctx = crossfhe.CKKSContext.create(INSECURE_CKKS_N10, seed=bytes(32), insecure=True, progress=None)
+    encodings = []
+    real = ckks_lower.constants
+    monkeypatch.setattr(ckks_lower, "constants", lambda *a, **k: encodings.append(1) or real(*a, **k))
+    x = ctx.encrypt(A)
+    first = x * B  # the program's first call (its runtime is made with the graph's constants too)
+    made = len(encodings)
+    again = x * B
+    assert len(encodings) == made  # kept
+    _same(first, again, "mul_plain kept")
+    other = x * (B + 0.25)
+    assert len(encodings) == made + 1
+    assert np.abs(ctx.decrypt(other) - A * (B + 0.25)).max() < 1e-3  # CKKS_N10's precision at one product
+    assert np.abs(ctx.decrypt(again) - A * B).max() < 1e-3
+    mine = [k for k in eager._CONSTANTS if k[0][1] == id(ctx.public.runtime_keys)]
+    size = eager._CONSTANTS[mine[0]][2]
+    assert size > 0 and len(mine) == 2
+    monkeypatch.setattr(eager, "CONSTANT_BYTES", 2 * size)  # room for two plaintexts' words
+    for c in (0.5, 0.75, 1.5):
+        x * (B * c)
+        assert eager._CONSTANT_BYTES[0] <= 2 * size
+    assert len(encodings) == made + 4
+    x * (B * 0.75)  # among the two most recent: kept
+    assert len(encodings) == made + 4
+    x * B  # dropped by the budget: encoded again
+    assert len(encodings) == made + 5
+    key_id = id(ctx.public.runtime_keys)
+    del ctx, x, first, again, other
+    gc.collect()
+    assert not [k for k in eager._CONSTANTS if k[0][1] == key_id]
 
 
 def test_numpy_habits_on_ckks(ckks):

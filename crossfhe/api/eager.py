@@ -14,8 +14,10 @@ the scheme's ``interpret`` (the kernels a compiled circuit runs). The lowered gr
 its runtime that does not depend on the operation's constants (keys, key-switching plans, rescale tables) are made
 once per (scheme, key set, operation, static attributes, operands' metadata, batch shapes) and kept here; a call
 then costs a dictionary lookup and one dispatch of one executable. An operation's constants (a scalar, a plaintext
-vector, a lookup table: the attributes the scheme names in ``value_attrs``) are not part of that key: each call
-encodes its own into the runtime (:meth:`Scheme.constants`), so ``x * 0.25`` and ``x * 0.5`` share one program.
+vector, a lookup table: the attributes the scheme names in ``value_attrs``) are not part of that key, so ``x * 0.25``
+and ``x * 0.5`` share one program; their encodings (:meth:`Scheme.with_constants`) are kept by their values (a
+plaintext by its content key), the most recently used first, up to :data:`CONSTANT_BYTES` of encoded words, so a
+constant used again (a mask, a layer's weights) is not encoded again.
 
 Called while a trace is in progress (operands holding a user's ``jax.jit`` or ``vmap`` tracers), the lowered
 graph's ``interpret`` runs inside the caller's trace instead of a program of its own. Programs are
@@ -41,6 +43,12 @@ call); passes carry attributes over, so the lowered node that computes it still 
 _CACHE: dict = {}
 _LIMIT = 4096
 
+CONSTANT_BYTES = 256 << 20
+"""The most bytes of encoded constants kept for eager operations (plaintexts, scalars' residues, lookup tables),
+over every context: past it the least recently used go first."""
+_CONSTANTS: dict = {}  # (program key, constants' values) -> (runtime, its flattened leaves, bytes); in use order
+_CONSTANT_BYTES = [0]
+
 
 _WATCHED: dict = {}
 
@@ -52,10 +60,12 @@ def _watch(public) -> None:
     if key_id in _WATCHED:
         return
 
-    def forget(_ref, key_id=key_id, watched=_WATCHED, cache=_CACHE):
+    def forget(_ref, key_id=key_id, watched=_WATCHED, cache=_CACHE, consts=_CONSTANTS, used=_CONSTANT_BYTES):
         watched.pop(key_id, None)
         for k in [k for k in cache if k[1] == key_id]:
             cache.pop(k, None)
+        for k in [k for k in consts if k[0][1] == key_id]:
+            used[0] -= consts.pop(k)[2]
 
     try:
         _WATCHED[key_id] = weakref.ref(public, forget)
@@ -73,6 +83,32 @@ def _masked(attrs: dict, value_attrs: frozenset) -> tuple:
         else:
             out.append((k, v))
     return tuple(out)
+
+
+def _with_constants(scheme, entry, key, attrs: dict, consts: dict, params, public) -> tuple:
+    """(runtime, its flattened leaves) of this call: the entry's static runtime with the call's constants encoded,
+    kept by their values (:data:`CONSTANT_BYTES`)."""
+    values = tuple((k, attrs[k]) for k in sorted(attrs) if k in scheme.value_attrs)
+    try:
+        ckey = (key, values)
+        hit = _CONSTANTS.pop(ckey, None)
+    except TypeError:  # a value that is not hashable: encoded for this call only
+        ckey = hit = None
+    if hit is not None:
+        _CONSTANTS[ckey] = hit  # the most recently used last
+        return hit[0], hit[1]
+    static = entry.static_rt
+    rt = scheme.with_constants(static, _substituted(entry.lowered, attrs, consts, scheme.value_attrs), params, public)
+    leaves = tuple(jax.tree_util.tree_leaves(rt))
+    if ckey is not None:
+        size = sum(int(getattr(a, "nbytes", 0)) for k, v in rt.items() if static.get(k) is not v
+                   for a in jax.tree_util.tree_leaves(v))
+        if size <= CONSTANT_BYTES:
+            while _CONSTANTS and _CONSTANT_BYTES[0] + size > CONSTANT_BYTES:
+                _CONSTANT_BYTES[0] -= _CONSTANTS.pop(next(iter(_CONSTANTS)))[2]
+            _CONSTANTS[ckey] = (rt, leaves, size)
+            _CONSTANT_BYTES[0] += size
+    return rt, leaves
 
 
 def _batch(word, item: int) -> tuple:
@@ -169,21 +205,22 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
     if check is not None and entry.by_operation:
         check(entry.lowered)
     nested = xla._top_level is not None and not xla._top_level()
+    if entry.has_values:
+        rt, rt_leaves = _with_constants(scheme, entry, key, attrs, consts, params, public)
+    else:
+        rt, rt_leaves = entry.static_rt, entry.rt_leaves
     compiled = entry.compiled
-    if compiled is not None and entry.rt_leaves is not None and not nested:
+    if compiled is not None and not nested:
         # the common call: a compiled program whose runtime bundle was flattened once; only the words travel
         constants, exe, out_tree = compiled
         leaves = [a for _, w in operands for a in w]
         if entry.program.x64:
             with jax.enable_x64(True):
-                out = exe(constants, *leaves, *entry.rt_leaves)
+                out = exe(constants, *leaves, *rt_leaves)
         else:
-            out = exe(constants, *leaves, *entry.rt_leaves)
+            out = exe(constants, *leaves, *rt_leaves)
         return entry.out, jax.tree_util.tree_unflatten(out_tree, out)[0]
     lowered = entry.lowered
-    rt = entry.static_rt
-    if entry.has_values:
-        rt = scheme.with_constants(rt, _substituted(lowered, attrs, consts, value_attrs), params, public)
     inputs = tuple(tuple(w) for _, w in operands)
     if nested or entry.by_operation:
         # inside a caller's trace its program takes the operations in; a bootstrap runs operation by operation
@@ -235,8 +272,10 @@ def _compile(scheme, params, lowered: Graph, program, key, inputs, rt):
 
 
 def clear() -> None:
-    """Forget every cached eager program (tests; a process that changes kernel sets)."""
+    """Forget every cached eager program and encoded constant (tests; a process that changes kernel sets)."""
     _CACHE.clear()
+    _CONSTANTS.clear()
+    _CONSTANT_BYTES[0] = 0
 
 
-__all__ = ["EAGER_MARK", "clear", "run"]
+__all__ = ["CONSTANT_BYTES", "EAGER_MARK", "clear", "run"]

@@ -226,7 +226,8 @@ class SlotVector(Value):
         """``np.roll(values, -k)``: value j of the result is value (j + k) mod length, any integer k. A length that
         is a power of two: one rotation of the slots (a key switch). Another length: two rotations, by k mod length
         and by that minus the length, combined by two 0/1 mask products (one level in CKKS); the padding is clean
-        after."""
+        after. A rotation whose key the context lacks is composed from the power-of-two keys (one key switch per set
+        bit): for length n, holding keys for k and k - n makes the whole roll two key switches."""
         try:
             k = operator.index(k)
         except TypeError:
