@@ -206,9 +206,8 @@ class CKKSContext(Context):
         they serve (implies ``bootstrap``; default N/2 values, any vector): keys for vectors of up to N/4 values are
         fewer and their bootstrap runs EvalMod once instead of twice (:func:`crossfhe.ckks.bootstrap.slots_for`); a
         longer vector's bootstrap is then refused. ``compact_keys``: the bootstrapping keys in their compact form
-        (:meth:`crossfhe.ckks.bootstrap.Keys.compact`: half the memory, about 2.3 GiB instead of 4.5 at
-        ``N16_BOOT_L3``; each key switch makes its key's uniform half from a seed, which costs time:
-        benchmarks/README.md, "Compact keys"). ``progress``: :mod:`crossfhe.progress`, one
+        (:meth:`crossfhe.ckks.bootstrap.Keys.compact`: half the memory; each key switch makes its key's uniform half
+        from a seed, which costs time: the sizes and times are in benchmarks/README.md, "Compact keys"). ``progress``: :mod:`crossfhe.progress`, one
         step per key (at N 2^16 the bootstrapping keys are about 40, a few seconds each); the default draws a bar
         once key generation has taken 2 s. Parameters marked insecure (``crossfhe.testing``) are refused unless
         ``insecure=True``. Creating a context turns on JAX's persistent compilation cache
