@@ -207,12 +207,12 @@ class CKKSContext(Context):
         fewer and their bootstrap runs EvalMod once instead of twice (:func:`crossfhe.ckks.bootstrap.slots_for`); a
         longer vector's bootstrap is then refused. ``compact_keys``: the bootstrapping keys in their compact form
         (:meth:`crossfhe.ckks.bootstrap.Keys.compact`: half the memory; each key switch makes its key's uniform half
-        from a seed, which costs time: the sizes and times are in benchmarks/README.md, "Compact keys"). ``progress``: :mod:`crossfhe.progress`, one
-        step per key (at N 2^16 the bootstrapping keys are about 40, a few seconds each); the default draws a bar
-        once key generation has taken 2 s. Parameters marked insecure (``crossfhe.testing``) are refused unless
-        ``insecure=True``. Creating a context turns on JAX's persistent compilation cache
-        (:func:`crossfhe.runtime.enable_compilation_cache`: a cache of your own wins; ``CROSSFHE_JAX_CACHE=0`` opts
-        out), so a later process loads what this one compiled.
+        from a seed, which costs time: the sizes and times are in benchmarks/README.md, "Compact keys").
+        ``progress``: :mod:`crossfhe.progress`, one step per key (at N 2^16 the bootstrapping keys are about 40, a
+        few seconds each); the default draws a bar once key generation has taken 2 s. Parameters marked insecure
+        (``crossfhe.testing``) are refused unless ``insecure=True``. Creating a context turns on JAX's persistent
+        compilation cache (:func:`crossfhe.runtime.enable_compilation_cache`: a cache of your own wins;
+        ``CROSSFHE_JAX_CACHE=0`` opts out), so a later process loads what this one compiled.
 
         ``kernels``: the kernel set every operation of this context runs on (``crossfhe.kernels.VECTOR``,
         ``NATIVE``, ``MATRIX``, or their names); by default the parameters' own, where AUTO is resolved here, once,
