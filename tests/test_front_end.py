@@ -202,6 +202,26 @@ def test_eager_constants_are_kept_by_value_within_their_budget(monkeypatch):
     assert not [k for k in eager._CONSTANTS if k[0][1] == key_id]
 
 
+@pytest.mark.parametrize("scheme", ["ckks", "bfv"])
+def test_roll_takes_the_cheaper_second_rotation(scheme, ckks, bfv, count_programs):
+    """rotate on a length that is not a power of two: the tail rotation is made from the head where that takes
+    fewer key switches. 84 values (width 128), by 1, with the power-of-two keys: the head is one key switch, the
+    tail x by 1 - 84 = 45 mod 128 (four set bits: 5 rotations in all) or the head by 128 - 84 = 44 (three): 4
+    rotations in all, and the values are np.roll's."""
+    ctx = ckks if scheme == "ckks" else bfv
+    n = 84
+    a = np.linspace(-0.9, 0.8, n) if scheme == "ckks" else np.arange(n) % 17
+    x = ctx.encrypt(a)
+    count_programs.calls.clear()
+    y = x.rotate(1)
+    rotations = [c for c in count_programs.calls if "rotate" in c]
+    assert len(rotations) == 4, count_programs.calls
+    if scheme == "ckks":
+        assert np.abs(ctx.decrypt(y) - np.roll(a, -1)).max() < 1e-3  # CKKS_N10 after a mask product
+    else:
+        assert np.array_equal(ctx.decrypt(y), np.roll(a, -1))
+
+
 def test_numpy_habits_on_ckks(ckks):
     x = ckks.encrypt(A)
     tol = 1e-3

@@ -388,6 +388,15 @@ class EncryptedIntVector(KeyOwned, SlotVector):
     def _half(self) -> int:
         return (self.ctx.params.n if not self.traced else 2**30) // 2
 
+    def _key_switches(self, r: int) -> int:
+        if self.traced:
+            return 1
+        if self.width > self._half():
+            return 0  # not counted: rotations at width N add the row swap and masks
+        params, keys, k = self.ctx.params, self.ctx.keys, r % self.width
+        direct = any(bfv_ops.rotation_element(params, o) in keys.galois for o in (r, k, k - self.width))
+        return 1 if direct else bin(k).count("1")
+
     def _raw_rotate(self, r: int) -> EncryptedIntVector:
         """The width-periodic slots rotated left by r (0 < r < width). Up to width N/2: row rotations (key switches
         only). At width N the two rows exchange their ends: also the row swap and two 0/1 mask products."""

@@ -441,6 +441,16 @@ class EncryptedVector(KeyOwned, SlotVector):
 
     # Slots -----------------------------------------------------------------------------------------
 
+    def _direct_offset(self, r: int) -> int | None:
+        """r or r - width where the context holds its Galois key (None: neither)."""
+        keys, params = self.ctx.keys, self.ctx.params
+        return next((o for o in (r, r - self.width) if ckks_ops.rotation_element(params, o) in keys.galois), None)
+
+    def _key_switches(self, r: int) -> int:
+        if self.traced:
+            return 1
+        return 1 if self._direct_offset(r) is not None else bin(r).count("1")
+
     def _raw_rotate(self, r: int) -> EncryptedVector:
         """The width-periodic slots rotated left by r (0 < r < width; padding included): one key switch with the
         Galois key for r or r - width when the context holds it, else one per set bit of r with the power-of-two
@@ -448,9 +458,9 @@ class EncryptedVector(KeyOwned, SlotVector):
         if self.traced:
             return self._apply("rotate", [], {"k": r}, clean=False)
         keys, params = self.ctx.keys, self.ctx.params
-        for offset in (r, r - self.width):
-            if ckks_ops.rotation_element(params, offset) in keys.galois:
-                return self._apply("rotate", [], {"k": offset}, clean=False)
+        offset = self._direct_offset(r)
+        if offset is not None:
+            return self._apply("rotate", [], {"k": offset}, clean=False)
         steps = [1 << i for i in range(r.bit_length()) if r >> i & 1]
         missing = [s for s in steps if ckks_ops.rotation_element(params, s) not in keys.galois]
         if missing:

@@ -227,7 +227,8 @@ class SlotVector(Value):
         is a power of two: one rotation of the slots (a key switch). Another length: two rotations, by k mod length
         and by that minus the length, combined by two 0/1 mask products (one level in CKKS); the padding is clean
         after. A rotation whose key the context lacks is composed from the power-of-two keys (one key switch per set
-        bit): for length n, holding keys for k and k - n makes the whole roll two key switches."""
+        bit; the second rotation is made from the first where that takes fewer): for length n, holding keys for k
+        and k - n makes the whole roll two key switches."""
         try:
             k = operator.index(k)
         except TypeError:
@@ -240,8 +241,18 @@ class SlotVector(Value):
         lo = np.zeros(self.length, dtype=self._MASK_DTYPE)
         lo[: self.length - r] = 1
         head = self._raw_rotate(r)
-        tail = self._raw_rotate((r - self.length) % self.width)
+        # the tail is x rotated by r - length, or the head rotated on by width - length: whichever takes fewer
+        # key switches with the context's keys
+        back, direct = self.width - self.length, (r - self.length) % self.width
+        if self._key_switches(back) < self._key_switches(direct):
+            tail = head._raw_rotate(back)
+        else:
+            tail = self._raw_rotate(direct)
         return head * lo + tail * (1 - lo)
+
+    def _key_switches(self, r: int) -> int:
+        """How many key switches :meth:`_raw_rotate` takes for ``r`` with this value's keys (0: not counted)."""
+        return 0
 
     def roll(self, shift: int):
         """``np.roll(values, shift)``: :meth:`rotate` by -shift."""
