@@ -83,3 +83,36 @@ def test_static_arguments_and_decorator_forms():
     assert static.__name__ == "static"
     with pytest.raises(ValueError):  # a non-hashable static argument is refused, as by jax.jit
         static(jnp.uint32(3), k=np.arange(2))
+
+
+@xla.jit
+def _scaled(x):
+    return (x * jnp.uint32(3) + jnp.uint32(1)) % jnp.uint32(7)
+
+
+@xla.jit
+def _summed(x, y):
+    return x + y
+
+
+def _two_reads(x):
+    a = _scaled(x)  # read by both kernels below
+    return _summed(a, a), _summed(a, x)
+
+
+def test_materializing_program_keeps_each_kernel_result_once():
+    """Program(materialize=True): the same words as without; each array a kernel called directly returns goes through
+    one conditional (what XLA:CPU cannot fuse through, so a result read twice is computed once), none inside the
+    kernels, and none without the option; a Program traced inside another takes the outer one's setting."""
+    x = jnp.arange(64, dtype=jnp.uint32) * jnp.uint32(2654435761)
+    plain = xla.Program(_two_reads)
+    kept = xla.Program(_two_reads, materialize=True)
+    for a, b in zip(plain(x), kept(x), strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    assert np.array_equal(np.asarray(kept(x)[0]), 2 * ((np.asarray(x) * 3 + 1) % 7))
+    cases = lambda p: p.lower(x).as_text().count("stablehlo.case")  # noqa: E731
+    assert cases(plain) == 0
+    assert cases(kept) == 3  # a, and each sum
+    both = lambda v: plain(v)[0] + kept(v)[1]  # noqa: E731 - each traced inline: a twice, one sum of each
+    assert cases(xla.Program(both, materialize=True)) == 4
+    assert cases(xla.Program(both)) == 0

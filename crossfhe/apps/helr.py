@@ -414,7 +414,7 @@ def _iteration_steps(z: tuple, v: Ciphertext, w: Ciphertext | None, k: _Constant
     return w_new, v_new
 
 
-_ITERATION = Program(_iteration_steps, name="helr_iteration")
+_ITERATION = Program(_iteration_steps, name="helr_iteration", materialize=True)
 
 
 def _iteration_program(z: tuple, v: Ciphertext, w: Ciphertext | None, k: _Constants,

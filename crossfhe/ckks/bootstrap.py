@@ -924,7 +924,7 @@ def _program_steps(ct: Ciphertext, keys: Keys, pl: Plan, first: lintrans.Encoded
     return _steps(ct, keys, pl, eval_mod_loop, first)
 
 
-_BOOTSTRAP = Program(_program_steps, name="bootstrap")
+_BOOTSTRAP = Program(_program_steps, name="bootstrap", materialize=True)
 
 
 def bootstrap(ct: Ciphertext, keys: Keys, *, real: bool = False, precise: bool = False) -> Ciphertext:

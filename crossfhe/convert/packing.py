@@ -198,10 +198,7 @@ def _k_pack_two(e0, e1, o0, o1, mono, element, ksk, plan):
     # above the key switch's (benchmarks/README.md, issue 32).
     t0 = _permute(sub(e0, x0), idx)
     t0 = t0._replace(fusion_barrier(t0.data, mono.data))
-    d0, d1 = add(add(add(e0, x0), t0), u0), add(add(e1, x1), u1)
-    # materialized: inside a larger program (a packing tree as one program) the next level reads each of these
-    # twice (its even and odd parts' sum and difference) and XLA would compute the sums again for each read
-    return (d0._replace(fusion_barrier(d0.data, mono.data)), d1._replace(fusion_barrier(d1.data, mono.data)))
+    return add(add(add(e0, x0), t0), u0), add(add(e1, x1), u1)
 
 
 def _pack_level(even, odd, keys, level: int, plan: KeySwitchPlan):

@@ -583,7 +583,7 @@ def _pbs_words(server: tfhe_ops.ServerKey, b, a, table, delta: int | None):
     return ob, oa
 
 
-_TO_TFHE = {x64: Program(_to_tfhe_steps, x64=x64, name="ckks_to_tfhe") for x64 in (False, True)}
+_TO_TFHE = {x64: Program(_to_tfhe_steps, x64=x64, name="ckks_to_tfhe", materialize=True) for x64 in (False, True)}
 
 
 def _table_words(tparams: TFHEParams, table) -> jax.Array:
@@ -723,7 +723,7 @@ def _to_ckks_steps(lwe: LWECiphertext, keys: SwitchKeys, table, pl: bt.Plan, sta
     return ckks_ops._like(out, out.c0, out.c1, out.scale * static.factor)
 
 
-_TO_CKKS = {x64: Program(_to_ckks_steps, x64=x64, name="tfhe_to_ckks") for x64 in (False, True)}
+_TO_CKKS = {x64: Program(_to_ckks_steps, x64=x64, name="tfhe_to_ckks", materialize=True) for x64 in (False, True)}
 
 
 def tfhe_to_ckks(lwe: LWECiphertext, keys: SwitchKeys, *, table=None, period: int | None = None) -> Ciphertext:

@@ -65,7 +65,6 @@ from crossfhe.math.modular import (
     ModulusTable,
     add_mod,
     barrett_mul,
-    fusion_barrier,
     reduce_u64,
     shoup_mul,
     shoup_precompute,
@@ -313,7 +312,7 @@ def _k_dot(x, v0, v1, tables: _DotTables):
                     tables.down.q)
     # times N^-1 mod Q: the packing's normalization (pack_lwes(normalize=True)), here where it costs no pass
     c00 = shoup_mul(c00, *tables.n_inv_q, tables.down.q)
-    c1 = fusion_barrier(shoup_mul(c1, *tables.n_inv_q, tables.down.q), tables.down.q)  # as in _k_dot_full
+    c1 = shoup_mul(c1, *tables.n_inv_q, tables.down.q)
     return jnp.broadcast_to(c00, c1.shape), c1
 
 
@@ -335,9 +334,7 @@ def _k_dot_full(x, v0, v1, tables: _DotTables):
     else:  # many narrow blocks (large R): a loop, so that the program does not grow with n
         acc = jax.lax.fori_loop(1, blocks, lambda b, a: add_mod(a, product(b), q), product(0))
     c = mod_down_eval(acc, tables.down, tables.ntt_q, tables.ntt_p)
-    # materialized: inside a larger program (hmvp_program) XLA would fuse the products into each packing step that
-    # reads a slice of c and compute them again there
-    c = fusion_barrier(shoup_mul(c, *tables.n_inv_q, tables.down.q), tables.down.q)
+    c = shoup_mul(c, *tables.n_inv_q, tables.down.q)
     return c[..., 0, :, :], c[..., 1, :, :]
 
 
@@ -446,7 +443,7 @@ def _tiles(evals, vec: CoefficientVector, galois: dict, shape: _Shape, timings: 
     return tuple(outs)
 
 
-_HMVP = xla.Program(_tiles, name="hmvp")
+_HMVP = xla.Program(_tiles, name="hmvp", materialize=True)
 
 
 def _result(tiles: tuple, vec: CoefficientVector, shape: _Shape) -> HMVPResult:
@@ -492,9 +489,9 @@ def hmvp_program(
     every tile's packing tree, with the matrix's transformed rows, the vector, the packing keys and every table as
     its arguments: the same words, one dispatch (what an accelerator needs). It is traced and compiled once per
     argument structure (the parameters, the matrix's shape, R, ``rows_per_call``, the key pair's identifier) and
-    reused by every call that shares it. The kernels' outputs are materialized (fusion barriers), so XLA does not
-    compute them again inside each step that reads them; on XLA:CPU it then runs as fast as :func:`hmvp`
-    (benchmarks/README.md, "HMVP as one program")."""
+    reused by every call that shares it. Its kernels' results are materialized (``Program(materialize=True)``), so
+    XLA does not compute them again inside each step that reads them (benchmarks/README.md, "Workloads as one
+    program, without recomputation")."""
     galois, shape = _prepare(mat, vec, keys, rows_per_call)
     return _result(_HMVP(mat.evals, vec, galois, shape), vec, shape)
 

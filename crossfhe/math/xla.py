@@ -30,6 +30,7 @@ import hashlib
 import inspect
 import os
 import pickle
+import threading
 
 import jax
 import numpy as np
@@ -71,7 +72,14 @@ class _Jit:
         fn = self._pick(args, kwargs)
         if self._persist is not None and _store() is not None and (_top_level is None or _top_level()):
             return self._persist(fn, fn is self._cpu, args, kwargs)
-        return fn(*args, **kwargs)
+        if not getattr(_MATERIALIZE, "on", False):
+            return fn(*args, **kwargs)
+        _MATERIALIZE.on = False  # this call is a step of a materializing Program: the calls inside it are not
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _MATERIALIZE.on = True
+        return _materialized(out, (args, kwargs))
 
     def lower(self, *args, **kwargs):
         return self._pick(args, kwargs).lower(*args, **kwargs)
@@ -81,6 +89,37 @@ class _Jit:
 
     def __get__(self, obj, objtype=None):  # as a method: bind like a function
         return self if obj is None else functools.partial(self, obj)
+
+
+_MATERIALIZE = threading.local()
+"""``on`` while a :class:`Program` with ``materialize`` traces its function outside any :func:`jit` call (per
+thread: each thread traces its own)."""
+
+
+def _materialized(out, inputs):
+    """``out`` with each integer or float array materialized: a conditional on a runtime word of ``inputs`` whose two
+    branches are the identity, which XLA:CPU cannot fuse into the array's consumers (the same device as
+    :func:`crossfhe.math.modular.fusion_barrier`). Other leaves pass through."""
+    import jax.numpy as jnp
+
+    words = [x for x in jax.tree_util.tree_leaves(inputs) if isinstance(x, jax.Array) and x.size]
+    if not words:
+        return out
+    w = jnp.ravel(words[0])[0]
+    pred = (w if jnp.issubdtype(w.dtype, jnp.integer) else w.astype(jnp.int32)).astype(jnp.uint32) < jnp.uint32(2**31)
+
+    def barrier(x):
+        if not isinstance(x, jax.Array) or not x.size:
+            return x
+        if jnp.issubdtype(x.dtype, jnp.integer):
+            other = lambda u: u ^ jnp.zeros((), u.dtype)  # noqa: E731
+        elif jnp.issubdtype(x.dtype, jnp.floating):
+            other = lambda u: u + jnp.zeros((), u.dtype)  # noqa: E731
+        else:
+            return x
+        return jax.lax.cond(pred, lambda u: u, other, x)
+
+    return jax.tree_util.tree_map(barrier, out)
 
 
 def jit(fun=None, /, *, persist: bool = False, **kwargs):
@@ -461,11 +500,18 @@ class Program:
     itself: the caller's trace takes the operations in. ``x64``: trace and run inside ``jax.enable_x64(True)`` (the
     float64 Fourier kernels of TFHE). The result's pytree structure (static metadata included: levels, scales, key
     ids) is the one the trace produced.
+
+    ``materialize``: the arrays each :func:`jit` kernel ``fn`` calls directly returns are materialized (a
+    conditional XLA:CPU cannot fuse through), as the same kernels' results are between separate programs. Without
+    it XLA fuses a kernel's elementwise tail into every consumer in the next kernels and computes it again in each
+    (a whole workload ran several times slower as one program than kernel by kernel: benchmarks/README.md,
+    "Workloads as one program, without recomputation"). The same words either way.
     """
 
-    def __init__(self, fn, *, x64: bool = False, name: str | None = None):
+    def __init__(self, fn, *, x64: bool = False, name: str | None = None, materialize: bool = False):
         self.fn = fn
         self.x64 = x64
+        self.materialize = materialize
         self.name = name or getattr(fn, "__name__", "program")
         self._entries: dict = {}
         functools.update_wrapper(self, fn)
@@ -484,8 +530,12 @@ class Program:
         key = (tree, self._signature(flat))
         entry = self._entries.get(key)
         if entry is None:
-            with self._scope():
-                closed, out_shape = jax.make_jaxpr(lambda *a: self.fn(*a), return_shape=True)(*args)
+            outer, _MATERIALIZE.on = getattr(_MATERIALIZE, "on", False), self.materialize
+            try:
+                with self._scope():
+                    closed, out_shape = jax.make_jaxpr(lambda *a: self.fn(*a), return_shape=True)(*args)
+            finally:
+                _MATERIALIZE.on = outer
             out_tree = jax.tree_util.tree_structure(out_shape)
             jaxpr = closed.jaxpr
 
