@@ -9,8 +9,8 @@ Forms: ``operations`` (the default entry points: ``hmvp.hmvp``, ``bootstrap.boot
 
 - ``hmvp``: the README's BFV example, a 300 x 1000 matrix at ``CHAM_N4096``;
 - ``bootstrap_tiny``: the smallest bootstrap of the tests (N 2^10, 4 slots, EvalMod of degree 3);
-- ``bootstrap_n11``: ``INSECURE_CKKS_BOOT_N11`` at full slots (its program takes about 9 GB and 11 minutes to
-  compile on a 2-core EPYC: not in the default list).
+- ``bootstrap_n11``: ``INSECURE_CKKS_BOOT_N11`` at full slots (its program takes about 2 GB and half a minute to
+  compile on a 2-core EPYC; not in the default list).
 """
 
 from __future__ import annotations

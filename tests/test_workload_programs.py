@@ -6,8 +6,9 @@ jitted programs made at top level), give the words of the same workload run oper
 and take their keys and tables as arguments (no large constant in the lowered program).
 
 Each of these programs holds every operation of its workload once per occurrence (XLA inlines them all), tens to
-hundreds of thousands of lines of StableHLO: the tests that compile one beyond a small HMVP are marked slow, each
-with what it compiles."""
+hundreds of thousands of lines of StableHLO; with each kernel's results materialized (``Program(materialize=True)``)
+they compile in seconds to a minute. The tests that take more than about 20 s on one CPU are marked slow, each with
+what it compiles."""
 
 from __future__ import annotations
 
@@ -91,7 +92,6 @@ def test_hmvp_program_takes_its_tables_and_keys_as_arguments(bfv_keys):
     assert _largest_constant(text) <= 1024
 
 
-@pytest.mark.slow  # two tiles and a packing tree of 16 groups: about 80 s of compiling on one busy core
 def test_hmvp_two_tiles_is_one_program(bfv_keys, count_programs):
     sk, ek = bfv_keys
     mat, vec, a, v = _hmvp_case(bfv_keys, 300, 40, 16)
@@ -132,7 +132,7 @@ def _tiny_ct(ek, level=0, seed=1):
     return C.drop_level(ct, level)
 
 
-@pytest.mark.slow  # SubSum's 7 rotations, both transforms and EvalMod in one program: about 2 minutes of compiling
+# SubSum's 7 rotations, both transforms and EvalMod in one program: about 17 s of compiling on one CPU
 def test_bootstrap_is_one_program_with_the_words_of_its_operations(tiny_keys, count_programs):
     sk, ek, bk = tiny_keys
     ct = _tiny_ct(ek)
@@ -150,7 +150,6 @@ def test_bootstrap_is_one_program_with_the_words_of_its_operations(tiny_keys, co
     assert _same_words((got.c0, got.c1), (lambda r: (r.c0, r.c1))(bt.bootstrap(other, bk)))
 
 
-@pytest.mark.slow  # lowers the program of the test above (tracing and lowering only)
 def test_bootstrap_plan_and_keys_are_arguments(tiny_keys):
     """The plan (encoded transforms) and the keys are arguments: none of their arrays is among the program's
     constants (the tables its operations read: NTT, key-switching, rescaling plans), and the lowered text embeds no
@@ -183,7 +182,7 @@ def test_real_bootstrap_program_has_the_words_of_its_operations(count_programs):
     assert _same_words((out.c0, out.c1), (ref.c0, ref.c1))
 
 
-@pytest.mark.slow  # the N 2^11 bootstrap as one program: 345 000 lines of StableHLO, 9.5 GB and ~10 min to compile
+@pytest.mark.slow  # the N 2^11 bootstrap as one program: about 45 s and 2 GB to compile
 def test_bootstrap_program_at_n11_has_the_words_of_its_operations():
     from crossfhe.testing import INSECURE_CKKS_BOOT_N11 as P
 

@@ -79,8 +79,9 @@ class Scheme:
     - ``interpret(graph, params, inputs, runtime) -> [leaves per output]``: the circuit on one item (traceable;
       ``inputs``: a tuple of leaf tuples, one per input).
     - ``by_operation(graph) -> bool``: True where the graph runs operation by operation, each operation its own
-      cached compiled program, rather than as one program (CKKS circuits that bootstrap: XLA inlines every
-      operation of a bootstrap into one program, whose compilation takes minutes and gigabytes); default False.
+      cached compiled program, rather than as one program (CKKS circuits that bootstrap: their program would
+      embed the bootstrap's tables, and on XLA:CPU an N 2^16 bootstrap as one program compiles for about a minute
+      and runs slower than its operations); default False.
     - ``value_attrs``, ``item_ndims``, ``eager_key``, ``eager_output``, ``eager_passes``, ``with_constants``,
       ``x64``: what eager values need to run one operation as a one-node circuit (:mod:`crossfhe.api.eager`).
     - ``params_digest(params)``, ``kernels(params)``, ``build_id(params)``, ``custom_calls(params)``: identity,

@@ -448,8 +448,8 @@ def train(data: EncryptedData, keys: boot.Keys, *, iterations: int = 32, rate: f
     initial weights (:func:`encrypt_weights`; default zeros, encrypted under the data's key by its public key).
     ``progress``: :mod:`crossfhe.progress` (one step per iteration). ``one_program``: steps 1-4 of each iteration
     as one compiled executable (two programs in a training, the first iteration's and the others'), else operation
-    by operation: the same words; on XLA:CPU the program compiles for minutes (benchmarks/README.md, "Workloads as
-    one program")."""
+    by operation: the same words; on XLA:CPU the program takes longer to compile (benchmarks/README.md, "Workloads
+    as one program, without recomputation")."""
     if not isinstance(data, EncryptedData):
         raise TypeError(f"train takes EncryptedData (crossfhe.apps.helr.encrypt_data), got {type(data).__name__}")
     if not isinstance(keys, boot.Keys):

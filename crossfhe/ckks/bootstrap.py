@@ -949,8 +949,9 @@ def bootstrap(ct: Ciphertext, keys: Keys, *, real: bool = False, precise: bool =
     of the other presets, where one iteration gives 25-26.
 
     Operation by operation (:func:`bootstrap_steps`), each operation its own cached compiled program;
-    :func:`bootstrap_program` is the same words in one executable, whose compilation on XLA:CPU costs far more
-    (benchmarks/README.md, "Workloads as one program")."""
+    :func:`bootstrap_program` is the same words in one executable, which on XLA:CPU compiles for longer and runs
+    faster at N 2^11, slower at N 2^16 (benchmarks/README.md, "Workloads as one program, without
+    recomputation")."""
     pl = _check(ct, keys)
     if precise:
         return refine_steps(ct, keys, pl, first=_first(pl, real), last=refine_last_factor(pl.params, pl.config))
