@@ -950,7 +950,7 @@ def bootstrap(ct: Ciphertext, keys: Keys, *, real: bool = False, precise: bool =
 
     Operation by operation (:func:`bootstrap_steps`), each operation its own cached compiled program;
     :func:`bootstrap_program` is the same words in one executable, which on XLA:CPU compiles for longer and runs
-    faster at N 2^11, slower at N 2^16 (benchmarks/README.md, "Workloads as one program, without
+    faster at N 2^11, a little slower at N 2^16 (benchmarks/README.md, "Workloads as one program, without
     recomputation")."""
     pl = _check(ct, keys)
     if precise:
