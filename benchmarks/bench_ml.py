@@ -1,6 +1,6 @@
 """Encrypted machine learning on CKKS (issue 28): HELR training and CNN inference, against TenSEAL in the same run.
 
-    python benchmarks/bench_ml.py [--quick] [--threads 1,2] [--iterations 32] [--cnn-images 100]
+    python benchmarks/bench_ml.py [--quick] [--threads 1,2] [--iterations 32] [--cnn-images 100] [--one-program]
                                   [--peer-lr-iterations 1] [--no-peer] [--json PATH]
 
 **HELR** (crossfhe.apps.helr): logistic regression trained on 1024 encrypted digits (scikit-learn's, resized to
@@ -59,6 +59,8 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--peer-cnn-images", type=int, default=10, help="TenSEAL images timed per network")
     p.add_argument("--peer-cnn-seconds", type=float, default=120.0, help="TenSEAL's time cap per network (>= 2 images)")
     p.add_argument("--quick", action="store_true", help="insecure N 2^11, small data: a smoke test")
+    p.add_argument("--one-program", action="store_true",
+                   help="HELR: each iteration's steps as one compiled program (helr.train(one_program=True))")
     p.add_argument("--no-peer", action="store_true", help="skip TenSEAL")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--json", default=str(HERE / "results" / "ml.json"))
@@ -101,7 +103,7 @@ def _rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def helr_worker(threads: int, iterations: int, rate: float, quick: bool) -> dict:
+def helr_worker(threads: int, iterations: int, rate: float, quick: bool, one_program: bool = False) -> dict:
     from crossfhe.cli.benchutil import enable_compilation_cache, load_average, pin_threads
 
     pin_threads(threads)
@@ -133,7 +135,8 @@ def helr_worker(threads: int, iterations: int, rate: float, quick: bool) -> dict
         marks.append(time.perf_counter())
         per_iter.append(marks[-1] - marks[-2])
 
-    w = helr.train(data, keys, iterations=iterations, rate=rate, stats=stats, progress=progress)
+    w = helr.train(data, keys, iterations=iterations, rate=rate, stats=stats, progress=progress,
+                   one_program=one_program)
     jax.block_until_ready(w.c1.data)
     weights = layout.weights(ops.decode(ops.decrypt(sk, w))) * 2.0
     cubic, _ = helr.train_plain(z, iterations, rate)
@@ -147,6 +150,7 @@ def helr_worker(threads: int, iterations: int, rate: float, quick: bool) -> dict
     return {
         "suite": "ml", "name": "helr", "peer": "crossfhe", "threads": threads, "data": what,
         "samples": len(x), "features": x.shape[1], "iterations": iterations, "rate": rate,
+        "form": "one program" if one_program else "operations",
         "params": {"N": params.n, "user_levels": params.user_levels, "dnum": params.dnum,
                    "log_pq": round(params.ring.log_pq, 1) if hasattr(params.ring, "log_pq") else None},
         "layout": {"F": layout.width, "rows": layout.rows, "ciphertexts": layout.count},
@@ -252,7 +256,8 @@ def cnn_worker(threads: int, images: int, quick: bool, workdir: str) -> list[dic
 
 def _run_worker(spec: str, args) -> list | dict | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", spec, "--iterations", str(args.iterations),
-           "--rate", str(args.rate), "--cnn-images", str(args.cnn_images)] + (["--quick"] if args.quick else [])
+           "--rate", str(args.rate), "--cnn-images", str(args.cnn_images)] + (["--quick"] if args.quick else []) \
+        + (["--one-program"] if args.one_program else [])
     r = subprocess.run(cmd, capture_output=True, text=True, env=_worker_env())
     if r.returncode:
         print(f"# crossfhe worker {spec} failed:\n{r.stderr[-3000:]}", file=sys.stderr)
@@ -291,7 +296,7 @@ def main(argv=None) -> int:
     if args.worker:
         kind, threads = args.worker.split(":")[:2]
         if kind == "helr":
-            out = helr_worker(int(threads), args.iterations, args.rate, args.quick)
+            out = helr_worker(int(threads), args.iterations, args.rate, args.quick, args.one_program)
         else:
             out = cnn_worker(int(threads), args.cnn_images, args.quick, args.worker.split(":", 2)[2])
         print(json.dumps(out))
