@@ -365,9 +365,9 @@ class EncryptedIntVector(KeyOwned, SlotVector):
         if self.traced:
             return self._apply("rotate", [], {"k": r}, clean=False)
         params, keys = self.ctx.params, self.ctx.keys
-        for offset in (k, r, r - period):
-            if bfv_ops.rotation_element(params, offset) in keys.galois:
-                return self._apply("rotate", [], {"k": offset}, clean=False)
+        offset = self._direct_offset(k, period)
+        if offset is not None:
+            return self._apply("rotate", [], {"k": offset}, clean=False)
         steps = [1 << i for i in range(r.bit_length()) if r >> i & 1]
         missing = [s for s in steps if bfv_ops.rotation_element(params, s) not in keys.galois]
         if missing:
@@ -388,14 +388,18 @@ class EncryptedIntVector(KeyOwned, SlotVector):
     def _half(self) -> int:
         return (self.ctx.params.n if not self.traced else 2**30) // 2
 
+    def _direct_offset(self, k: int, period: int) -> int | None:
+        """k, k mod period or that minus period where the context holds its rotation key (None: none)."""
+        r = k % period
+        return next((o for o in (k, r, r - period)
+                     if bfv_ops.rotation_element(self.ctx.params, o) in self.ctx.keys.galois), None)
+
     def _key_switches(self, r: int) -> int:
         if self.traced:
             return 1
         if self.width > self._half():
             return 0  # not counted: rotations at width N add the row swap and masks
-        params, keys, k = self.ctx.params, self.ctx.keys, r % self.width
-        direct = any(bfv_ops.rotation_element(params, o) in keys.galois for o in (r, k, k - self.width))
-        return 1 if direct else bin(k).count("1")
+        return 1 if self._direct_offset(r, self.width) is not None else bin(r % self.width).count("1")
 
     def _raw_rotate(self, r: int) -> EncryptedIntVector:
         """The width-periodic slots rotated left by r (0 < r < width). Up to width N/2: row rotations (key switches

@@ -97,27 +97,21 @@ thread: each thread traces its own)."""
 
 
 def _materialized(out, inputs):
-    """``out`` with each integer or float array materialized: a conditional on a runtime word of ``inputs`` whose two
-    branches are the identity, which XLA:CPU cannot fuse into the array's consumers (the same device as
-    :func:`crossfhe.math.modular.fusion_barrier`). Other leaves pass through."""
+    """``out`` with each integer or float array through :func:`crossfhe.math.modular.fusion_barrier` (a conditional
+    XLA:CPU cannot fuse into the array's consumers), its predicate read from the first array of ``inputs``. Other
+    leaves pass through."""
     import jax.numpy as jnp
+
+    from crossfhe.math.modular import fusion_barrier
 
     words = [x for x in jax.tree_util.tree_leaves(inputs) if isinstance(x, jax.Array) and x.size]
     if not words:
         return out
-    w = jnp.ravel(words[0])[0]
-    pred = (w if jnp.issubdtype(w.dtype, jnp.integer) else w.astype(jnp.int32)).astype(jnp.uint32) < jnp.uint32(2**31)
 
     def barrier(x):
-        if not isinstance(x, jax.Array) or not x.size:
-            return x
-        if jnp.issubdtype(x.dtype, jnp.integer):
-            other = lambda u: u ^ jnp.zeros((), u.dtype)  # noqa: E731
-        elif jnp.issubdtype(x.dtype, jnp.floating):
-            other = lambda u: u + jnp.zeros((), u.dtype)  # noqa: E731
-        else:
-            return x
-        return jax.lax.cond(pred, lambda u: u, other, x)
+        numeric = isinstance(x, jax.Array) and x.size and (jnp.issubdtype(x.dtype, jnp.integer)
+                                                            or jnp.issubdtype(x.dtype, jnp.floating))
+        return fusion_barrier(x, words[0]) if numeric else x
 
     return jax.tree_util.tree_map(barrier, out)
 
