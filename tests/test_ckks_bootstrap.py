@@ -19,12 +19,14 @@ import numpy as np
 import pytest
 
 from crossfhe import CKKSContext, EncryptedVector
+from crossfhe.api import ckks_lower
 from crossfhe.ckks import bootstrap as bt
 from crossfhe.ckks import encoder, lintrans, ops, polynomial, presets
 from crossfhe.core import params as core_params
 from crossfhe.errors import InsecureParametersError, KeyMismatchError, ParameterError
+from crossfhe.io import circuit_file
 from crossfhe.testing import INSECURE_CKKS_BOOT_N11 as P
-from crossfhe.testing import INSECURE_CKKS_N11_COMPOSITE
+from crossfhe.testing import INSECURE_CKKS_N11_COMPOSITE, trace
 
 BITS = 22
 N11_SHAPE_BITS = 27
@@ -711,20 +713,28 @@ def test_circuit_bootstraps_where_its_levels_run_out(tmp_path, monkeypatch):
     c.keygen(seed=bytes(range(6, 38)))
     rng = np.random.default_rng(17)
     x, y = rng.uniform(-1, 1, P.slots), rng.uniform(-1, 1, P.slots)
-    calls = _counting_eval_mods(monkeypatch)
-    got = c.decrypt(*c.run(*c.encrypt(x, y)))
-    assert len(calls) == c.cost["bootstraps"]  # real inputs: one EvalMod per bootstrap
+    ins = c.encrypt(x, y)
+    got = c.decrypt(*c.run(*ins))
     assert _bits(got, x * y**5) > BITS  # |y| <= 1: the products do not grow the earlier errors
+    tables = ckks_lower._bootstrap_tables(c.graph, P, c.keys.public)
+    assert tables and all(first is not None for _, first, _, _ in tables.values())  # real: one EvalMod each
+    with trace.programs() as seen:  # one program: the bootstraps are inside it, none of the library's runs
+        again = c.run(*ins)
+    assert seen.calls == [] and c.timings["sources"] == ["traced"]
+    assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(again[0].leaves, c.run(*ins)[0].leaves))
     with pytest.raises(ParameterError, match="bootstrapping keys"):
         c.run(*c.encrypt(x, y), keys=c.keys.public.evaluation)
     with pytest.raises(ParameterError, match=r"reach 1\.5.*\[-1, 1\]"):  # undeclared bounds: [-1, 1] (it bootstraps)
         c.encrypt(x / np.abs(x).max() * 1.5, y)
     assert c.keys.public.config.slots == P.slots  # full-width inputs: keys for every slot
-    # exported and loaded like any other circuit (it runs operation by operation: no program in the file)
+    # exported and loaded like any other circuit: the file holds the program, the tables are its arguments
     path = c.export(tmp_path / "boots.crossfhe")
+    header, body = circuit_file.read_circuit_file(path)
+    assert header["runs"] == "one program" and body
+    assert path.stat().st_size < bt.plan_for(P, c.keys.public.config).nbytes() // 8  # no table is embedded
     loaded = fhe.load(path, P)
-    ins = c.encrypt(x, y)
-    ref, out = c.run(*ins)[0], loaded.run(*ins, keys=c.keys.public)[0]
+    ref, out = again[0], loaded.run(*ins, keys=c.keys.public)[0]
+    assert loaded.timings["sources"] == ["loaded"]
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ref.leaves, out.leaves))
 
 

@@ -1,5 +1,7 @@
 """crossfhe.math.xla.jit: the CPU compile options change the code, never the words, and stay off nested jits."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,7 +105,9 @@ def _two_reads(x):
 def test_materializing_program_keeps_each_kernel_result_once():
     """Program(materialize=True): the same words as without; each array a kernel called directly returns goes through
     one conditional (what XLA:CPU cannot fuse through, so a result read twice is computed once), none inside the
-    kernels, and none without the option; a Program traced inside another takes the outer one's setting."""
+    kernels, and none without the option; traced inside another program, a materializing Program keeps its own
+    conditionals and a plain one takes the outer one's setting. ``inline`` with the program's constants gives the
+    same words inside a caller's trace, the constants the caller's arguments."""
     x = jnp.arange(64, dtype=jnp.uint32) * jnp.uint32(2654435761)
     plain = xla.Program(_two_reads)
     kept = xla.Program(_two_reads, materialize=True)
@@ -115,4 +119,13 @@ def test_materializing_program_keeps_each_kernel_result_once():
     assert cases(kept) == 3  # a, and each sum
     both = lambda v: plain(v)[0] + kept(v)[1]  # noqa: E731 - each traced inline: a twice, one sum of each
     assert cases(xla.Program(both, materialize=True)) == 4
-    assert cases(xla.Program(both)) == 0
+    assert cases(xla.Program(both)) == 2  # kept's a and its sum read by [1] (the other sum is dead code)
+    table = jnp.arange(64, dtype=jnp.uint32) * jnp.uint32(40503)
+    reads = xla.Program(lambda v: _summed(v, table), materialize=True)  # the table: a constant of the trace
+    (const,) = reads.constants(x)
+    assert np.array_equal(np.asarray(const), np.asarray(table))
+    inline = jax.jit(lambda t, v: reads.inline((t,), v))  # the caller passes the table
+    assert np.array_equal(np.asarray(inline(const, x)), np.asarray(x + table))
+    assert not re.search(r"constant dense<.*> : tensor<64x", inline.lower(const, x).as_text())  # none embedded
+    with pytest.raises(ValueError, match="0 constants given, the program takes 1"):
+        reads.inline((), x)

@@ -50,10 +50,9 @@ from crossfhe.bfv.ciphertext import Ciphertext, EvaluationKeys
 from crossfhe.bfv.params import Params
 from crossfhe.core import evaluator as ev
 from crossfhe.core import keyswitch as ks
-from crossfhe.core.keys import SIGMA, PublicKey, SecretKey
+from crossfhe.core.keys import PublicKey, SecretKey
 from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.kernels import as_kernel_set
-from crossfhe.math import random as crandom
 from crossfhe.math.modular import add_mod, shoup_mul
 from crossfhe.ring import poly
 from crossfhe.ring.poly import Domain, RNSPoly
@@ -305,41 +304,27 @@ def _constant(g: Graph, params: Params, n: Node):
     return value
 
 
-def _key_shape(params: Params):
-    """A KeySwitchKey of ShapeDtypeStructs, as :func:`crossfhe.core.keyswitch.gen_keyswitch_key` makes for
-    ``params``."""
-    moduli = params.q + params.p
-    digits = len(ks.digit_groups(len(params.q), params.dnum))
-    data = jax.ShapeDtypeStruct((digits, len(moduli), params.n), np.uint32)
-    seed = crandom.ChaChaKey(jax.ShapeDtypeStruct((8,), np.uint32), jax.ShapeDtypeStruct((2,), np.uint32))
-    return ks.KeySwitchKey(b=RNSPoly(data, moduli, Domain.EVAL), a=RNSPoly(data, moduli, Domain.EVAL), seed=seed,
-                           q=params.q, p=params.p, dnum=params.dnum, sigma=float(SIGMA))
-
-
-def runtime(g: Graph, params: Params, keys: EvaluationKeys | None, *, shapes: bool = False) -> dict:
+def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
     """The program's arguments besides the inputs: ``relin`` (if the circuit multiplies ciphertexts), ``galois``
     (element -> key, the hoisted rotations), ``ks`` (the key-switch plan), ``mul`` (the HPS plan) and ``consts``
-    (:func:`constants`). ``shapes``: the same pytree of ShapeDtypeStructs, made without keys or constants."""
+    (:func:`constants`)."""
     out: dict = {"galois": {}}
     if _needs_relin(g):
-        out["relin"] = _key_shape(params) if shapes else keys.relin_key()
+        out["relin"] = keys.relin_key()
     for n in g.nodes:
         if n.op == "rotate_many":
             for k in n.attr("ks"):
                 e = bfv_ops.rotation_element(params, k)
-                out["galois"][e] = _key_shape(params) if shapes else keys.galois_key(e)
+                out["galois"][e] = keys.galois_key(e)
     if any(n.op in _KEY_SWITCHES for n in g.nodes):
         out["ks"] = ks.keyswitch_plan(params, kernels=params.kernels)
     if any(n.op in ("mul", "tensor") for n in g.nodes):
         out["mul"] = bfv_ops.mul_plan(params)
-    out["consts"] = constants(g, params, keys, shapes=shapes)
-    if shapes:
-        out = jax.tree.map(lambda a: a if isinstance(a, jax.ShapeDtypeStruct)
-                           else jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype), out)
+    out["consts"] = constants(g, params, keys)
     return out
 
 
-def constants(g: Graph, params: Params, keys: EvaluationKeys | None, *, shapes: bool = False) -> dict:
+def constants(g: Graph, params: Params, keys: EvaluationKeys | None) -> dict:
     """Per node index, what it reads besides its operands: each constant as :func:`_constant` makes it, and for a
     rotation or the row swap its Galois element (a uint32 word: one program serves every rotation) and key."""
     out = {}
@@ -347,16 +332,9 @@ def constants(g: Graph, params: Params, keys: EvaluationKeys | None, *, shapes: 
         name = str(i)
         if n.op in ("rotate", "swap_rows"):
             e = bfv_ops.rotation_element(params, n.attr("k")) if n.op == "rotate" else bfv_ops.row_swap_element(params)
-            out[name] = (ev.word(e), _key_shape(params) if shapes else keys.galois_key(e))
+            out[name] = (ev.word(e), keys.galois_key(e))
         elif n.op in ("add_plain", "mul_plain", "add_scalar", "mul_int"):
-            if not shapes:
-                out[name] = _constant(g, params, n)
-            elif n.op in ("add_plain", "mul_plain"):
-                out[name] = RNSPoly(jax.ShapeDtypeStruct((len(params.q), params.n), np.uint32), params.q, Domain.EVAL)
-            elif n.op == "add_scalar":
-                out[name] = jax.ShapeDtypeStruct((len(params.q), 1), np.uint32)
-            else:
-                out[name] = (jax.ShapeDtypeStruct((len(params.q), 1), np.uint32),) * 2
+            out[name] = _constant(g, params, n)
     return out
 
 
@@ -541,11 +519,8 @@ class BFVScheme(RingScheme):
         """(item shape, dtype, moduli, limb axis) of each leaf: c0 and c1 over Q."""
         return [((len(params.q), params.n), np.uint32, tuple(params.q), -2)] * 2
 
-    def runtime(self, graph, params, public):
+    def runtime(self, graph, params, public, *, one_program: bool = True):
         return runtime(graph, params, public)
-
-    def runtime_shapes(self, graph, params):
-        return runtime(graph, params, None, shapes=True)
 
     def interpret(self, graph, params, inputs, rt):
         return interpret(graph, params, inputs, rt)

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from crossfhe import runtime
@@ -75,13 +74,14 @@ class Scheme:
     - ``decrypt(params, secret, graph, node, leaves, batch_shape) -> np.ndarray`` for output node ``node``.
     - ``leaf_specs(graph, params, node) -> [(item shape, dtype, moduli, limb axis) per leaf]`` of node ``node``'s
       value: what its arrays must be (``input_shapes`` at a batch shape derives from it).
-    - ``runtime(graph, params, public) -> pytree`` of arrays: keys, plans and constants the program takes.
+    - ``runtime(graph, params, public, one_program=True) -> pytree`` of arrays: keys, plans and constants the
+      program takes (``one_program`` False: those of a graph run operation by operation, :meth:`by_operation`).
     - ``interpret(graph, params, inputs, runtime) -> [leaves per output]``: the circuit on one item (traceable;
       ``inputs``: a tuple of leaf tuples, one per input).
-    - ``by_operation(graph) -> bool``: True where the graph runs operation by operation, each operation its own
-      cached compiled program, rather than as one program (CKKS circuits that bootstrap: their program would
-      embed the bootstrap's tables, and on XLA:CPU an N 2^16 bootstrap as one program compiles for about a minute
-      and runs slower than its operations); default False.
+    - ``by_operation(graph) -> bool``: True where an eager value's one-operation graph runs operation by
+      operation, each operation its own cached compiled program shared with every other call (a CKKS bootstrap:
+      as one program it compiles for about a minute at N 2^16 on a CPU and runs no faster); default False. A
+      compiled circuit always runs as one program, a bootstrap's tables among its arguments.
     - ``value_attrs``, ``item_ndims``, ``eager_key``, ``eager_output``, ``eager_passes``, ``with_constants``,
       ``x64``: what eager values need to run one operation as a one-node circuit (:mod:`crossfhe.api.eager`).
     - ``params_digest(params)``, ``kernels(params)``, ``build_id(params)``, ``custom_calls(params)``: identity,
@@ -132,8 +132,8 @@ class Scheme:
         return False
 
     def by_operation(self, graph) -> bool:
-        """Whether ``graph`` runs operation by operation rather than as one program (class docstring); default
-        False."""
+        """Whether an eager value's one-operation ``graph`` runs operation by operation rather than as one program
+        (class docstring); default False."""
         return False
 
     def graph_to_json(self, graph: Graph) -> dict:
@@ -514,24 +514,9 @@ class Circuit:
                 raise ParameterError(f"{self.name}: input {i} holds arrays {got}, the circuit takes {want}")
         leaves, treedef = self._runtime(public)
         with self.scheme.scope(self.params):
-            if self.scheme.by_operation(self.graph):
-                outs = self._run_by_operation(batch, tuple(tuple(x.leaves) for x in inputs), leaves, treedef)
-            else:
-                program = self._program(batch, devices, leaves, treedef)
-                outs = program((), tuple(tuple(x.leaves) for x in inputs), leaves)
+            program = self._program(batch, devices, leaves, treedef)
+            outs = program((), tuple(tuple(x.leaves) for x in inputs), leaves)
         return [Encrypted(tuple(o), batch, key_id, self.digest, j, True) for j, o in enumerate(outs)]
-
-    def _run_by_operation(self, batch, inputs, leaves, treedef):
-        """The graph operation by operation (each a cached compiled program), item by item over the batch."""
-        rt = jax.tree.unflatten(treedef, leaves)
-        items = int(np.prod(batch)) if batch else 1
-        flat = [tuple(tuple(np.reshape(a, (items,) + np.shape(a)[len(batch):])[j] for a in x) for x in inputs)
-                for j in range(items)] if batch else [inputs]
-        outs = [self.scheme.interpret(self.graph, self.params, item, rt) for item in flat]
-        if not batch:
-            return [tuple(o) for o in outs[0]]
-        return [tuple(jnp.stack([outs[j][k][m] for j in range(items)]).reshape(tuple(batch) + outs[0][k][m].shape)
-                      for m in range(len(outs[0][k]))) for k in range(len(outs[0]))]
 
     def encrypt_run_decrypt(self, *values):
         """decrypt(run(encrypt(values))) with the circuit's keys (made by :meth:`keygen` if there are none)."""
@@ -681,9 +666,8 @@ class Circuit:
         ("cpu", "cuda", ...; default that of this process's first local device)."""
         batch = tuple(int(b) for b in batch_shape)
         leaves, treedef = self._runtime(self._key_material(keys, "export"))
-        by_operation = self.scheme.by_operation(self.graph)
-        body = b"" if by_operation else bytes(self._lower_exported(
-            batch, leaves, treedef, platform or _platform(jax.local_devices()[0])).serialize())
+        body = bytes(self._lower_exported(batch, leaves, treedef,
+                                          platform or _platform(jax.local_devices()[0])).serialize())
         header = {
             "scheme": self.scheme.name, "name": self.name, "digest": self.digest,
             "params": self.scheme.params_digest(self.params),
@@ -691,7 +675,7 @@ class Circuit:
             "build": self.scheme.build_id(self.params), "batch_shape": list(batch), "versions": _versions(),
             "graph": self.scheme.graph_to_json(self.graph), "specs": [self.scheme.spec_to_json(s) for s in self.specs],
             "runtime": hashlib.sha256(str(treedef).encode()).hexdigest(),
-            "runs": "operation by operation" if by_operation else "one program",
+            "runs": "one program",
         }
         return circuit_file.write_circuit_file(path, header, body)
 
@@ -726,8 +710,6 @@ def load(path, params) -> Circuit:
     circuit = Circuit(graph, params, specs, scheme, name=header["name"], cache=False)
     if circuit.digest != header["digest"]:
         raise SerializationError(f"{path}: the graph does not match its digest")
-    if (header["runs"] == "operation by operation") != scheme.by_operation(graph):
-        raise SerializationError(f"{path}: the header says the circuit runs {header['runs']!r}, its graph does not")
     if body:
         try:
             exp = export.deserialize(bytearray(body))

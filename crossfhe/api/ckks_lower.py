@@ -692,15 +692,19 @@ def check_bootstrap_bounds(g: Graph, inputs: list[float] | None = None, *, error
                     f"level; it costs log2 {scale:g} bits), or, {fix}")
 
 
-def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
+def runtime(g: Graph, params: Params, keys: EvaluationKeys, *, one_program: bool = True) -> dict:
     """The program's arguments besides the inputs: the keys it uses, a key-switch plan per level it switches at,
     rescale tables per level (made here, once per key set) and the per-node constants and keys
-    (:func:`constants`). ParameterError where the bootstrapping keys do not serve a value's width."""
+    (:func:`constants`); where ``g`` bootstraps and runs as ``one_program``, each bootstrap's tables
+    (:func:`_bootstrap_tables`; without them :func:`interpret` bootstraps operation by operation). ParameterError
+    where the bootstrapping keys do not serve a value's width."""
     out = {"galois": {}, "ks": {}, "rescale": {}}
     if any(n.op == "bootstrap" for n in g.nodes):
         if isinstance(keys, bootstrap.Keys):
             _check_bootstrap_width(g, params, keys)
         out["bootstrap"] = keys
+        if one_program:
+            out["bootstrap_tables"] = _bootstrap_tables(g, params, keys)
     evaluation = _evaluation(keys)
     if any(n.op == "relin" for n in g.nodes):
         out["relin"] = evaluation.relin
@@ -720,6 +724,29 @@ def runtime(g: Graph, params: Params, keys: EvaluationKeys) -> dict:
             if str(src) not in out["rescale"]:
                 out["rescale"][str(src)] = ckks_ops.rescale_plan(params, src)
     out["consts"] = constants(g, params, keys)
+    return out
+
+
+def _bootstrap_key(g: Graph, n: Node, cx: dict) -> str:
+    """The key of a bootstrap node's tables in the runtime: its input's level, whether it is real, whether precise."""
+    return f"{g.nodes[n.args[0]].attr('level')}/{int(not cx[n.args[0]])}/{int(bool(n.attr('precise')))}"
+
+
+def _bootstrap_tables(g: Graph, params: Params, keys) -> dict:
+    """The tables of each distinct bootstrap of ``g`` (:func:`crossfhe.ckks.bootstrap.program_tables`), by
+    :func:`_bootstrap_key`; empty where ``keys`` are not bootstrapping keys (:func:`check_keys` refuses them)."""
+    if not isinstance(keys, bootstrap.Keys):
+        return {}
+    cx, out = value_complex(g), {}
+    for n in g.nodes:
+        if n.op == "bootstrap":
+            key = _bootstrap_key(g, n, cx)
+            if key not in out:
+                level = g.nodes[n.args[0]].attr("level")
+                zero = _poly(params, level, np.zeros((len(params.moduli_at(level)), params.n), np.uint32))
+                ct = Ciphertext(zero, zero, params, params.scale, keys.key_id)
+                out[key] = bootstrap.program_tables(ct, keys, real=key.split("/")[1] == "1",
+                                                    precise=key.endswith("/1"))
     return out
 
 
@@ -831,7 +858,11 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
         elif n.op == "bootstrap":
             src = g.nodes[n.args[0]]
             ct = Ciphertext(*a[0], params, src.attr("scale"), rt["bootstrap"].key_id)
-            out = bootstrap.bootstrap(ct, rt["bootstrap"], real=not cx[n.args[0]], precise=bool(n.attr("precise")))
+            if "bootstrap_tables" in rt:  # one program: the bootstrap's tables are arguments of the caller's program
+                out = bootstrap.bootstrap_inline(ct, rt["bootstrap"], rt["bootstrap_tables"][_bootstrap_key(g, n, cx)])
+            else:  # operation by operation (eager values): each operation its own cached program
+                out = bootstrap.bootstrap(ct, rt["bootstrap"], real=not cx[n.args[0]],
+                                          precise=bool(n.attr("precise")))
             vals.append((out.c0, out.c1))
         elif n.op == "output":
             vals.append(a[0])
@@ -983,8 +1014,8 @@ class CKKSScheme(RingScheme):
         moduli = params.moduli_at(graph.nodes[node].attr("level"))
         return [((len(moduli), params.n), np.uint32, moduli, -2)] * 2
 
-    def runtime(self, graph, params, public):
-        return runtime(graph, params, public)
+    def runtime(self, graph, params, public, *, one_program: bool = True):
+        return runtime(graph, params, public, one_program=one_program)
 
     def interpret(self, graph, params, inputs, rt):
         return interpret(graph, params, inputs, rt)

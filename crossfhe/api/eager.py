@@ -193,7 +193,7 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
         except CircuitError as e:  # the rules' refusal, in an eager user's terms (no circuit here)
             raise ParameterError(str(e)) from None
         has_values = any(k in value_attrs for k in attrs)
-        static_rt = scheme.runtime(lowered, params, public)
+        static_rt = scheme.runtime(lowered, params, public, one_program=not scheme.by_operation(lowered))
         program = xla.Program(_item_fn(scheme, lowered, params, batches, batch), x64=scheme.x64(params),
                               name=f"{scheme.name}_{op}")
         entry = _Entry(lowered, static_rt, program, has_values)
@@ -261,7 +261,7 @@ def _compile(scheme, params, lowered: Graph, program, key, inputs, rt):
             return _compile(scheme, params, lowered, program, key, *again)[1].compiled
 
         return tuple(xla.to_device(list(host_consts))), xla.Executable(loaded, program.name, heal), out_tree
-    (constants, exe, out_tree, _), _ = program._entry((inputs, rt))
+    (constants, exe, out_tree, *_), _ = program._entry((inputs, rt))
     if path is None:
         return constants, exe, out_tree
     with program._scope():

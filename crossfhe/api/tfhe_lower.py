@@ -52,7 +52,6 @@ from __future__ import annotations
 import weakref
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -513,9 +512,9 @@ _REPREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _key_for(sk: ops.ServerKey, params: Params) -> ops.ServerKey:
-    """The server key prepared for ``params``' kernel set and default product (:func:`crossfhe.tfhe.keys.product_for`,
-    the structure :func:`runtime_shapes` exports): the same key, or once per key object the same arrays prepared
-    again where it was prepared for another set or product."""
+    """The server key prepared for ``params``' kernel set and default product (:func:`crossfhe.tfhe.keys.product_for`):
+    the same key, or once per key object the same arrays prepared again where it was prepared for another set or
+    product."""
     if sk.params == params and sk.product is ops.product_for(params):
         return sk
     if sk not in _REPREPARED:
@@ -544,15 +543,6 @@ def constants(g: Graph, params: Params) -> dict:
             out["consts"][str(i)] = np.asarray(ops.encode(params, n.attr("c")), dtype=np.uint32)
         elif n.op == "mul_int":
             out["consts"][str(i)] = np.array([n.attr("c") % q for q in params.moduli], dtype=np.uint32)
-    return out
-
-
-def runtime_shapes(g: Graph, params: Params) -> dict:
-    """:func:`runtime` as ``jax.ShapeDtypeStruct`` s, without a key (export)."""
-    keys = table_keys(g)
-    out = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), constants(g, params))
-    if keys:
-        out["key"] = ops.program_key_shapes(params)
     return out
 
 
@@ -694,12 +684,8 @@ class TFHEScheme(Scheme):
         limbs, moduli = len(params.moduli), tuple(params.moduli)
         return [((limbs,), np.uint32, moduli, -1), ((limbs, params.long_dim), np.uint32, moduli, -2)]
 
-    def runtime(self, graph, params, public):
+    def runtime(self, graph, params, public, *, one_program: bool = True):
         return runtime(graph, params, public)
-
-    def runtime_shapes(self, graph, params):
-        with self.scope(params):
-            return runtime_shapes(graph, params)
 
     def interpret(self, graph, params, inputs, rt):
         return interpret(graph, params, inputs, rt)
@@ -748,4 +734,4 @@ SCHEME = TFHEScheme()
 __all__ = ["LAUNCHES", "LINEAR", "LOG2_P_FAIL", "MAX_TABLE", "PASSES", "SCHEME", "SELECTABLE",
            "Analysis", "Bound", "TFHEScheme", "acc_dedup", "analyze", "apply_linear", "batch", "bootstrap_depth",
            "constants", "cost", "cse", "dead_code", "describe", "evaluate_plain", "interpret", "ks_dedup",
-           "noise_budget", "raw_table", "runtime", "runtime_shapes", "table_for", "table_keys", "tables"]
+           "noise_budget", "raw_table", "runtime", "table_for", "table_keys", "tables"]

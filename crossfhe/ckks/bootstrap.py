@@ -974,10 +974,34 @@ def bootstrap_program(ct: Ciphertext, keys: Keys, *, real: bool = False, precise
     return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl, _first(pl, real), last), ct, pl)
 
 
+def program_tables(ct: Ciphertext, keys: Keys, *, real: bool = False, precise: bool = False) -> tuple:
+    """(plan, first, last, constants): every array :func:`bootstrap_program` of a ciphertext of ct's structure (its
+    level; its words and scale do not matter) reads besides the ciphertext and the keys: the plan (:func:`plan_for`),
+    the real-message and two-iteration factors (None where ``real`` or ``precise`` is off) and the constants of the
+    program (:meth:`crossfhe.math.xla.Program.constants`: NTT, key-switching and rescaling tables). A circuit that
+    bootstraps takes them as arguments (:func:`bootstrap_inline`), made once per key set; they are the cached tables,
+    not copies. The first call for a structure traces the bootstrap (seconds at N 2^16)."""
+    pl = _check(ct, keys)
+    anon_ct, anon_keys = _anonymous(ct, keys)
+    first = _first(pl, real)
+    last = refine_last_factor(pl.params, pl.config) if precise else None
+    return pl, first, last, _BOOTSTRAP.constants(anon_ct, anon_keys, pl, first, last)
+
+
+def bootstrap_inline(ct: Ciphertext, keys: Keys, tables: tuple) -> Ciphertext:
+    """:func:`bootstrap_program`'s words inside a caller's trace, with ``tables`` (:func:`program_tables` of the same
+    structure, ``real`` and ``precise``; concrete or the caller's tracers) in place of the tables the program would
+    read: under a circuit's program every table stays an argument of that program, none is embedded. The keys and
+    ct may be tracers; their structure must be the one ``tables`` were made for (ValueError otherwise)."""
+    pl, first, last, consts = tables
+    anon_ct, anon_keys = _anonymous(ct, keys)
+    return _declared(_BOOTSTRAP.inline(consts, anon_ct, anon_keys, pl, first, last), ct, pl)
+
+
 __all__ = ["COEFFICIENT_BOUND", "COMPACT_FACTORS", "EPHEMERAL_WEIGHT", "LOG_MESSAGE_RATIO", "PRECISE_GAIN_BITS",
            "Config", "Keys", "Plan",
-           "arcsine_coefficients", "bootstrap", "bootstrap_program", "bootstrap_steps", "bootstrappable_params",
-           "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod", "eval_mod_each",
-           "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "odd_polynomial", "pack_factors",
-           "plan_for", "real_first_factor", "refine_last_factor", "refine_steps", "rotations_for", "slot_to_coeff",
-           "slots_for", "sparse_ring", "times_i", "widen"]
+           "arcsine_coefficients", "bootstrap", "bootstrap_inline", "bootstrap_program", "bootstrap_steps",
+           "bootstrappable_params", "coeff_to_slot", "config_for", "dft_factors", "encapsulate_and_raise", "eval_mod",
+           "eval_mod_each", "eval_mod_loop", "evalmod_levels", "keygen", "mod_raise_coeffs", "odd_polynomial",
+           "pack_factors", "plan_for", "program_tables", "real_first_factor", "refine_last_factor", "refine_steps",
+           "rotations_for", "slot_to_coeff", "slots_for", "sparse_ring", "times_i", "widen"]

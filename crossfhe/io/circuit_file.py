@@ -10,7 +10,8 @@ offset         size    field
 16             8       B, the body's length in bytes, u64
 24             H       header: a JSON object, UTF-8 (no NaN or infinity, no repeated key)
 24 + H         B       body: the lowered program, ``jax.export`` serialized bytes (B >= 1; B = 0 where
-                       ``runs`` is "operation by operation")
+                       ``runs`` is "operation by operation": files of crossfhe 0.x before circuits that
+                       bootstrap ran as one program)
 24 + H + B     32      SHA-256 of bytes [0, 24 + H + B)
 =============  ======  ===================================================================================
 
@@ -31,8 +32,8 @@ field            type                                what
 ``graph``        object                              the graph (the circuit layer reads it)
 ``specs``        list of objects                     the input specs (the circuit layer reads them)
 ``runtime``      str                                 the digest of the runtime arguments' structure
-``runs``         "one program" or                    how a server runs it: the body's program, or the graph
-                 "operation by operation"            operation by operation (a circuit that bootstraps; no body)
+``runs``         "one program" or                    how a server runs it: the body's program, or (older files
+                 "operation by operation"            of a circuit that bootstraps; no body) the graph, traced
 ===============  ==================================  ===============================================================
 
 :func:`read_circuit_file` raises :class:`~crossfhe.errors.SerializationError` naming the file and the first

@@ -537,16 +537,36 @@ class Program:
                 return jax.core.eval_jaxpr(jaxpr, consts, *leaves)
 
             run.__name__ = self.name
-            entry = (tuple(to_device(list(closed.consts))), jit(run), out_tree, tree)
+            entry = (tuple(to_device(list(closed.consts))), jit(run), out_tree, tree, jaxpr)
             self._entries[key] = entry
         return entry, flat
 
     def __call__(self, *args):
         if _top_level is not None and not _top_level():
-            return self.fn(*args)
-        (consts, exe, out_tree, _), flat = self._entry(args)
+            if not self.materialize:
+                return self.fn(*args)
+            outer, _MATERIALIZE.on = getattr(_MATERIALIZE, "on", False), True
+            try:
+                return self.fn(*args)
+            finally:
+                _MATERIALIZE.on = outer
+        (consts, exe, out_tree, *_), flat = self._entry(args)
         with self._scope():
             out = exe(consts, *flat)
+        return jax.tree_util.tree_unflatten(out_tree, out)
+
+    def inline(self, consts, *args):
+        """``fn(*args)`` as the program's operations with ``consts`` (:meth:`constants` of the same structure, or a
+        caller's tracers standing for them) in place of its constants: inside a caller's trace (a circuit's program)
+        the tables stay arguments of the caller's program instead of becoming its embedded constants, and the
+        materializing barriers are the program's own. ValueError where ``consts`` are not as many as the program
+        takes."""
+        (own, _, out_tree, _, jaxpr), flat = self._entry(args)
+        consts = tuple(consts)
+        if len(consts) != len(own):
+            raise ValueError(f"{self.name}: {len(consts)} constants given, the program takes {len(own)}")
+        with self._scope():
+            out = jax.core.eval_jaxpr(jaxpr, consts, *flat)
         return jax.tree_util.tree_unflatten(out_tree, out)
 
     def constants(self, *args) -> tuple:
@@ -555,7 +575,7 @@ class Program:
 
     def lower(self, *args):
         """The lowered program for ``args``' structure (``.as_text()``, ``.compile()``), constants as arguments."""
-        (consts, exe, _, _), flat = self._entry(args)
+        (consts, exe, *_), flat = self._entry(args)
         with self._scope():
             return exe.lower(consts, *flat)
 
