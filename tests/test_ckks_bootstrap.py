@@ -738,6 +738,36 @@ def test_circuit_bootstraps_where_its_levels_run_out(tmp_path, monkeypatch):
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ref.leaves, out.leaves))
 
 
+@pytest.mark.slow
+def test_n16_circuit_that_bootstraps_exports_one_program_without_tables(tmp_path):
+    """N16_BOOT_L3: a circuit with one bootstrap exports a file of its program alone (the plan's gigabytes stay out:
+    they are arguments made from the keys where it runs), loads, and gives the circuit's words with at least 24 bits.
+    About 10 GiB peak and 3 minutes on two cores; run it alone."""
+    import crossfhe.api as fhe
+
+    p = presets.N16_BOOT_L3
+
+    def f(x, y):
+        for _ in range(4):
+            x = x * y
+        return x
+
+    c = fhe.compile(f, fhe.CKKSVector(p.slots), fhe.CKKSVector(p.slots), params=p, cache=False)
+    assert c.cost["bootstraps"] == 1
+    c.keygen(seed=bytes(range(9, 41)))
+    path = c.export(tmp_path / "n16.crossfhe")
+    assert path.stat().st_size < 2**24 < bt.plan_for(p, c.keys.public.config).nbytes()
+    rng = np.random.default_rng(23)
+    x, y = rng.uniform(-1, 1, p.slots), rng.uniform(-1, 1, p.slots)
+    ins = c.encrypt(x, y)
+    loaded = fhe.load(path, p)
+    out = loaded.run(*ins, keys=c.keys.public)[0]
+    assert loaded.timings["sources"] == ["loaded"]
+    assert _bits(c.decrypt(out), x * y**4) >= 24
+    ref = c.run(*ins)[0]
+    assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ref.leaves, out.leaves))
+
+
 def test_circuit_on_short_vectors_makes_sparse_bootstrapping_keys():
     """Inputs of 64 values: the circuit's keygen makes bootstrapping keys for 64 slots (one EvalMod), and keys for
     fewer slots than a value's width are refused when the circuit runs."""
