@@ -768,6 +768,31 @@ def test_n16_circuit_that_bootstraps_exports_one_program_without_tables(tmp_path
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ref.leaves, out.leaves))
 
 
+# slow: the batched program compiles for about 2 minutes on two cores, the unbatched one for 1 more
+@pytest.mark.slow
+def test_batched_circuit_that_bootstraps_gives_each_items_words():
+    """A batch of 2 through a circuit that bootstraps: one program whose items run one after another
+    (Circuit._flat_fn), each item's words those of the item run alone."""
+    import crossfhe.api as fhe
+
+    def f(x, y):
+        for _ in range(5):
+            x = x * y
+        return x
+
+    c = fhe.compile(f, fhe.CKKSVector(P.slots), fhe.CKKSVector(P.slots), params=P, cache=False)
+    c.keygen(seed=bytes(range(12, 44)))
+    rng = np.random.default_rng(29)
+    x, y = rng.uniform(-1, 1, (2, P.slots)), rng.uniform(-1, 1, (2, P.slots))
+    ins = c.encrypt(x, y)
+    with trace.programs() as seen:
+        out = c.run(*ins)[0]
+    assert seen.calls == [] and out.batch_shape == (2,)
+    assert _bits(c.decrypt(out), x * y**5) > BITS
+    alone = c.run(*(v[1] for v in ins))[0]  # the second item alone
+    assert all(np.array_equal(np.asarray(a)[1], np.asarray(b)) for a, b in zip(out.leaves, alone.leaves))
+
+
 def test_circuit_on_short_vectors_makes_sparse_bootstrapping_keys():
     """Inputs of 64 values: the circuit's keygen makes bootstrapping keys for 64 slots (one EvalMod), and keys for
     fewer slots than a value's width are refused when the circuit runs."""

@@ -80,8 +80,10 @@ class Scheme:
       ``inputs``: a tuple of leaf tuples, one per input).
     - ``by_operation(graph) -> bool``: True where an eager value's one-operation graph runs operation by
       operation, each operation its own cached compiled program shared with every other call (a CKKS bootstrap:
-      as one program it compiles for about a minute at N 2^16 on a CPU and runs no faster); default False. A
-      compiled circuit always runs as one program, a bootstrap's tables among its arguments.
+      as one program it compiles for about a minute at N 2^16 on a CPU, and with the kept heap of
+      :func:`crossfhe.runtime.keep_heap` runs slower than its operations); default False. A compiled circuit
+      always runs as one program, a bootstrap's tables among its arguments, and over a batch such a graph's
+      items run one after another inside it (:meth:`Circuit._flat_fn`).
     - ``value_attrs``, ``item_ndims``, ``eager_key``, ``eager_output``, ``eager_passes``, ``with_constants``,
       ``x64``: what eager values need to run one operation as a one-node circuit (:mod:`crossfhe.api.eager`).
     - ``params_digest(params)``, ``kernels(params)``, ``build_id(params)``, ``custom_calls(params)``: identity,
@@ -542,13 +544,24 @@ class Circuit:
         return leaves, treedef
 
     def _flat_fn(self, batch, treedef):
-        """The program on flat arguments: (inputs: a tuple of leaf tuples, runtime leaves) -> output leaf tuples."""
+        """The program on flat arguments: (inputs: a tuple of leaf tuples, runtime leaves) -> output leaf tuples.
+        Over a batch the items are vectorized (``vmap``), except where the graph is one the scheme runs operation by
+        operation eagerly (:meth:`Scheme.by_operation`: a bootstrap): there they run one after another inside the
+        program (:func:`jax.lax.map`), one compile for any batch size (vectorized, a bootstrap's conditionals
+        become selects, and XLA:CPU took 5 minutes to compile two N 2^11 items: benchmarks/README.md)."""
         graph, params, scheme = self.graph, self.params, self.scheme
 
         def item(inputs, leaves):
             rt = jax.tree.unflatten(treedef, leaves)
             return tuple(tuple(o) for o in scheme.interpret(graph, params, inputs, rt))
 
+        if batch and scheme.by_operation(graph):
+            def mapped(inputs, leaves):
+                flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[len(batch):]), inputs)
+                out = jax.lax.map(lambda x: item(x, leaves), flat)
+                return jax.tree.map(lambda a: a.reshape(tuple(batch) + a.shape[1:]), out)
+
+            return mapped
         fn = item
         for _ in batch:
             fn = jax.vmap(fn, in_axes=(0, None))
