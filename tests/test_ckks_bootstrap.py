@@ -728,6 +728,9 @@ def test_circuit_bootstraps_where_its_levels_run_out(tmp_path, monkeypatch):
         c.encrypt(x / np.abs(x).max() * 1.5, y)
     assert c.keys.public.config.slots == P.slots  # full-width inputs: keys for every slot
     # exported and loaded like any other circuit: the file holds the program, the tables are its arguments
+    with pytest.raises(ParameterError, match="bootstrapping keys"):  # nothing to take the tables from
+        c.export(tmp_path / "plain.crossfhe", keys=c.keys.public.evaluation)
+    assert not (tmp_path / "plain.crossfhe").exists()
     path = c.export(tmp_path / "boots.crossfhe")
     header, body = circuit_file.read_circuit_file(path)
     assert header["runs"] == "one program" and body

@@ -678,7 +678,9 @@ class Circuit:
         keys to take the argument shapes from (default the circuit's own). ``platform``: where the server runs it
         ("cpu", "cuda", ...; default that of this process's first local device)."""
         batch = tuple(int(b) for b in batch_shape)
-        leaves, treedef = self._runtime(self._key_material(keys, "export"))
+        public = self._key_material(keys, "export")
+        self.scheme.check_keys(self.graph, self.params, public, None)  # keys that cannot run it: the user's error
+        leaves, treedef = self._runtime(public)
         body = bytes(self._lower_exported(batch, leaves, treedef,
                                           platform or _platform(jax.local_devices()[0])).serialize())
         header = {
