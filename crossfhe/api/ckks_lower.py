@@ -727,9 +727,14 @@ def runtime(g: Graph, params: Params, keys: EvaluationKeys, *, one_program: bool
     return out
 
 
+def _bootstrap_form(g: Graph, n: Node, cx: dict) -> tuple[int, bool, bool]:
+    """What a bootstrap node's tables depend on: its input's level, whether it is real, whether precise."""
+    return g.nodes[n.args[0]].attr("level"), not cx[n.args[0]], bool(n.attr("precise"))
+
+
 def _bootstrap_key(g: Graph, n: Node, cx: dict) -> str:
-    """The key of a bootstrap node's tables in the runtime: its input's level, whether it is real, whether precise."""
-    return f"{g.nodes[n.args[0]].attr('level')}/{int(not cx[n.args[0]])}/{int(bool(n.attr('precise')))}"
+    """The key of a bootstrap node's tables in the runtime (:func:`_bootstrap_form` as a string)."""
+    return "/".join(str(int(v)) for v in _bootstrap_form(g, n, cx))
 
 
 def _bootstrap_tables(g: Graph, params: Params, keys) -> dict:
@@ -742,11 +747,10 @@ def _bootstrap_tables(g: Graph, params: Params, keys) -> dict:
         if n.op == "bootstrap":
             key = _bootstrap_key(g, n, cx)
             if key not in out:
-                level = g.nodes[n.args[0]].attr("level")
+                level, real, precise = _bootstrap_form(g, n, cx)
                 zero = _poly(params, level, np.zeros((len(params.moduli_at(level)), params.n), np.uint32))
                 ct = Ciphertext(zero, zero, params, params.scale, keys.key_id)
-                out[key] = bootstrap.program_tables(ct, keys, real=key.split("/")[1] == "1",
-                                                    precise=key.endswith("/1"))
+                out[key] = bootstrap.program_tables(ct, keys, real=real, precise=precise)
     return out
 
 

@@ -968,10 +968,15 @@ def bootstrap_program(ct: Ciphertext, keys: Keys, *, real: bool = False, precise
     and the ciphertext's level (its scale and the key pair's identifier are left out: the words do not depend on
     them), and reused by every call that shares it; a call at another input level is another program. Under a
     caller's trace (``jax.jit``, ``vmap``, a circuit) the steps join that trace."""
-    pl = _check(ct, keys)
+    pl, first, last = _program_arguments(ct, keys, real, precise)
     anon_ct, anon_keys = _anonymous(ct, keys)
-    last = refine_last_factor(pl.params, pl.config) if precise else None
-    return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl, _first(pl, real), last), ct, pl)
+    return _declared(_BOOTSTRAP(anon_ct, anon_keys, pl, first, last), ct, pl)
+
+
+def _program_arguments(ct: Ciphertext, keys: Keys, real: bool, precise: bool) -> tuple:
+    """(plan, first, last) of :func:`bootstrap_program` for ``ct`` and ``keys``, after checking both."""
+    pl = _check(ct, keys)
+    return pl, _first(pl, real), refine_last_factor(pl.params, pl.config) if precise else None
 
 
 def program_tables(ct: Ciphertext, keys: Keys, *, real: bool = False, precise: bool = False) -> tuple:
@@ -981,10 +986,8 @@ def program_tables(ct: Ciphertext, keys: Keys, *, real: bool = False, precise: b
     program (:meth:`crossfhe.math.xla.Program.constants`: NTT, key-switching and rescaling tables). A circuit that
     bootstraps takes them as arguments (:func:`bootstrap_inline`), made once per key set; they are the cached tables,
     not copies. The first call for a structure traces the bootstrap (seconds at N 2^16)."""
-    pl = _check(ct, keys)
+    pl, first, last = _program_arguments(ct, keys, real, precise)
     anon_ct, anon_keys = _anonymous(ct, keys)
-    first = _first(pl, real)
-    last = refine_last_factor(pl.params, pl.config) if precise else None
     return pl, first, last, _BOOTSTRAP.constants(anon_ct, anon_keys, pl, first, last)
 
 
