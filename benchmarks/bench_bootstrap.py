@@ -1,7 +1,7 @@
 """CKKS bootstrapping: latency of one bootstrap and its stages, key sizes, precision, against OpenFHE in the same run.
 
     python benchmarks/bench_bootstrap.py [--presets N16_BOOT_L3,N16_BOOT_L9] [--threads 1,2] [--reps 2]
-                                         [--repeats 10] [--slots N] [--precise] [--compact] [--no-peer]
+                                         [--repeats 10] [--slots N] [--precise] [--other-keys] [--no-peer]
                                          [--openfhe-python PATH] [--quick] [--heap kept|default] [--json PATH]
 
 For each preset and thread count, ours runs in its own process (pinned to that many CPUs before JAX starts, as
@@ -14,9 +14,10 @@ n``: a sparse bootstrap of n values instead (replicated over the slots; n <= N/4
 packed in one ciphertext), OpenFHE at the same n; precision = -log2 of the max slot error; with ``--repeats`` k, the
 precision after each of k bootstraps in a row (the value goes back in each time: the drift curve); ``--precise``: the
 two-iteration bootstrap (``precise=True``) timed the same way on both paths, its precision against the values and
-against the input's own decryption (``N16_BOOT_HP`` is the preset made for it); ``--compact``: each preset and thread
-count once more in a process of its own whose bootstrapping keys are compact from key generation on
-(``bootstrap.keygen(..., compact=True)``), its record marked ``"keys": "compact"``. OpenFHE 1.6.1
+against the input's own decryption (``N16_BOOT_HP`` is the preset made for it). Bootstrapping keys take the form
+the preset names (``Params.compact_keys``: compact at N16_BOOT_L3, whole at the others); ``--other-keys`` (or
+``--compact``, its old name): each preset and thread count once more in a process of its own with the other form
+from key generation on; each record says which (``"keys": "compact"`` or ``"full"``). OpenFHE 1.6.1
 (``openfhe_boot_peer.py``, its own interpreter) runs after ours at the same N, slots and levels left, level budget
 (3, 3) like our CoeffToSlot and SlotToCoeff, ``FLEXIBLEAUTO`` with 59/60-bit moduli, at the same thread count.
 OpenFHE refuses these chains at HEStd_128_classic at N 2^16 (its bootstrap is deeper for a uniform ternary secret:
@@ -57,7 +58,8 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="the N 2^11 test set (smoke test)")
     p.add_argument("--slots", type=int, default=None, help="a sparse bootstrap of this many slots (default N/2)")
     p.add_argument("--precise", action="store_true", help="also time the two-iteration bootstrap (precise=True)")
-    p.add_argument("--compact", action="store_true", help="also run with compact bootstrapping keys")
+    p.add_argument("--other-keys", "--compact", dest="other_keys", action="store_true",
+                   help="also run with the bootstrapping key form the preset does not name (compact or whole)")
     p.add_argument("--heap", choices=("kept", "default"), default="kept",
                    help="allocator settings of every worker, ours and the peer's: crossfhe.runtime.HEAP_ENV (kept, "
                         "what the CLI and the other benchmarks use) or glibc's defaults (ours with one arena only)")
@@ -77,7 +79,7 @@ def _params(name: str):
 
 
 def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None = None, precise: bool = False,
-           compact: bool = False) -> dict:
+           compact: bool | None = None) -> dict:
     from crossfhe.cli.benchutil import enable_compilation_cache, pin_threads
 
     pin_threads(threads)
@@ -102,7 +104,7 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
     bk = bt.keygen(sk, ek, cfg, compact=compact)
     t2 = time.perf_counter()
     mem = {"after_keygen_mib": rss()}
-    pl = bt.plan_for(p, cfg, compact=compact)
+    pl = bt.plan_for(p, cfg, compact=bk.is_compact)
     t3 = time.perf_counter()
     mem["after_plan_mib"] = rss()
     rng = np.random.default_rng(0)
@@ -183,7 +185,7 @@ def worker(name: str, threads: int, reps: int, repeats: int, slots: int | None =
 
     return {
         "peer": "crossfhe", "preset": name, "threads": threads, "n": p.n, "slots": cfg.slots,
-        "keys": "compact" if compact else "full",
+        "keys": "compact" if bk.is_compact else "full",
         "levels_left": p.user_levels, "log_pq": p.log_pq, "dnum": p.dnum, "config": cfg.__dict__,
         "keygen_s": t1 - t0, "bootstrap_keygen_s": t2 - t1, "plan_s": t3 - t2, "key_mib": bk.nbytes() / 2**20,
         "galois_keys": len(ev.galois), "plan_mib": pl.nbytes() / 2**20,
@@ -231,9 +233,10 @@ def _allocator() -> dict:
 
 
 def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | None, precise: bool = False,
-              compact: bool = False) -> dict | None:
+              compact: bool | None = None) -> dict | None:
+    form = "" if compact is None else int(compact)  # "": the form the preset names
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker",
-           f"{name}:{threads}:{reps}:{repeats}:{slots or 0}:{int(precise)}:{int(compact)}"]
+           f"{name}:{threads}:{reps}:{repeats}:{slots or 0}:{int(precise)}:{form}"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, MALLOC_ARENA_MAX="1"))
     if r.returncode:
         print(f"# crossfhe worker failed:\n{r.stderr[-3000:]}", file=sys.stderr)
@@ -246,7 +249,7 @@ def main(argv=None) -> int:
     if args.worker:
         name, threads, reps, repeats, slots, precise, compact = args.worker.split(":")
         print(json.dumps(worker(name, int(threads), int(reps), int(repeats), int(slots) or None, precise == "1",
-                                compact == "1")))
+                                None if compact == "" else compact == "1")))
         return 0
     if args.heap == "kept":  # inherited by every worker, ours and the peer's (the parent computes nothing)
         os.environ.update(HEAP_ENV)
@@ -261,12 +264,13 @@ def main(argv=None) -> int:
                 continue
             records.append(ours)
             print(f"# {name} {t} thread(s): {ours['median_ms']:.0f} ms, {ours['precision_bits']:.2f} bits", flush=True)
-            if args.compact:
-                small = _run_ours(name, t, args.reps, args.repeats, args.slots, args.precise, compact=True)
-                if small is not None:
-                    records.append(small)
-                    print(f"# {name} {t} thread(s), compact keys: {small['median_ms']:.0f} ms, "
-                          f"{small['key_mib']:.0f} MiB of keys", flush=True)
+            if args.other_keys:
+                other = _run_ours(name, t, args.reps, args.repeats, args.slots, args.precise,
+                                  compact=ours["keys"] != "compact")
+                if other is not None:
+                    records.append(other)
+                    print(f"# {name} {t} thread(s), {other['keys']} keys: {other['median_ms']:.0f} ms, "
+                          f"{other['key_mib']:.0f} MiB of keys", flush=True)
             if python:
                 log_n = 12 if args.quick else ours["n"].bit_length() - 1
                 slots = ours["slots"] if args.slots else (1 << (log_n - 1))

@@ -516,7 +516,8 @@ def test_refine_last_factor():
 
 def test_compact_bootstrapping_keys_give_the_same_words(keys):
     """Keys.compact(): every Galois key and both encapsulation keys as seeds (the relinearization key whole), about
-    half the memory, the same words on both paths; CKKSContext.create(compact_keys=True) makes them so."""
+    half the memory, the same words on both paths; CKKSContext.create(compact_keys=True) makes them so, and so does
+    its default on parameters that name compact keys (Params.compact_keys, not part of the digest)."""
     sk, ek, bk = keys
     small = bk.compact()
     assert small.nbytes() < 0.55 * bk.nbytes() and "compact" in repr(small) and small.is_compact
@@ -534,6 +535,18 @@ def test_compact_bootstrapping_keys_give_the_same_words(keys):
     ctx = CKKSContext.create(P, bootstrap=True, compact_keys=True, seed=bytes(range(3, 35)), insecure=True)
     assert ctx.public.bootstrap_keys.to_dense.compact
     assert _bits(ctx.decrypt(_at_level_0(ctx.encrypt(x)).bootstrap()), x) > BITS
+    from crossfhe import CKKSPublicContext
+
+    named = dataclasses.replace(P, compact_keys=True)
+    assert named.digest() == P.digest() and named != P
+    by_default = CKKSContext.create(named, bootstrap=True, seed=bytes(range(3, 35)), insecure=True)
+    assert by_default.public.bootstrap_keys.is_compact
+    blob = by_default.public.serialize()
+    assert CKKSPublicContext.load(blob, params=named).bootstrap_keys.is_compact
+    assert not CKKSPublicContext.load(blob).bootstrap_keys.is_compact  # parameters read from the blob: whole keys
+    assert not CKKSPublicContext.load(blob, params=named, compact_keys=False).bootstrap_keys.is_compact
+    with pytest.raises(ParameterError, match="compact_keys"):
+        dataclasses.replace(P, compact_keys=1)
 
 
 def test_errors(keys):

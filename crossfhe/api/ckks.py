@@ -164,12 +164,13 @@ class CKKSPublicContext(PublicContext):
         return io.dumps_public_context(self.keys)
 
     @classmethod
-    def load(cls, blob, *, params: Params | None = None, compact_keys: bool = False) -> CKKSPublicContext:
+    def load(cls, blob, *, params: Params | None = None, compact_keys: bool | None = None) -> CKKSPublicContext:
         """The public context of a :meth:`serialize` blob or of its evaluation keys' blob (for ``params``, if
         given); every check of :func:`crossfhe.io.ckks.loads`. ``compact_keys``: bootstrapping keys in their compact
-        form (as :meth:`CKKSContext.create`'s ``compact_keys``), each key dropped to it as it is read."""
+        form (as :meth:`CKKSContext.create`'s ``compact_keys``), each key dropped to it as it is read; None: as
+        ``params`` say (whole keys where ``params`` are not given)."""
         if fmt.peek_kind(blob) == io.KIND_BOOTSTRAP_KEYS:
-            boot = io.loads_bootstrap_keys(blob, params=params, compact=bool(compact_keys))
+            boot = io.loads_bootstrap_keys(blob, params=params, compact=compact_keys)
             return cls(boot.params, boot.evaluation, boot)
         keys = io.loads_public_context(blob, params=params)
         return cls(keys.params, keys)
@@ -195,7 +196,7 @@ class CKKSContext(Context):
     @classmethod
     def create(cls, params: Params, *, rotations=(), conjugation: bool = False, seed: bytes | None = None,
                kernels=None, bootstrap: bool = False, bootstrap_length: int | None = None, insecure: bool = False,
-               progress="auto", compact_keys: bool = False):
+               progress="auto", compact_keys: bool | None = None):
         """Generate keys for ``params``; ``rotations``: slot offsets (any sign) to hold exact Galois keys for.
         The powers of two 1 ... N/4 are always added: ``sum()`` needs them, and :meth:`EncryptedVector.rotate`
         composes any other rotation from them. ``seed``: 32 bytes for reproducible keys (tests).
@@ -207,7 +208,9 @@ class CKKSContext(Context):
         fewer and their bootstrap runs EvalMod once instead of twice (:func:`crossfhe.ckks.bootstrap.slots_for`); a
         longer vector's bootstrap is then refused. ``compact_keys``: the bootstrapping keys in their compact form
         (:meth:`crossfhe.ckks.bootstrap.Keys.compact`: half the memory; each key switch makes its key's uniform half
-        from a seed, which costs time: the sizes and times are in benchmarks/README.md, "Compact keys").
+        from a seed, which costs time: the sizes and times are in benchmarks/README.md, "Compact keys"), or whole;
+        default: as the parameters say (:attr:`crossfhe.ckks.params.Params.compact_keys`: compact on
+        ``N16_BOOT_L3``, whole on the other presets).
         ``progress``: :mod:`crossfhe.progress`, one step per key (at N 2^16 the bootstrapping keys are about 40, a
         few seconds each); the default draws a bar once key generation has taken 2 s. Parameters marked insecure
         (``crossfhe.testing``) are refused unless ``insecure=True``. Creating a context turns on JAX's persistent
@@ -234,7 +237,8 @@ class CKKSContext(Context):
         sk, ek = ops.keygen(params, rotations=rotations, conjugation=conjugation, seed=seed, progress=progress)
         if bootstrap:
             sub = None if seed is None else bytes(b ^ 0x5A for b in seed)
-            boot = bt.keygen(sk, ek, config, seed=sub, progress=progress, compact=bool(compact_keys))
+            boot = bt.keygen(sk, ek, config, seed=sub, progress=progress,
+                             compact=None if compact_keys is None else bool(compact_keys))
             ek = boot.evaluation
         return cls(CKKSPublicContext(params, ek, boot), sk)
 

@@ -628,7 +628,7 @@ def sparse_ring(params: Params) -> RingParams:
 
 
 def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *, seed: bytes | None = None,
-           progress=None, compact: bool = False) -> Keys:
+           progress=None, compact: bool | None = None) -> Keys:
     """The bootstrapping keys of ``keys.params`` for the secret ``sk`` (whose public material ``keys`` is): the
     Galois keys of :meth:`Plan.rotations` and conjugation added to ``keys``, and the two encapsulation keys.
     ``progress``: :mod:`crossfhe.progress` (one step per key, the Galois keys' reported as each batch of them is done;
@@ -638,9 +638,11 @@ def keygen(sk: SecretKey, keys: EvaluationKeys, config: Config | None = None, *,
     for all batches), then one each for the ephemeral secret and the two encapsulation keys. ChaCha20 keys, from
     ``Rng(seed)`` in turn: one from which the Galois key of element k takes ``fold_in(., k)``, then the ephemeral
     secret's, the encapsulation key's to it (``to_sparse``) and the one's back (``to_dense``). ``compact``: the result's
-    :meth:`Keys.compact` (the new Galois keys compacted batch by batch, as they are made)."""
+    :meth:`Keys.compact` (the new Galois keys compacted batch by batch, as they are made); None: as the parameters
+    say (:attr:`crossfhe.ckks.params.Params.compact_keys`)."""
     progress = progress_callback(progress)
     params = keys.params
+    compact = params.compact_keys if compact is None else bool(compact)
     config = config_for(params) if config is None else config
     rng = crandom.Rng(seed)
     elements = sorted({ops.rotation_element(params, r) for r in rotations_for(params, config)}

@@ -45,7 +45,8 @@ class ParamsLiteral:
     bootstrap_levels: the top levels reserved for bootstrapping (:mod:`crossfhe.ckks.bootstrap`); fresh
     encryptions go to level ``levels - bootstrap_levels``. wide_levels: how many of the top levels rest on
     primes near 2^wide_bits instead of 2^(log_scale / primes_per_level) (bootstrapping's CoeffToSlot and
-    EvalMod run there, at a scale near 2^(wide_bits primes_per_level), for precision).
+    EvalMod run there, at a scale near 2^(wide_bits primes_per_level), for precision). compact_keys: the form
+    bootstrapping keys take by default (:attr:`Params.compact_keys`).
     """
 
     log_n: int
@@ -61,6 +62,7 @@ class ParamsLiteral:
     bootstrap_levels: int = 0
     wide_levels: int = 0
     wide_bits: int = 30
+    compact_keys: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,12 @@ class Params:
     ``ring`` holds N, the ciphertext primes q (base first, then the scale primes of levels 1..L) and the
     special primes p, the secret's distribution (``ring.hamming_weight``), and carries the security check.
     Build with :meth:`from_literal`.
+
+    ``compact_keys``: how bootstrapping keys are made and held unless the caller says otherwise
+    (:func:`crossfhe.ckks.bootstrap.keygen`, ``CKKSContext.create``): True for their compact form
+    (:meth:`crossfhe.ckks.bootstrap.Keys.compact`: half the memory, each key switch making its key's uniform half
+    from a seed), False for whole keys. Like the kernel set, it decides how the keys are held, never a result, and is
+    not part of :meth:`digest`.
     """
 
     ring: RingParams
@@ -79,9 +87,12 @@ class Params:
     base_count: int
     dnum: int
     bootstrap_levels: int = 0
+    compact_keys: bool = False
 
     def __post_init__(self):
         q = self.ring.q
+        if not isinstance(self.compact_keys, bool):
+            raise ParameterError(f"compact_keys must be True or False, got {self.compact_keys!r}")
         if self.levels < 1:
             raise ParameterError(f"levels must be >= 1, got {self.levels}")
         if not 0 <= self.bootstrap_levels < self.levels:
@@ -147,7 +158,7 @@ class Params:
         secret = SecretDistribution.TERNARY
         ring = RingParams(n=n, q=q, p=p, security=lit.security, secret=secret, insecure=lit.insecure,
                           hamming_weight=lit.hamming_weight)
-        return cls(ring, lit.levels, lit.log_scale, ppl, len(base), dnum, lit.bootstrap_levels)
+        return cls(ring, lit.levels, lit.log_scale, ppl, len(base), dnum, lit.bootstrap_levels, lit.compact_keys)
 
     @property
     def n(self) -> int:

@@ -75,9 +75,12 @@ previous one)."""
 
 N16_BOOT_L3 = Params.from_literal(ParamsLiteral(
     log_n=16, levels=20, log_scale=52, dnum=3, primes_per_level=2, base_bits=(28, 29), bootstrap_levels=17,
-    wide_levels=14, wide_bits=31))
+    wide_levels=14, wide_bits=31, compact_keys=True))
 """Bootstrappable, 128-bit, the faster set: N 2^16, 3 levels left after each bootstrap (scale 2^52), dnum 3 (smaller
 keys, cheaper key switches), log PQ ~1670 <= 1747, uniform ternary secret; ephemeral secret as N16_BOOT_L9.
+Bootstrapping keys are compact by default (``compact_keys``: half the key memory, for some of the time; the
+figures are in benchmarks/README.md, "The key form at both presets"); ``CKKSContext.create(..., compact_keys=False)``
+makes them whole.
 Failure probability 0 from ModRaise. Measured precision after one bootstrap (max slot error, 2^15 slots, one run,
 2026-11-29, tests/test_ckks_bootstrap.py's 17 input shapes): 25.65 to 26.15 bits for every shape with |x| <= 1
 (25.96 uniform in [-1, 1]; constants +-1, +-0.999 and 1 - 1e-3 25.65 to 25.83; alternating +-1 26.01; values near

@@ -278,16 +278,18 @@ def dumps_bootstrap_keys(keys) -> bytes:
     return com.pack(SCHEME, KIND_BOOTSTRAP_KEYS, params, meta, arrays)
 
 
-def loads_bootstrap_keys(blob, *, params: Params | None = None, compact: bool = False):
+def loads_bootstrap_keys(blob, *, params: Params | None = None, compact: bool | None = None):
     """The :class:`crossfhe.ckks.bootstrap.Keys` of a :func:`dumps_bootstrap_keys` blob, after every check of
     :func:`loads` (and the configuration re-checked against the parameters); ``compact``: the Galois and
     encapsulation keys in their compact form (:meth:`crossfhe.ckks.bootstrap.Keys.compact`), each dropped to it as it
-    is read, so that the whole set is never held."""
+    is read, so that the whole set is never held. None: the form ``params`` name (:attr:`Params.compact_keys`;
+    parameters read from the blob alone name whole keys)."""
     from crossfhe.ckks import bootstrap as bt
 
     c = fmt.unpack(blob, expected_kind=KIND_BOOTSTRAP_KEYS)
     with checks.about(KIND_BOOTSTRAP_KEYS):
         params = com.header_params(SCHEME, c.fields, params)
+        compact = params.compact_keys if compact is None else bool(compact)
         m = com.meta(c.fields, {"public", "relin", "galois", *_ENCAPSULATION, "config"})
         for name in _ENCAPSULATION:
             com.keys(m[name], {"sigma", "dnum", *com.A_KEYS}, f"meta.{name}")

@@ -301,26 +301,39 @@ def save_executable(path, compiled) -> None:
 class Executable:
     """A compiled executable called as a :func:`jit` function is (``name`` for :mod:`crossfhe.testing.trace`)."""
 
-    __slots__ = ("compiled", "__name__", "heal")
+    __slots__ = ("compiled", "__name__", "heal", "_call")
 
     def __init__(self, compiled, name: str, heal=None):
-        self.compiled, self.__name__, self.heal = compiled, name, heal
+        self.compiled, self.__name__, self.heal, self._call = compiled, name, heal, None
 
     def __call__(self, *args):
         """The executable on ``args``. A loaded one (``heal`` given) is checked on its first call: its result is
         waited for, and where it lost its code (:func:`lost_code`) ``heal(*args)`` (which drops the kept copy and
-        compiles again for these arguments) replaces it; later calls run asynchronously as any."""
+        compiles again for these arguments) replaces it; later calls run asynchronously as any. After the first
+        call, the compiled object's own dispatcher is called directly (:func:`_dispatcher`)."""
+        if self._call is not None:
+            return self._call(*args)
         if self.heal is None:
-            return self.compiled(*args)
-        try:
-            out = jax.block_until_ready(self.compiled(*args))
-        except Exception as e:
-            if not lost_code(e):
-                raise
-            self.compiled = self.heal(*args)
             out = self.compiled(*args)
-        self.heal = None
+        else:
+            try:
+                out = jax.block_until_ready(self.compiled(*args))
+            except Exception as e:
+                if not lost_code(e):
+                    raise
+                self.compiled = self.heal(*args)
+                out = self.compiled(*args)
+            self.heal = None
+        self._call = _dispatcher(self.compiled)
         return out
+
+
+def _dispatcher(compiled):
+    """The callable that ``compiled(*args)`` (a ``jax.stages.Compiled``, called once) forwards to: JAX's C++
+    dispatcher, which ``Compiled.__call__`` reaches through ``**kwargs`` at a cost of about 3 us a call
+    (benchmarks/README.md, "x + y"). ``compiled`` itself where it has none (another JAX version)."""
+    call = getattr(compiled, "_call", None)
+    return call if callable(call) else compiled
 
 
 def _aval(x) -> tuple:
