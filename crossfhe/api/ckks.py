@@ -344,15 +344,16 @@ class EncryptedVector(KeyOwned, SlotVector):
         """The ciphertext of primitive ``op`` run eagerly (:mod:`crossfhe.api.ckks_lower`)."""
         public = self.ctx
         boot = public.bootstrap_keys
-        # keys for fewer than N/2 slots: the widths decide whether a bootstrap (asked or placed) is allowed
-        sparse = boot is not None and boot.config.slots < public.params.slots
-        # where the context bootstraps, whether each operand is complex: a real value's bootstrap runs EvalMod once
-        operands = [(dict(level=v.ct.level, scale=v.ct.scale, **({"width": v.width} if sparse else {}),
-                          **({"complex": v.complex} if boot is not None else {})),
-                     (v.ct.c0.data, v.ct.c1.data)) for v in (self, *others)]
-        bounds = [v.bound for v in (self, *others)]
+        values = (self, *others)
+        operands = [({"level": v.ct.level, "scale": v.ct.scale}, (v.ct.c0.data, v.ct.c1.data)) for v in values]
+        if boot is not None:
+            # whether each operand is complex (a real value's bootstrap runs EvalMod once), and with keys for fewer
+            # than N/2 slots the widths (they decide whether a bootstrap, asked or placed, is allowed)
+            sparse = boot.config.slots < public.params.slots
+            for (meta, _), v in zip(operands, values):
+                meta.update({"width": v.width, "complex": v.complex} if sparse else {"complex": v.complex})
         node, (c0, c1) = eager.run(SCHEME, public.params, public.runtime_keys, op, attrs, operands, consts=consts,
-                                   check=lambda g: check_bootstrap_bounds(g, bounds))
+                                   check=lambda g: check_bootstrap_bounds(g, [v.bound for v in values]))
         moduli = public.params.moduli_at(node.attr("level"))
         return Ciphertext(RNSPoly(c0, moduli, Domain.EVAL), RNSPoly(c1, moduli, Domain.EVAL), public.params,
                           node.attr("scale"), self.ct.key_id)

@@ -113,7 +113,10 @@ def _with_constants(scheme, entry, key, attrs: dict, consts: dict, params, publi
 
 def _batch(word, item: int) -> tuple:
     """The leading (batch) axes of ``word``, an array whose last ``item`` axes are one value's."""
-    shape = word.shape if hasattr(word, "shape") else np.shape(word)
+    try:
+        shape = word.shape
+    except AttributeError:
+        shape = np.shape(word)
     return tuple(shape[: len(shape) - item])
 
 
@@ -178,13 +181,16 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
     work; it raises on what this call's operands forbid (their bounds, which the cached graph does not depend on)."""
     consts = consts or {}
     value_attrs = scheme.value_attrs
-    item = scheme.item_ndims
-    batches = [_batch(w[0], item[0]) for _, w in operands]
-    batch = batches[0] if len(set(batches)) == 1 else tuple(np.broadcast_shapes(*batches))
-    key = (scheme.name, id(public), op, _masked(attrs, value_attrs) if attrs else (),
-           tuple(scheme.eager_key(a) for a, _ in operands), tuple(batches))
+    item, eager_key = scheme.item_ndims[0], scheme.eager_key
+    metas, batches = [], []
+    for a, w in operands:
+        metas.append(eager_key(a))
+        batches.append(_batch(w[0], item))
+    batches = tuple(batches)
+    key = (scheme.name, id(public), op, _masked(attrs, value_attrs) if attrs else (), tuple(metas), batches)
     entry = _CACHE.get(key)
     if entry is None:
+        batch = batches[0] if len(set(batches)) == 1 else tuple(np.broadcast_shapes(*batches))
         graph = _graph(scheme, op, attrs, [a for a, _ in operands], consts)
         lowered = graph
         try:

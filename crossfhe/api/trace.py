@@ -58,10 +58,14 @@ class Value:
     def _replace(self, **changes):
         """A copy with ``changes`` to :attr:`_FIELDS`, remembering the same key owner."""
         new = object.__new__(type(self))
-        new.__dict__.update({k: self.__dict__[k] for k in self._FIELDS})
-        new.__dict__.update(changes)
-        if self.__dict__.get("_owner") is not None:
-            new.__dict__["_owner"] = self.__dict__["_owner"]
+        mine = self.__dict__
+        d = new.__dict__
+        for k in self._FIELDS:
+            d[k] = mine[k]
+        d.update(changes)
+        owner = mine.get("_owner")
+        if owner is not None:
+            d["_owner"] = owner
         return new
 
     def _record(self, op: str, others, attrs: dict, consts: dict | None, **fields):

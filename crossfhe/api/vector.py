@@ -125,6 +125,8 @@ class SlotVector(Value):
     # Arithmetic ------------------------------------------------------------------------------------
 
     def __add__(self, other):
+        if type(other) is type(self):  # the common case first: no operand conversion to try
+            return self._binary("add", other, "+")
         other = self._operand(other, "+")
         if isinstance(other, SlotVector):
             return self._binary("add", other, "+")
@@ -140,6 +142,8 @@ class SlotVector(Value):
         return self._apply("neg")
 
     def __sub__(self, other):
+        if type(other) is type(self):
+            return self._binary("sub", other, "-")
         other = self._operand(other, "-")
         if isinstance(other, SlotVector):
             return self._binary("sub", other, "-")
@@ -156,6 +160,8 @@ class SlotVector(Value):
         return NotImplemented
 
     def __mul__(self, other):
+        if type(other) is type(self):
+            return self._binary("mul", other, "*")
         other = self._operand(other, "*")
         if isinstance(other, SlotVector):
             return self._binary("mul", other, "*")
@@ -204,12 +210,13 @@ class SlotVector(Value):
         length = self.length if length is None else length
         width = self.width if width is None else width
         clean = padding_clean("same", length, width, (self.length, self.clean)) if clean is None else clean
-        fields = dict(length=length, width=width, clean=clean,
-                      **self._fields(op, attrs, others, is_complex=is_complex, consts=consts))
-        if self.traced:
+        fields = self._fields(op, attrs, others, is_complex=is_complex, consts=consts)
+        fields.update(length=length, width=width, clean=clean)
+        if self.trace is not None:
             return self._record(op, others, attrs, consts, **fields)
-        ct = self._run(op, attrs, others, consts)
-        return set_owner(self._replace(ct=ct, **fields), self._owner_of((self, *others)))
+        fields["ct"] = self._run(op, attrs, others, consts)
+        out = self._replace(**fields)  # keeps this value's key owner
+        return out if "_owner" in out.__dict__ else set_owner(out, self._owner_of(others))
 
     def _fields(self, op: str, attrs: dict, others, *, is_complex: bool, consts) -> dict:
         """The scheme's own fields of the result of ``op`` (CKKS: whether it is complex, its bound)."""

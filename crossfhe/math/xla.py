@@ -338,9 +338,9 @@ def _dispatcher(compiled):
 
 def _aval(x) -> tuple:
     if isinstance(x, jax.Array):
-        return (x.shape, x.dtype.str, x.weak_type)
+        return (x.shape, x.dtype, x.weak_type)
     if isinstance(x, (np.ndarray, np.generic)):
-        return (x.shape, x.dtype.str, False)
+        return (x.shape, x.dtype, False)
     return (type(x).__name__,)
 
 
@@ -400,19 +400,23 @@ class _Persisted:
         else:
             dyn_kw = kwargs
         leaves, tree = jax.tree_util.tree_flatten((dyn, dyn_kw))
-        key = (cpu, static, tree, tuple(_aval(x) for x in leaves), jax.config.jax_enable_x64)
+        key = (cpu, static, tree, tuple([_aval(x) for x in leaves]), jax.config.jax_enable_x64)
         exe = self.loaded.get(key)
         if exe is None:
             exe, path, loaded = self._load_or_compile(jitted, cpu, static, tree, key[3], args, kwargs)
             self.loaded[key] = exe
-            if loaded:  # the first call of a loaded executable is checked (lost_code)
-                try:
-                    return jax.block_until_ready(exe(*dyn, **dyn_kw))
-                except Exception as e:
-                    if not lost_code(e):
-                        raise
+            if exe is False:
+                return jitted(*args, **kwargs)
+            try:  # the first call of a loaded executable is checked (lost_code)
+                out = jax.block_until_ready(exe(*dyn, **dyn_kw)) if loaded else exe(*dyn, **dyn_kw)
+            except Exception as e:
+                if not (loaded and lost_code(e)):
+                    raise
                 drop_lost(path)
-                exe = self.loaded[key] = compile_fresh(jitted.lower(*args, **kwargs))[0]
+                exe = compile_fresh(jitted.lower(*args, **kwargs))[0]
+                out = exe(*dyn, **dyn_kw)
+            self.loaded[key] = _dispatcher(exe)  # later calls skip Compiled.__call__
+            return out
         if exe is False:
             return jitted(*args, **kwargs)
         return exe(*dyn, **dyn_kw)
