@@ -330,8 +330,8 @@ class Executable:
 
 def _dispatcher(compiled):
     """The callable that ``compiled(*args)`` (a ``jax.stages.Compiled``, called once) forwards to: JAX's C++
-    dispatcher, which ``Compiled.__call__`` reaches through ``**kwargs`` at a cost of about 3 us a call
-    (benchmarks/README.md, "x + y"). ``compiled`` itself where it has none (another JAX version)."""
+    dispatcher, which ``Compiled.__call__`` reaches through a Python frame of its own (benchmarks/README.md, "Eager
+    operations' Python"). ``compiled`` itself where it has none (another JAX version)."""
     call = getattr(compiled, "_call", None)
     return call if callable(call) else compiled
 
