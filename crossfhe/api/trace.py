@@ -108,9 +108,6 @@ class Value:
         if self.traced and other.trace is not self.trace:
             raise CircuitError(f"{what} at {source_line()}: the operands come from two different circuits' traces")
 
-    def _new_node(self, op: str, args, attrs: dict | None = None) -> int:
-        return self.trace.node(op, args, attrs)
-
 
 class Same:
     """A reference compared by identity: a context in a pytree's static data (contexts hold arrays)."""
