@@ -357,27 +357,14 @@ class EncryptedIntVector(KeyOwned, SlotVector):
 
     # Slots -----------------------------------------------------------------------------------------
 
-    def _rows_rotated(self, k: int, period: int, what: str) -> EncryptedIntVector:
-        """Both slot rows rotated left by k, for data of ``period`` (a power of two dividing N/2): one key switch
-        with the key for k (or k mod period, or that minus period), else one per set bit of k mod period
-        (concrete values; a traced one records one rotation, whose key the circuit's keys get)."""
-        r = k % period
-        if self.traced:
-            return self._apply("rotate", [], {"k": r}, clean=False)
-        params, keys = self.ctx.params, self.ctx.keys
-        offset = self._direct_offset(k, period)
-        if offset is not None:
-            return self._apply("rotate", [], {"k": offset}, clean=False)
-        steps = [1 << i for i in range(r.bit_length()) if r >> i & 1]
-        missing = [s for s in steps if bfv_ops.rotation_element(params, s) not in keys.galois]
-        if missing:
-            raise self._error(ValueError, f"{what}: the context holds no rotation key for {k} (or {r} or {r - period}) "
-                              f"nor the power-of-two keys {missing} to compose it; create the context with "
-                              f"BFVContext.create(params, rotations=[{k}])")
-        x = self
-        for s in steps:
-            x = x._apply("rotate", [], {"k": s}, clean=False)
-        return x
+    def _has_rotation_key(self, offset: int) -> bool:
+        return bfv_ops.rotation_element(self.ctx.params, offset) in self.ctx.keys.galois
+
+    def _rows_rotated(self, r: int, period: int, what: str) -> EncryptedIntVector:
+        """Both slot rows rotated left by r (0 < r < period), for data of ``period`` (a power of two dividing N/2):
+        one key switch with the key for r or r - period, else one per set bit of r
+        (:meth:`~crossfhe.api.vector.SlotVector._rotated_with_keys`)."""
+        return self._rotated_with_keys(r, (r, r - period), what, f"BFVContext.create(params, rotations=[{r}])")
 
     def _swapped(self, what: str) -> EncryptedIntVector:
         if not self.traced and bfv_ops.row_swap_element(self.ctx.params) not in self.ctx.keys.galois:
@@ -388,18 +375,10 @@ class EncryptedIntVector(KeyOwned, SlotVector):
     def _half(self) -> int:
         return (self.ctx.params.n if not self.traced else 2**30) // 2
 
-    def _direct_offset(self, k: int, period: int) -> int | None:
-        """k, k mod period or that minus period where the context holds its rotation key (None: none)."""
-        r = k % period
-        return next((o for o in (k, r, r - period)
-                     if bfv_ops.rotation_element(self.ctx.params, o) in self.ctx.keys.galois), None)
-
     def _key_switches(self, r: int) -> int:
-        if self.traced:
-            return 1
-        if self.width > self._half():
+        if self.trace is None and self.width > self._half():
             return 0  # not counted: rotations at width N add the row swap and masks
-        return 1 if self._direct_offset(r, self.width) is not None else bin(r % self.width).count("1")
+        return self._switches_for(r, (r, r - self.width))
 
     def _raw_rotate(self, r: int) -> EncryptedIntVector:
         """The width-periodic slots rotated left by r (0 < r < width). Up to width N/2: row rotations (key switches

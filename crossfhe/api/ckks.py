@@ -446,36 +446,17 @@ class EncryptedVector(KeyOwned, SlotVector):
 
     # Slots -----------------------------------------------------------------------------------------
 
-    def _direct_offset(self, r: int) -> int | None:
-        """r or r - width where the context holds its Galois key (None: neither)."""
-        keys, params = self.ctx.keys, self.ctx.params
-        return next((o for o in (r, r - self.width) if ckks_ops.rotation_element(params, o) in keys.galois), None)
+    def _has_rotation_key(self, offset: int) -> bool:
+        return ckks_ops.rotation_element(self.ctx.params, offset) in self.ctx.keys.galois
 
     def _key_switches(self, r: int) -> int:
-        if self.traced:
-            return 1
-        return 1 if self._direct_offset(r) is not None else bin(r).count("1")
+        return self._switches_for(r, (r, r - self.width))
 
     def _raw_rotate(self, r: int) -> EncryptedVector:
         """The width-periodic slots rotated left by r (0 < r < width; padding included): one key switch with the
         Galois key for r or r - width when the context holds it, else one per set bit of r with the power-of-two
-        keys (concrete values; a traced one records one rotation, whose key the circuit's keys get)."""
-        if self.traced:
-            return self._apply("rotate", [], {"k": r}, clean=False)
-        keys, params = self.ctx.keys, self.ctx.params
-        offset = self._direct_offset(r)
-        if offset is not None:
-            return self._apply("rotate", [], {"k": offset}, clean=False)
-        steps = [1 << i for i in range(r.bit_length()) if r >> i & 1]
-        missing = [s for s in steps if ckks_ops.rotation_element(params, s) not in keys.galois]
-        if missing:
-            raise self._error(ValueError, f"rotate: the context holds no Galois key for {r} (or {r - self.width}) nor "
-                              f"the power-of-two keys {missing} to compose it; create the context with "
-                              f"rotations=[{r}]")
-        x = self
-        for s in steps:
-            x = x._apply("rotate", [], {"k": s}, clean=False)
-        return x
+        keys (:meth:`~crossfhe.api.vector.SlotVector._rotated_with_keys`)."""
+        return self._rotated_with_keys(r, (r, r - self.width), "rotate", f"rotations=[{r}]")
 
     def _fold_sum(self, x: EncryptedVector, length: int = 1) -> EncryptedVector:
         """Every slot of the width period holding the sum of x's width slots (log2(width) rotations by powers of

@@ -261,6 +261,38 @@ class SlotVector(Value):
         """How many key switches :meth:`_raw_rotate` takes for ``r`` with this value's keys (0: not counted)."""
         return 0
 
+    def _has_rotation_key(self, offset: int) -> bool:
+        """Whether the context holds the key that rotates the slots by ``offset`` (the scheme's Galois element)."""
+        raise NotImplementedError
+
+    def _switches_for(self, r: int, offsets) -> int:
+        """Key switches of :meth:`_rotated_with_keys` (r, offsets): one with a key of ``offsets``, else one per set
+        bit of r (traced values: one)."""
+        if self.trace is not None or any(self._has_rotation_key(o) for o in offsets):
+            return 1
+        return bin(r).count("1")
+
+    def _rotated_with_keys(self, r: int, offsets, what: str, create: str):
+        """The slots rotated by r > 0: one key switch with the key of the first of ``offsets`` (the offsets that
+        rotate these slots as r does) the context holds, else one per set bit of r with the power-of-two keys. A
+        traced value records one rotation by ``offsets[0]``, whose key the circuit's keys get. ValueError (in
+        ``what``'s terms, suggesting ``create``) where neither exists."""
+        if self.trace is not None:
+            return self._apply("rotate", [], {"k": offsets[0]}, clean=False)
+        offset = next((o for o in offsets if self._has_rotation_key(o)), None)
+        if offset is not None:
+            return self._apply("rotate", [], {"k": offset}, clean=False)
+        steps = [1 << i for i in range(r.bit_length()) if r >> i & 1]
+        missing = [s for s in steps if not self._has_rotation_key(s)]
+        if missing:
+            held = " or ".join(map(str, offsets))
+            raise self._error(ValueError, f"{what}: the context holds no rotation key for {held} nor the power-of-two "
+                              f"keys {missing} to compose it; create the context with {create}")
+        x = self
+        for s in steps:
+            x = x._apply("rotate", [], {"k": s}, clean=False)
+        return x
+
     def roll(self, shift: int):
         """``np.roll(values, shift)``: :meth:`rotate` by -shift."""
         try:
