@@ -408,13 +408,31 @@ def fusion_barrier(x, table):
     residues below 2^31 that is an argument of the computation (a twiddle table); the predicate reads
     it, not x, so it stays a scalar under ``vmap``. Both branches are the identity (x of any integer or
     float dtype).
+
+    Compiled for another platform (a GPU) it is x itself (``lax.platform_dependent``: the choice is the lowering's,
+    the words the same): there a conditional reads its predicate on the host, a device-to-host copy and a wait each
+    time (one per blind-rotation step in the H100 profile, benchmarks/README.md, "A conditional per step on the
+    GPU"), which no saved recomputation pays for.
     """
+    return lax.platform_dependent(x, table, cpu=_conditional_barrier, default=_identity)
+
+
+def _conditional_barrier(x, table):
     pred = table[(0,) * table.ndim] < jnp.uint32(2**31)
     if jnp.issubdtype(x.dtype, jnp.integer):
         other = lambda u: u ^ jnp.zeros((), u.dtype)  # noqa: E731
     else:
         other = lambda u: u + 0.0  # noqa: E731
     return lax.cond(pred, lambda u: u, other, x)
+
+
+def _identity(x, table):
+    return x
+
+
+def _ordered(x, dep):
+    """x, its consumers made to wait for ``dep`` where ``lax.optimization_barrier`` orders (not on CPU)."""
+    return lax.optimization_barrier((x, dep))[0]
 
 
 @jax.custom_batching.custom_vmap
@@ -426,10 +444,11 @@ def after(x, dep):
     switches of :func:`crossfhe.core.keyswitch.keyswitch_hoisted`). ``lax.optimization_barrier`` does not order on
     CPU (module note at :func:`fusion_barrier`); a conditional on a word of ``dep`` does, and copies only x (keep x
     small: an index vector). ``dep``: residues below 2^31 (the predicate is always true); x of an integer dtype.
+    Compiled for another platform (a GPU), ``lax.optimization_barrier`` over (x, dep), which orders there and reads
+    nothing on the host (:func:`fusion_barrier`).
     Under ``vmap`` x keeps its own batching: a batched ``dep`` is read at its first entry (one program computes
     all entries together), so an unbatched x (a permutation) stays unbatched."""
-    pred = dep[(0,) * dep.ndim] < jnp.uint32(2**31)
-    return lax.cond(pred, lambda u: u, lambda u: u ^ jnp.zeros((), u.dtype), x)
+    return lax.platform_dependent(x, dep, cpu=_conditional_barrier, default=_ordered)
 
 
 @after.def_vmap
