@@ -14,7 +14,8 @@
 #   bash benchmarks/gpu_session.sh taurus   issue 29: the Taurus workloads' batch-1 latency and batched throughput
 # Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
 # under $OUT (tests.txt, failures.txt, *.json, *.txt) and a short table is printed last. Each step has its own
-# time limit, so one slow step leaves the others' figures.
+# time limit, so one slow step leaves the others' figures. Last, benchmarks/device_record.py writes the call's
+# dated record, $OUT/device-run_<stage>_<UTC time>.json: commit it under benchmarks/device-runs/.
 set -uo pipefail
 STAGE=${1:-tests}
 export OUT=${OUT:-benchmarks/results/gpu}
@@ -94,7 +95,7 @@ elif [ "$STAGE" = profile ]; then
    tar czf "$OUT/all.tgz" -C /tmp -T /tmp/trace_list bundle)
   cp /tmp/summary.txt "$OUT/summary.txt"
   cat "$OUT/summary.txt"
-elif [ "$STAGE" = eager ]; thenelif [ "$STAGE" = eager ]; then
+elif [ "$STAGE" = eager ]; then
   # issue 25: HE-Add dispatch overhead, and each eager operation against the same call under a user's jit
   step 400 dispatch $PY benchmarks/bench_dispatch.py --threads 4 --reps 100 --json "$OUT/dispatch.json"
   tail -16 "$OUT/dispatch.txt"
@@ -129,3 +130,6 @@ else
   for f in ckks_vector ckks_matrix tfhe hmvp; do echo "--- $f"; tail -22 "$OUT/$f.txt"; done
 fi
 [ -f "$OUT/steps.txt" ] && cat "$OUT/steps.txt" || true
+# One dated record of the call for benchmarks/device-runs/ (issue 46): the device, driver and versions, each step's
+# status, and every JSON the steps wrote (the profile stage's are inside all.tgz, its summary beside it).
+$PY benchmarks/device_record.py "$OUT" "$STAGE" || echo "device_record: failed"
