@@ -12,6 +12,8 @@
 #                                           no-copy checks on the device; everything in $OUT/all.tgz, a table printed
 #   bash benchmarks/gpu_session.sh tfhe     issue 29: batched TFHE bootstrapping throughput (2^-64 and 2^-128 presets)
 #   bash benchmarks/gpu_session.sh taurus   issue 29: the Taurus workloads' batch-1 latency and batched throughput
+#   bash benchmarks/gpu_session.sh workloads  issue 46, requirement 4: HELR iterations and LoLa-MNIST images as one
+#                                           program each (the bootstrap and HMVP have their own stages)
 # Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
 # under $OUT (tests.txt, failures.txt, *.json, *.txt) and a short table is printed last. Each step has its own
 # time limit, so one slow step leaves the others' figures. Last, benchmarks/device_record.py writes the call's
@@ -95,6 +97,15 @@ elif [ "$STAGE" = profile ]; then
    tar czf "$OUT/all.tgz" -C /tmp -T /tmp/trace_list bundle)
   cp /tmp/summary.txt "$OUT/summary.txt"
   cat "$OUT/summary.txt"
+elif [ "$STAGE" = workloads ]; then
+  # issue 46, requirement 4 (targets on the H200: an HELR-1024 iteration at most 100 ms, LoLa-MNIST at most 5 ms an
+  # image batched); HELR's key generation and its first (compiling) iteration are most of the step
+  step 330 helr $PY benchmarks/bench_ml.py --parts helr --threads 16 --iterations 6 --one-program --no-peer \
+    --json "$OUT/helr.json"
+  step 230 cnn $PY benchmarks/bench_ml.py --parts cnn --threads 16 --cnn-images 64 --one-program --no-peer \
+    --json "$OUT/cnn.json"
+  tail -12 "$OUT/helr.txt"
+  tail -12 "$OUT/cnn.txt"
 elif [ "$STAGE" = eager ]; then
   # issue 25: HE-Add dispatch overhead, and each eager operation against the same call under a user's jit
   step 400 dispatch $PY benchmarks/bench_dispatch.py --threads 4 --reps 100 --json "$OUT/dispatch.json"
