@@ -237,8 +237,7 @@ class CKKSContext(Context):
         sk, ek = ops.keygen(params, rotations=rotations, conjugation=conjugation, seed=seed, progress=progress)
         if bootstrap:
             sub = None if seed is None else bytes(b ^ 0x5A for b in seed)
-            boot = bt.keygen(sk, ek, config, seed=sub, progress=progress,
-                             compact=None if compact_keys is None else bool(compact_keys))
+            boot = bt.keygen(sk, ek, config, seed=sub, progress=progress, compact=compact_keys)
             ek = boot.evaluation
         return cls(CKKSPublicContext(params, ek, boot), sk)
 
