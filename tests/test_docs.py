@@ -122,6 +122,9 @@ SLOW_PAGES = {
     "docs/architecture.md": "tests/test_front_end.py, tests/test_one_program.py (73 s)",
     "docs/tutorials/bfv-matvec.md": "tests/test_hmvp.py, tests/test_diagonal.py (72 s)",
     "docs/tutorials/integers.md": "tests/tfhe/test_integer.py (55 s)",
+    # compiles at N 2^14 (the smallest secure preset with the model's depth); the default run compiles the same
+    # model at an insecure N 2^11
+    "docs/tutorials/your-own-model.md": "tests/test_ml_onnx.py",
 }
 
 

@@ -1,0 +1,17 @@
+"""Models users bring, compiled to encrypted programs: ONNX files (and PyTorch modules, through ONNX) onto the one
+front end (:mod:`crossfhe.api`).
+
+* :func:`compile_onnx` / :func:`compile_torch`: a model and sample inputs -> :class:`CompiledModel` (``keygen``,
+  ``encrypt``, ``run``, ``decrypt``, ``predict``, ``report``, ``export``).
+* :func:`read_onnx`: the model as crossfhe reads it (:class:`Network`: affine and non-linear layers in float64).
+
+Today the CKKS path (:mod:`crossfhe.ml.ckks`): activations replaced by Chebyshev polynomials on ranges calibrated
+on the samples, one sample per ciphertext. Needs the ``onnx`` package (``pip install "crossfhe[onnx]"``).
+"""
+
+from crossfhe.ml.model import CompiledModel, compile_network, compile_onnx, compile_torch
+from crossfhe.ml.network import Affine, ModelError, Network, Nonlinear
+from crossfhe.ml.onnx_reader import read_onnx
+
+__all__ = ["Affine", "CompiledModel", "ModelError", "Network", "Nonlinear", "compile_network", "compile_onnx",
+           "compile_torch", "read_onnx"]
