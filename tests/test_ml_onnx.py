@@ -167,6 +167,7 @@ def test_final_softmax_can_be_dropped(tmp_path):
     with pytest.raises(ml.ModelError, match=str(path)):  # a file is named by its path
         ml.read_onnx(path)
     net = ml.read_onnx(path, final_softmax="drop")
+    assert "Softmax" not in net.layers[-1].source
     x = RNG.uniform(-1, 1, size=(6, 4))
     assert (net.forward(x).argmax(1) == _ort(m, x).argmax(1)).all()
 
@@ -191,6 +192,10 @@ def test_bad_models_and_inputs_are_refused(tmp_path):
         net.forward(np.full(12, np.nan))
     with pytest.raises(ml.ModelError, match="scheme 'tfhe'"):
         ml.compile_onnx(_mlp(), np.zeros((2, 12)), scheme="tfhe")
+    with pytest.raises(ml.ModelError, match="check is how many samples"):
+        ml.compile_onnx(_mlp(), np.zeros((2, 12)), check=-1)
+    with pytest.raises(ml.ModelError, match="sample_inputs has shape"):
+        ml.compile_onnx(_mlp(), np.zeros((2, 13)))
 
 
 def test_plan_folds_each_interval_into_the_affine_layer_before_it():
@@ -217,7 +222,7 @@ def test_baby_steps_minimize_distinct_rotations():
 def test_mlp_runs_encrypted_within_the_noise_of_its_polynomial_model():
     m = _mlp()
     x = RNG.uniform(-1, 1, size=(32, 12))
-    # one batch size (1) throughout: each size is a program of its own, compiled once (about 40 s here)
+    # one batch size (1) throughout: each size is a program of its own, compiled once
     compiled = ml.compile_onnx(m, x, params=TOY, check=1, seed=bytes(32))
     report = str(compiled.report)
     assert "Relu 'act'" in report and "degree 15" in report and "encrypted vs float on 1 samples" in report
@@ -236,7 +241,6 @@ def test_mlp_runs_encrypted_within_the_noise_of_its_polynomial_model():
                                                                   _ort(m, x)).max()) < 1e-5
 
 
-@pytest.mark.slow
 def test_conv_network_runs_encrypted_as_a_batch():
     m = _conv_bn_pool()
     x = RNG.uniform(-1, 1, size=(16, 1, 8, 8))

@@ -99,6 +99,8 @@ def compile_network(net: Network, sample_inputs, *, scheme: str = "ckks", params
     """Compile a :class:`~crossfhe.ml.network.Network` (see :func:`compile_onnx` for the options)."""
     if scheme not in SCHEMES:
         raise ModelError(f"{net.name}: scheme {scheme!r} is not supported for models yet; use one of {SCHEMES}")
+    if isinstance(check, bool) or not isinstance(check, int) or check < 0:
+        raise ModelError(f"check is how many samples to run encrypted (an int >= 0), got {check!r}")
     samples = net.samples(sample_inputs, "sample_inputs")
     p = ckks_ml.plan(net, samples, degree=degree, margin=margin)
     circuit = ckks_ml.compile_plan(p, params=params, precision=precision, name=_name(net.name))
@@ -108,8 +110,6 @@ def compile_network(net: Network, sample_inputs, *, scheme: str = "ckks", params
                             cost=dict(circuit.cost))
     model = CompiledModel(net, p, circuit, report)
     if check:
-        if not isinstance(check, int) or check < 0:
-            raise ModelError(f"check is how many samples to run encrypted (an int >= 0), got {check!r}")
         model.keygen(seed=seed)
         some = samples[:check]
         report.encrypted = ckks_ml.Agreement.of(model.predict(some), float_out[: some.shape[0]])

@@ -201,6 +201,7 @@ class _Reader:
             return [self.nonlinear(index, node, x, kind)]
         if op in ("Softmax", "LogSoftmax"):
             if last and self.final_softmax == "drop":
+                self.pending.pop()
                 return [x]
             self.fail(index, node, "it has no polynomial form")
         if op == "Pow":
