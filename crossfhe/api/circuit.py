@@ -43,6 +43,7 @@ from crossfhe.api.trace import Trace, Value
 from crossfhe.core.keys import SecretHolder
 from crossfhe.errors import KeyMismatchError, ParameterError, SerializationError
 from crossfhe.io import circuit_file, circuit_value
+from crossfhe.math import xla
 
 FORMAT = circuit_file.MAGIC
 """The magic of an exported circuit file (:mod:`crossfhe.io.circuit_file`)."""
@@ -97,6 +98,11 @@ class Scheme:
     secret_key_encryption = False
     """True where encryption takes the secret key (TFHE's LWE): :meth:`Circuit.encrypt` then passes
     ``CircuitKeys.secret`` to ``encrypt`` instead of the public keys."""
+
+    materialize_kernels = False
+    """True where a compiled circuit's program materializes each kernel's result
+    (:func:`crossfhe.math.xla.materializing`): measured per scheme (benchmarks/README.md, "Circuits without
+    recomputation")."""
 
     value_class: type | None = None
     """The scheme's value class (registered by its module, :mod:`crossfhe.api.ckks`, ``bfv``, ``tfhe``): inputs of a
@@ -545,17 +551,21 @@ class Circuit:
 
     def _flat_fn(self, batch, treedef):
         """The program on flat arguments: (inputs: a tuple of leaf tuples, runtime leaves) -> output leaf tuples.
-        Over a batch the items are vectorized (``vmap``), except where the graph is one the scheme runs operation by
-        operation eagerly (:meth:`Scheme.by_operation`: a bootstrap): there they run one after another inside the
-        program (:func:`jax.lax.map`), one compile for any batch size (vectorized, a bootstrap's conditionals
-        become selects, and XLA:CPU took 5 minutes to compile two N 2^11 items: benchmarks/README.md)."""
+        Over a batch the items are vectorized (``vmap``), except where the scheme materializes its kernels' results
+        (:attr:`Scheme.materialize_kernels`) or the graph is one it runs operation by operation eagerly
+        (:meth:`Scheme.by_operation`: a bootstrap): there they run one after another inside the program
+        (:func:`jax.lax.map`). Vectorized, the materializing conditionals become selects, which materialize nothing
+        (and XLA:CPU took 5 minutes to compile a bootstrap of two N 2^11 items: benchmarks/README.md)."""
         graph, params, scheme = self.graph, self.params, self.scheme
 
         def item(inputs, leaves):
             rt = jax.tree.unflatten(treedef, leaves)
             return tuple(tuple(o) for o in scheme.interpret(graph, params, inputs, rt))
 
-        if batch and scheme.by_operation(graph):
+        if scheme.materialize_kernels:
+            item = xla.materializing(item)
+
+        if batch and (scheme.materialize_kernels or scheme.by_operation(graph)):
             def mapped(inputs, leaves):
                 flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[len(batch):]), inputs)
                 out = jax.lax.map(lambda x: item(x, leaves), flat)

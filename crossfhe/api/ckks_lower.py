@@ -893,6 +893,7 @@ def preset_for(depth: int, precision: float | None = None) -> Params:
 
 class CKKSScheme(RingScheme):
     name = "ckks"
+    materialize_kernels = True
     annotated_after = frozenset({"levels", "levels (eager)", "bounds", "dead_code"})
 
     value_attrs = frozenset({"c", "const", "k"})

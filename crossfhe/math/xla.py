@@ -96,6 +96,23 @@ _MATERIALIZE = threading.local()
 thread: each thread traces its own)."""
 
 
+def materializing(fn):
+    """``fn``, whose :func:`jit` kernels' results are materialized while it is traced, as inside a :class:`Program`
+    with ``materialize`` (a conditional XLA:CPU cannot fuse through; on other platforms nothing). For a caller that
+    traces its own program (a compiled circuit): XLA would otherwise fuse each kernel's elementwise tail into every
+    consumer and compute it again in each. The same words either way."""
+
+    @functools.wraps(fn)
+    def traced(*args, **kwargs):
+        outer, _MATERIALIZE.on = getattr(_MATERIALIZE, "on", False), True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _MATERIALIZE.on = outer
+
+    return traced
+
+
 def _materialized(out, inputs):
     """``out`` with each integer or float array through :func:`crossfhe.math.modular.fusion_barrier` (a conditional
     XLA:CPU cannot fuse into the array's consumers), its predicate read from the first array of ``inputs``. Other

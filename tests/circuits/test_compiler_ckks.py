@@ -424,3 +424,37 @@ def test_evaluation_keys_given_to_compile_are_used():
                          cache=False)
     out = server.run(*owner.encrypt(np.linspace(-1, 1, 8)))
     assert np.abs(owner.decrypt(*out) - 2 * np.roll(np.linspace(-1, 1, 8), -1)).max() < TOL13
+
+
+def _compiled_conditionals(circuit, batch=()) -> int:
+    import jax
+
+    leaves, treedef = circuit._runtime(circuit.keys.public)
+    consts, fn = circuit._traced(batch, leaves, treedef)
+    ins, lv = circuit._abstract(batch, leaves)
+    return jax.jit(fn).lower(consts, ins, lv).compile().as_text().count(" conditional(")
+
+
+def test_ckks_circuit_programs_materialize_their_kernels_results(monkeypatch):
+    """Each kernel's result is materialized in a CKKS circuit's program (XLA:CPU would otherwise compute a shared
+    producer's elementwise tail again in every consumer: a 2-layer network ran 14x slower, benchmarks/README.md,
+    "Circuits without recomputation"), batch items run one after another so that the conditionals stay
+    conditionals, and the words are those of the unmaterialized program."""
+    from crossfhe.testing import INSECURE_CKKS_N10
+
+    def f(x):
+        y = x * x
+        return y.rotate(1) + y * 3 + y
+
+    circuit = fhe.compile(f, fhe.CKKSVector(8), params=INSECURE_CKKS_N10, cache=False)
+    circuit.keygen(seed=bytes(32))
+    (enc,) = circuit.encrypt(np.linspace(-1, 1, 16).reshape(2, 8))
+    (out,) = circuit.run(enc)
+    with_barriers = {b: _compiled_conditionals(circuit, b) for b in ((), (2,))}
+    monkeypatch.setattr(cc.CKKSScheme, "materialize_kernels", False)
+    plain = fhe.compile(f, fhe.CKKSVector(8), params=INSECURE_CKKS_N10, cache=False, keys=circuit.keys)
+    (ref,) = plain.run(enc)
+    without = {b: _compiled_conditionals(plain, b) for b in ((), (2,))}
+    for b in ((), (2,)):
+        assert with_barriers[b] > without[b], (b, with_barriers, without)
+    assert all((np.asarray(a) == np.asarray(r)).all() for a, r in zip(out.leaves, ref.leaves, strict=True))
