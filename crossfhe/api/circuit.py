@@ -551,11 +551,13 @@ class Circuit:
 
     def _flat_fn(self, batch, treedef):
         """The program on flat arguments: (inputs: a tuple of leaf tuples, runtime leaves) -> output leaf tuples.
-        Over a batch the items are vectorized (``vmap``), except where the scheme materializes its kernels' results
-        (:attr:`Scheme.materialize_kernels`) or the graph is one it runs operation by operation eagerly
-        (:meth:`Scheme.by_operation`: a bootstrap): there they run one after another inside the program
-        (:func:`jax.lax.map`). Vectorized, the materializing conditionals become selects, which materialize nothing
-        (and XLA:CPU took 5 minutes to compile a bootstrap of two N 2^11 items: benchmarks/README.md)."""
+        Over a batch the items are vectorized (``vmap``), except where they run one after another inside the program
+        (:func:`jax.lax.map`): where the graph is one the scheme runs operation by operation eagerly
+        (:meth:`Scheme.by_operation`: a bootstrap; vectorized, XLA:CPU took 5 minutes to compile two N 2^11 items,
+        benchmarks/README.md), and, compiled for a CPU, where the scheme materializes its kernels' results
+        (:attr:`Scheme.materialize_kernels`: under ``vmap`` the materializing conditionals become selects, which
+        materialize nothing). Compiled for another platform (a GPU, where the barriers are the identity) those items
+        stay vectorized (:func:`jax.lax.platform_dependent`: one program, its branch chosen where it is lowered)."""
         graph, params, scheme = self.graph, self.params, self.scheme
 
         def item(inputs, leaves):
@@ -565,17 +567,21 @@ class Circuit:
         if scheme.materialize_kernels:
             item = xla.materializing(item)
 
-        if batch and (scheme.materialize_kernels or scheme.by_operation(graph)):
-            def mapped(inputs, leaves):
-                flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[len(batch):]), inputs)
-                out = jax.lax.map(lambda x: item(x, leaves), flat)
-                return jax.tree.map(lambda a: a.reshape(tuple(batch) + a.shape[1:]), out)
+        def mapped(inputs, leaves):
+            flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[len(batch):]), inputs)
+            out = jax.lax.map(lambda x: item(x, leaves), flat)
+            return jax.tree.map(lambda a: a.reshape(tuple(batch) + a.shape[1:]), out)
 
-            return mapped
-        fn = item
+        vectorized = item
         for _ in batch:
-            fn = jax.vmap(fn, in_axes=(0, None))
-        return fn
+            vectorized = jax.vmap(vectorized, in_axes=(0, None))
+        if not batch:
+            return item
+        if scheme.by_operation(graph):
+            return mapped
+        if scheme.materialize_kernels:
+            return lambda inputs, leaves: jax.lax.platform_dependent(inputs, leaves, cpu=mapped, default=vectorized)
+        return vectorized
 
     def _traced(self, batch, leaves, treedef):
         """(constants, fn(constants, inputs, runtime leaves) -> outputs) for ``batch``: the program on flat

@@ -458,3 +458,31 @@ def test_ckks_circuit_programs_materialize_their_kernels_results(monkeypatch):
     for b in ((), (2,)):
         assert with_barriers[b] > without[b], (b, with_barriers, without)
     assert all((np.asarray(a) == np.asarray(r)).all() for a, r in zip(out.leaves, ref.leaves, strict=True))
+
+
+def test_batched_ckks_circuits_stay_vectorized_when_compiled_for_a_gpu(monkeypatch):
+    """The items of a batch run one after another in a CPU program (the materializing conditionals stay
+    conditionals) and vectorized in a GPU one (where the barriers are the identity). Counted in loops against the
+    program without materialization (vectorized everywhere, where each native kernel loops over the items by its
+    batching rule): the CPU program is one loop over the items, and the one exported for CUDA, without a device, is
+    the vectorized program's."""
+    import jax
+    from jax import export
+
+    from crossfhe.testing import INSECURE_CKKS_N10
+
+    def loops(materialize: bool) -> tuple[int, int]:
+        monkeypatch.setattr(cc.CKKSScheme, "materialize_kernels", materialize)
+        circuit = fhe.compile(lambda x: (x * x).rotate(1) + x, fhe.CKKSVector(8), params=INSECURE_CKKS_N10,
+                              cache=False)
+        circuit.keygen(seed=bytes(32))
+        leaves, treedef = circuit._runtime(circuit.keys.public)
+        consts, fn = circuit._traced((4,), leaves, treedef)
+        ins, lv = circuit._abstract((4,), leaves)
+        cpu = jax.jit(fn).lower(consts, ins, lv).as_text()
+        checks = [export.DisabledSafetyCheck.custom_call(t) for t in circuit.scheme.custom_calls(circuit.params)]
+        gpu = export.export(jax.jit(fn), platforms=["cuda"], disabled_checks=checks)(consts, ins, lv).mlir_module()
+        return cpu.count("stablehlo.while("), gpu.count("stablehlo.while(")
+
+    (cpu, gpu), (cpu_plain, gpu_plain) = loops(True), loops(False)
+    assert cpu == 1 < cpu_plain and gpu == gpu_plain
