@@ -68,10 +68,6 @@ class Approximation:
         return chebyshev_eval(np.asarray(self.coeffs), x, self.interval)
 
 
-def _width(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def fit(layer: Nonlinear, seen: tuple[float, float], degree: int, margin: float) -> Approximation:
     """The :class:`Approximation` of ``layer`` for inputs seen in [lo, hi]: the interval widened by ``margin``
     times its length on each side (at least 1e-3 wide), the Chebyshev interpolant of ``degree``."""
@@ -128,7 +124,7 @@ def plan(net: Network, samples: np.ndarray, *, degree=None, margin: float = 0.1)
     inputs = net.nonlinear_inputs(samples)
     layers = list(net.layers)
     widths = [net.n_in] + [w for layer in layers if isinstance(layer, Affine) for w in layer.shape]
-    d = _width(max(widths))
+    d = CKKSVector(max(widths)).width
     steps, approximations, k = [], [], 0
     pending: Affine | None = None
     h_width = net.n_in

@@ -45,18 +45,20 @@ class CompiledModel:
             self.circuit.keygen(seed=seed)
         return self.circuit.keys
 
-    def _vectors(self, x) -> tuple[np.ndarray, bool]:
-        one = np.shape(x) in (tuple(self.network.input_shape), (self.network.n_in,))
+    def _one(self, x) -> bool:
+        return np.shape(x) in (tuple(self.network.input_shape), (self.network.n_in,))
+
+    def _vectors(self, x) -> np.ndarray:
         a = self.network.samples(x)
         out = np.zeros((a.shape[0], self.plan.d))
         out[:, : a.shape[1]] = a
-        return out, one
+        return out
 
     def encrypt(self, x, *, keys=None):
         """Samples x (one of the model's input shape, or a batch ``[B, ...]``) encrypted, one vector each: a
         :class:`crossfhe.Encrypted` batch of B (one sample: a batch of 1). Each batch size is one compiled program
         (made on the first run of that size, then cached)."""
-        v, _ = self._vectors(x)
+        v = self._vectors(x)
         if keys is None:
             self.keygen()
         (enc,) = self.circuit.encrypt(v, keys=keys)
@@ -75,9 +77,8 @@ class CompiledModel:
     def predict(self, x) -> np.ndarray:
         """``decrypt(run(encrypt(x)))`` with this model's keys (made if needed): ``[B, n_out]``, or ``[n_out]`` for
         one sample."""
-        _, one = self._vectors(x)
         y = self.decrypt(self.run(self.encrypt(x)))
-        return y[0] if one else y
+        return y[0] if self._one(x) else y
 
     def predict_plain(self, x) -> np.ndarray:
         """The float model read from the file (NumPy float64)."""
@@ -160,8 +161,4 @@ def _name(where: str) -> str:
 def _params_name(params) -> str:
     from crossfhe.ckks import presets
 
-    for table in (presets.SECURE, presets.BOOTSTRAP):
-        for name, p in table.items():
-            if p == params:
-                return name
-    return f"N {params.n}, {params.levels} levels"
+    return presets.name_of(params) or f"N {params.n}, {params.levels} levels"
