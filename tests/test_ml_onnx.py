@@ -136,7 +136,7 @@ ERRORS = {
     "maxpool": (lambda: _model([_one("MaxPool", ["x"], ["y"], "pool1", kernel_shape=[2, 2])], {}, [1, 4, 4],
                                [1, 3, 3]), ["node 0 'pool1' (MaxPool)", "AveragePool"]),
     "softmax_inside": (lambda: _model([_one("Softmax", ["x"], ["s"], "sm"), _one("MatMul", ["s", "W"], ["y"], "mm")],
-                                      {"W": _w(4, 2)}, [4], [2]), ["(Softmax)", "final_softmax='drop'"]),
+                                      {"W": _w(4, 2)}, [4], [2]), ["(Softmax)", "final_softmax='client'"]),
     "softmax_last": (lambda: _model([_one("MatMul", ["x", "W"], ["h"], "mm"), _one("Softmax", ["h"], ["y"], "out")],
                                     {"W": _w(4, 2)}, [4], [2]), ["'out' (Softmax)", "argmax"]),
     "residual": (lambda: _model([_one("Relu", ["x"], ["r"], "act"), _one("Add", ["r", "x"], ["y"], "skip")], {}, [4],
@@ -190,8 +190,8 @@ def test_bad_models_and_inputs_are_refused(tmp_path):
         net.forward(np.zeros((5, 11)))
     with pytest.raises(ml.ModelError, match="not finite"):
         net.forward(np.full(12, np.nan))
-    with pytest.raises(ml.ModelError, match="scheme 'tfhe'"):
-        ml.compile_onnx(_mlp(), np.zeros((2, 12)), scheme="tfhe")
+    with pytest.raises(ml.ModelError, match="scheme 'bfv'"):
+        ml.compile_onnx(_mlp(), np.zeros((2, 12)), scheme="bfv")
     with pytest.raises(ml.ModelError, match="check is how many samples"):
         ml.compile_onnx(_mlp(), np.zeros((2, 12)), check=-1)
     with pytest.raises(ml.ModelError, match="sample_inputs has shape"):

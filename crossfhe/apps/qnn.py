@@ -43,7 +43,7 @@ from crossfhe.tfhe import presets
 SIDE = 28
 
 
-class _Layer:
+class Layer:
     """One quantized dense layer: ``w`` int64 [out, in], ``off`` int64 [out], ``scale`` float [out] (s_a s_j),
     ``bias`` float [out], ``tables`` int64 [out, 2^p] or None (the output layer), ``parts`` (the output layer):
     (neuron, input indices, offset) per circuit output."""
@@ -52,7 +52,7 @@ class _Layer:
         self.w, self.off, self.scale, self.bias, self.tables, self.parts = w, off, scale, bias, tables, parts
 
 
-def _split(w, a_max: int, params) -> list[tuple[int, np.ndarray, int]]:
+def split_parts(w, a_max: int, params) -> list[tuple[int, np.ndarray, int]]:
     """The output layer's accumulators split into parts (neuron, inputs, offset), each of width a_max sum |w| <=
     2^p - 1 and noise sum w^2 within the budget: (neuron, input indices, offset)."""
     top, nb = (1 << params.message_bits) - 1, budget(params)
@@ -73,7 +73,7 @@ def _split(w, a_max: int, params) -> list[tuple[int, np.ndarray, int]]:
     return parts
 
 
-def _quantize_neurons(weights, a_max: int, params, weight_max: int, split: bool = False) -> tuple[np.ndarray,
+def quantize_neurons(weights, a_max: int, params, weight_max: int, split: bool = False) -> tuple[np.ndarray,
                                                                                                    np.ndarray]:
     """(integer weights int64 [out, in], scales s_j float [out]) per the module docstring; ``split``: only
     |w| <= weight_max (the output layer, whose accumulators are split into parts that fit)."""
@@ -91,7 +91,51 @@ def _quantize_neurons(weights, a_max: int, params, weight_max: int, split: bool 
     return np.array(out_w), np.array(out_s)
 
 
-class _Network(TFHEModel):
+class QuantizedLayers(TFHEModel):
+    """A chain of quantized dense layers (``self.layers``: :class:`Layer` each) as an integer model and a circuit:
+    every layer but the last ends in one lookup per neuron; the last ends either in lookups too (its outputs are
+    the lookups' integers) or in none (its outputs are the accumulator parts of :func:`split_parts`, combined by
+    :meth:`scores`). Subclasses set ``layers``, ``params``, ``input_bits`` and ``encode``."""
+
+    def outputs_plain(self, q) -> np.ndarray:
+        """The circuit's outputs in the clear (int64 [n, outputs]): the last layer's part accumulators, or its
+        lookups' integers."""
+        a = np.asarray(q, dtype=np.int64)
+        for layer in self.layers:
+            if layer.tables is None:
+                return np.stack([a[:, idx] @ layer.w[k, idx] + off for k, idx, off in layer.parts], axis=1)
+            acc = a @ layer.w.T + layer.off
+            a = layer.tables[np.arange(len(layer.w))[None, :], acc]
+        return a
+
+    def scores(self, out) -> np.ndarray:
+        """The float scores s_k sum_parts (acc - o) + b_k of the decrypted (or plain) part accumulators:
+        float64 [n, outputs]."""
+        last = self.layers[-1]
+        out = np.asarray(out, dtype=np.int64)
+        acc = np.zeros((len(out), len(last.w)), dtype=np.int64)
+        for c, (k, _, off) in enumerate(last.parts):
+            acc[:, k] += out[:, c] - off
+        return last.scale[None, :] * acc + last.bias[None, :]
+
+    def circuit_fn(self, *xs):
+        vals = list(xs)
+
+        def dot(row, idx, off):
+            acc = int(off)
+            for v in sorted(set(row[idx].tolist()) - {0}):
+                acc = sum(vals[i] for i in idx[row[idx] == v]) * v + acc
+            return vals[0] * 0 + acc if isinstance(acc, int) else acc
+
+        for layer in self.layers:
+            if layer.tables is None:
+                return tuple(dot(layer.w[k], idx, off) for k, idx, off in layer.parts)
+            every = np.arange(layer.w.shape[1])
+            vals = [dot(row, every, layer.off[j]).apply(layer.tables[j]) for j, row in enumerate(layer.w)]
+        return tuple(vals)
+
+
+class _Network(QuantizedLayers):
     """A float network (list of (W [out, in], b [out]) with ReLU between) quantized as in the module docstring."""
 
     def __init__(self, *, input_bits: int, act_bits: int, weight_max: int, params, seed: int):
@@ -118,13 +162,13 @@ class _Network(TFHEModel):
         a = self.encode(x_train)
         self.layers = []
         for n, (wf, bf) in enumerate(layers):
-            w, s = _quantize_neurons(wf, a_max, self.params, self.weight_max)
+            w, s = quantize_neurons(wf, a_max, self.params, self.weight_max)
             off = a_max * np.where(w < 0, -w, 0).sum(axis=1)
             scale = s_a * s
             if n == len(layers) - 1:
-                w, s = _quantize_neurons(wf, a_max, self.params, self.weight_max, split=True)
+                w, s = quantize_neurons(wf, a_max, self.params, self.weight_max, split=True)
                 scale = s_a * s
-                self.layers.append(_Layer(w, None, scale, np.asarray(bf, np.float64), None, _split(w, a_max,
+                self.layers.append(Layer(w, None, scale, np.asarray(bf, np.float64), None, split_parts(w, a_max,
                                                                                                    self.params)))
                 break
             z = scale[:, None] * (np.arange(size)[None, :] - off[:, None]) + np.asarray(bf)[:, None]
@@ -133,7 +177,7 @@ class _Network(TFHEModel):
             h_max = (1 << self.act_bits) - 1
             s_h = max(float(np.percentile(np.maximum(zs, 0), 99.9)), 1e-9) / h_max
             tables = np.clip(np.rint(np.maximum(z, 0) / s_h), 0, h_max).astype(np.int64)
-            layer = _Layer(w, off, scale, np.asarray(bf, np.float64), tables)
+            layer = Layer(w, off, scale, np.asarray(bf, np.float64), tables)
             self.layers.append(layer)
             a = tables[np.arange(len(w))[None, :], acc]
             a_max, s_a = h_max, s_h
@@ -144,7 +188,7 @@ class _Network(TFHEModel):
         out, a_max = [], (1 << self.in_bits) - 1
         for n, (wf, _) in enumerate(layers):
             last = n == len(layers) - 1
-            w, s = _quantize_neurons(wf, a_max, self.params, self.weight_max, split=last)
+            w, s = quantize_neurons(wf, a_max, self.params, self.weight_max, split=last)
             out.append(w * s[:, None])
             a_max = (1 << self.act_bits) - 1
         return out
@@ -194,44 +238,8 @@ class _Network(TFHEModel):
                         np.sqrt(second[i] / (1 - 0.999**step)) + 1e-8)
         return list(zip(params[::2], params[1::2]))
 
-    def outputs_plain(self, q) -> np.ndarray:
-        """The output layer's accumulators acc_k (int64 [n, 10]): the network on integers."""
-        a = np.asarray(q, dtype=np.int64)
-        for layer in self.layers:
-            if layer.tables is None:
-                return np.stack([a[:, idx] @ layer.w[k, idx] + off for k, idx, off in layer.parts], axis=1)
-            acc = a @ layer.w.T + layer.off
-            a = layer.tables[np.arange(len(layer.w))[None, :], acc]
-        raise ParameterError("internal: no output layer")
-
-    def scores(self, out) -> np.ndarray:
-        """The float scores s_k sum_parts (acc - o) + b_k of the decrypted (or plain) part accumulators:
-        float64 [n, 10]."""
-        last = self.layers[-1]
-        out = np.asarray(out, dtype=np.int64)
-        acc = np.zeros((len(out), len(last.w)), dtype=np.int64)
-        for c, (k, _, off) in enumerate(last.parts):
-            acc[:, k] += out[:, c] - off
-        return last.scale[None, :] * acc + last.bias[None, :]
-
     def decode(self, out) -> np.ndarray:
         return np.argmax(self.scores(out), axis=1)
-
-    def circuit_fn(self, *xs):
-        vals = list(xs)
-
-        def dot(row, idx, off):
-            acc = int(off)
-            for v in sorted(set(row[idx].tolist()) - {0}):
-                acc = sum(vals[i] for i in idx[row[idx] == v]) * v + acc
-            return vals[0] * 0 + acc if isinstance(acc, int) else acc
-
-        for layer in self.layers:
-            if layer.tables is None:
-                return tuple(dot(layer.w[k], idx, off) for k, idx, off in layer.parts)
-            every = np.arange(layer.w.shape[1])
-            vals = [dot(row, every, layer.off[j]).apply(layer.tables[j]) for j, row in enumerate(layer.w)]
-        raise ParameterError("internal: no output layer")
 
     def predict_float(self, x) -> np.ndarray:
         """The float network on the quantized inputs (q / (2^b - 1)): labels int64 [n]."""
@@ -339,4 +347,4 @@ class QuantizedCNN(_Network):
         return self
 
 
-__all__ = ["QuantizedCNN", "QuantizedMLP"]
+__all__ = ["Layer", "QuantizedCNN", "QuantizedLayers", "QuantizedMLP", "quantize_neurons", "split_parts"]

@@ -14,7 +14,7 @@ reached iff its path's d_L directions all hold, i.e. iff s_L = sum over its path
 else 1 - b_n) equals d_L. Packed subtrees: a whole subtree is one lookup. For a node r at depth d with the
 internal nodes S of its subtree, m = 2^|S| s_r + sum_i 2^i b_{S_i} is an integer in [0, (d + 1) 2^|S|) (noise
 sum_i 4^i + d 4^|S| bootstraps'), and one lookup maps it to the value of the leaf the bits reach when s_r = d,
-and to 0 otherwise. :func:`_leaf_terms` cuts each tree at the shallowest nodes whose m fits p bits and the noise
+and to 0 otherwise. :func:`leaf_terms` cuts each tree at the shallowest nodes whose m fits p bits and the noise
 budget (a leaf, |S| = 0, is the unpacked case s_L -> v_L [s_L = d_L]); a depth-3 tree at P4 or P6 is two
 lookups instead of one per leaf. Exactly one leaf per tree is reached, so a tree's value is the sum of its
 terms; :func:`~crossfhe.apps.tfhe_ml.reduce_sum` adds them (and, for boosting, the trees) with clamping lookups
@@ -40,7 +40,7 @@ from crossfhe.errors import ParameterError
 from crossfhe.tfhe import presets
 
 
-def _structure(tree) -> tuple[dict, dict]:
+def structure(tree) -> tuple[dict, dict]:
     """(internal nodes {node: (feature, t)} with x <= t the left branch, t an int; leaves {leaf: [(node, left)]})
     of a fitted scikit-learn tree on integer features."""
     t = tree.tree_
@@ -58,7 +58,7 @@ def _structure(tree) -> tuple[dict, dict]:
     return internal, dict(sorted(leaves.items()))
 
 
-def _walk(tree, q: np.ndarray, column: dict) -> np.ndarray:
+def walk(tree, q: np.ndarray, column: dict) -> np.ndarray:
     """The leaf each row of ``q`` (int64 [n, columns]) reaches: int64 [n] (integer comparisons x_f <= t)."""
     t = tree.tree_
     node = np.zeros(len(q), dtype=np.int64)
@@ -71,7 +71,7 @@ def _walk(tree, q: np.ndarray, column: dict) -> np.ndarray:
     return node
 
 
-def _children(leaves: dict) -> dict:
+def children(leaves: dict) -> dict:
     """{internal node: {True: left child, False: right child}} from the leaves' paths."""
     kids: dict = {}
     for leaf, path in leaves.items():
@@ -80,32 +80,18 @@ def _children(leaves: dict) -> dict:
     return kids
 
 
-def _leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict, params) -> list[Term]:
-    """The traced contributions of one tree (module docstring, "Packed subtrees"): one lookup per cut node r
-    whose subtree holds a leaf with ``values[leaf] > 0``. With d the depth of r, s_r its path sum (in [0, d]) and
-    S the internal nodes of its subtree (preorder), the lookup maps m = 2^|S| s_r + sum_i 2^i b_{S_i} to the
-    value of the leaf that the bits reach if s_r = d, else 0. A cut node is the shallowest on its path with
-    (d + 1) 2^|S| <= 2^p and the noise sum_i 4^i + d 4^|S| within the budget (a leaf, |S| = 0, always is:
-    :func:`_fits_tree`). ``bits_cache`` shares the comparison lookups b = [x_f <= t] across trees."""
-    internal, leaves = _structure(tree)
-    kids = _children(leaves)
+def cuts(tree, params) -> list[tuple[int, list, list[int]]]:
+    """Where :func:`leaf_terms` cuts ``tree`` (module docstring, "Packed subtrees"): per cut node r, (r, its path
+    [(node, went left)], the internal nodes of its subtree in preorder), in depth-first order. A cut node is the
+    shallowest on its path with (d + 1) 2^|S| <= 2^p and the noise sum_i 4^i + d 4^|S| within the budget."""
+    internal, leaves = structure(tree)
+    kids = children(leaves)
     size, nb = 1 << params.message_bits, budget(params)
-
-    def bit(node):
-        f, t = internal[node]
-        if (f, t) not in bits_cache:
-            bits_cache[f, t] = xs[column[f]].apply(lambda m, t=t: int(m <= t))
-        return bits_cache[f, t]
 
     def below(node) -> list[int]:
         return [node] + below(kids[node][True]) + below(kids[node][False]) if node in internal else []
 
-    def reached(node, bits: dict) -> int:
-        while node in internal:
-            node = kids[node][bool(bits[node])]
-        return node
-
-    terms, stack = [], [(0, [])]
+    out, stack = [], [(0, [])]
     while stack:
         node, path = stack.pop()
         sub, d = below(node), len(path)
@@ -113,6 +99,47 @@ def _leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict, params)
         if k and ((d + 1) << k > size or (4**k - 1) // 3 + d * 4**k > nb):
             stack += [(kids[node][True], path + [(node, True)]), (kids[node][False], path + [(node, False)])]
             continue
+        out.append((node, path, sub))
+    return out
+
+
+def cut_leaves(tree, params) -> list[list[int]]:
+    """The leaves under each of :func:`cuts`' nodes: one :func:`leaf_terms` term each, whose bound is the largest
+    value among them."""
+    internal, leaves = structure(tree)
+    kids = children(leaves)
+
+    def under(node) -> list[int]:
+        return under(kids[node][True]) + under(kids[node][False]) if node in internal else [node]
+
+    return [under(node) for node, _, _ in cuts(tree, params)]
+
+
+def leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict, params) -> list[Term]:
+    """The traced contributions of one tree (module docstring, "Packed subtrees"): one lookup per cut node r
+    whose subtree holds a leaf with ``values[leaf] > 0``. With d the depth of r, s_r its path sum (in [0, d]) and
+    S the internal nodes of its subtree (preorder), the lookup maps m = 2^|S| s_r + sum_i 2^i b_{S_i} to the
+    value of the leaf that the bits reach if s_r = d, else 0. A cut node is the shallowest on its path with
+    (d + 1) 2^|S| <= 2^p and the noise sum_i 4^i + d 4^|S| within the budget (a leaf, |S| = 0, always is:
+    :func:`_fits_tree`). ``bits_cache`` shares the comparison lookups b = [x_f <= t] across trees."""
+    internal, leaves = structure(tree)
+    kids = children(leaves)
+    size = 1 << params.message_bits
+
+    def bit(node):
+        f, t = internal[node]
+        if (f, t) not in bits_cache:
+            bits_cache[f, t] = xs[column[f]].apply(lambda m, t=t: int(m <= t))
+        return bits_cache[f, t]
+
+    def reached(node, bits: dict) -> int:
+        while node in internal:
+            node = kids[node][bool(bits[node])]
+        return node
+
+    terms = []
+    for node, path, sub in cuts(tree, params):
+        d, k = len(path), len(sub)
         table = [max(values[reached(node, {n: (c >> i) & 1 for i, n in enumerate(sub)})], 0) for c in range(1 << k)]
         table = [v if hit == d else 0 for hit in range(size >> k) for v in table]
         if max(table) <= 0:
@@ -185,13 +212,13 @@ class DecisionTree(_Trees):
         depth = self.model_.tree_.max_depth
         self.params = pick_params(_fits_tree(self.bits, depth, 1), self.name, self._params_given)
         t = self.model_.tree_
-        self.leaf_class = {leaf: int(np.argmax(t.value[leaf][0])) for leaf in _structure(self.model_)[1]}
+        self.leaf_class = {leaf: int(np.argmax(t.value[leaf][0])) for leaf in structure(self.model_)[1]}
         return self
 
     def outputs_plain(self, q) -> np.ndarray:
         """[the leaf reached is of class c] for c = 1 .. classes - 1 (the tree walked with integer comparisons):
         int64 [n, classes - 1]."""
-        leaf = _walk(self.model_, np.asarray(q), self.column)
+        leaf = walk(self.model_, np.asarray(q), self.column)
         cls = np.array([self.leaf_class[int(v)] for v in leaf], dtype=np.int64)
         return (cls[:, None] == np.arange(1, len(self.classes_))[None, :]).astype(np.int64)
 
@@ -204,7 +231,7 @@ class DecisionTree(_Trees):
         outs = []
         for c in range(1, len(self.classes_)):
             ind = {leaf: int(k == c) for leaf, k in self.leaf_class.items()}
-            terms = _leaf_terms(xs, self.column, self.model_, ind, "tree", cache, self.params)
+            terms = leaf_terms(xs, self.column, self.model_, ind, "tree", cache, self.params)
             value, _ = reduce_sum(terms, {"tree": max}, self.params, clamp_traced)
             outs.append(xs[0] * 0 if isinstance(value, int) else value)
         return tuple(outs)
@@ -243,7 +270,7 @@ class GradientBoostedTrees(_Trees):
         self.params = pick_params(_fits_tree(self.bits, depth, 1), self.name, self._params_given or (
             presets.P4 if self.bits <= 4 else presets.P6 if self.bits <= 6 else presets.P8))
         lr = self.learning_rate
-        leaves = [_structure(t)[1] for t in self.trees]
+        leaves = [structure(t)[1] for t in self.trees]
         raw = [{leaf: lr * float(t.tree_.value[leaf].ravel()[0]) for leaf in lv} for t, lv in zip(self.trees, leaves)]
         init = float(self.model_.decision_function(q[:1])[0] - lr * sum(t.predict(q[:1])[0] for t in self.trees))
         top = (1 << self.params.message_bits) - 1
@@ -278,7 +305,7 @@ class GradientBoostedTrees(_Trees):
         q = np.asarray(q)
         s = np.full(len(q), self.init_q, dtype=np.int64)
         for t, d in zip(self.trees, self.leaf_q):
-            s += np.array([d[int(v)] for v in _walk(t, q, self.column)], dtype=np.int64)
+            s += np.array([d[int(v)] for v in walk(t, q, self.column)], dtype=np.int64)
         return s
 
     def outputs_plain(self, q) -> np.ndarray:
@@ -292,7 +319,7 @@ class GradientBoostedTrees(_Trees):
         cache: dict = {}
         terms = []
         for i, (t, d, lo) in enumerate(zip(self.trees, self.leaf_q, self.tree_min)):
-            terms += _leaf_terms(xs, self.column, t, {leaf: v - lo for leaf, v in d.items()}, ("tree", i), cache,
+            terms += leaf_terms(xs, self.column, t, {leaf: v - lo for leaf, v in d.items()}, ("tree", i), cache,
                                  self.params)
         caps = {("tree", i): max for i in range(len(self.trees))}
         s, _ = reduce_sum(terms, caps, self.params, clamp_traced)
@@ -301,4 +328,4 @@ class GradientBoostedTrees(_Trees):
         return s.apply(lambda m, off=self.offset: int(m + off > 0))
 
 
-__all__ = ["DecisionTree", "GradientBoostedTrees"]
+__all__ = ["DecisionTree", "GradientBoostedTrees", "children", "cut_leaves", "cuts", "leaf_terms", "structure", "walk"]

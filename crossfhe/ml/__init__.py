@@ -5,13 +5,14 @@ front end (:mod:`crossfhe.api`).
   ``encrypt``, ``run``, ``decrypt``, ``predict``, ``report``, ``export``).
 * :func:`read_onnx`: the model as crossfhe reads it (:class:`Network`: affine and non-linear layers in float64).
 
-Today the CKKS path (:mod:`crossfhe.ml.ckks`): activations replaced by Chebyshev polynomials on ranges calibrated
-on the samples, one sample per ciphertext. Needs the ``onnx`` package (``pip install "crossfhe[onnx]"``).
+Two paths: CKKS (:mod:`crossfhe.ml.ckks`: activations replaced by Chebyshev polynomials on ranges calibrated on the
+samples, one sample per ciphertext) and TFHE (:mod:`crossfhe.ml.tfhe`: post-training quantization, one lookup per
+activation, outputs equal to the quantized model's). Needs the ``onnx`` package (``pip install "crossfhe[onnx]"``).
 """
 
-from crossfhe.ml.model import CompiledModel, compile_network, compile_onnx, compile_torch
+from crossfhe.ml.model import CKKSModel, CompiledModel, TFHEModel, compile_network, compile_onnx, compile_torch
 from crossfhe.ml.network import Affine, ModelError, Network, Nonlinear
 from crossfhe.ml.onnx_reader import read_onnx
 
-__all__ = ["Affine", "CompiledModel", "ModelError", "Network", "Nonlinear", "compile_network", "compile_onnx",
-           "compile_torch", "read_onnx"]
+__all__ = ["Affine", "CKKSModel", "CompiledModel", "ModelError", "Network", "Nonlinear", "TFHEModel",
+           "compile_network", "compile_onnx", "compile_torch", "read_onnx"]

@@ -37,7 +37,7 @@ import numpy as np
 from crossfhe.api import CircuitError, CKKSVector
 from crossfhe.api import compile as compile_circuit
 from crossfhe.ckks.polynomial import chebyshev_coefficients, chebyshev_eval
-from crossfhe.ml.network import FUNCTIONS, Affine, ModelError, Network, Nonlinear
+from crossfhe.ml.network import FUNCTIONS, Affine, Agreement, ModelError, Network, Nonlinear
 
 DEGREES = {"relu": 15, "leaky_relu": 15, "sigmoid": 15, "tanh": 15, "gelu": 15, "gelu_tanh": 15, "softplus": 15}
 """Default Chebyshev degree per activation (5 levels each: ceil(log2 15) + 1)."""
@@ -255,21 +255,6 @@ def function(p: Plan):
 
 
 @dataclass
-class Agreement:
-    """How two models' outputs compare on ``count`` samples: the largest absolute difference and the fraction of
-    samples whose argmax is the same."""
-
-    count: int
-    max_abs_diff: float
-    argmax_agree: float
-
-    @classmethod
-    def of(cls, a: np.ndarray, b: np.ndarray) -> Agreement:
-        same = float(np.mean(a.argmax(axis=-1) == b.argmax(axis=-1))) if a.shape[-1] > 1 else float("nan")
-        return cls(int(a.shape[0]), float(np.max(np.abs(a - b))), same)
-
-
-@dataclass
 class Report:
     """What compiling a model did: the approximations (intervals, degrees, errors, levels), the circuit's depth and
     preset, and the agreement of the approximated model (float64) and the encrypted one with the float model on
@@ -292,13 +277,9 @@ class Report:
                 f"degree {a.degree} on [{a.interval[0]:.4g}, {a.interval[1]:.4g}] (seen [{a.seen[0]:.4g}, "
                 f"{a.seen[1]:.4g}]), max error {a.max_error:.3g}")
             lines.append(f"  {a.source}: {a.kind}, {what}, {a.levels} levels")
-        p = self.approximated
-        lines.append(f"  approximated vs float on {p.count} samples: max |diff| {p.max_abs_diff:.3g}, argmax "
-                     f"agrees {p.argmax_agree:.1%}")
+        lines.append(f"  approximated vs float {self.approximated}")
         if self.encrypted is not None:
-            e = self.encrypted
-            lines.append(f"  encrypted vs float on {e.count} samples: max |diff| {e.max_abs_diff:.3g}, argmax "
-                         f"agrees {e.argmax_agree:.1%}")
+            lines.append(f"  encrypted vs float {self.encrypted}")
         return "\n".join(lines)
 
 

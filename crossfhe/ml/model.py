@@ -9,11 +9,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from crossfhe.ml import ckks as ckks_ml
-from crossfhe.ml.network import ModelError, Network
+from crossfhe.ml import tfhe as tfhe_ml
+from crossfhe.ml.network import Agreement, ModelError, Network
 from crossfhe.ml.onnx_reader import read_onnx
 
-SCHEMES = ("ckks",)
-"""The schemes a model compiles to today (TFHE, by quantization, is the next one)."""
+SCHEMES = ("ckks", "tfhe")
+"""The schemes a model compiles to: CKKS (activations as polynomials, real outputs with CKKS's small error) and
+TFHE (post-training quantization, outputs equal to the quantized model's)."""
 
 
 @dataclass
@@ -25,15 +27,15 @@ class CompiledModel:
         out = compiled.run(enc)                # what a server does: evaluation keys only
         y = compiled.decrypt(out)              # [B, n_out]
 
-    or ``compiled.predict(x)`` for all four. ``network``: the float model read from the file; ``plan``: the layers
-    as the circuit runs them; ``circuit``: the :class:`crossfhe.Circuit` (``export`` it for a server);
-    ``report``: approximations, depth, preset and agreement (print it)."""
+    or ``compiled.predict(x)`` for all four. ``network``: the float model read from the file; ``circuit``: the
+    :class:`crossfhe.Circuit` (``export`` it for a server); ``report``: how the model was turned into a circuit and
+    how the result agrees with the float model (print it). :class:`CKKSModel` and :class:`TFHEModel` are the two
+    kinds; ``scheme`` names it."""
 
     network: Network
-    plan: ckks_ml.Plan
     circuit: object
-    report: ckks_ml.Report
-    scheme: str = "ckks"
+    report: object
+    scheme: str = ""
 
     @property
     def params(self):
@@ -48,31 +50,21 @@ class CompiledModel:
     def _one(self, x) -> bool:
         return np.shape(x) in (tuple(self.network.input_shape), (self.network.n_in,))
 
-    def _vectors(self, x) -> np.ndarray:
-        a = self.network.samples(x)
-        out = np.zeros((a.shape[0], self.plan.d))
-        out[:, : a.shape[1]] = a
-        return out
-
     def encrypt(self, x, *, keys=None):
-        """Samples x (one of the model's input shape, or a batch ``[B, ...]``) encrypted, one vector each: a
-        :class:`crossfhe.Encrypted` batch of B (one sample: a batch of 1). Each batch size is one compiled program
-        (made on the first run of that size, then cached)."""
-        v = self._vectors(x)
+        """Samples x (one of the model's input shape, or a batch ``[B, ...]``) encrypted: what :meth:`run` takes.
+        Each batch size is one compiled program (made on the first run of that size, then cached)."""
         if keys is None:
             self.keygen()
-        (enc,) = self.circuit.encrypt(v, keys=keys)
-        return enc
+        return self._encrypt(self.network.samples(x), keys)
 
     def run(self, enc, *, keys=None):
-        """The model on encrypted samples (evaluation keys only): an encrypted output of the same batch."""
-        (out,) = self.circuit.run(enc, keys=keys)
-        return out
+        """The model on encrypted samples (evaluation keys only): what :meth:`decrypt` takes."""
+        raise NotImplementedError
 
     def decrypt(self, out, *, keys=None) -> np.ndarray:
-        """The model's outputs, float64 ``[B, n_out]``."""
-        values = np.asarray(self.circuit.decrypt(out, keys=keys))
-        return values[..., : self.plan.n_out].real.astype(np.float64)
+        """The model's outputs, float64 ``[B, n_out]`` (the network's final step, e.g. a softmax read with
+        ``final_softmax="client"``, applied here in the clear)."""
+        return self.network.finish(self._values(out, keys))
 
     def predict(self, x) -> np.ndarray:
         """``decrypt(run(encrypt(x)))`` with this model's keys (made if needed): ``[B, n_out]``, or ``[n_out]`` for
@@ -85,54 +77,137 @@ class CompiledModel:
         return self.network.forward(x)
 
     def predict_approximated(self, x) -> np.ndarray:
-        """The model the circuit computes, in float64 without CKKS noise: the activations replaced by their
-        polynomials."""
-        return self.plan.forward(self.network.samples(x))
+        """The model the circuit computes, in the clear: what :meth:`predict` gives without encryption's noise
+        (CKKS: activations as polynomials, in float64) or exactly (TFHE: the quantized model)."""
+        return self.network.finish(self._approximated(self.network.samples(x)))
 
     def export(self, path, **kwargs):
         """:meth:`crossfhe.Circuit.export`: the compiled program for a server (``crossfhe.load``)."""
         return self.circuit.export(path, **kwargs)
 
 
+@dataclass
+class CKKSModel(CompiledModel):
+    """A model on CKKS (:mod:`crossfhe.ml.ckks`): one sample per ciphertext; ``plan``: the layers as the circuit
+    runs them. :meth:`encrypt` gives one :class:`crossfhe.Encrypted` batch of B."""
+
+    plan: ckks_ml.Plan | None = None
+    scheme: str = "ckks"
+
+    def _encrypt(self, a: np.ndarray, keys):
+        v = np.zeros((a.shape[0], self.plan.d))
+        v[:, : a.shape[1]] = a
+        (enc,) = self.circuit.encrypt(v, keys=keys)
+        return enc
+
+    def run(self, enc, *, keys=None):
+        (out,) = self.circuit.run(enc, keys=keys)
+        return out
+
+    def _values(self, out, keys) -> np.ndarray:
+        values = np.asarray(self.circuit.decrypt(out, keys=keys))
+        return values[..., : self.plan.n_out].real.astype(np.float64)
+
+    def _approximated(self, a: np.ndarray) -> np.ndarray:
+        return self.plan.forward(a)
+
+
+@dataclass
+class TFHEModel(CompiledModel):
+    """A model on TFHE (:mod:`crossfhe.ml.tfhe`): each input value one encrypted integer; ``quantized``: the integer
+    model. :meth:`encrypt` gives a list of :class:`crossfhe.Encrypted` batches (one per input value), :meth:`run` a
+    list (one per circuit output)."""
+
+    quantized: tfhe_ml.QuantizedNetwork | None = None
+    scheme: str = "tfhe"
+
+    def _encrypt(self, a: np.ndarray, keys):
+        q = self.quantized.input_grid.quantize(a)
+        return self.circuit.encrypt(*q.T, keys=keys)
+
+    def run(self, enc, *, keys=None):
+        return self.circuit.run(*enc, keys=keys)
+
+    def _values(self, out, keys) -> np.ndarray:
+        dec = self.circuit.decrypt(*out, keys=keys)
+        dec = [dec] if len(out) == 1 else dec
+        return self.quantized.values(np.stack([np.asarray(d, dtype=np.int64) for d in dec], axis=-1))
+
+    def _approximated(self, a: np.ndarray) -> np.ndarray:
+        return self.quantized.values(self.quantized.outputs_plain(self.quantized.input_grid.quantize(a)))
+
+
+def _check(check) -> int:
+    if isinstance(check, bool) or not isinstance(check, int) or check < 0:
+        raise ModelError(f"check is how many samples to run encrypted (an int >= 0), got {check!r}")
+    return check
+
+
 def compile_network(net: Network, sample_inputs, *, scheme: str = "ckks", params=None, degree=None,
-                    margin: float = 0.1, precision: float | None = None, check: int = 8,
+                    margin: float = 0.1, precision: float | None = None, input_bits: int | None = None,
+                    act_bits: int | None = None, weight_max: int = tfhe_ml.WEIGHT_MAX, check: int = 8,
                     seed: bytes | None = None) -> CompiledModel:
     """Compile a :class:`~crossfhe.ml.network.Network` (see :func:`compile_onnx` for the options)."""
     if scheme not in SCHEMES:
-        raise ModelError(f"{net.name}: scheme {scheme!r} is not supported for models yet; use one of {SCHEMES}")
-    if isinstance(check, bool) or not isinstance(check, int) or check < 0:
-        raise ModelError(f"check is how many samples to run encrypted (an int >= 0), got {check!r}")
+        raise ModelError(f"{net.name}: scheme {scheme!r} is not supported for models; use one of {SCHEMES}")
+    check = _check(check)
     samples = net.samples(sample_inputs, "sample_inputs")
-    p = ckks_ml.plan(net, samples, degree=degree, margin=margin)
-    circuit = ckks_ml.compile_plan(p, params=params, precision=precision, name=_name(net.name))
-    float_out = net.forward(samples)
-    approx = ckks_ml.Agreement.of(p.forward(samples), float_out)
-    report = ckks_ml.Report(net.name, _params_name(circuit.params), p.d, circuit.depth, p.approximations, approx,
-                            cost=dict(circuit.cost))
-    model = CompiledModel(net, p, circuit, report)
+    float_out = net.logits(samples)
+    if scheme == "tfhe":
+        for what, v in (("degree", degree), ("precision", precision)):
+            if v is not None:
+                raise ModelError(f"{net.name}: {what} is a CKKS option; TFHE takes input_bits, act_bits, weight_max")
+        qn = tfhe_ml.quantize(net, samples, params=params, input_bits=input_bits, act_bits=act_bits,
+                              weight_max=weight_max)
+        circuit = tfhe_ml.compile_quantized(qn, _name(net.name))
+        report = tfhe_ml.Report(net.name, qn.params.name, qn.in_bits, qn.act_bits, qn.weight_max, qn.describe(),
+                                Agreement.of(qn.forward(samples), float_out), cost=dict(circuit.cost))
+        model = TFHEModel(net, circuit, report, quantized=qn)
+    else:
+        for what, v in (("input_bits", input_bits), ("act_bits", act_bits)):
+            if v is not None:
+                raise ModelError(f"{net.name}: {what} is a TFHE option; CKKS takes degree, margin, precision")
+        p = ckks_ml.plan(net, samples, degree=degree, margin=margin)
+        circuit = ckks_ml.compile_plan(p, params=params, precision=precision, name=_name(net.name))
+        report = ckks_ml.Report(net.name, _params_name(circuit.params), p.d, circuit.depth, p.approximations,
+                                Agreement.of(p.forward(samples), float_out), cost=dict(circuit.cost))
+        model = CKKSModel(net, circuit, report, plan=p)
     if check:
         model.keygen(seed=seed)
         some = samples[:check]
-        report.encrypted = ckks_ml.Agreement.of(model.predict(some), float_out[: some.shape[0]])
+        got = model._values(model.run(model._encrypt(some, None)), None)
+        report.encrypted = Agreement.of(got, float_out[: some.shape[0]])
+        if scheme == "tfhe":
+            report.exact = bool(np.array_equal(got, model._approximated(some)))
     return model
 
 
 def compile_onnx(model, sample_inputs, *, scheme: str = "ckks", params=None, degree=None, margin: float = 0.1,
-                 precision: float | None = None, final_softmax: str = "error", check: int = 8,
+                 precision: float | None = None, input_bits: int | None = None, act_bits: int | None = None,
+                 weight_max: int = tfhe_ml.WEIGHT_MAX, final_softmax: str = "error", check: int = 8,
                  seed: bytes | None = None) -> CompiledModel:
     """Compile an ONNX model (a path, bytes or ``onnx.ModelProto``) to an encrypted program.
 
-    ``sample_inputs``: representative inputs (``[B, ...]``, the model's input shape per sample), on which each
-    activation's input range is calibrated (its interval: the range seen, widened by ``margin`` of its length on
-    each side) and the result is checked. ``scheme``: ``"ckks"``. ``params``: a CKKS preset (default: the smallest
-    secure one with the depth and ``precision`` bits, :func:`crossfhe.compile`). ``degree``: the Chebyshev degree of
-    every activation, or ``{kind: degree}`` (default 15: 5 levels each). ``final_softmax``: ``"drop"`` leaves out a
-    final Softmax (the logits keep its argmax). ``check``: how many of the samples to run encrypted at compile time
-    (keys are made for it; 0: none), compared in ``report`` with the float model. ModelError names a node that
-    cannot be compiled, its operation, the file and what to do."""
+    ``sample_inputs``: representative inputs (``[B, ...]``, the model's input shape per sample), on which the
+    ranges are calibrated and the result is checked. ``scheme``:
+
+    - ``"ckks"``: each activation becomes a Chebyshev polynomial on the range its inputs took, widened by
+      ``margin`` of its length on each side (:mod:`crossfhe.ml.ckks`). ``params``: a CKKS preset (default: the
+      smallest secure one with the depth and ``precision`` bits, :func:`crossfhe.compile`); ``degree``: the degree
+      of every activation, or ``{kind: degree}`` (default 15: 5 levels each).
+    - ``"tfhe"``: post-training quantization (:mod:`crossfhe.ml.tfhe`): inputs to ``input_bits`` bits, each
+      activation one lookup that also requantizes to ``act_bits`` bits (None: the pair that agrees best with the
+      float model on the samples), integer weights up to ``weight_max``. ``params``: a TFHE preset (default P8:
+      8-bit lookups). The encrypted outputs equal the quantized model's (``predict_approximated``) exactly.
+
+    ``final_softmax``: ``"drop"`` leaves out a final Softmax (the logits keep its argmax); ``"client"`` leaves it
+    out of the encrypted program and applies it to the decrypted logits. ``check``: how many of the samples to run
+    encrypted at compile time (keys are made for it; 0: none), compared in ``report`` with the float model.
+    ModelError names a node that cannot be compiled, its operation, the file and what to do."""
     net = read_onnx(model, final_softmax=final_softmax)
     return compile_network(net, sample_inputs, scheme=scheme, params=params, degree=degree, margin=margin,
-                           precision=precision, check=check, seed=seed)
+                           precision=precision, input_bits=input_bits, act_bits=act_bits, weight_max=weight_max,
+                           check=check, seed=seed)
 
 
 def compile_torch(module, sample_inputs, *, opset: int = 20, **options) -> CompiledModel:

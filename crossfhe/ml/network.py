@@ -94,6 +94,9 @@ class Network:
     input_shape: tuple[int, ...]
     name: str = "model"
     output_shape: tuple[int, ...] = field(default=())
+    final: str = ""
+    """``"softmax"`` or ``"log_softmax"``: the model's last step, applied in the clear by whoever decrypts
+    (:meth:`finish`; read with ``final_softmax="client"``); ``""``: none."""
 
     @property
     def n_in(self) -> int:
@@ -124,12 +127,25 @@ class Network:
             raise ModelError(f"{self.name}: {what} holds values that are not finite (NaN or infinity)")
         return a
 
-    def forward(self, x) -> np.ndarray:
-        """The float model: float64 ``[B, n_out]`` for samples x (:meth:`samples`)."""
+    def logits(self, x) -> np.ndarray:
+        """The layers on samples x (:meth:`samples`), without :attr:`final`: float64 ``[B, n_out]``, what the
+        encrypted program computes."""
         h = self.samples(x)
         for layer in self.layers:
             h = layer(h)
         return h
+
+    def finish(self, y: np.ndarray) -> np.ndarray:
+        """:attr:`final` applied to outputs ``[B, n_out]`` (over the last axis; numerically stable)."""
+        if not self.final:
+            return y
+        z = y - np.max(y, axis=-1, keepdims=True)
+        lse = np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+        return np.exp(z - lse) if self.final == "softmax" else z - lse
+
+    def forward(self, x) -> np.ndarray:
+        """The float model: float64 ``[B, n_out]`` for samples x (:meth:`samples`), :attr:`final` included."""
+        return self.finish(self.logits(x))
 
     def nonlinear_inputs(self, x) -> list[np.ndarray]:
         """The values each :class:`Nonlinear` layer receives for samples x, in order (float64 ``[B, m]`` each)."""
@@ -139,3 +155,22 @@ class Network:
                 out.append(h)
             h = layer(h)
         return out
+
+
+@dataclass
+class Agreement:
+    """How two models' outputs compare on ``count`` samples: the largest absolute difference and the fraction of
+    samples whose argmax is the same."""
+
+    count: int
+    max_abs_diff: float
+    argmax_agree: float
+
+    @classmethod
+    def of(cls, a: np.ndarray, b: np.ndarray) -> Agreement:
+        same = float(np.mean(a.argmax(axis=-1) == b.argmax(axis=-1))) if a.shape[-1] > 1 else float("nan")
+        return cls(int(a.shape[0]), float(np.max(np.abs(a - b))), same)
+
+    def __str__(self) -> str:
+        agree = "" if math.isnan(self.argmax_agree) else f", argmax agrees {self.argmax_agree:.1%}"
+        return f"on {self.count} samples: max |diff| {self.max_abs_diff:.3g}{agree}"

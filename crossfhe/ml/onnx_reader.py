@@ -13,9 +13,9 @@ AveragePool, GlobalAveragePool, BatchNormalization (inference), Add / Sub / Mul 
 tensors between the same non-linear steps, Flatten (axis 1), Reshape, Transpose (batch axis kept first), Squeeze /
 Unsqueeze (not the batch axis), Identity, Dropout (inference); non-linear: Relu, LeakyRelu, Sigmoid, Tanh, Gelu
 (exact or tanh form), Softplus, x * x and Pow(x, 2) (exact squares); the final Softmax may be dropped
-(``final_softmax="drop"``: the logits keep its argmax). Constant subgraphs (Shape, Gather, Concat, Cast, ...) are
-evaluated. Anything else raises :class:`~crossfhe.ml.network.ModelError` naming the node, its operation, the file and
-what to do instead.
+(``final_softmax="drop"``: the logits keep its argmax) or applied after decryption (``"client"``). Constant
+subgraphs (Shape, Gather, Concat, Cast, ...) are evaluated. Anything else raises
+:class:`~crossfhe.ml.network.ModelError` naming the node, its operation, the file and what to do instead.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ NONLINEAR = {"Relu": "relu", "LeakyRelu": "leaky_relu", "Sigmoid": "sigmoid", "T
 ADVICE = {
     "MaxPool": "an encrypted maximum needs comparisons; replace it with AveragePool (and retrain)",
     "GlobalMaxPool": "an encrypted maximum needs comparisons; replace it with GlobalAveragePool (and retrain)",
-    "Softmax": "drop it if it is the model's last step (compile with final_softmax='drop': the logits keep its "
-               "argmax); inside a model it needs a division by an encrypted sum",
-    "LogSoftmax": "drop it if it is the model's last step (final_softmax='drop' keeps the logits' argmax)",
+    "Softmax": "if it is the model's last step, compile with final_softmax='client' (applied in the clear after "
+               "decryption) or 'drop' (the logits keep its argmax); inside a model it needs a division by an "
+               "encrypted sum",
+    "LogSoftmax": "if it is the model's last step, compile with final_softmax='client' (applied after decryption) "
+                  "or 'drop' (the logits keep its argmax)",
     "LayerNormalization": "it divides by an encrypted statistic; use BatchNormalization (folded into the neighbouring "
                           "layer at inference)",
     "Erf": "export GELU as one Gelu node (opset 20: torch.onnx.export(..., opset_version=20))",
@@ -102,7 +104,7 @@ def load_model(model):
 class _Reader:
     def __init__(self, proto, where: str, final_softmax: str):
         self.onnx = _onnx()
-        self.proto, self.where, self.final_softmax = proto, where, final_softmax
+        self.proto, self.where, self.final_softmax, self.final = proto, where, final_softmax, ""
         self.layers: list = []
         self.pending: list[str] = []  # the sources folded into the current affine map
         self.values: dict = {}
@@ -200,8 +202,10 @@ class _Reader:
             kind = "gelu_tanh" if at.get("approximate", b"none") in (b"tanh", "tanh") else "gelu"
             return [self.nonlinear(index, node, x, kind)]
         if op in ("Softmax", "LogSoftmax"):
-            if last and self.final_softmax == "drop":
+            if last and self.final_softmax in ("drop", "client"):
                 self.pending.pop()
+                if self.final_softmax == "client":
+                    self.final = "softmax" if op == "Softmax" else "log_softmax"
                 return [x]
             self.fail(index, node, "it has no polynomial form")
         if op == "Pow":
@@ -443,7 +447,7 @@ class _Reader:
         if out.epoch != self.epoch:
             raise ModelError(f"{self.where}: the output {out_name!r} does not come after the last non-linear step")
         self.materialize(out, "output")
-        return Network(tuple(self.layers), self.input_shape, self.where, tuple(out.shape))
+        return Network(tuple(self.layers), self.input_shape, self.where, tuple(out.shape), self.final)
 
 
 SUPPORTED = ("Gemm", "MatMul", "Conv", "AveragePool", "GlobalAveragePool", "BatchNormalization", "Add", "Sub", "Mul",
@@ -454,10 +458,12 @@ SUPPORTED = ("Gemm", "MatMul", "Conv", "AveragePool", "GlobalAveragePool", "Batc
 
 def read_onnx(model, *, final_softmax: str = "error") -> Network:
     """The :class:`~crossfhe.ml.network.Network` of an ONNX model (a path, bytes or ``onnx.ModelProto``).
-    ``final_softmax``: ``"error"`` (a Softmax anywhere is refused) or ``"drop"`` (a Softmax or LogSoftmax that
-    makes the model's output is left out: the network returns the logits, whose argmax is the same). ModelError
+    ``final_softmax``: ``"error"`` (a Softmax anywhere is refused), ``"drop"`` (a Softmax or LogSoftmax that
+    makes the model's output is left out: the network returns the logits, whose argmax is the same) or
+    ``"client"`` (it is left out of the encrypted program and applied in the clear to the decrypted logits:
+    :attr:`Network.final`; the key owner sees the probabilities, the server never does). ModelError
     names the first node that cannot be read, its operation, the file and what to do instead."""
-    if final_softmax not in ("error", "drop"):
-        raise ModelError(f"final_softmax is 'error' or 'drop', got {final_softmax!r}")
+    if final_softmax not in ("error", "drop", "client"):
+        raise ModelError(f"final_softmax is 'error', 'drop' or 'client', got {final_softmax!r}")
     proto, where = load_model(model)
     return _Reader(proto, where, final_softmax).read()

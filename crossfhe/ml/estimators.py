@@ -1,0 +1,520 @@
+"""Fitted scikit-learn estimators as encrypted programs: :func:`from_sklearn`.
+
+**Linear models and multilayer perceptrons** (``LinearRegression``, ``Ridge``, ``Lasso``, ``ElasticNet``,
+``LogisticRegression``, ``RidgeClassifier``, ``SGDClassifier`` / ``SGDRegressor``, ``LinearSVC`` / ``LinearSVR``,
+``MLPClassifier`` / ``MLPRegressor``) become a :class:`~crossfhe.ml.network.Network` (their coefficients one
+:class:`~crossfhe.ml.network.Affine` layer each, the perceptrons' activations :class:`~crossfhe.ml.network.Nonlinear`
+layers) and compile like an ONNX model, on CKKS (default) or TFHE. The circuit computes the decision function (the
+logits); the label (its sign or argmax) is taken after decryption.
+
+**Trees** (``DecisionTreeClassifier`` / ``Regressor``, ``RandomForestClassifier`` / ``Regressor``,
+``GradientBoostingClassifier`` / ``Regressor``, ``ExtraTrees*``) run on TFHE, as the workloads of
+:mod:`crossfhe.apps.trees`: one comparison lookup per distinct (feature, threshold), packed subtrees, the trees'
+values added by :func:`crossfhe.apps.tfhe_ml.reduce_sum`. Features are encoded per feature as integers in
+[0, 2^b):
+
+- ``encoding="uniform"`` (default): q = round((x - lo) / step) on a grid of 2^b points over the calibration range
+  (``bits`` b, default the preset's message bits); a split x <= t becomes q <= floor((t - lo) / step). The client
+  learns each feature's range only. The quantized model is the tree on lo + step q.
+- ``encoding="thresholds"``: q = the number of the model's thresholds on that feature below x; x <= t_i becomes
+  q <= i, so every split is decided exactly as the float model decides it. The client learns every threshold of
+  the model (not the trees' shapes or values). A feature with more than 2^p - 1 thresholds falls back to a uniform
+  grid.
+
+Each model output is a sum over trees of leaf values v_tL (a regressor's predictions, a forest's class
+probabilities over the number of trees, boosting's learning rate times the leaf values); one step Delta per output
+quantizes them, q_tL = round(v_tL / Delta), with Delta the finest step for which sum_t (max_L q_tL - min_L q_tL) <=
+2^p - 1, so the circuit's output S = sum_t (q_t(x) - min_L q_tL) fits p bits and the value is
+base + Delta (S + sum_t min_L q_tL). A single classification tree uses its leaves' classes (one-hot values, Delta 1:
+exactly the tree's decision). The encrypted outputs equal the quantized model's integers exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from crossfhe.api import CircuitError
+from crossfhe.apps.tfhe_ml import Term, TFHEModel, clamp_traced, reduce_sum
+from crossfhe.apps.trees import cut_leaves, leaf_terms, structure, walk
+from crossfhe.errors import ParameterError
+from crossfhe.ml.model import CompiledModel, compile_network
+from crossfhe.ml.network import Affine, ModelError, Network, Nonlinear
+from crossfhe.tfhe import presets
+from crossfhe.tfhe.params import Params
+
+LINEAR = ("LinearRegression", "Ridge", "RidgeCV", "Lasso", "LassoCV", "ElasticNet", "ElasticNetCV",
+          "LogisticRegression", "LogisticRegressionCV", "RidgeClassifier", "RidgeClassifierCV", "SGDClassifier",
+          "SGDRegressor", "LinearSVC", "LinearSVR", "HuberRegressor", "BayesianRidge", "ARDRegression", "Lars",
+          "LassoLars", "OrthogonalMatchingPursuit", "TheilSenRegressor", "PassiveAggressiveClassifier", "Perceptron")
+"""scikit-learn estimators whose prediction is the linear decision function (its sign or argmax for classifiers)."""
+
+MLP = ("MLPClassifier", "MLPRegressor")
+TREES = ("DecisionTreeClassifier", "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor",
+         "RandomForestClassifier", "RandomForestRegressor", "ExtraTreesClassifier", "ExtraTreesRegressor",
+         "GradientBoostingClassifier", "GradientBoostingRegressor")
+"""The tree models :func:`from_sklearn` takes (fitted)."""
+
+_ACTIVATIONS = {"relu": "relu", "tanh": "tanh", "logistic": "sigmoid"}
+
+_ADVICE = {
+    "PoissonRegressor": "its prediction is exp of a linear function: compile the linear part (a LinearRegression on "
+                        "log targets) or take exp after decryption",
+    "GammaRegressor": "its prediction is exp of a linear function; take exp after decryption of a linear model",
+    "TweedieRegressor": "its prediction goes through a link function; take it after decryption of a linear model",
+    "SVC": "kernel SVMs compare the sample with every support vector; use LinearSVC",
+    "KNeighborsClassifier": "see crossfhe.apps.knn (k nearest neighbours on TFHE)",
+    "HistGradientBoostingClassifier": "use GradientBoostingClassifier (the same model, trees crossfhe reads)",
+    "HistGradientBoostingRegressor": "use GradientBoostingRegressor (the same model, trees crossfhe reads)",
+}
+
+
+def _kind(est) -> str:
+    name = type(est).__name__
+    if name in LINEAR or name in MLP or name in TREES:
+        return name
+    if type(est).__module__.split(".")[0] == "xgboost":
+        raise ModelError(f"{name}: XGBoost models are not read yet; fit scikit-learn's GradientBoosting{name[3:]} "
+                         "(the same kind of model) instead")
+    what = _ADVICE.get(name, "supported: " + ", ".join(LINEAR[:6] + MLP + TREES[:2] + TREES[4:6] + TREES[8:]))
+    raise ModelError(f"{name} cannot be compiled: {what}")
+
+
+def _fitted(est, name: str, attr: str) -> None:
+    if not hasattr(est, attr):
+        raise ModelError(f"{name} is not fitted (no {attr}); call fit first")
+
+
+def _network(est, name: str, n_in: int) -> Network:
+    if name in MLP:
+        _fitted(est, name, "coefs_")
+        layers: list = []
+        for i, (w, b) in enumerate(zip(est.coefs_, est.intercepts_, strict=True)):
+            if i:
+                if est.activation == "identity":
+                    pass
+                elif est.activation in _ACTIVATIONS:
+                    layers.append(Nonlinear(_ACTIVATIONS[est.activation], source=f"{name} layer {i}"))
+                else:
+                    raise ModelError(f"{name}: activation {est.activation!r} is not supported")
+            if layers and isinstance(layers[-1], Affine):  # identity activation: fold the two affine maps
+                prev = layers.pop()
+                layers.append(Affine(w.T @ prev.weight, w.T @ prev.bias + b, prev.source))
+            else:
+                layers.append(Affine(np.asarray(w, np.float64).T, np.asarray(b, np.float64), f"{name} layer {i + 1}"))
+        return Network(tuple(layers), (n_in,), name)
+    _fitted(est, name, "coef_")
+    w = np.atleast_2d(np.asarray(est.coef_, np.float64))
+    b = np.broadcast_to(np.asarray(getattr(est, "intercept_", 0.0), np.float64), (w.shape[0],)).copy()
+    return Network((Affine(w, b, name),), (n_in,), name)
+
+
+# --------------------------------------------------------------------------------------------------
+# Trees
+# --------------------------------------------------------------------------------------------------
+
+
+def _int_tree(tree, thresholds: dict) -> SimpleNamespace:
+    """A fitted scikit-learn tree with each split's threshold replaced by k + 0.5, k its integer threshold
+    (``thresholds[node]``): what :func:`crossfhe.apps.trees.structure` and ``walk`` read."""
+    t = tree.tree_
+    thr = np.array(t.threshold, dtype=np.float64)
+    for node, k in thresholds.items():
+        thr[node] = k + 0.5
+    return SimpleNamespace(tree_=SimpleNamespace(children_left=t.children_left, children_right=t.children_right,
+                                                 feature=t.feature, threshold=thr, value=t.value,
+                                                 max_depth=t.max_depth))
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """A feature's encoding: ``cuts`` (sorted thresholds: q = how many are below x) or a uniform grid
+    ``lo + step q``, q in [0, 2^bits)."""
+
+    bits: int
+    cuts: np.ndarray | None = None
+    lo: float = 0.0
+    step: float = 1.0
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.cuts is not None:
+            return np.searchsorted(self.cuts, x, side="left").astype(np.int64)
+        return np.clip(np.rint((x - self.lo) / self.step), 0, (1 << self.bits) - 1).astype(np.int64)
+
+    def threshold(self, t: float) -> int:
+        """The integer k with [x <= t] = [q <= k] (the quantized model's split)."""
+        if self.cuts is not None:
+            return int(np.searchsorted(self.cuts, t, side="left"))
+        return int(np.floor((t - self.lo) / self.step + 1e-9))
+
+
+class TreeEnsemble(TFHEModel):
+    """Trees with integer splits on encoded features (module docstring). ``outputs``: per model output, a list of
+    (tree index, {leaf: value >= 0}); the circuit's output o is sum_t values_t[leaf_t(x)], and :meth:`values` maps it
+    to ``base[o] + step[o] * (S + shift[o])``."""
+
+    name = "trees"
+
+    def __init__(self, trees, encoders: dict, outputs, base, step, shift, params: Params):
+        super().__init__()
+        self.params = params
+        self.features = np.array(sorted(encoders), dtype=np.int64)
+        self.column = {int(f): i for i, f in enumerate(self.features)}
+        self.encoders = [encoders[int(f)] for f in self.features]
+        self.input_bits = tuple(e.bits for e in self.encoders)
+        self.trees, self.outputs = trees, outputs
+        self.base, self.step, self.shift = (np.asarray(v, np.float64) for v in (base, step, shift))
+
+    def encode(self, x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        return np.stack([e(x[:, f]) for e, f in zip(self.encoders, self.features, strict=True)], axis=1)
+
+    def outputs_plain(self, q) -> np.ndarray:
+        q = np.asarray(q, dtype=np.int64)
+        leaves = [walk(t, q, self.column) for t in self.trees]
+        out = np.zeros((len(q), len(self.outputs)), dtype=np.int64)
+        for o, terms in enumerate(self.outputs):
+            for i, values in terms:
+                out[:, o] += np.array([values.get(int(v), 0) for v in leaves[i]], dtype=np.int64)
+        return out
+
+    def values(self, out) -> np.ndarray:
+        return self.base + self.step * (np.asarray(out, np.float64) + self.shift)
+
+    def decode(self, out) -> np.ndarray:
+        return self.values(out)
+
+    def circuit_fn(self, *xs):
+        cache: dict = {}
+        res = []
+        for terms in self.outputs:
+            found: list[Term] = []
+            for i, values in terms:
+                found += leaf_terms(xs, self.column, self.trees[i], values, ("tree", i), cache, self.params)
+            caps = {("tree", i): max for i, _ in terms}
+            s, _ = reduce_sum(found, caps, self.params, clamp_traced)
+            res.append(xs[0] * 0 + s if isinstance(s, int) else s)
+        return tuple(res)
+
+
+def _quantized_sum(per_tree: list[dict], groups: list[list[list[int]]], top: int,
+                   step: float | None = None) -> tuple[float, list[dict], float]:
+    """(Delta, integer leaf values shifted to min 0 per tree, sum of the per-tree minima) of float leaf values
+    ``per_tree`` (module docstring). ``groups``: per tree, the leaves of each of its lookups
+    (:func:`crossfhe.apps.trees.cut_leaves`); a tree's lookups' largest values must add up to 2^p - 1 at most too,
+    since the compiler bounds their sum by the sum of their bounds. ``step``: a fixed Delta (one-hot values)."""
+
+    def quantized(step):
+        q = [{leaf: int(np.rint(v / step)) for leaf, v in d.items()} for d in per_tree]
+        q = [{leaf: v - min(d.values()) for leaf, v in d.items()} for d in q]
+        total = sum(max(d.values()) for d in q)
+        per_tree_sum = max(sum(max(d[leaf] for leaf in g) for g in gs) for d, gs in zip(q, groups, strict=True))
+        return q, total <= top and per_tree_sum <= top
+
+    fixed = step is not None
+    if step is None:
+        spread = sum(max(v.values()) - min(v.values()) for v in per_tree)
+        step = spread / top if spread > 0 else 1.0
+    while True:
+        q, ok = quantized(step)
+        if ok:
+            break
+        if fixed:
+            raise ModelError("a tree has more leaves of one class than its lookups can add up; use a wider preset")
+        step *= 1.02
+    mins = sum(int(min(np.rint(v / step) for v in d.values())) for d in per_tree)
+    return step, q, float(mins)
+
+
+def _trees(est, name: str, x: np.ndarray, *, params: Params | None, bits: int | None, encoding: str):
+    """(TreeEnsemble, how to read its values: "label" / "binary" / "value", classes)."""
+    _fitted(est, name, "tree_" if name.startswith(("Decision", "ExtraTree")) and "Trees" not in name
+            else "estimators_")
+    classifier = name.endswith("Classifier")
+    if name.startswith(("Decision", "ExtraTreeC", "ExtraTreeR")):
+        trees, weight = [est], 1.0
+    elif name.startswith("GradientBoosting"):
+        trees, weight = list(est.estimators_.ravel()), float(est.learning_rate)
+    else:
+        trees, weight = list(est.estimators_), 1.0 / len(est.estimators_)
+    single = len(trees) == 1 and classifier
+    params = params or (presets.P4 if single else presets.P8)
+    p = params.message_bits
+    if bits is not None and not 1 <= bits <= p:
+        raise ModelError(f"{name}: bits must be in [1, {p}] ({params.name} carries {p}-bit messages), got {bits}")
+    if encoding not in ("uniform", "thresholds"):
+        raise ModelError(f"encoding is 'uniform' or 'thresholds', got {encoding!r}")
+    depth = max(t.tree_.max_depth for t in trees)
+    if depth > (1 << p) - 1:
+        raise ModelError(f"{name}: trees of depth {depth} need more than {p}-bit messages; limit max_depth or use a "
+                         "wider preset")
+    splits: dict = {}
+    for t in trees:
+        tt = t.tree_
+        for node in np.flatnonzero(tt.children_left != -1):
+            splits.setdefault(int(tt.feature[node]), set()).add(float(tt.threshold[node]))
+    if not splits:
+        raise ModelError(f"{name}: the fitted trees make no split (a constant model); nothing to encrypt")
+    encoders = {}
+    for f, ts in splits.items():
+        cuts = np.array(sorted(ts))
+        if encoding == "thresholds" and len(cuts) <= (1 << p) - 1:
+            encoders[f] = Encoder(max(1, int(len(cuts)).bit_length()), cuts)
+        else:
+            b = bits or p
+            lo, hi = float(x[:, f].min()), float(x[:, f].max())
+            encoders[f] = Encoder(b, None, lo, (hi - lo) / ((1 << b) - 1) if hi > lo else 1.0)
+    int_trees = []
+    for t in trees:
+        tt = t.tree_
+        nodes = np.flatnonzero(tt.children_left != -1)
+        int_trees.append(_int_tree(t, {int(n): encoders[int(tt.feature[n])].threshold(float(tt.threshold[n]))
+                                       for n in nodes}))
+    leaves = [structure(t)[1] for t in int_trees]
+    top = (1 << p) - 1
+    if classifier:
+        classes = est.classes_
+        k = len(classes)
+        if name.startswith("GradientBoosting"):
+            cols = 1 if k == 2 else k
+            init = np.atleast_2d(est.decision_function(x[:1]))[0] - weight * np.array(
+                [sum(est.estimators_[i, c].predict(x[:1])[0] for i in range(est.estimators_.shape[0]))
+                 for c in range(cols)])
+            per_out = [[{leaf: weight * float(est.estimators_[i, c].tree_.value[leaf].ravel()[0])
+                         for leaf in leaves[i * cols + c]} for i in range(est.estimators_.shape[0])]
+                       for c in range(cols)]
+            tree_of = [[i * cols + c for i in range(est.estimators_.shape[0])] for c in range(cols)]
+            base, how = list(init), "binary_raw" if k == 2 else "label"
+        else:
+            cols = 1 if k == 2 else k
+            classes_out = [1] if k == 2 else list(range(k))
+            if single:
+                per_out = [[{leaf: float(np.argmax(trees[0].tree_.value[leaf][0]) == c) for leaf in leaves[0]}]
+                           for c in classes_out]
+            else:
+                per_out = [[{leaf: weight * float(_proba(t, leaf)[c]) for leaf in lv} for t, lv in
+                            zip(trees, leaves, strict=True)] for c in classes_out]
+            tree_of = [list(range(len(trees)))] * cols
+            base, how = [0.0] * cols, "binary_proba" if k == 2 else "label"
+    else:
+        classes, how = None, "value"
+        per_out = [[{leaf: weight * float(t.tree_.value[leaf].ravel()[0]) for leaf in lv}
+                    for t, lv in zip(trees, leaves, strict=True)]]
+        tree_of = [list(range(len(trees)))]
+        if name.startswith("GradientBoosting"):
+            base = [float(est.predict(x[:1])[0] - weight * sum(t.predict(x[:1])[0] for t in trees))]
+        else:
+            base = [0.0]
+    groups = [cut_leaves(t, params) for t in int_trees]
+    outputs, steps, shifts = [], [], []
+    for vals, idx in zip(per_out, tree_of, strict=True):
+        step, q, shift = _quantized_sum(vals, [groups[i] for i in idx], top, 1.0 if single else None)
+        outputs.append([(i, d) for i, d in zip(idx, q, strict=True) if any(d.values())])
+        steps.append(step)
+        shifts.append(shift)
+    model = TreeEnsemble(int_trees, encoders, outputs, base, steps, shifts, params)
+    return model, how, classes
+
+
+def _proba(tree, leaf: int) -> np.ndarray:
+    v = np.asarray(tree.tree_.value[leaf][0], np.float64)
+    return v / v.sum() if v.sum() > 0 else v
+
+
+# --------------------------------------------------------------------------------------------------
+# The estimator
+# --------------------------------------------------------------------------------------------------
+
+
+class EncryptedEstimator:
+    """A fitted scikit-learn estimator compiled to an encrypted program, with the estimator's vocabulary:
+    :meth:`predict` (labels or values, computed encrypted), :meth:`predict_approximated` (the quantized or
+    approximated model in the clear), :meth:`predict_plain` (the estimator itself), and the key owner's steps
+    ``keygen``, ``encrypt``, ``run`` (the server's), ``decrypt`` (to predictions). ``report``: how the model was
+    compiled and how it agrees with the estimator on the calibration samples."""
+
+    def __init__(self, estimator, name: str, how: str, classes, *, model: CompiledModel | None = None,
+                 trees: TreeEnsemble | None = None, circuit=None, report=None):
+        self.estimator, self.name, self.how, self.classes_ = estimator, name, how, classes
+        self.model, self.trees = model, trees
+        self.circuit = model.circuit if model is not None else circuit
+        self.report = model.report if model is not None else report
+
+    @property
+    def scheme(self) -> str:
+        return self.model.scheme if self.model is not None else "tfhe"
+
+    @property
+    def params(self):
+        return self.circuit.params
+
+    def _samples(self, x) -> np.ndarray:
+        a = np.asarray(x, dtype=np.float64)
+        if a.ndim == 1:
+            a = a[None, :]
+        n = self.estimator.n_features_in_
+        if a.ndim != 2 or a.shape[1] != n or a.shape[0] == 0:
+            raise ModelError(f"{self.name}: X has shape {np.shape(x)}; the estimator takes [samples, {n}]")
+        if not np.all(np.isfinite(a)):
+            raise ModelError(f"{self.name}: X holds values that are not finite (NaN or infinity)")
+        return a
+
+    def keygen(self, *, seed: bytes | None = None):
+        """Make (once) and return the circuit's keys; ``seed``: 32 bytes for reproducible keys (tests only)."""
+        if self.circuit.keys is None or seed is not None:
+            self.circuit.keygen(seed=seed)
+        return self.circuit.keys
+
+    def encrypt(self, x, *, keys=None):
+        """Samples ``X`` ``[n, features]`` encrypted (what :meth:`run` takes)."""
+        a = self._samples(x)
+        if self.model is not None:
+            return self.model.encrypt(a, keys=keys)
+        if keys is None:
+            self.keygen()
+        return self.circuit.encrypt(*self.trees.encode(a).T, keys=keys)
+
+    def run(self, enc, *, keys=None):
+        """The model on encrypted samples (evaluation keys only)."""
+        if self.model is not None:
+            return self.model.run(enc, keys=keys)
+        return self.circuit.run(*enc, keys=keys)
+
+    def decision(self, out, *, keys=None) -> np.ndarray:
+        """The decrypted decision values ``[n, outputs]`` (logits, class scores, or the regression value)."""
+        if self.model is not None:
+            return self.model._values(out, keys)
+        dec = self.circuit.decrypt(*out, keys=keys)
+        dec = [dec] if len(out) == 1 else dec
+        return self.trees.values(np.stack([np.asarray(d, dtype=np.int64) for d in dec], axis=-1))
+
+    def _label(self, scores: np.ndarray) -> np.ndarray:
+        if self.how == "value":
+            return scores[:, 0] if scores.shape[1] == 1 else scores
+        if self.how == "label":
+            return self.classes_[np.argmax(scores, axis=1)]
+        cut = 0.5 if self.how == "binary_proba" else 0.0
+        return self.classes_[(scores[:, 0] > cut).astype(np.int64)]
+
+    def decrypt(self, out, *, keys=None) -> np.ndarray:
+        """The predictions: labels (classifiers) or values (regressors), ``[n]``."""
+        return self._label(self.decision(out, keys=keys))
+
+    def predict(self, x) -> np.ndarray:
+        """``decrypt(run(encrypt(X)))`` with this model's keys (made if needed)."""
+        return self.decrypt(self.run(self.encrypt(x)))
+
+    def decision_approximated(self, x) -> np.ndarray:
+        a = self._samples(x)
+        if self.model is not None:
+            return self.model._approximated(a)
+        return self.trees.values(self.trees.outputs_plain(self.trees.encode(a)))
+
+    def predict_approximated(self, x) -> np.ndarray:
+        """What :meth:`predict` computes, in the clear (TFHE: exactly; CKKS: without its noise)."""
+        return self._label(self.decision_approximated(x))
+
+    def predict_plain(self, x) -> np.ndarray:
+        """The scikit-learn estimator's own ``predict``."""
+        return self.estimator.predict(self._samples(x))
+
+    def export(self, path, **kwargs):
+        """:meth:`crossfhe.Circuit.export`: the compiled program for a server."""
+        return self.circuit.export(path, **kwargs)
+
+
+@dataclass
+class TreeReport:
+    """What compiling a tree model did: the preset, the encoding, the number of trees and lookups, and the agreement
+    of the quantized model (in the clear) and the encrypted one with the estimator on the calibration samples."""
+
+    model: str
+    params: str
+    encoding: str
+    bits: tuple
+    trees: int
+    quantized: float
+    encrypted: float | None = None
+    exact: bool | None = None
+    cost: dict | None = None
+    how_equal: bool = True
+    """True for a classifier (``quantized``, ``encrypted``: the fraction of equal predictions), False for a
+    regressor (the largest absolute difference)."""
+
+    def __str__(self) -> str:
+        what = "predictions equal" if self.how_equal else "max |diff|"
+        lines = [f"{self.model}: TFHE, {self.params}, {self.trees} trees, {self.encoding} encoding of "
+                 f"{len(self.bits)} features ({min(self.bits)}-{max(self.bits)} bits), "
+                 f"{(self.cost or {}).get('bootstraps', '?')} lookups per sample",
+                 f"  quantized vs estimator on the calibration samples: {what} {self.quantized:.4g}"]
+        if self.encrypted is not None:
+            lines.append(f"  encrypted vs estimator: {what} {self.encrypted:.4g}; equal to the quantized model: "
+                         f"{self.exact}")
+        return "\n".join(lines)
+
+
+def _agreement(a: np.ndarray, b: np.ndarray, classifier: bool) -> float:
+    return float(np.mean(a == b)) if classifier else float(np.max(np.abs(np.asarray(a, float) - b)))
+
+
+def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=None, bits: int | None = None,
+                 encoding: str = "uniform", check: int = 8, seed: bytes | None = None,
+                 **options) -> EncryptedEstimator:
+    """Compile a fitted scikit-learn ``estimator`` (module docstring) to an encrypted program, calibrated on
+    ``X_calibration`` (``[n, features]``, e.g. the training set). ``scheme``: ``"ckks"`` (default for linear
+    models and perceptrons) or ``"tfhe"`` (trees: the only one). Trees: ``params`` a TFHE preset (default P4 for
+    one classification tree, P8 otherwise), ``bits`` and ``encoding`` as in the module docstring. Linear models and
+    perceptrons: ``params`` and ``options`` as :func:`crossfhe.ml.compile_onnx`. ``check``: how many calibration
+    samples to run encrypted now (0: none), compared in ``report``. ModelError for an estimator that is not
+    supported or not fitted, or samples of the wrong shape."""
+    name = _kind(estimator)
+    x = np.asarray(X_calibration, dtype=np.float64)
+    n = getattr(estimator, "n_features_in_", None)
+    if n is None:
+        raise ModelError(f"{name} is not fitted; call fit first")
+    if x.ndim != 2 or x.shape[1] != n or x.shape[0] == 0:
+        raise ModelError(f"{name}: X_calibration has shape {x.shape}; the estimator takes [samples, {n}]")
+    if not np.all(np.isfinite(x)):
+        raise ModelError(f"{name}: X_calibration holds values that are not finite (NaN or infinity)")
+    if isinstance(check, bool) or not isinstance(check, int) or check < 0:
+        raise ModelError(f"check is how many samples to run encrypted (an int >= 0), got {check!r}")
+    classifier = name.endswith("Classifier") or name in ("LogisticRegression", "LogisticRegressionCV", "LinearSVC",
+                                                         "RidgeClassifier", "RidgeClassifierCV", "SGDClassifier",
+                                                         "PassiveAggressiveClassifier", "Perceptron")
+    if name in TREES:
+        if scheme not in (None, "tfhe"):
+            raise ModelError(f"{name}: trees compile to TFHE only (comparisons are lookups); use scheme='tfhe'")
+        if options:
+            raise ModelError(f"{name}: unknown options {sorted(options)} for trees (params, bits, encoding, check)")
+        model, how, classes = _trees(estimator, name, x, params=params, bits=bits, encoding=encoding)
+        model.name = name
+        try:
+            circuit = model.compile()
+        except (CircuitError, ParameterError) as e:
+            raise ModelError(f"{name}: {e}") from e
+        est = EncryptedEstimator(estimator, name, how, classes, trees=model, circuit=circuit)
+        quant = est.predict_approximated(x)
+        plain = estimator.predict(x)
+        est.report = TreeReport(name, model.params.name, encoding, model.input_bits, len(model.trees),
+                                _agreement(quant, plain, classifier), cost=dict(circuit.cost),
+                                how_equal=classifier)
+        if check:
+            est.keygen(seed=seed)
+            some = x[:check]
+            got = est.decision(est.run(est.encrypt(some)))
+            est.report.encrypted = _agreement(est._label(got), plain[:check], classifier)
+            est.report.exact = bool(np.array_equal(got, est.decision_approximated(some)))
+        return est
+    if bits is not None or encoding != "uniform":
+        raise ModelError(f"{name}: bits and encoding are options of tree models; a linear model or perceptron takes "
+                         "input_bits / act_bits (TFHE) or degree / precision (CKKS)")
+    net = _network(estimator, name, n)
+    classes = getattr(estimator, "classes_", None) if classifier else None
+    how = "value" if not classifier else ("binary_raw" if net.n_out == 1 else "label")
+    model = compile_network(net, x, scheme=scheme or "ckks", params=params, check=check, seed=seed, **options)
+    return EncryptedEstimator(estimator, name, how, classes, model=model)
+
+
+__all__ = ["LINEAR", "MLP", "TREES", "Encoder", "EncryptedEstimator", "TreeEnsemble", "TreeReport", "from_sklearn"]

@@ -1,0 +1,204 @@
+"""crossfhe.ml on TFHE: ONNX networks quantized after training (encrypted outputs equal to the integer model's), a
+final softmax applied after decryption, and fitted scikit-learn estimators (trees on TFHE, linear models and
+perceptrons on CKKS or TFHE)."""
+
+import numpy as np
+import pytest
+from onnx import helper
+from sklearn import datasets, ensemble, linear_model, neural_network, svm, tree
+from test_ml_onnx import _conv_bn_pool, _mlp, _model, _ort, _w
+
+import crossfhe.ml as ml
+from crossfhe.ckks.params import Params, ParamsLiteral
+from crossfhe.ml import tfhe as tfhe_ml
+from crossfhe.ml.estimators import Encoder, from_sklearn
+from crossfhe.tfhe import presets
+
+SEED = bytes(range(32))
+RNG = np.random.default_rng(11)
+
+# INSECURE (N 2^11): a linear model is one plaintext product
+TOY = Params.from_literal(ParamsLiteral(log_n=11, levels=3, log_scale=30, dnum=2, insecure=True))
+
+
+def _chain():
+    # Relu, a per-channel scale and Tanh between two dense layers: one element-wise chain, so one lookup per neuron
+    return _model([helper.make_node("Gemm", ["x", "W1", "b1"], ["h"], transB=1),
+                   helper.make_node("Relu", ["h"], ["r"]), helper.make_node("Mul", ["r", "s"], ["m"]),
+                   helper.make_node("Tanh", ["m"], ["t"]), helper.make_node("Gemm", ["t", "W2"], ["y"], transB=1)],
+                  {"W1": _w(6, 5), "b1": _w(6, scale=0.1), "s": np.abs(_w(6)) + 0.2, "W2": _w(3, 6)}, [5], [3])
+
+
+def test_stages_put_an_elementwise_chain_in_one_lookup():
+    net = ml.read_onnx(_chain())
+    st = tfhe_ml.stages(net)
+    assert len(st) == 2 and [type(x).__name__ for x in st[0].chain] == ["Nonlinear", "Affine", "Nonlinear"]
+    assert st[1].chain == ()
+    z = RNG.normal(size=(4, 6))
+    d = st[0].chain[1]
+    assert np.allclose(st[0].apply_chain(z), np.tanh(np.maximum(z, 0) * np.diagonal(d.weight) + d.bias))
+
+
+def test_grid_rounds_to_the_nearest_point_and_clips():
+    g = tfhe_ml.Grid.calibrated(np.array([[0.0, 5.0], [3.0, 5.0]]), 2)
+    assert np.allclose(g.step, [1.0, 1.0]) and np.array_equal(g.lo, [0.0, 5.0])
+    assert np.array_equal(g.quantize(np.array([[1.4, 5.0], [9.0, 4.0], [-2.0, 5.2]])), [[1, 0], [3, 0], [0, 0]])
+    assert np.allclose(g.value(np.array([[3, 0]])), [[3.0, 5.0]])
+
+
+@pytest.mark.parametrize("make, shape", [(_mlp, (40, 12)), (_chain, (40, 5))], ids=["mlp", "chain"])
+def test_quantized_network_tracks_the_float_model(make, shape):
+    m = make()
+    x = RNG.normal(size=shape)
+    net = ml.read_onnx(m)
+    assert np.allclose(net.logits(x), _ort(m, x), atol=1e-4)
+    qn = tfhe_ml.quantize(net, net.samples(x), params=presets.P8)
+    exact, got = net.logits(x), qn.forward(x)
+    # 8-bit lookups, weights of at most 4 bits: the error is quantization's, a few steps of the output grid; this
+    # bound (a fifth of the outputs' spread) fails if a scale, offset or table is wrong (errors of the spread's size)
+    assert np.max(np.abs(got - exact)) < 0.2 * np.ptp(exact)
+    assert np.mean(got.argmax(1) == exact.argmax(1)) >= 0.75
+    # the integer model and the circuit's function agree on every sample (traced in the clear)
+    q = qn.encode(x)
+    assert q.min() >= 0 and q.max() < 1 << qn.in_bits
+
+
+def test_onnx_model_on_tfhe_decrypts_to_the_quantized_model_exactly():
+    m = _conv_bn_pool()
+    x = RNG.normal(size=(24, 1, 8, 8))
+    compiled = ml.compile_onnx(m, x, scheme="tfhe", params=presets.P6, input_bits=2, act_bits=3, check=3,
+                               seed=SEED)  # the check runs a batch of 3: the program below is the same one
+    assert isinstance(compiled, ml.TFHEModel) and compiled.report.exact is True
+    assert compiled.report.input_bits == 2 and compiled.report.act_bits == 3
+    enc = compiled.encrypt(x[:3])
+    out = compiled.run(enc)
+    got = compiled.decrypt(out)
+    assert got.shape == (3, 5)
+    assert np.array_equal(got, compiled.predict_approximated(x[:3]))
+    text = str(compiled.report)
+    assert "TFHE, P6" in text and "lookups" in text and "equal to the quantized model: True" in text
+
+
+def test_final_softmax_applied_after_decryption():
+    m = _model([helper.make_node("Gemm", ["x", "W", "b"], ["h"], transB=1), helper.make_node("Softmax", ["h"], ["y"])],
+               {"W": _w(4, 6), "b": _w(4)}, [6], [4])
+    x = RNG.normal(size=(16, 6))
+    net = ml.read_onnx(m, final_softmax="client")
+    assert net.final == "softmax" and np.allclose(net.forward(x), _ort(m, x), atol=1e-5)
+    compiled = ml.compile_network(net, x, scheme="tfhe", params=presets.P6, check=0)
+    compiled.keygen(seed=SEED)
+    p = compiled.predict(x[3])  # one sample: [n_out]
+    assert p.shape == (4,) and np.isclose(p.sum(), 1.0) and np.all(p > 0)
+    logits = compiled.quantized.values(compiled.quantized.outputs_plain(compiled.quantized.encode(x[3:4])))[0]
+    assert np.allclose(p, np.exp(logits) / np.exp(logits).sum())
+
+
+def test_tfhe_options_are_checked():
+    m, x = _mlp(), RNG.normal(size=(8, 12))
+    with pytest.raises(ml.ModelError, match="degree is a CKKS option"):
+        ml.compile_onnx(m, x, scheme="tfhe", degree=7)
+    with pytest.raises(ml.ModelError, match="input_bits is a TFHE option"):
+        ml.compile_onnx(m, x, scheme="ckks", input_bits=3)
+    with pytest.raises(ml.ModelError, match=r"act_bits must be an int in \[1, 4\]"):
+        ml.compile_onnx(m, x, scheme="tfhe", params=presets.P4, act_bits=6)
+    with pytest.raises(ml.ModelError, match="must be a TFHE preset"):
+        ml.compile_onnx(m, x, scheme="tfhe", params=TOY)
+    with pytest.raises(ml.ModelError, match="scheme 'bfv' is not supported"):
+        ml.compile_onnx(m, x, scheme="bfv")
+
+
+# --------------------------------------------------------------------------------------------------
+# scikit-learn
+# --------------------------------------------------------------------------------------------------
+
+
+def _cancer():
+    x, y = datasets.load_breast_cancer(return_X_y=True)
+    return x, y
+
+
+def test_encoder_thresholds_decide_every_split_as_the_float_model():
+    e = Encoder(2, np.array([-1.0, 0.5, 2.0]))
+    x = np.array([-3.0, -1.0, -0.999, 0.5, 1.0, 2.0, 2.5])
+    for i, t in enumerate(e.cuts):
+        assert np.array_equal(x <= t, e(x) <= e.threshold(t)), i
+    u = Encoder(3, None, 0.0, 0.5)
+    assert np.array_equal(u(np.array([0.2, 0.3, 9.0])), [0, 1, 7]) and u.threshold(1.2) == 2
+
+
+def test_decision_tree_with_threshold_encoding_equals_scikit_learn():
+    x, y = datasets.load_iris(return_X_y=True)
+    est = tree.DecisionTreeClassifier(max_depth=3, random_state=0).fit(x, y)
+    enc = from_sklearn(est, x, encoding="thresholds", check=0)
+    assert enc.params.name == "P4"
+    assert np.array_equal(enc.predict_approximated(x), est.predict(x))  # every split decided as scikit-learn does
+    enc.keygen(seed=SEED)
+    rows = np.r_[0:3, 50:53, 100:103]
+    assert np.array_equal(enc.predict(x[rows]), est.predict(x[rows]))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ensemble.RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0),
+    lambda: ensemble.GradientBoostingRegressor(n_estimators=3, max_depth=2, random_state=0),
+], ids=["forest", "boosting_regressor"])
+def test_tree_ensembles_decrypt_to_the_quantized_model_exactly(make):
+    if "Regressor" in type(make()).__name__:
+        x, y = datasets.load_diabetes(return_X_y=True)
+    else:
+        x, y = _cancer()
+    est = make().fit(x, y)
+    enc = from_sklearn(est, x, params=presets.P6, check=3, seed=SEED)
+    assert enc.report.exact is True
+    d_enc, d_plain = enc.decision(enc.run(enc.encrypt(x[5:9]))), enc.decision_approximated(x[5:9])
+    assert np.array_equal(d_enc, d_plain)
+    if enc.how == "value":
+        # the quantized regressor: leaf values on a step of (spread / 63) and 6-bit features; this bound is
+        # a quarter of the targets' spread, far beyond what quantization moves and far below a wrong offset
+        assert np.max(np.abs(enc.predict_approximated(x) - est.predict(x))) < 0.25 * np.ptp(y)
+    else:
+        assert np.mean(enc.predict_approximated(x) == est.predict(x)) > 0.95
+
+
+def test_linear_models_on_ckks_give_the_decision_function():
+    x, y = _cancer()
+    x = (x - x.mean(0)) / x.std(0)
+    est = linear_model.LogisticRegression(max_iter=2000).fit(x, y)
+    enc = from_sklearn(est, x, params=TOY, check=0)
+    assert enc.scheme == "ckks"
+    enc.keygen(seed=SEED)
+    d = enc.decision(enc.run(enc.encrypt(x[:6])))[:, 0]
+    ref = est.decision_function(x[:6])
+    assert np.max(np.abs(d - ref)) < 1e-3 * np.abs(ref).max() + 1e-3  # CKKS at a 30-bit scale: ~2^-20 relative
+    sure = np.abs(ref) > 1e-2
+    assert np.array_equal(enc.decrypt(enc.run(enc.encrypt(x[:6])))[sure], est.predict(x[:6])[sure])
+
+
+def test_perceptron_network_is_the_estimators_function():
+    x, y = datasets.load_iris(return_X_y=True)
+    est = neural_network.MLPClassifier(hidden_layer_sizes=(8,), max_iter=2000, random_state=0).fit(x, y)
+    from crossfhe.ml.estimators import _network
+
+    net = _network(est, "MLPClassifier", 4)
+    assert [type(layer).__name__ for layer in net.layers] == ["Affine", "Nonlinear", "Affine"]
+    logits = net.logits(x)
+    proba = np.exp(logits - logits.max(1, keepdims=True))
+    assert np.allclose(proba / proba.sum(1, keepdims=True), est.predict_proba(x), atol=1e-9)
+
+
+def test_sklearn_errors_name_the_problem():
+    x, y = _cancer()
+    with pytest.raises(ml.ModelError, match="SVC cannot be compiled: kernel SVMs"):
+        from_sklearn(svm.SVC().fit(x[:50], y[:50]), x)
+    with pytest.raises(ml.ModelError, match="not fitted"):
+        from_sklearn(tree.DecisionTreeClassifier(), x)
+    est = tree.DecisionTreeClassifier(max_depth=2).fit(x, y)
+    with pytest.raises(ml.ModelError, match=r"has shape \(569, 29\); the estimator takes \[samples, 30\]"):
+        from_sklearn(est, x[:, 1:])
+    with pytest.raises(ml.ModelError, match="trees compile to TFHE only"):
+        from_sklearn(est, x, scheme="ckks")
+    with pytest.raises(ml.ModelError, match="encoding is 'uniform' or 'thresholds'"):
+        from_sklearn(est, x, encoding="bins")
+    with pytest.raises(ml.ModelError, match="not finite"):
+        from_sklearn(est, np.where(x > 1e3, np.nan, x))
+    with pytest.raises(ml.ModelError, match="bits and encoding are options of tree models"):
+        from_sklearn(linear_model.LinearRegression().fit(x, y), x, bits=4)
