@@ -202,3 +202,13 @@ def test_sklearn_errors_name_the_problem():
         from_sklearn(est, np.where(x > 1e3, np.nan, x))
     with pytest.raises(ml.ModelError, match="bits and encoding are options of tree models"):
         from_sklearn(linear_model.LinearRegression().fit(x, y), x, bits=4)
+
+
+def test_compiling_reports_its_stages():
+    x, y = datasets.load_iris(return_X_y=True)
+    est = tree.DecisionTreeClassifier(max_depth=2, random_state=0).fit(x, y)
+    seen = []
+    ml.from_sklearn(est, x, check=0, progress=lambda done, total, what: seen.append((done, total, what)))
+    assert seen == [(i, 2, "compiling DecisionTreeClassifier (TFHE)") for i in range(3)]
+    with pytest.raises(TypeError, match="progress must be"):
+        ml.from_sklearn(est, x, check=0, progress="bars")

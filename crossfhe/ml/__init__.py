@@ -3,6 +3,8 @@ front end (:mod:`crossfhe.api`).
 
 * :func:`compile_onnx` / :func:`compile_torch`: a model and sample inputs -> :class:`CompiledModel` (``keygen``,
   ``encrypt``, ``run``, ``decrypt``, ``predict``, ``report``, ``export``).
+* :func:`from_sklearn`: a fitted scikit-learn estimator (linear models, perceptrons, trees, forests, boosting) ->
+  :class:`EncryptedEstimator` (``predict`` runs encrypted).
 * :func:`read_onnx`: the model as crossfhe reads it (:class:`Network`: affine and non-linear layers in float64).
 
 Two paths: CKKS (:mod:`crossfhe.ml.ckks`: activations replaced by Chebyshev polynomials on ranges calibrated on the
@@ -10,9 +12,10 @@ samples, one sample per ciphertext) and TFHE (:mod:`crossfhe.ml.tfhe`: post-trai
 activation, outputs equal to the quantized model's). Needs the ``onnx`` package (``pip install "crossfhe[onnx]"``).
 """
 
+from crossfhe.ml.estimators import EncryptedEstimator, from_sklearn
 from crossfhe.ml.model import CKKSModel, CompiledModel, TFHEModel, compile_network, compile_onnx, compile_torch
 from crossfhe.ml.network import Affine, ModelError, Network, Nonlinear
 from crossfhe.ml.onnx_reader import read_onnx
 
-__all__ = ["Affine", "CKKSModel", "CompiledModel", "ModelError", "Network", "Nonlinear", "TFHEModel",
-           "compile_network", "compile_onnx", "compile_torch", "read_onnx"]
+__all__ = ["Affine", "CKKSModel", "CompiledModel", "EncryptedEstimator", "ModelError", "Network", "Nonlinear",
+           "TFHEModel", "compile_network", "compile_onnx", "compile_torch", "from_sklearn", "read_onnx"]

@@ -42,6 +42,8 @@ from crossfhe.apps.trees import cut_leaves, leaf_terms, structure, walk
 from crossfhe.errors import ParameterError
 from crossfhe.ml.model import CompiledModel, compile_network
 from crossfhe.ml.network import Affine, ModelError, Network, Nonlinear
+from crossfhe.progress import callback as progress_callback
+from crossfhe.progress import report as report_progress
 from crossfhe.tfhe import presets
 from crossfhe.tfhe.params import Params
 
@@ -460,14 +462,15 @@ def _agreement(a: np.ndarray, b: np.ndarray, classifier: bool) -> float:
 
 
 def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=None, bits: int | None = None,
-                 encoding: str = "uniform", check: int = 8, seed: bytes | None = None,
+                 encoding: str = "uniform", check: int = 8, seed: bytes | None = None, progress="auto",
                  **options) -> EncryptedEstimator:
     """Compile a fitted scikit-learn ``estimator`` (module docstring) to an encrypted program, calibrated on
     ``X_calibration`` (``[n, features]``, e.g. the training set). ``scheme``: ``"ckks"`` (default for linear
     models and perceptrons) or ``"tfhe"`` (trees: the only one). Trees: ``params`` a TFHE preset (default P4 for
     one classification tree, P8 otherwise), ``bits`` and ``encoding`` as in the module docstring. Linear models and
     perceptrons: ``params`` and ``options`` as :func:`crossfhe.ml.compile_onnx`. ``check``: how many calibration
-    samples to run encrypted now (0: none), compared in ``report``. ModelError for an estimator that is not
+    samples to run encrypted now (0: none), compared in ``report``. ``progress``: as :func:`crossfhe.ml.compile_onnx`
+    (the stages of compiling). ModelError for an estimator that is not
     supported or not fitted, or samples of the wrong shape."""
     name = _kind(estimator)
     x = np.asarray(X_calibration, dtype=np.float64)
@@ -488,8 +491,12 @@ def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=
             raise ModelError(f"{name}: trees compile to TFHE only (comparisons are lookups); use scheme='tfhe'")
         if options:
             raise ModelError(f"{name}: unknown options {sorted(options)} for trees (params, bits, encoding, check)")
+        cb, what = progress_callback(progress), f"compiling {name} (TFHE)"
+        steps = 3 if check else 2
+        report_progress(cb, 0, steps, what)
         model, how, classes = _trees(estimator, name, x, params=params, bits=bits, encoding=encoding)
         model.name = name
+        report_progress(cb, 1, steps, what)
         try:
             circuit = model.compile()
         except (CircuitError, ParameterError) as e:
@@ -500,12 +507,14 @@ def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=
         est.report = TreeReport(name, model.params.name, encoding, model.input_bits, len(model.trees),
                                 _agreement(quant, plain, classifier), cost=dict(circuit.cost),
                                 how_equal=classifier)
+        report_progress(cb, 2, steps, what)
         if check:
             est.keygen(seed=seed)
             some = x[:check]
             got = est.decision(est.run(est.encrypt(some)))
             est.report.encrypted = _agreement(est._label(got), plain[:check], classifier)
             est.report.exact = bool(np.array_equal(got, est.decision_approximated(some)))
+            report_progress(cb, 3, steps, what)
         return est
     if bits is not None or encoding != "uniform":
         raise ModelError(f"{name}: bits and encoding are options of tree models; a linear model or perceptron takes "
@@ -513,7 +522,8 @@ def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=
     net = _network(estimator, name, n)
     classes = getattr(estimator, "classes_", None) if classifier else None
     how = "value" if not classifier else ("binary_raw" if net.n_out == 1 else "label")
-    model = compile_network(net, x, scheme=scheme or "ckks", params=params, check=check, seed=seed, **options)
+    model = compile_network(net, x, scheme=scheme or "ckks", params=params, check=check, seed=seed,
+                            progress=progress, **options)
     return EncryptedEstimator(estimator, name, how, classes, model=model)
 
 

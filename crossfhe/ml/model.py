@@ -12,6 +12,8 @@ from crossfhe.ml import ckks as ckks_ml
 from crossfhe.ml import tfhe as tfhe_ml
 from crossfhe.ml.network import Agreement, ModelError, Network
 from crossfhe.ml.onnx_reader import read_onnx
+from crossfhe.progress import callback as progress_callback
+from crossfhe.progress import report as report_progress
 
 SCHEMES = ("ckks", "tfhe")
 """The schemes a model compiles to: CKKS (activations as polynomials, real outputs with CKKS's small error) and
@@ -146,32 +148,39 @@ def _check(check) -> int:
 def compile_network(net: Network, sample_inputs, *, scheme: str = "ckks", params=None, degree=None,
                     margin: float = 0.1, precision: float | None = None, input_bits: int | None = None,
                     act_bits: int | None = None, weight_max: int = tfhe_ml.WEIGHT_MAX, check: int = 8,
-                    seed: bytes | None = None) -> CompiledModel:
+                    seed: bytes | None = None, progress="auto") -> CompiledModel:
     """Compile a :class:`~crossfhe.ml.network.Network` (see :func:`compile_onnx` for the options)."""
     if scheme not in SCHEMES:
         raise ModelError(f"{net.name}: scheme {scheme!r} is not supported for models; use one of {SCHEMES}")
     check = _check(check)
+    cb = progress_callback(progress)
     samples = net.samples(sample_inputs, "sample_inputs")
     float_out = net.logits(samples)
+    what = f"compiling {net.name} ({scheme.upper()})"
+    steps = 3 if check else 2
+    report_progress(cb, 0, steps, what)
     if scheme == "tfhe":
-        for what, v in (("degree", degree), ("precision", precision)):
+        for option, v in (("degree", degree), ("precision", precision)):
             if v is not None:
-                raise ModelError(f"{net.name}: {what} is a CKKS option; TFHE takes input_bits, act_bits, weight_max")
+                raise ModelError(f"{net.name}: {option} is a CKKS option; TFHE takes input_bits, act_bits, weight_max")
         qn = tfhe_ml.quantize(net, samples, params=params, input_bits=input_bits, act_bits=act_bits,
                               weight_max=weight_max)
+        report_progress(cb, 1, steps, what)
         circuit = tfhe_ml.compile_quantized(qn, _name(net.name))
         report = tfhe_ml.Report(net.name, qn.params.name, qn.in_bits, qn.act_bits, qn.weight_max, qn.describe(),
                                 Agreement.of(qn.forward(samples), float_out), cost=dict(circuit.cost))
         model = TFHEModel(net, circuit, report, quantized=qn)
     else:
-        for what, v in (("input_bits", input_bits), ("act_bits", act_bits)):
+        for option, v in (("input_bits", input_bits), ("act_bits", act_bits)):
             if v is not None:
-                raise ModelError(f"{net.name}: {what} is a TFHE option; CKKS takes degree, margin, precision")
+                raise ModelError(f"{net.name}: {option} is a TFHE option; CKKS takes degree, margin, precision")
         p = ckks_ml.plan(net, samples, degree=degree, margin=margin)
+        report_progress(cb, 1, steps, what)
         circuit = ckks_ml.compile_plan(p, params=params, precision=precision, name=_name(net.name))
         report = ckks_ml.Report(net.name, _params_name(circuit.params), p.d, circuit.depth, p.approximations,
                                 Agreement.of(p.forward(samples), float_out), cost=dict(circuit.cost))
         model = CKKSModel(net, circuit, report, plan=p)
+    report_progress(cb, 2, steps, what)
     if check:
         model.keygen(seed=seed)
         some = samples[:check]
@@ -179,13 +188,14 @@ def compile_network(net: Network, sample_inputs, *, scheme: str = "ckks", params
         report.encrypted = Agreement.of(got, float_out[: some.shape[0]])
         if scheme == "tfhe":
             report.exact = bool(np.array_equal(got, model._approximated(some)))
+        report_progress(cb, 3, steps, what)
     return model
 
 
 def compile_onnx(model, sample_inputs, *, scheme: str = "ckks", params=None, degree=None, margin: float = 0.1,
                  precision: float | None = None, input_bits: int | None = None, act_bits: int | None = None,
                  weight_max: int = tfhe_ml.WEIGHT_MAX, final_softmax: str = "error", check: int = 8,
-                 seed: bytes | None = None) -> CompiledModel:
+                 seed: bytes | None = None, progress="auto") -> CompiledModel:
     """Compile an ONNX model (a path, bytes or ``onnx.ModelProto``) to an encrypted program.
 
     ``sample_inputs``: representative inputs (``[B, ...]``, the model's input shape per sample), on which the
@@ -203,11 +213,13 @@ def compile_onnx(model, sample_inputs, *, scheme: str = "ckks", params=None, deg
     ``final_softmax``: ``"drop"`` leaves out a final Softmax (the logits keep its argmax); ``"client"`` leaves it
     out of the encrypted program and applies it to the decrypted logits. ``check``: how many of the samples to run
     encrypted at compile time (keys are made for it; 0: none), compared in ``report`` with the float model.
-    ModelError names a node that cannot be compiled, its operation, the file and what to do."""
+    ``progress``: the stages (calibrate, compile, keys and check) as :mod:`crossfhe.progress` describes (default
+    ``"auto"``: a bar once compiling has run for two seconds). ModelError names a node that cannot be compiled, its
+    operation, the file and what to do."""
     net = read_onnx(model, final_softmax=final_softmax)
     return compile_network(net, sample_inputs, scheme=scheme, params=params, degree=degree, margin=margin,
                            precision=precision, input_bits=input_bits, act_bits=act_bits, weight_max=weight_max,
-                           check=check, seed=seed)
+                           check=check, seed=seed, progress=progress)
 
 
 def compile_torch(module, sample_inputs, *, opset: int = 20, **options) -> CompiledModel:
