@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -234,7 +235,8 @@ def compile_torch(module, sample_inputs, *, opset: int = 20, **options) -> Compi
         np.asarray(sample_inputs, dtype=np.float32))
     module.eval()
     buf = io.BytesIO()
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter: the one with opset 20 Gelu
         torch.onnx.export(module, (x[:1],), buf, opset_version=opset, input_names=["x"], output_names=["y"],
                           dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
     return compile_onnx(buf.getvalue(), x.detach().cpu().numpy(), **options)
