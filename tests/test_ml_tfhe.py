@@ -212,3 +212,16 @@ def test_compiling_reports_its_stages():
     assert seen == [(i, 2, "compiling DecisionTreeClassifier (TFHE)") for i in range(3)]
     with pytest.raises(TypeError, match="progress must be"):
         ml.from_sklearn(est, x, check=0, progress="bars")
+
+
+def test_xgboost_with_threshold_encoding_decides_as_xgboost():
+    # XGBoost is read where it is installed; it is not part of the dev install (a 130 MB wheel)
+    xgb = pytest.importorskip("xgboost", reason="XGBoost is optional (pip install xgboost)")
+    x, y = _cancer()
+    est = xgb.XGBClassifier(n_estimators=4, max_depth=2, random_state=0).fit(x, y)
+    enc = from_sklearn(est, x, params=presets.P6, encoding="thresholds", check=0)
+    assert np.array_equal(enc.predict_approximated(x), est.predict(x))  # splits x < t decided as XGBoost does
+    enc.keygen(seed=SEED)
+    assert np.array_equal(enc.decision(enc.run(enc.encrypt(x[:3]))), enc.decision_approximated(x[:3]))
+    with pytest.raises(ml.ModelError, match="only tree boosters"):
+        from_sklearn(xgb.XGBRegressor(booster="gblinear", n_estimators=2).fit(x, y), x)

@@ -8,7 +8,8 @@ layers) and compile like an ONNX model, on CKKS (default) or TFHE. The circuit c
 logits); the label (its sign or argmax) is taken after decryption.
 
 **Trees** (``DecisionTreeClassifier`` / ``Regressor``, ``RandomForestClassifier`` / ``Regressor``,
-``GradientBoostingClassifier`` / ``Regressor``, ``ExtraTrees*``) run on TFHE, as the workloads of
+``GradientBoostingClassifier`` / ``Regressor``, ``ExtraTrees*``, and XGBoost's ``XGBClassifier`` / ``XGBRegressor``
+where it is installed: their trees read from the booster's JSON dump, splits x < t) run on TFHE, as the workloads of
 :mod:`crossfhe.apps.trees`: one comparison lookup per distinct (feature, threshold), packed subtrees, the trees'
 values added by :func:`crossfhe.apps.tfhe_ml.reduce_sum`. Features are encoded per feature as integers in
 [0, 2^b):
@@ -38,7 +39,7 @@ import numpy as np
 
 from crossfhe.api import CircuitError
 from crossfhe.apps.tfhe_ml import Term, TFHEModel, clamp_traced, reduce_sum
-from crossfhe.apps.trees import cut_leaves, leaf_terms, structure, walk
+from crossfhe.apps.trees import cut_leaves, leaf_terms, walk
 from crossfhe.errors import ParameterError
 from crossfhe.ml.model import CompiledModel, compile_network
 from crossfhe.ml.network import Affine, ModelError, Network, Nonlinear
@@ -57,7 +58,10 @@ MLP = ("MLPClassifier", "MLPRegressor")
 TREES = ("DecisionTreeClassifier", "DecisionTreeRegressor", "ExtraTreeClassifier", "ExtraTreeRegressor",
          "RandomForestClassifier", "RandomForestRegressor", "ExtraTreesClassifier", "ExtraTreesRegressor",
          "GradientBoostingClassifier", "GradientBoostingRegressor")
-"""The tree models :func:`from_sklearn` takes (fitted)."""
+"""The scikit-learn tree models :func:`from_sklearn` takes (fitted)."""
+
+XGBOOST = ("XGBClassifier", "XGBRegressor")
+"""XGBoost's scikit-learn-style models (``booster="gbtree"``), where XGBoost is installed."""
 
 _ACTIVATIONS = {"relu": "relu", "tanh": "tanh", "logistic": "sigmoid"}
 
@@ -78,8 +82,9 @@ def _kind(est) -> str:
     if name in LINEAR or name in MLP or name in TREES:
         return name
     if type(est).__module__.split(".")[0] == "xgboost":
-        raise ModelError(f"{name}: XGBoost models are not read yet; fit scikit-learn's GradientBoosting{name[3:]} "
-                         "(the same kind of model) instead")
+        if name in XGBOOST:
+            return name
+        raise ModelError(f"{name}: of XGBoost's models, {', '.join(XGBOOST)} are read")
     what = _ADVICE.get(name, "supported: " + ", ".join(LINEAR[:6] + MLP + TREES[:2] + TREES[4:6] + TREES[8:]))
     raise ModelError(f"{name} cannot be compiled: {what}")
 
@@ -133,22 +138,25 @@ def _int_tree(tree, thresholds: dict) -> SimpleNamespace:
 @dataclass(frozen=True)
 class Encoder:
     """A feature's encoding: ``cuts`` (sorted thresholds: q = how many are below x) or a uniform grid
-    ``lo + step q``, q in [0, 2^bits)."""
+    ``lo + step q``, q in [0, 2^bits); ``strict``: the model splits on x < t (XGBoost) rather than x <= t."""
 
     bits: int
     cuts: np.ndarray | None = None
     lo: float = 0.0
     step: float = 1.0
+    strict: bool = False
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        if self.cuts is not None:
-            return np.searchsorted(self.cuts, x, side="left").astype(np.int64)
+        if self.cuts is not None:  # how many cuts lie below x (strict splits: at or below)
+            return np.searchsorted(self.cuts, x, side="right" if self.strict else "left").astype(np.int64)
         return np.clip(np.rint((x - self.lo) / self.step), 0, (1 << self.bits) - 1).astype(np.int64)
 
     def threshold(self, t: float) -> int:
-        """The integer k with [x <= t] = [q <= k] (the quantized model's split)."""
+        """The integer k with [x <= t] = [q <= k] (``strict``: [x < t] = [q <= k]), the quantized model's split."""
         if self.cuts is not None:
             return int(np.searchsorted(self.cuts, t, side="left"))
+        if self.strict:
+            return int(np.ceil((t - self.lo) / self.step - 1e-9)) - 1
         return int(np.floor((t - self.lo) / self.step + 1e-9))
 
 
@@ -230,8 +238,36 @@ def _quantized_sum(per_tree: list[dict], groups: list[list[list[int]]], top: int
     return step, q, float(mins)
 
 
-def _trees(est, name: str, x: np.ndarray, *, params: Params | None, bits: int | None, encoding: str):
-    """(TreeEnsemble, how to read its values: "label" / "binary" / "value", classes)."""
+@dataclass
+class _Spec:
+    """A tree model as :func:`_ensemble` builds it: ``trees`` (objects with a scikit-learn-like ``tree_``: children,
+    feature, float threshold, max_depth), ``strict`` (a split is x < t, XGBoost's, instead of x <= t), per output
+    the trees it adds (``tree_of``) and their float leaf values (``per_out``: {leaf: value} per tree), ``base`` per
+    output, how to read the outputs, the classes, and ``single`` (one classification tree: one-hot values)."""
+
+    trees: list
+    per_out: list
+    tree_of: list
+    base: list
+    how: str
+    classes: object
+    single: bool = False
+    strict: bool = False
+
+
+def _leaves(tree) -> list[int]:
+    """The leaves reachable from the root (XGBoost's node ids may leave gaps)."""
+    t, out, stack = tree.tree_, [], [0]
+    while stack:
+        n = stack.pop()
+        if t.children_left[n] == -1:
+            out.append(n)
+        else:
+            stack += [int(t.children_left[n]), int(t.children_right[n])]
+    return sorted(out)
+
+
+def _sklearn_spec(est, name: str, x: np.ndarray) -> _Spec:
     _fitted(est, name, "tree_" if name.startswith(("Decision", "ExtraTree")) and "Trees" not in name
             else "estimators_")
     classifier = name.endswith("Classifier")
@@ -242,18 +278,109 @@ def _trees(est, name: str, x: np.ndarray, *, params: Params | None, bits: int | 
     else:
         trees, weight = list(est.estimators_), 1.0 / len(est.estimators_)
     single = len(trees) == 1 and classifier
-    params = params or (presets.P4 if single else presets.P8)
+    leaves = [_leaves(t) for t in trees]
+    if not classifier:
+        per_out = [[{leaf: weight * float(t.tree_.value[leaf].ravel()[0]) for leaf in lv}
+                    for t, lv in zip(trees, leaves, strict=True)]]
+        base = [0.0]
+        if name.startswith("GradientBoosting"):
+            base = [float(est.predict(x[:1])[0] - weight * sum(t.predict(x[:1])[0] for t in trees))]
+        return _Spec(trees, per_out, [list(range(len(trees)))], base, "value", None)
+    classes = est.classes_
+    k = len(classes)
+    cols = 1 if k == 2 else k
+    if name.startswith("GradientBoosting"):
+        n = est.estimators_.shape[0]
+        init = np.atleast_2d(est.decision_function(x[:1]))[0] - weight * np.array(
+            [sum(est.estimators_[i, c].predict(x[:1])[0] for i in range(n)) for c in range(cols)])
+        per_out = [[{leaf: weight * float(est.estimators_[i, c].tree_.value[leaf].ravel()[0])
+                     for leaf in leaves[i * cols + c]} for i in range(n)] for c in range(cols)]
+        tree_of = [[i * cols + c for i in range(n)] for c in range(cols)]
+        return _Spec(trees, per_out, tree_of, list(init), "binary_raw" if k == 2 else "label", classes)
+    classes_out = [1] if k == 2 else list(range(k))
+    if single:
+        per_out = [[{leaf: float(np.argmax(trees[0].tree_.value[leaf][0]) == c) for leaf in leaves[0]}]
+                   for c in classes_out]
+    else:
+        per_out = [[{leaf: weight * float(_proba(t, leaf)[c]) for leaf in lv} for t, lv in
+                    zip(trees, leaves, strict=True)] for c in classes_out]
+    return _Spec(trees, per_out, [list(range(len(trees)))] * cols, [0.0] * cols,
+                 "binary_proba" if k == 2 else "label", classes, single=single)
+
+
+def _xgboost_tree(dump: dict, n_features: int, names: dict) -> SimpleNamespace:
+    """One tree of an XGBoost JSON dump as scikit-learn-like arrays (node ids kept; leaf values in ``value``)."""
+    nodes, stack = {}, [dump]
+    while stack:
+        node = stack.pop()
+        nodes[int(node["nodeid"])] = node
+        stack += node.get("children", [])
+    size = max(nodes) + 1
+    left, right = np.full(size, -1), np.full(size, -1)
+    feature, threshold = np.full(size, -2), np.full(size, -2.0)
+    value = np.zeros((size, 1, 1))
+    depth = {0: 0}
+    for nid in sorted(nodes):
+        node = nodes[nid]
+        if "leaf" in node:
+            value[nid, 0, 0] = float(node["leaf"])
+            continue
+        split = node["split"]
+        f = names.get(split, None)
+        if f is None:
+            f = int(split[1:]) if split.startswith("f") and split[1:].isdigit() else None
+        if f is None or not 0 <= f < n_features:
+            raise ModelError(f"XGBoost: a split on feature {split!r}, not one of the {n_features} inputs")
+        left[nid], right[nid] = int(node["yes"]), int(node["no"])
+        feature[nid], threshold[nid] = f, float(node["split_condition"])
+        depth[left[nid]] = depth[right[nid]] = depth[nid] + 1
+    return SimpleNamespace(tree_=SimpleNamespace(children_left=left, children_right=right, feature=feature,
+                                                 threshold=threshold, value=value, max_depth=max(depth.values())))
+
+
+def _xgboost_spec(est, name: str, x: np.ndarray) -> _Spec:
+    import json
+
+    try:
+        booster = est.get_booster()
+    except Exception as e:
+        raise ModelError(f"{name} is not fitted; call fit first") from e
+    kind = est.get_params().get("booster") or "gbtree"
+    if kind != "gbtree":
+        raise ModelError(f"{name}: only tree boosters are read (booster='gbtree'), got {kind!r}")
+    names = {n: i for i, n in enumerate(booster.feature_names or [])}
+    trees = [_xgboost_tree(json.loads(d), x.shape[1], names) for d in booster.get_dump(dump_format="json")]
+    leaf_ids = booster.predict(__import__("xgboost").DMatrix(x[:1]), pred_leaf=True).reshape(-1)
+    margin = np.atleast_1d(np.asarray(est.predict(x[:1], output_margin=True), np.float64).reshape(-1))
+    classifier = name.endswith("Classifier")
+    classes = getattr(est, "classes_", None) if classifier else None
+    cols = len(margin)
+    parallel = int(est.get_params().get("num_parallel_tree") or 1)  # trees per class per round
+    per_out, tree_of, base = [], [], []
+    for c in range(cols):
+        idx = [i for i in range(len(trees)) if (i // parallel) % cols == c]
+        per_out.append([{leaf: float(trees[i].tree_.value[leaf, 0, 0]) for leaf in _leaves(trees[i])} for i in idx])
+        tree_of.append(idx)
+        base.append(float(margin[c] - sum(trees[i].tree_.value[int(leaf_ids[i]), 0, 0] for i in idx)))
+    how = "value" if not classifier else ("binary_raw" if cols == 1 else "label")
+    return _Spec(trees, per_out, tree_of, base, how, classes, strict=True)
+
+
+def _trees(est, name: str, x: np.ndarray, *, params: Params | None, bits: int | None, encoding: str):
+    """(TreeEnsemble, how to read its values: "label" / "binary_*" / "value", classes)."""
+    spec = _xgboost_spec(est, name, x) if name in XGBOOST else _sklearn_spec(est, name, x)
+    params = params or (presets.P4 if spec.single else presets.P8)
     p = params.message_bits
     if bits is not None and not 1 <= bits <= p:
         raise ModelError(f"{name}: bits must be in [1, {p}] ({params.name} carries {p}-bit messages), got {bits}")
     if encoding not in ("uniform", "thresholds"):
         raise ModelError(f"encoding is 'uniform' or 'thresholds', got {encoding!r}")
-    depth = max(t.tree_.max_depth for t in trees)
+    depth = max(t.tree_.max_depth for t in spec.trees)
     if depth > (1 << p) - 1:
         raise ModelError(f"{name}: trees of depth {depth} need more than {p}-bit messages; limit max_depth or use a "
                          "wider preset")
     splits: dict = {}
-    for t in trees:
+    for t in spec.trees:
         tt = t.tree_
         for node in np.flatnonzero(tt.children_left != -1):
             splits.setdefault(int(tt.feature[node]), set()).add(float(tt.threshold[node]))
@@ -263,61 +390,27 @@ def _trees(est, name: str, x: np.ndarray, *, params: Params | None, bits: int | 
     for f, ts in splits.items():
         cuts = np.array(sorted(ts))
         if encoding == "thresholds" and len(cuts) <= (1 << p) - 1:
-            encoders[f] = Encoder(max(1, int(len(cuts)).bit_length()), cuts)
+            encoders[f] = Encoder(max(1, int(len(cuts)).bit_length()), cuts, strict=spec.strict)
         else:
             b = bits or p
             lo, hi = float(x[:, f].min()), float(x[:, f].max())
-            encoders[f] = Encoder(b, None, lo, (hi - lo) / ((1 << b) - 1) if hi > lo else 1.0)
+            encoders[f] = Encoder(b, None, lo, (hi - lo) / ((1 << b) - 1) if hi > lo else 1.0, strict=spec.strict)
     int_trees = []
-    for t in trees:
+    for t in spec.trees:
         tt = t.tree_
         nodes = np.flatnonzero(tt.children_left != -1)
         int_trees.append(_int_tree(t, {int(n): encoders[int(tt.feature[n])].threshold(float(tt.threshold[n]))
                                        for n in nodes}))
-    leaves = [structure(t)[1] for t in int_trees]
     top = (1 << p) - 1
-    if classifier:
-        classes = est.classes_
-        k = len(classes)
-        if name.startswith("GradientBoosting"):
-            cols = 1 if k == 2 else k
-            init = np.atleast_2d(est.decision_function(x[:1]))[0] - weight * np.array(
-                [sum(est.estimators_[i, c].predict(x[:1])[0] for i in range(est.estimators_.shape[0]))
-                 for c in range(cols)])
-            per_out = [[{leaf: weight * float(est.estimators_[i, c].tree_.value[leaf].ravel()[0])
-                         for leaf in leaves[i * cols + c]} for i in range(est.estimators_.shape[0])]
-                       for c in range(cols)]
-            tree_of = [[i * cols + c for i in range(est.estimators_.shape[0])] for c in range(cols)]
-            base, how = list(init), "binary_raw" if k == 2 else "label"
-        else:
-            cols = 1 if k == 2 else k
-            classes_out = [1] if k == 2 else list(range(k))
-            if single:
-                per_out = [[{leaf: float(np.argmax(trees[0].tree_.value[leaf][0]) == c) for leaf in leaves[0]}]
-                           for c in classes_out]
-            else:
-                per_out = [[{leaf: weight * float(_proba(t, leaf)[c]) for leaf in lv} for t, lv in
-                            zip(trees, leaves, strict=True)] for c in classes_out]
-            tree_of = [list(range(len(trees)))] * cols
-            base, how = [0.0] * cols, "binary_proba" if k == 2 else "label"
-    else:
-        classes, how = None, "value"
-        per_out = [[{leaf: weight * float(t.tree_.value[leaf].ravel()[0]) for leaf in lv}
-                    for t, lv in zip(trees, leaves, strict=True)]]
-        tree_of = [list(range(len(trees)))]
-        if name.startswith("GradientBoosting"):
-            base = [float(est.predict(x[:1])[0] - weight * sum(t.predict(x[:1])[0] for t in trees))]
-        else:
-            base = [0.0]
     groups = [cut_leaves(t, params) for t in int_trees]
     outputs, steps, shifts = [], [], []
-    for vals, idx in zip(per_out, tree_of, strict=True):
-        step, q, shift = _quantized_sum(vals, [groups[i] for i in idx], top, 1.0 if single else None)
+    for vals, idx in zip(spec.per_out, spec.tree_of, strict=True):
+        step, q, shift = _quantized_sum(vals, [groups[i] for i in idx], top, 1.0 if spec.single else None)
         outputs.append([(i, d) for i, d in zip(idx, q, strict=True) if any(d.values())])
         steps.append(step)
         shifts.append(shift)
-    model = TreeEnsemble(int_trees, encoders, outputs, base, steps, shifts, params)
-    return model, how, classes
+    model = TreeEnsemble(int_trees, encoders, outputs, spec.base, steps, shifts, params)
+    return model, spec.how, spec.classes
 
 
 def _proba(tree, leaf: int) -> np.ndarray:
@@ -486,7 +579,7 @@ def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=
     classifier = name.endswith("Classifier") or name in ("LogisticRegression", "LogisticRegressionCV", "LinearSVC",
                                                          "RidgeClassifier", "RidgeClassifierCV", "SGDClassifier",
                                                          "PassiveAggressiveClassifier", "Perceptron")
-    if name in TREES:
+    if name in TREES or name in XGBOOST:
         if scheme not in (None, "tfhe"):
             raise ModelError(f"{name}: trees compile to TFHE only (comparisons are lookups); use scheme='tfhe'")
         if options:
@@ -527,4 +620,5 @@ def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=
     return EncryptedEstimator(estimator, name, how, classes, model=model)
 
 
-__all__ = ["LINEAR", "MLP", "TREES", "Encoder", "EncryptedEstimator", "TreeEnsemble", "TreeReport", "from_sklearn"]
+__all__ = ["LINEAR", "MLP", "TREES", "XGBOOST", "Encoder", "EncryptedEstimator", "TreeEnsemble", "TreeReport",
+           "from_sklearn"]
