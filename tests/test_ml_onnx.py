@@ -226,7 +226,7 @@ def test_mlp_runs_encrypted_within_the_noise_of_its_polynomial_model():
     compiled = ml.compile_onnx(m, x, params=TOY, check=1, seed=bytes(32))
     report = str(compiled.report)
     assert "Relu 'act'" in report and "degree 15" in report and "encrypted vs float on 1 samples" in report
-    assert compiled.report.encrypted.count == 1 and compiled.circuit.depth <= TOY.levels
+    assert compiled.report.encrypted.count == 1 and compiled.circuit.depth == ckks_ml.depth(compiled.plan) <= TOY.levels
     got = compiled.predict(x[4])
     assert got.shape == (3,)
     # CKKS noise at scale 2^30 through 7 levels, amplified by the polynomial's coefficient sum and the last layer's
@@ -248,3 +248,15 @@ def test_conv_network_runs_encrypted_as_a_batch():
     got = compiled.predict(x[:3])
     assert got.shape == (3, 5)
     assert np.abs(got - compiled.predict_approximated(x[:3])).max() < 2**-9  # as in the MLP test
+
+
+def test_a_model_deeper_than_every_preset_is_refused_with_what_to_do():
+    rng = np.random.default_rng(3)
+    layers = []
+    for i in range(5):
+        layers += [ml.Affine(rng.normal(size=(8, 8)), np.zeros(8), f"fc{i}"), ml.Nonlinear("relu", source=f"r{i}")]
+    net = ml.Network(tuple(layers + [ml.Affine(rng.normal(size=(2, 8)), np.zeros(2), "out")]), (8,), "deep")
+    with pytest.raises(ml.ModelError, match=r"needs multiplicative depth 31 .* 22 levels.*degree=7.*scheme='tfhe'"):
+        ml.compile_network(net, rng.normal(size=(16, 8)), check=0)
+    with pytest.raises(ml.ModelError, match=r"needs multiplicative depth 31 .* has 8 levels"):
+        ml.compile_network(net, rng.normal(size=(16, 8)), params=TOY, check=0)

@@ -36,6 +36,7 @@ import numpy as np
 
 from crossfhe.api import CircuitError, CKKSVector
 from crossfhe.api import compile as compile_circuit
+from crossfhe.ckks import presets
 from crossfhe.ckks.polynomial import chebyshev_coefficients, chebyshev_eval
 from crossfhe.ml.network import FUNCTIONS, Affine, Agreement, ModelError, Network, Nonlinear
 
@@ -286,8 +287,36 @@ class Report:
 def compile_plan(p: Plan, *, params=None, precision: float | None = None, name: str = "model", cache: bool = True):
     """The :class:`crossfhe.Circuit` of ``p``: one input ``CKKSVector(p.d)``; ``params`` as :func:`crossfhe.compile`
     (default: the smallest secure preset with the depth and ``precision``)."""
+    need = depth(p)
+    deepest = max(q.user_levels for q in presets.SECURE.values() if not q.bootstrap_levels)
+    have = params.user_levels if params is not None else deepest
+    if need > have:
+        where = (f"{presets.name_of(params) or 'these parameters'} has {have} levels" if params is not None else
+                 f"the deepest secure preset has {deepest} levels")
+        raise ModelError(
+            f"{name}: the model needs multiplicative depth {need} on CKKS ({', '.join(_levels(p))}) and {where}; "
+            "crossfhe does not place bootstraps inside a model yet (a bootstrap needs its input in [-1, 1], which the "
+            "compiler cannot prove inside a polynomial): lower the activations' degree (degree=7: 4 levels each), "
+            "use fewer layers, or compile with scheme='tfhe' (no depth limit: each activation is one lookup)")
     try:
         return compile_circuit(function(p), CKKSVector(p.d), params=params, precision=precision, name=name,
                                 cache=cache)
     except CircuitError as e:
         raise ModelError(f"{name}: {e}") from e
+
+
+def _levels(p: Plan) -> list[str]:
+    out, it = [], iter(p.approximations)
+    for step in p.steps:
+        if step[0] == "affine":
+            out.append("dense 1")
+        else:
+            a = next(it)
+            out.append(f"{a.kind} {a.levels}")
+    return out
+
+
+def depth(p: Plan) -> int:
+    """The levels ``p`` uses: one per dense layer, each approximation's own (``Approximation.levels``)."""
+    it = iter(p.approximations)
+    return sum(1 if step[0] == "affine" else next(it).levels for step in p.steps)
