@@ -1,6 +1,6 @@
 """Bring your own model (issue 47): one PyTorch CNN through crossfhe and through Concrete ML, in the same run.
 
-    python benchmarks/bench_byom.py [--samples 5] [--threads 1] [--params P6,P8] [--epochs 30] [--json PATH]
+    python benchmarks/bench_byom.py [--samples 5] [--threads 1] [--params P6,P8] [--epochs 30] [--json PATH] [--quick]
 
 Concrete ML's side (``benchmarks/concrete_torch_peer.py`` in ``.venv-concrete``, made by
 ``bash benchmarks/setup_concrete.sh``) trains the CNN on scikit-learn's digits, compiles it with
@@ -94,7 +94,10 @@ def main(argv=None) -> int:
     p.add_argument("--params", default="P6,P8", help="the TFHE presets of crossfhe's TFHE rows (comma-separated)")
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--json", type=Path)
+    p.add_argument("--quick", action="store_true", help="2 samples, P6 only, 10 epochs")
     args = p.parse_args(argv)
+    if args.quick:
+        args.samples, args.params, args.epochs = 2, "P6", 10
     import subprocess as sp
 
     cpu = next((ln.split(":", 1)[1].strip() for ln in sp.run(["lscpu"], capture_output=True, text=True).stdout
