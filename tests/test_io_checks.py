@@ -746,6 +746,13 @@ def test_circuit_file_round_trip_and_atomic_write(tmp_path):
     other = tmp_path / "g.cfhecir"
     cf.write_circuit_file(other, by_operation, b"")
     assert cf.read_circuit_file(other) == (by_operation, b"")
+    with_model = dict(circuit_header(), model={"format": 1})  # the optional field: a compiled model's client side
+    cf.write_circuit_file(other, with_model, BODY)
+    assert cf.read_circuit_file(other) == (with_model, BODY)
+    with pytest.raises(SerializationError, match="'model' must be a JSON object"):
+        cf.write_circuit_file(other, dict(circuit_header(), model=[1]), BODY)
+    with pytest.raises(SerializationError, match="models"):
+        cf.write_circuit_file(other, dict(circuit_header(), models={}), BODY)
 
 
 @pytest.mark.parametrize("field", sorted(cf.HEADER_FIELDS))

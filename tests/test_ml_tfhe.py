@@ -10,6 +10,7 @@ from test_ml_onnx import _conv_bn_pool, _mlp, _model, _ort, _w
 
 import crossfhe.ml as ml
 from crossfhe.ckks.params import Params, ParamsLiteral
+from crossfhe.errors import ParameterError
 from crossfhe.ml import tfhe as tfhe_ml
 from crossfhe.ml.estimators import Encoder, from_sklearn
 from crossfhe.tfhe import presets
@@ -225,3 +226,64 @@ def test_xgboost_with_threshold_encoding_decides_as_xgboost():
     assert np.array_equal(enc.decision(enc.run(enc.encrypt(x[:3]))), enc.decision_approximated(x[:3]))
     with pytest.raises(ml.ModelError, match="only tree boosters"):
         from_sklearn(xgb.XGBRegressor(booster="gblinear", n_estimators=2).fit(x, y), x)
+
+
+# --------------------------------------------------------------------------------------------------
+# Exported models
+# --------------------------------------------------------------------------------------------------
+
+
+def test_an_exported_tfhe_model_runs_from_its_file(tmp_path):
+    m = _model([helper.make_node("Gemm", ["x", "W", "b"], ["h"], transB=1), helper.make_node("Softmax", ["h"], ["y"])],
+               {"W": _w(3, 5), "b": _w(3)}, [5], [3])
+    x = RNG.normal(size=(16, 5))
+    compiled = ml.compile_onnx(m, x, scheme="tfhe", params=presets.P4, final_softmax="client", check=0)
+    compiled.keygen(seed=SEED)  # export takes the program's argument shapes from evaluation keys
+    path = compiled.export(tmp_path / "model.cfhe", batch_shape=(2,))
+    loaded = ml.load(path)  # the preset named in the file
+    assert loaded.spec.to_json() == compiled.spec.to_json()
+    keys = loaded.keygen(seed=SEED)
+    enc = loaded.encrypt(x[:2])
+    got = loaded.decrypt(loaded.run(enc, keys=keys.public))
+    assert np.array_equal(got, compiled.predict_approximated(x[:2]))  # the softmax of the same integers
+
+
+def test_an_exported_ckks_model_runs_from_its_file(tmp_path):
+    from test_ml_onnx import TOY as CKKS_TOY
+
+    x = RNG.normal(size=(16, 12))
+    compiled = ml.compile_onnx(_mlp(), x, params=CKKS_TOY, degree=7, check=0)
+    compiled.keygen(seed=SEED)
+    path = compiled.export(tmp_path / "model.cfhe", batch_shape=(1,))
+    with pytest.raises(ParameterError, match="not a preset.*pass them"):
+        ml.load(path)  # insecure toy parameters have no preset name
+    loaded = ml.load(path, params=CKKS_TOY)
+    loaded.keygen(seed=SEED)
+    y = loaded.predict(x[3])
+    assert y.shape == (3,) and np.abs(y - compiled.predict_approximated(x[3:4])[0]).max() < 1e-2
+
+
+def test_model_files_are_checked(tmp_path):
+    import json
+
+    from crossfhe.errors import SerializationError
+    from crossfhe.io import circuit_file
+    from crossfhe.ml.client import ClientSpec
+
+    x = RNG.normal(size=(8, 5))
+    m = _model([helper.make_node("Gemm", ["x", "W"], ["y"], transB=1)], {"W": _w(2, 5)}, [5], [2])
+    compiled = ml.compile_onnx(m, x, scheme="tfhe", params=presets.P4, check=0)
+    compiled.keygen(seed=SEED)
+    good = compiled.spec.to_json()
+    for change, what in [({"format": 9}, "format 9"), ({"scheme": "bfv"}, "scheme"), ({"n_out": 0}, "n_out"),
+                         ({"input": dict(good["input"], step=[0.0] * 5)}, "steps must be positive"),
+                         ({"input": dict(good["input"], lo=[1.0] * 4)}, "input lo must be 5 finite numbers"),
+                         ({"output": {"parts": [[7, 0]], "scale": [1.0, 1.0], "bias": [0.0, 0.0]}}, "output parts"),
+                         ({"final": "argmax"}, "final")]:
+        with pytest.raises(SerializationError, match=what):
+            ClientSpec.from_json(json.loads(json.dumps({**good, **change})), "m.cfhe")
+    plain = compiled.circuit.export(tmp_path / "plain.cfhe")  # a circuit without a client side
+    with pytest.raises(SerializationError, match="not a model"):
+        ml.load(plain)
+    header, _ = circuit_file.read_circuit_file(compiled.export(tmp_path / "m.cfhe"))
+    assert header["model"] == good

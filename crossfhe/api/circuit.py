@@ -357,6 +357,7 @@ class Circuit:
     name: str = "circuit"
     keys: CircuitKeys | None = None
     public_keys: Any = None
+    model: dict | None = field(default=None, repr=False)
     _programs: dict = field(default_factory=dict, repr=False)
     _exported: dict = field(default_factory=dict, repr=False)
     _lifted: dict = field(default_factory=dict, repr=False)
@@ -688,11 +689,13 @@ class Circuit:
         self._exported[(batch, len(devices), _platform(devices[0]))] = exp
         return exp
 
-    def export(self, path, *, batch_shape=(), keys=None, platform: str | None = None) -> Path:
+    def export(self, path, *, batch_shape=(), keys=None, platform: str | None = None,
+               model: dict | None = None) -> Path:
         """Write the circuit (its graph, parameters' digest, specs and the lowered program for ``batch_shape``) to
         ``path``; :func:`load` reads it in a server process without the function or a trace. ``keys``: evaluation
         keys to take the argument shapes from (default the circuit's own). ``platform``: where the server runs it
-        ("cpu", "cuda", ...; default that of this process's first local device)."""
+        ("cpu", "cuda", ...; default that of this process's first local device). ``model``: a JSON object stored
+        with it (:mod:`crossfhe.ml`'s client side), given back by :func:`load` as ``circuit.model``."""
         batch = tuple(int(b) for b in batch_shape)
         public = self._key_material(keys, "export")
         self.scheme.check_keys(self.graph, self.params, public, None)  # keys that cannot run it: the user's error
@@ -708,6 +711,8 @@ class Circuit:
             "runtime": hashlib.sha256(str(treedef).encode()).hexdigest(),
             "runs": "one program",
         }
+        if model is not None:
+            header["model"] = model
         return circuit_file.write_circuit_file(path, header, body)
 
 
@@ -748,6 +753,7 @@ def load(path, params) -> Circuit:
             raise SerializationError(f"{path}: the lowered program cannot be read: {type(e).__name__}: {e}") from None
         circuit._exported[(tuple(header["batch_shape"]), 1, exp.platforms[0])] = exp
     circuit.__dict__["_runtime_digest"] = header["runtime"]
+    circuit.model = header.get("model")  # a compiled model's client side (crossfhe.ml checks it)
     return circuit
 
 

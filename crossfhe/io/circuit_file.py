@@ -15,8 +15,8 @@ offset         size    field
 24 + H + B     32      SHA-256 of bytes [0, 24 + H + B)
 =============  ======  ===================================================================================
 
-The header holds exactly these fields (:data:`HEADER_FIELDS`), each of its JSON type; a missing or unknown field
-is refused:
+The header holds exactly these fields (:data:`HEADER_FIELDS`, and :data:`OPTIONAL_FIELDS` where present), each
+of its JSON type; a missing or unknown field is refused:
 
 ===============  ==================================  ===============================================================
 field            type                                what
@@ -34,6 +34,8 @@ field            type                                what
 ``runtime``      str                                 the digest of the runtime arguments' structure
 ``runs``         "one program" or                    how a server runs it: the body's program, or (older files
                  "operation by operation"            of a circuit that bootstraps; no body) the graph, traced
+``model``        object (optional)                   a compiled model's client side (:mod:`crossfhe.ml` reads it:
+                                                     how samples are encoded and outputs decoded)
 ===============  ==================================  ===============================================================
 
 :func:`read_circuit_file` raises :class:`~crossfhe.errors.SerializationError` naming the file and the first
@@ -66,15 +68,20 @@ HEADER_FIELDS = {"scheme": "str", "name": "str", "digest": "hex64", "params": "s
                  "specs": "list of objects", "runtime": "str", "runs": "runs"}
 """Every field of an exported circuit's header and its type (module docstring)."""
 
+OPTIONAL_FIELDS = {"model": "object"}
+"""Fields a header may hold (module docstring)."""
+
 RUNS = ("one program", "operation by operation")
 """The values of the header's ``runs`` field."""
 
 
 def check_circuit_header(header) -> dict:
-    """``header`` after checking that it holds exactly :data:`HEADER_FIELDS`, each of its type (module docstring).
+    """``header`` after checking that it holds exactly :data:`HEADER_FIELDS` (and any of :data:`OPTIONAL_FIELDS`),
+    each of its type (module docstring).
     Raises SerializationError naming the missing, unknown or mistyped field, what was expected and what was found."""
-    checks.json_keys(header, set(HEADER_FIELDS), "an exported circuit's header")
-    for name, kind in HEADER_FIELDS.items():
+    optional = set(OPTIONAL_FIELDS) & set(header) if isinstance(header, dict) else set()
+    checks.json_keys(header, set(HEADER_FIELDS) | optional, "an exported circuit's header")
+    for name, kind in {**HEADER_FIELDS, **{k: OPTIONAL_FIELDS[k] for k in sorted(optional)}}.items():
         value, what = header[name], f"an exported circuit's header field {name!r}"
         if kind == "str":
             checks.json_str(value, what)
@@ -163,6 +170,7 @@ def read_circuit_file(path) -> tuple[dict, bytes]:
 __all__ = [
     "HEADER_FIELDS",
     "MAGIC",
+    "OPTIONAL_FIELDS",
     "check_circuit_header",
     "pack_circuit_file",
     "read_circuit_file",

@@ -11,6 +11,7 @@ import numpy as np
 
 from crossfhe.ml import ckks as ckks_ml
 from crossfhe.ml import tfhe as tfhe_ml
+from crossfhe.ml.client import ClientSpec, Runner
 from crossfhe.ml.network import Agreement, ModelError, Network
 from crossfhe.ml.onnx_reader import read_onnx
 from crossfhe.progress import callback as progress_callback
@@ -22,7 +23,7 @@ TFHE (post-training quantization, outputs equal to the quantized model's)."""
 
 
 @dataclass
-class CompiledModel:
+class CompiledModel(Runner):
     """A model compiled to an encrypted program. The user flow, as a key owner::
 
         compiled.keygen()                      # the circuit's keys (secret and evaluation)
@@ -31,49 +32,15 @@ class CompiledModel:
         y = compiled.decrypt(out)              # [B, n_out]
 
     or ``compiled.predict(x)`` for all four. ``network``: the float model read from the file; ``circuit``: the
-    :class:`crossfhe.Circuit` (``export`` it for a server); ``report``: how the model was turned into a circuit and
-    how the result agrees with the float model (print it). :class:`CKKSModel` and :class:`TFHEModel` are the two
-    kinds; ``scheme`` names it."""
+    :class:`crossfhe.Circuit`; ``report``: how the model was turned into a circuit and how the result agrees with
+    the float model (print it); ``spec``: the client side (:class:`crossfhe.ml.client.ClientSpec`).
+    :meth:`export` writes both for a server and a client (:func:`crossfhe.ml.load`). :class:`CKKSModel` and
+    :class:`TFHEModel` are the two kinds; ``scheme`` names it."""
 
     network: Network
     circuit: object
     report: object
     scheme: str = ""
-
-    @property
-    def params(self):
-        return self.circuit.params
-
-    def keygen(self, *, seed: bytes | None = None):
-        """Make (once) and return the circuit's keys; ``seed``: 32 bytes for reproducible keys (tests only)."""
-        if self.circuit.keys is None or seed is not None:
-            self.circuit.keygen(seed=seed)
-        return self.circuit.keys
-
-    def _one(self, x) -> bool:
-        return np.shape(x) in (tuple(self.network.input_shape), (self.network.n_in,))
-
-    def encrypt(self, x, *, keys=None):
-        """Samples x (one of the model's input shape, or a batch ``[B, ...]``) encrypted: what :meth:`run` takes.
-        Each batch size is one compiled program (made on the first run of that size, then cached)."""
-        if keys is None:
-            self.keygen()
-        return self._encrypt(self.network.samples(x), keys)
-
-    def run(self, enc, *, keys=None):
-        """The model on encrypted samples (evaluation keys only): what :meth:`decrypt` takes."""
-        raise NotImplementedError
-
-    def decrypt(self, out, *, keys=None) -> np.ndarray:
-        """The model's outputs, float64 ``[B, n_out]`` (the network's final step, e.g. a softmax read with
-        ``final_softmax="client"``, applied here in the clear)."""
-        return self.network.finish(self._values(out, keys))
-
-    def predict(self, x) -> np.ndarray:
-        """``decrypt(run(encrypt(x)))`` with this model's keys (made if needed): ``[B, n_out]``, or ``[n_out]`` for
-        one sample."""
-        y = self.decrypt(self.run(self.encrypt(x)))
-        return y[0] if self._one(x) else y
 
     def predict_plain(self, x) -> np.ndarray:
         """The float model read from the file (NumPy float64)."""
@@ -85,8 +52,14 @@ class CompiledModel:
         return self.network.finish(self._approximated(self.network.samples(x)))
 
     def export(self, path, **kwargs):
-        """:meth:`crossfhe.Circuit.export`: the compiled program for a server (``crossfhe.load``)."""
-        return self.circuit.export(path, **kwargs)
+        """Write the compiled program and its client side (:class:`~crossfhe.ml.client.ClientSpec`) to ``path``
+        (:meth:`crossfhe.Circuit.export`'s file, its options): :func:`crossfhe.ml.load` reads it back as a model, a
+        server's :func:`crossfhe.load_circuit` as a circuit."""
+        return self.circuit.export(path, model=self.spec.to_json(), **kwargs)
+
+    def _base(self, **fields) -> ClientSpec:
+        return ClientSpec(self.scheme, self.network.name, self.report.params, tuple(self.network.input_shape),
+                          self.network.n_out, self.network.final, **fields)
 
 
 @dataclass
@@ -97,19 +70,9 @@ class CKKSModel(CompiledModel):
     plan: ckks_ml.Plan | None = None
     scheme: str = "ckks"
 
-    def _encrypt(self, a: np.ndarray, keys):
-        v = np.zeros((a.shape[0], self.plan.d))
-        v[:, : a.shape[1]] = a
-        (enc,) = self.circuit.encrypt(v, keys=keys)
-        return enc
-
-    def run(self, enc, *, keys=None):
-        (out,) = self.circuit.run(enc, keys=keys)
-        return out
-
-    def _values(self, out, keys) -> np.ndarray:
-        values = np.asarray(self.circuit.decrypt(out, keys=keys))
-        return values[..., : self.plan.n_out].real.astype(np.float64)
+    @property
+    def spec(self) -> ClientSpec:
+        return self._base(d=self.plan.d)
 
     def _approximated(self, a: np.ndarray) -> np.ndarray:
         return self.plan.forward(a)
@@ -124,17 +87,15 @@ class TFHEModel(CompiledModel):
     quantized: tfhe_ml.QuantizedNetwork | None = None
     scheme: str = "tfhe"
 
-    def _encrypt(self, a: np.ndarray, keys):
-        q = self.quantized.input_grid.quantize(a)
-        return self.circuit.encrypt(*q.T, keys=keys)
-
-    def run(self, enc, *, keys=None):
-        return self.circuit.run(*enc, keys=keys)
-
-    def _values(self, out, keys) -> np.ndarray:
-        dec = self.circuit.decrypt(*out, keys=keys)
-        dec = [dec] if len(out) == 1 else dec
-        return self.quantized.values(np.stack([np.asarray(d, dtype=np.int64) for d in dec], axis=-1))
+    @property
+    def spec(self) -> ClientSpec:
+        qn, last = self.quantized, self.quantized.layers[-1]
+        fields = dict(in_lo=qn.input_grid.lo, in_step=qn.input_grid.step, in_bits=qn.in_bits)
+        if qn.ends_in_lookups:
+            return self._base(**fields, out_lo=qn.grids[-1].lo, out_step=qn.grids[-1].step)
+        parts = np.array([(k, off) for k, _, off in last.parts], dtype=np.int64)
+        return self._base(**fields, out_parts=parts, out_scale=np.asarray(last.scale, np.float64),
+                          out_bias=np.asarray(last.bias, np.float64))
 
     def _approximated(self, a: np.ndarray) -> np.ndarray:
         return self.quantized.values(self.quantized.outputs_plain(self.quantized.input_grid.quantize(a)))

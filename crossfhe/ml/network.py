@@ -52,6 +52,16 @@ FUNCTIONS = {
 """The element-wise functions a :class:`Nonlinear` layer applies (``a``: LeakyRelu's slope)."""
 
 
+def finish(final: str, y: np.ndarray) -> np.ndarray:
+    """A model's last step applied in the clear to outputs ``[B, n_out]`` over the last axis: ``"softmax"``,
+    ``"log_softmax"`` (numerically stable) or ``""`` (none)."""
+    if not final:
+        return y
+    z = y - np.max(y, axis=-1, keepdims=True)
+    lse = np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+    return np.exp(z - lse) if final == "softmax" else z - lse
+
+
 @dataclass(frozen=True)
 class Affine:
     """y = weight @ x + bias: ``weight`` float64 ``[m, n]``, ``bias`` float64 ``[m]``. ``source``: the model's
@@ -136,12 +146,8 @@ class Network:
         return h
 
     def finish(self, y: np.ndarray) -> np.ndarray:
-        """:attr:`final` applied to outputs ``[B, n_out]`` (over the last axis; numerically stable)."""
-        if not self.final:
-            return y
-        z = y - np.max(y, axis=-1, keepdims=True)
-        lse = np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
-        return np.exp(z - lse) if self.final == "softmax" else z - lse
+        """:attr:`final` applied to outputs ``[B, n_out]`` (:func:`finish`)."""
+        return finish(self.final, y)
 
     def forward(self, x) -> np.ndarray:
         """The float model: float64 ``[B, n_out]`` for samples x (:meth:`samples`), :attr:`final` included."""

@@ -1,0 +1,279 @@
+"""A compiled model's client side, and running a model from its exported file.
+
+:class:`ClientSpec` is what the key owner needs besides the circuit: the samples' shape, how a sample becomes the
+circuit's inputs (CKKS: zero-padded to the vector length d; TFHE: each value on its input grid), and how the
+circuit's decrypted outputs become the model's (CKKS: the first ``n_out`` slots; TFHE: the lookups' grid values,
+or the output layer's accumulator parts added and scaled), then the model's final step in the clear (a softmax).
+It travels inside the exported circuit file (:meth:`crossfhe.ml.CompiledModel.export`, the header's ``model``
+field) as a JSON object, checked field by field on load.
+
+:func:`load` reads such a file into a :class:`LoadedModel`: the same ``keygen``, ``encrypt``, ``run``, ``decrypt``
+and ``predict`` as the compiled model, without the model's weights (a TFHE output layer's per-output scale and
+offset excepted) and without compiling.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from crossfhe.errors import ParameterError, SerializationError
+from crossfhe.ml.network import ModelError, finish
+
+FORMAT = 1
+"""The version of the ``model`` object's layout."""
+
+FINALS = ("", "softmax", "log_softmax")
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """The client side of a compiled model (module docstring). ``out_parts``: int64 ``[parts, 2]`` (output index,
+    offset) when a TFHE model's outputs are accumulator parts, with ``out_scale`` / ``out_bias`` per output;
+    ``out_lo`` / ``out_step`` when they are lookups' grid indices."""
+
+    scheme: str
+    name: str
+    params: str
+    input_shape: tuple
+    n_out: int
+    final: str = ""
+    d: int = 0
+    in_lo: np.ndarray | None = None
+    in_step: np.ndarray | None = None
+    in_bits: int = 0
+    out_lo: np.ndarray | None = None
+    out_step: np.ndarray | None = None
+    out_parts: np.ndarray | None = None
+    out_scale: np.ndarray | None = None
+    out_bias: np.ndarray | None = None
+
+    @property
+    def n_in(self) -> int:
+        return int(np.prod(self.input_shape, dtype=np.int64))
+
+    # samples and values ------------------------------------------------------------------------
+
+    def samples(self, x, what: str = "x") -> np.ndarray:
+        """x as float64 ``[B, n_in]``: one sample of ``input_shape`` (or ``n_in`` values), or a batch. ModelError
+        for another shape or non-finite values."""
+        a = np.asarray(x, dtype=np.float64)
+        shape = tuple(self.input_shape)
+        if a.shape in (shape, (self.n_in,)):
+            a = a.reshape(1, self.n_in)
+        elif a.shape[1:] in (shape, (self.n_in,)):
+            a = a.reshape(a.shape[0], self.n_in)
+        else:
+            raise ModelError(f"{self.name}: {what} has shape {a.shape}; the model takes samples of shape {shape} "
+                             f"({self.n_in} values), one or a batch [B, ...]")
+        if a.shape[0] == 0:
+            raise ModelError(f"{self.name}: {what} holds no sample")
+        if not np.all(np.isfinite(a)):
+            raise ModelError(f"{self.name}: {what} holds values that are not finite (NaN or infinity)")
+        return a
+
+    def one(self, x) -> bool:
+        return np.shape(x) in (tuple(self.input_shape), (self.n_in,))
+
+    def encode(self, a: np.ndarray) -> list[np.ndarray]:
+        """The circuit's inputs for samples ``a`` ``[B, n_in]``: CKKS one float64 ``[B, d]``; TFHE one int64 ``[B]``
+        per input value (round((x - lo) / step) clipped to [0, 2^bits))."""
+        if self.scheme == "ckks":
+            v = np.zeros((a.shape[0], self.d))
+            v[:, : a.shape[1]] = a
+            return [v]
+        q = np.clip(np.rint((a - self.in_lo) / self.in_step), 0, (1 << self.in_bits) - 1).astype(np.int64)
+        return list(q.T)
+
+    def values(self, outputs) -> np.ndarray:
+        """The model's outputs (before :attr:`final`) from the circuit's decrypted outputs (as ``Circuit.decrypt``
+        returns them): float64 ``[B, n_out]``."""
+        if self.scheme == "ckks":
+            return np.asarray(outputs)[..., : self.n_out].real.astype(np.float64)
+        outs = [outputs] if isinstance(outputs, np.ndarray) else list(outputs)
+        ints = np.stack([np.asarray(o, dtype=np.int64) for o in outs], axis=-1)
+        if self.out_parts is None:
+            return self.out_lo + self.out_step * ints
+        acc = np.zeros((ints.shape[0], self.n_out), dtype=np.int64)
+        for c, (k, off) in enumerate(self.out_parts):
+            acc[:, k] += ints[:, c] - off
+        return self.out_scale * acc + self.out_bias
+
+    def finish(self, y: np.ndarray) -> np.ndarray:
+        return finish(self.final, y)
+
+    # JSON ----------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict:
+        out = {"format": FORMAT, "scheme": self.scheme, "name": self.name, "params": self.params,
+               "input_shape": list(self.input_shape), "n_out": self.n_out, "final": self.final}
+        if self.scheme == "ckks":
+            out["d"] = self.d
+            return out
+        out["input"] = {"lo": self.in_lo.tolist(), "step": self.in_step.tolist(), "bits": self.in_bits}
+        if self.out_parts is None:
+            out["output"] = {"lo": self.out_lo.tolist(), "step": self.out_step.tolist()}
+        else:
+            out["output"] = {"parts": self.out_parts.tolist(), "scale": self.out_scale.tolist(),
+                             "bias": self.out_bias.tolist()}
+        return out
+
+    @classmethod
+    def from_json(cls, obj, source: str = "the model") -> ClientSpec:
+        """The spec of a ``model`` object, every field checked (SerializationError naming it)."""
+
+        def fail(what: str):
+            raise SerializationError(f"{source}: the model's client side is malformed: {what}")
+
+        def floats(v, n: int, what: str) -> np.ndarray:
+            if not (isinstance(v, list) and len(v) == n and all(isinstance(t, (int, float)) and not isinstance(
+                    t, bool) and math.isfinite(t) for t in v)):
+                fail(f"{what} must be {n} finite numbers")
+            return np.asarray(v, dtype=np.float64)
+
+        def integer(v, what: str, lo: int, hi: int) -> int:
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                fail(f"{what} must be an int in [{lo}, {hi}], got {v!r}")
+            return v
+
+        if not isinstance(obj, dict):
+            fail(f"expected a JSON object, got {type(obj).__name__}")
+        if obj.get("format") != FORMAT:
+            fail(f"format {obj.get('format')!r}; this crossfhe reads format {FORMAT}")
+        scheme, name, params, final = (obj.get(k) for k in ("scheme", "name", "params", "final"))
+        if scheme not in ("ckks", "tfhe"):
+            fail(f"scheme must be 'ckks' or 'tfhe', got {scheme!r}")
+        if not isinstance(name, str) or not isinstance(params, str):
+            fail("name and params must be strings")
+        if final not in FINALS:
+            fail(f"final must be one of {list(FINALS)}, got {final!r}")
+        shape = obj.get("input_shape")
+        if not (isinstance(shape, list) and shape and all(isinstance(s, int) and not isinstance(s, bool) and s > 0
+                                                          for s in shape)):
+            fail("input_shape must be a non-empty list of positive ints")
+        n_in = int(np.prod(shape))
+        n_out = integer(obj.get("n_out"), "n_out", 1, 1 << 20)
+        if scheme == "ckks":
+            d = integer(obj.get("d"), "d", max(n_in, n_out), 1 << 20)
+            return cls(scheme, name, params, tuple(shape), n_out, final, d=d)
+        inp, out = obj.get("input"), obj.get("output")
+        if not isinstance(inp, dict) or not isinstance(out, dict):
+            fail("a TFHE model needs 'input' and 'output' objects")
+        bits = integer(inp.get("bits"), "input bits", 1, 16)
+        lo, step = floats(inp.get("lo"), n_in, "input lo"), floats(inp.get("step"), n_in, "input step")
+        if np.any(step <= 0):
+            fail("input steps must be positive")
+        common = dict(d=0, in_lo=lo, in_step=step, in_bits=bits)
+        if "parts" in out:
+            parts = out["parts"]
+            if not (isinstance(parts, list) and parts and all(
+                    isinstance(p, list) and len(p) == 2 and all(isinstance(t, int) and not isinstance(t, bool)
+                                                                for t in p) and 0 <= p[0] < n_out for p in parts)):
+                fail("output parts must be a non-empty list of [output index, offset] int pairs")
+            return cls(scheme, name, params, tuple(shape), n_out, final, **common,
+                       out_parts=np.asarray(parts, dtype=np.int64),
+                       out_scale=floats(out.get("scale"), n_out, "output scale"),
+                       out_bias=floats(out.get("bias"), n_out, "output bias"))
+        return cls(scheme, name, params, tuple(shape), n_out, final, **common,
+                   out_lo=floats(out.get("lo"), n_out, "output lo"), out_step=floats(out.get("step"), n_out,
+                                                                                     "output step"))
+
+
+class Runner:
+    """What a compiled model and a loaded one share: the key owner's and the server's steps on ``self.circuit``
+    with ``self.spec`` (a :class:`ClientSpec`)."""
+
+    circuit: object
+    spec: ClientSpec
+
+    @property
+    def params(self):
+        return self.circuit.params
+
+    def keygen(self, *, seed: bytes | None = None):
+        """Make (once) and return the circuit's keys; ``seed``: 32 bytes for reproducible keys (tests only)."""
+        if self.circuit.keys is None or seed is not None:
+            self.circuit.keygen(seed=seed)
+        return self.circuit.keys
+
+    def encrypt(self, x, *, keys=None):
+        """Samples x (one of the model's input shape, or a batch ``[B, ...]``) encrypted: what :meth:`run` takes
+        (CKKS: one :class:`crossfhe.Encrypted` batch of B; TFHE: a list, one per input value). Each batch size is
+        one compiled program (made on the first run of that size, then cached)."""
+        if keys is None:
+            self.keygen()
+        return self._encrypt(self.spec.samples(x), keys)
+
+    def _encrypt(self, a: np.ndarray, keys):
+        enc = self.circuit.encrypt(*self.spec.encode(a), keys=keys)
+        return enc[0] if self.spec.scheme == "ckks" else enc
+
+    def run(self, enc, *, keys=None):
+        """The model on encrypted samples (evaluation keys only): what :meth:`decrypt` takes."""
+        if self.spec.scheme == "ckks":
+            (out,) = self.circuit.run(enc, keys=keys)
+            return out
+        return self.circuit.run(*enc, keys=keys)
+
+    def _values(self, out, keys) -> np.ndarray:
+        dec = self.circuit.decrypt(*([out] if self.spec.scheme == "ckks" else out), keys=keys)
+        return self.spec.values(dec)
+
+    def decrypt(self, out, *, keys=None) -> np.ndarray:
+        """The model's outputs, float64 ``[B, n_out]`` (the model's final step, e.g. a softmax read with
+        ``final_softmax="client"``, applied here in the clear)."""
+        return self.spec.finish(self._values(out, keys))
+
+    def predict(self, x) -> np.ndarray:
+        """``decrypt(run(encrypt(x)))`` with this model's keys (made if needed): ``[B, n_out]``, or ``[n_out]`` for
+        one sample."""
+        y = self.decrypt(self.run(self.encrypt(x)))
+        return y[0] if self.spec.one(x) else y
+
+
+@dataclass
+class LoadedModel(Runner):
+    """A model read from its exported file (:func:`load`): ``circuit`` (the loaded :class:`crossfhe.Circuit`) and
+    ``spec``. A server runs :meth:`run` with the client's evaluation keys (``keys=``); the key owner runs the rest."""
+
+    circuit: object
+    spec: ClientSpec
+
+
+def load(path, params=None) -> LoadedModel:
+    """The model exported by :meth:`crossfhe.ml.CompiledModel.export` at ``path``; ``params``: the parameters it was
+    compiled for (default: the preset its file names). SerializationError for a file that is not a model's or is
+    malformed; ParameterError for other parameters."""
+    import os
+
+    from crossfhe.api.circuit import load as load_circuit
+    from crossfhe.io import circuit_file
+
+    header, _ = circuit_file.read_circuit_file(path)
+    source = os.fspath(path)
+    if "model" not in header:
+        raise SerializationError(f"{source} is an exported circuit, not a model (no client side): load it with "
+                                 "crossfhe.load_circuit")
+    spec = ClientSpec.from_json(header["model"], source)
+    if spec.scheme != header["scheme"]:
+        raise SerializationError(f"{source}: the model says {spec.scheme}, the circuit is {header['scheme']}")
+    if params is None:
+        params = _preset(spec)
+    return LoadedModel(load_circuit(path, params), spec)
+
+
+def _preset(spec: ClientSpec):
+    if spec.scheme == "ckks":
+        from crossfhe.ckks import presets
+    else:
+        from crossfhe.tfhe import presets
+    found = getattr(presets, spec.params, None) if spec.params.isidentifier() else None
+    if found is None or type(found).__name__ != "Params":
+        raise ParameterError(f"{spec.name}: the model was compiled for parameters that are not a preset "
+                             f"({spec.params or 'unnamed'}); pass them: load(path, params=...)")
+    return found
+
+
+__all__ = ["FORMAT", "ClientSpec", "LoadedModel", "Runner", "load"]
