@@ -28,17 +28,7 @@ import sys
 import time
 
 import numpy as np
-
-
-def set_threads(threads: int) -> None:
-    for var in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(threads)
-    if hasattr(os, "sched_setaffinity"):
-        allowed = sorted(os.sched_getaffinity(0))
-        try:
-            os.sched_setaffinity(0, set(allowed[:threads]))
-        except OSError:
-            pass
+from concrete_peer import set_threads  # the same directory: the peer scripts share their thread settings
 
 
 def digits():

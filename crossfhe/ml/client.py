@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crossfhe.errors import ParameterError, SerializationError
-from crossfhe.ml.network import ModelError, finish
+from crossfhe.ml.network import as_samples, finish
 
 FORMAT = 1
 """The version of the ``model`` object's layout."""
@@ -57,22 +57,8 @@ class ClientSpec:
     # samples and values ------------------------------------------------------------------------
 
     def samples(self, x, what: str = "x") -> np.ndarray:
-        """x as float64 ``[B, n_in]``: one sample of ``input_shape`` (or ``n_in`` values), or a batch. ModelError
-        for another shape or non-finite values."""
-        a = np.asarray(x, dtype=np.float64)
-        shape = tuple(self.input_shape)
-        if a.shape in (shape, (self.n_in,)):
-            a = a.reshape(1, self.n_in)
-        elif a.shape[1:] in (shape, (self.n_in,)):
-            a = a.reshape(a.shape[0], self.n_in)
-        else:
-            raise ModelError(f"{self.name}: {what} has shape {a.shape}; the model takes samples of shape {shape} "
-                             f"({self.n_in} values), one or a batch [B, ...]")
-        if a.shape[0] == 0:
-            raise ModelError(f"{self.name}: {what} holds no sample")
-        if not np.all(np.isfinite(a)):
-            raise ModelError(f"{self.name}: {what} holds values that are not finite (NaN or infinity)")
-        return a
+        """x as float64 ``[B, n_in]`` (:func:`crossfhe.ml.network.as_samples`)."""
+        return as_samples(x, self.input_shape, self.name, what)
 
     def one(self, x) -> bool:
         return np.shape(x) in (tuple(self.input_shape), (self.n_in,))

@@ -217,30 +217,29 @@ def _quantized_sum(per_tree: list[dict], groups: list[list[list[int]]], top: int
     since the compiler bounds their sum by the sum of their bounds. ``step``: a fixed Delta (one-hot values)."""
 
     def quantized(step):
-        q = [{leaf: int(np.rint(v / step)) for leaf, v in d.items()} for d in per_tree]
-        q = [{leaf: v - min(d.values()) for leaf, v in d.items()} for d in q]
+        raw = [{leaf: int(np.rint(v / step)) for leaf, v in d.items()} for d in per_tree]
+        mins = [min(d.values()) for d in raw]
+        q = [{leaf: v - m for leaf, v in d.items()} for d, m in zip(raw, mins, strict=True)]
         total = sum(max(d.values()) for d in q)
         per_tree_sum = max(sum(max(d[leaf] for leaf in g) for g in gs) for d, gs in zip(q, groups, strict=True))
-        return q, total <= top and per_tree_sum <= top
+        return q, sum(mins), total <= top and per_tree_sum <= top
 
     fixed = step is not None
     if step is None:
         spread = sum(max(v.values()) - min(v.values()) for v in per_tree)
         step = spread / top if spread > 0 else 1.0
     while True:
-        q, ok = quantized(step)
+        q, mins, ok = quantized(step)
         if ok:
-            break
+            return step, q, float(mins)
         if fixed:
             raise ModelError("a tree has more leaves of one class than its lookups can add up; use a wider preset")
         step *= 1.02
-    mins = sum(int(min(np.rint(v / step) for v in d.values())) for d in per_tree)
-    return step, q, float(mins)
 
 
 @dataclass
 class _Spec:
-    """A tree model as :func:`_ensemble` builds it: ``trees`` (objects with a scikit-learn-like ``tree_``: children,
+    """A tree model as :func:`_trees` builds it: ``trees`` (objects with a scikit-learn-like ``tree_``: children,
     feature, float threshold, max_depth), ``strict`` (a split is x < t, XGBoost's, instead of x <= t), per output
     the trees it adds (``tree_of``) and their float leaf values (``per_out``: {leaf: value} per tree), ``base`` per
     output, how to read the outputs, the classes, and ``single`` (one classification tree: one-hot values)."""
@@ -341,6 +340,8 @@ def _xgboost_tree(dump: dict, n_features: int, names: dict) -> SimpleNamespace:
 def _xgboost_spec(est, name: str, x: np.ndarray) -> _Spec:
     import json
 
+    import xgboost
+
     try:
         booster = est.get_booster()
     except Exception as e:
@@ -350,7 +351,7 @@ def _xgboost_spec(est, name: str, x: np.ndarray) -> _Spec:
         raise ModelError(f"{name}: only tree boosters are read (booster='gbtree'), got {kind!r}")
     names = {n: i for i, n in enumerate(booster.feature_names or [])}
     trees = [_xgboost_tree(json.loads(d), x.shape[1], names) for d in booster.get_dump(dump_format="json")]
-    leaf_ids = booster.predict(__import__("xgboost").DMatrix(x[:1]), pred_leaf=True).reshape(-1)
+    leaf_ids = booster.predict(xgboost.DMatrix(x[:1]), pred_leaf=True).reshape(-1)
     margin = np.atleast_1d(np.asarray(est.predict(x[:1], output_margin=True), np.float64).reshape(-1))
     classifier = name.endswith("Classifier")
     classes = getattr(est, "classes_", None) if classifier else None
@@ -423,6 +424,19 @@ def _proba(tree, leaf: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 
 
+def _features(x, n: int, name: str, what: str, *, one: bool = False) -> np.ndarray:
+    """x as float64 ``[samples, n]`` (``one``: a single sample of n values too); ModelError naming ``what`` for
+    another shape, no sample, or values that are not finite."""
+    a = np.asarray(x, dtype=np.float64)
+    if one and a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2 or a.shape[1] != n or a.shape[0] == 0:
+        raise ModelError(f"{name}: {what} has shape {np.shape(x)}; the estimator takes [samples, {n}]")
+    if not np.all(np.isfinite(a)):
+        raise ModelError(f"{name}: {what} holds values that are not finite (NaN or infinity)")
+    return a
+
+
 class EncryptedEstimator:
     """A fitted scikit-learn estimator compiled to an encrypted program, with the estimator's vocabulary:
     :meth:`predict` (labels or values, computed encrypted), :meth:`predict_approximated` (the quantized or
@@ -446,15 +460,7 @@ class EncryptedEstimator:
         return self.circuit.params
 
     def _samples(self, x) -> np.ndarray:
-        a = np.asarray(x, dtype=np.float64)
-        if a.ndim == 1:
-            a = a[None, :]
-        n = self.estimator.n_features_in_
-        if a.ndim != 2 or a.shape[1] != n or a.shape[0] == 0:
-            raise ModelError(f"{self.name}: X has shape {np.shape(x)}; the estimator takes [samples, {n}]")
-        if not np.all(np.isfinite(a)):
-            raise ModelError(f"{self.name}: X holds values that are not finite (NaN or infinity)")
-        return a
+        return _features(x, self.estimator.n_features_in_, self.name, "X", one=True)
 
     def keygen(self, *, seed: bytes | None = None):
         """Make (once) and return the circuit's keys; ``seed``: 32 bytes for reproducible keys (tests only)."""
@@ -566,14 +572,10 @@ def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=
     (the stages of compiling). ModelError for an estimator that is not
     supported or not fitted, or samples of the wrong shape."""
     name = _kind(estimator)
-    x = np.asarray(X_calibration, dtype=np.float64)
     n = getattr(estimator, "n_features_in_", None)
     if n is None:
         raise ModelError(f"{name} is not fitted; call fit first")
-    if x.ndim != 2 or x.shape[1] != n or x.shape[0] == 0:
-        raise ModelError(f"{name}: X_calibration has shape {x.shape}; the estimator takes [samples, {n}]")
-    if not np.all(np.isfinite(x)):
-        raise ModelError(f"{name}: X_calibration holds values that are not finite (NaN or infinity)")
+    x = _features(X_calibration, n, name, "X_calibration")
     if isinstance(check, bool) or not isinstance(check, int) or check < 0:
         raise ModelError(f"check is how many samples to run encrypted (an int >= 0), got {check!r}")
     classifier = name.endswith("Classifier") or name in ("LogisticRegression", "LogisticRegressionCV", "LinearSVC",

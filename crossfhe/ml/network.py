@@ -52,6 +52,27 @@ FUNCTIONS = {
 """The element-wise functions a :class:`Nonlinear` layer applies (``a``: LeakyRelu's slope)."""
 
 
+def as_samples(x, input_shape, name: str, what: str = "x") -> np.ndarray:
+    """x as float64 ``[B, n_in]``: one sample of ``input_shape`` (or its ``n_in`` values), or a batch of them.
+    ModelError (naming the model ``name`` and the argument ``what``) for another shape, no sample, or values that are
+    not finite."""
+    a = np.asarray(x, dtype=np.float64)
+    shape = tuple(input_shape)
+    n_in = int(np.prod(shape, dtype=np.int64))
+    if a.shape in (shape, (n_in,)):
+        a = a.reshape(1, n_in)
+    elif a.shape[1:] in (shape, (n_in,)):
+        a = a.reshape(a.shape[0], n_in)
+    else:
+        raise ModelError(f"{name}: {what} has shape {a.shape}; the model takes samples of shape {shape} "
+                         f"({n_in} values), one or a batch [B, ...]")
+    if a.shape[0] == 0:
+        raise ModelError(f"{name}: {what} holds no sample")
+    if not np.all(np.isfinite(a)):
+        raise ModelError(f"{name}: {what} holds values that are not finite (NaN or infinity)")
+    return a
+
+
 def finish(final: str, y: np.ndarray) -> np.ndarray:
     """A model's last step applied in the clear to outputs ``[B, n_out]`` over the last axis: ``"softmax"``,
     ``"log_softmax"`` (numerically stable) or ``""`` (none)."""
@@ -120,22 +141,8 @@ class Network:
         return self.n_in
 
     def samples(self, x, what: str = "x") -> np.ndarray:
-        """x as float64 ``[B, n_in]``: one sample of ``input_shape`` (or ``n_in`` values), or a batch of them.
-        ModelError for another shape or non-finite values."""
-        a = np.asarray(x, dtype=np.float64)
-        shape = tuple(self.input_shape)
-        if a.shape == shape or a.shape == (self.n_in,):
-            a = a.reshape(1, self.n_in)
-        elif a.shape[1:] == shape or a.shape[1:] == (self.n_in,):
-            a = a.reshape(a.shape[0], self.n_in)
-        else:
-            raise ModelError(f"{self.name}: {what} has shape {a.shape}; the model takes samples of shape {shape} "
-                             f"({self.n_in} values), one or a batch [B, ...]")
-        if a.shape[0] == 0:
-            raise ModelError(f"{self.name}: {what} holds no sample")
-        if not np.all(np.isfinite(a)):
-            raise ModelError(f"{self.name}: {what} holds values that are not finite (NaN or infinity)")
-        return a
+        """x as float64 ``[B, n_in]`` (:func:`as_samples`)."""
+        return as_samples(x, self.input_shape, self.name, what)
 
     def logits(self, x) -> np.ndarray:
         """The layers on samples x (:meth:`samples`), without :attr:`final`: float64 ``[B, n_out]``, what the
