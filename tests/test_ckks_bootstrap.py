@@ -673,6 +673,8 @@ def test_bootstrap_refuses_values_beyond_one_before_any_work(boot_ctx):
     # a bound the user knows better (|3x| <= 0.9): the bootstrap runs and is right
     ok = tripled.with_bound(0.9)
     assert _bits(ctx.decrypt(ok.bootstrap()), 3 * x) > BITS
+    declared = tripled.bootstrap(bound=0.9)  # the same, declared where it is bootstrapped
+    assert declared.bound == 0.9 and _bits(ctx.decrypt(declared), 3 * x) > BITS
     assert _bits(ctx.decrypt(ok * ok), 9 * x * x) > BITS - 1
     with pytest.raises(ParameterError, match="positive"):
         tripled.with_bound(0)
@@ -708,6 +710,16 @@ def test_circuit_refuses_to_bootstrap_values_beyond_one():
         fhe.compile(chain, fhe.CKKSVector(8), fhe.CKKSVector(8, bound=1.5), params=P, cache=False)
     c = fhe.compile(lambda x: (x * 2).bootstrap(), fhe.CKKSVector(8, bound=0.5), params=P, cache=False)
     assert c.requirements["bootstrap"] and c.specs[0].bound == 0.5
+    # a bound declared where the value is bootstrapped: the tracked one of 4x is 4, the declared 0.75 holds
+    declared = fhe.compile(lambda x: (x * 4).bootstrap(bound=0.75) * x, fhe.CKKSVector(8), params=P, cache=False)
+    boots = [i for i, n in enumerate(declared.graph.nodes) if n.op == "bootstrap"]
+    assert len(boots) == 1 and declared.graph.nodes[boots[0]].attr("bound") == 0.75
+    assert ckks_lower.value_bounds(declared.graph)[boots[0]] == 0.75
+    with pytest.raises(CircuitError, match=r"bound=1.5\).*\[-1, 1\]"):
+        fhe.compile(lambda x: x.bootstrap(bound=1.5), fhe.CKKSVector(8), params=P, cache=False)
+    for bad in (0, -0.5, "1"):
+        with pytest.raises(ParameterError, match="bound"):
+            fhe.compile(lambda x, bad=bad: x.bootstrap(bound=bad), fhe.CKKSVector(8), params=P, cache=False)
     for bad in (0, -1.0, math.inf, True, "1"):
         with pytest.raises(ParameterError, match="bound"):
             fhe.CKKSVector(8, bound=bad)

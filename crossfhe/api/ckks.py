@@ -336,7 +336,7 @@ class EncryptedVector(KeyOwned, SlotVector):
         inputs' (CKKSVector(n, bound=...))."""
         if self.traced:
             raise self._error(TypeError, "with_bound: a traced value's bound comes from the circuit's inputs: declare "
-                              "it with CKKSVector(n, bound=...)")
+                              "it with CKKSVector(n, bound=...), or where it is bootstrapped, x.bootstrap(bound=...)")
         return self._replace(bound=_checked_bound(bound, "with_bound"))
 
     def _run(self, op: str, attrs: dict, others, consts) -> Ciphertext:
@@ -466,7 +466,7 @@ class EncryptedVector(KeyOwned, SlotVector):
             step *= 2
         return x._reshaped(length, 1 if length == 1 else x.width)
 
-    def bootstrap(self, *, precise: bool = False) -> EncryptedVector:
+    def bootstrap(self, *, precise: bool = False, bound: float | None = None) -> EncryptedVector:
         """The same values at the top user level (``params.user_levels``), so computation can go on: CKKS
         bootstrapping (:func:`crossfhe.ckks.bootstrap.bootstrap`, one program), within the preset's stated precision.
         Needs a context made with ``bootstrap=True`` (traced: a bootstrappable preset, whose keygen makes the keys);
@@ -478,14 +478,26 @@ class EncryptedVector(KeyOwned, SlotVector):
 
         ``precise``: two iterations (:func:`crossfhe.ckks.bootstrap.bootstrap` ``precise``): twice the time, the same
         keys and levels, and the error of one bootstrap (25-26 bits) down to the scale's rounding: 40 bits or more on
-        the preset made for it, ``N16_BOOT_HP`` (scale 2^60), about 35 on the others (scale 2^52)."""
+        the preset made for it, ``N16_BOOT_HP`` (scale 2^60), about 35 on the others (scale 2^52).
+
+        ``bound``: a bound on |value| you know to hold where the tracked one is larger, as :meth:`with_bound`
+        declares it, and the way to declare it inside a circuit (a polynomial in u, |u| <= 1, whose tracked bound
+        is the sum of its coefficients' magnitudes times their terms'); at most 1, else ParameterError. Nothing
+        checks it (the values are secret): values beyond 1 come back wrong."""
         if not isinstance(precise, bool):
             raise TypeError(f"bootstrap(precise=...) takes True or False, got {precise!r}")
+        attrs = {"precise": True} if precise else {}
+        if bound is not None:
+            bound = _checked_bound(bound, "bootstrap")
+            if bound > BOOTSTRAP_BOUND:
+                raise self._error(ParameterError, f"bootstrap(bound={bound:g}): bootstrapping keeps only values "
+                                  f"with |x| <= {BOOTSTRAP_BOUND:g}; scale the values into [-1, 1] first")
+            attrs["bound"] = bound
         if not self.traced and self.ctx.bootstrap_keys is None:
             raise self._error(ValueError, "this context holds no bootstrapping keys: create it with "
                               "CKKSContext.create(params, bootstrap=True) on a bootstrappable preset "
                               "(crossfhe.ckks.presets.BOOTSTRAP)")
-        return self._apply("bootstrap", attrs={"precise": True} if precise else None)
+        return self._apply("bootstrap", attrs=attrs or None)
 
     def conjugate(self) -> EncryptedVector:
         """The complex conjugate of every value (a key switch with the conjugation key)."""

@@ -606,7 +606,8 @@ def bound_rule(op: str, attrs: dict, args: list[float], const=None) -> float:
     """A bound on max |value| over the slots of ``op``'s result (the modulus for complex values) from its operands'
     bounds ``args``: a sum by the sum of the bounds, a product by their product, a scalar or plaintext operand by
     its largest magnitude (``const``: the plaintext operand of add_plain and mul_plain), and a rotation, the
-    conjugate, a relinearization, a rescale, a level drop and a bootstrap keep it. Interval arithmetic: a bound,
+    conjugate, a relinearization, a rescale, a level drop and a bootstrap keep it (a bootstrap with a ``bound``
+    attribute, declared by its caller, gives the smaller of the two). Interval arithmetic: a bound,
     not the maximum (x - x is bounded by 2 max |x|); CKKS's approximation error is left out (it is far below
     :data:`BOUND_SLACK` of any value). math.inf for an unknown bound."""
     if op in ("add", "sub"):
@@ -621,6 +622,8 @@ def bound_rule(op: str, attrs: dict, args: list[float], const=None) -> float:
         return args[0] + _largest(const)
     if op == "mul_plain":
         return _times(args[0], _largest(const))
+    if op == "bootstrap" and attrs.get("bound") is not None:  # the bound its caller declared (it knows more)
+        return min(args[0], float(attrs["bound"]))
     if op in ("neg", "rotate", "rotate_many", "pick", "conjugate", "relin", "rescale", "drop", "bootstrap",
               "output"):
         return args[0]
@@ -675,7 +678,7 @@ def check_bootstrap_bounds(g: Graph, inputs: list[float] | None = None, *, error
         if n.op != "bootstrap":
             continue
         bounds = value_bounds(g, inputs) if bounds is None else bounds
-        b = bounds[n.args[0]]
+        b = bounds[n.args[0]] if n.attr("bound") is None else min(bounds[n.args[0]], n.attr("bound"))
         if b <= BOOTSTRAP_BOUND * (1 + BOUND_SLACK):
             continue
         fix = ("if you know its values are smaller, declare it: x.with_bound(b) for a vector, CKKSVector(n, "
