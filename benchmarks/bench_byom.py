@@ -1,6 +1,7 @@
 """Bring your own model (issue 47): one PyTorch CNN through crossfhe and through Concrete ML, in the same run.
 
     python benchmarks/bench_byom.py [--samples 5] [--threads 1] [--params P6,P8] [--epochs 30] [--json PATH] [--quick]
+    python benchmarks/bench_byom.py --deep 2,3,5 [--samples 5] [--json PATH]
 
 Concrete ML's side (``benchmarks/concrete_torch_peer.py`` in ``.venv-concrete``, made by
 ``bash benchmarks/setup_concrete.sh``) trains the CNN on scikit-learn's digits, compiles it with
@@ -9,6 +10,12 @@ an ONNX file. crossfhe's side compiles that file with :func:`crossfhe.ml.compile
 ``--params``, bits chosen on the calibration images) and on CKKS (the smallest secure preset with the depth), and
 runs the same test images encrypted one at a time. Both calibrate on the first 200 training images, and both run on
 ``--threads`` CPUs (process affinity; the peer also sets its OpenMP and Rayon threads).
+
+``--deep 2,3,5`` measures instead CKKS networks deeper than any preset without bootstrapping: for each count of
+tanh layers (8 wide, degree 15, random weights), the network compiled on ``N16_BOOT_L9`` with its bootstraps
+placed (:func:`crossfhe.ml.ckks.place_bootstraps`), each in a process of its own: bootstraps per sample, key
+generation, the first run (it compiles the whole model as one program), the median of ``--samples`` later runs,
+the largest difference from the approximated model in float64, and the process's peak resident memory.
 
 Prints one JSON object and a table: accuracy on the 360 test images (float, and each library's quantized or
 approximated model in the clear), compile and key generation seconds, milliseconds per encrypted sample (median;
@@ -87,6 +94,66 @@ def ours(onnx_path: Path, scheme: str, args, preset: str | None = None) -> dict:
             "report": str(model.report)}
 
 
+def deep_one(layers: int, samples: int) -> dict:
+    """One row of ``--deep``: ``layers`` tanh layers on N16_BOOT_L9 (module docstring)."""
+    import resource
+
+    import jax
+
+    import crossfhe.ml as ml
+    from crossfhe.ckks import presets
+    from crossfhe.ml import ckks as ckks_ml
+
+    rng = np.random.default_rng(3)
+    net = ml.Network(tuple(
+        layer for i in range(layers) for layer in (ml.Affine(rng.normal(size=(8, 8)) * 0.5, np.zeros(8), f"fc{i}"),
+                                                   ml.Nonlinear("tanh", source=f"t{i}"))
+    ) + (ml.Affine(rng.normal(size=(2, 8)), np.zeros(2), "out"),), (8,), f"tanh x{layers}")
+    x = rng.normal(size=(16, 8))
+    t0 = time.perf_counter()
+    model = ml.compile_network(net, x, params=presets.N16_BOOT_L9, check=0, progress=None)
+    t1 = time.perf_counter()
+    model.keygen()
+    t2 = time.perf_counter()
+    enc = model.encrypt(x[:1])
+    out = model.run(enc)
+    jax.block_until_ready(out.leaves)
+    t3 = time.perf_counter()
+    times = []
+    for _ in range(samples):
+        t = time.perf_counter()
+        jax.block_until_ready(model.run(enc).leaves)
+        times.append(time.perf_counter() - t)
+    diff = float(np.abs(model.decrypt(out) - model.predict_approximated(x[:1])).max())
+    return {"layers": layers, "depth": ckks_ml.depth(model.plan), "bootstraps": model.plan.bootstraps,
+            "compile_s": t1 - t0, "keygen_s": t2 - t1, "first_run_s": t3 - t2,
+            "ms_per_sample": 1e3 * statistics.median(times), "ms_all": [1e3 * t for t in times],
+            "max_abs_diff": diff, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def deep(args, cpu: str) -> int:
+    rows = []
+    for n in (int(v) for v in args.deep.split(",")):
+        res = subprocess.run([sys.executable, __file__, "--deep-one", str(n), "--samples", str(args.samples)],
+                             capture_output=True, text=True)
+        rows.append(json.loads(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 else
+                    {"layers": n, "error": (res.stderr.strip().splitlines() or ["killed"])[-1][:300]})
+    out = {"suite": "byom-deep", "cpu": cpu, "params": "N16_BOOT_L9",
+           "load": [round(v, 2) for v in os.getloadavg()], "rows": rows}
+    print(json.dumps(out))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    print(f"{'layers':>7}{'depth':>7}{'boots':>7}{'keygen s':>10}{'first run s':>13}{'ms/sample':>11}{'max diff':>10}"
+          f"{'peak GiB':>10}", file=sys.stderr)
+    for r in rows:
+        if "error" in r:
+            print(f"{r['layers']:>7}  {r['error']}", file=sys.stderr)
+            continue
+        print(f"{r['layers']:>7}{r['depth']:>7}{r['bootstraps']:>7}{r['keygen_s']:>10.1f}{r['first_run_s']:>13.1f}"
+              f"{r['ms_per_sample']:>11.0f}{r['max_abs_diff']:>10.1e}{r['peak_rss_gib']:>10.1f}", file=sys.stderr)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--samples", type=int, default=5)
@@ -95,13 +162,20 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--json", type=Path)
     p.add_argument("--quick", action="store_true", help="2 samples, P6 only, 10 epochs")
+    p.add_argument("--deep", help="CKKS networks of these many tanh layers on N16_BOOT_L9 (comma-separated)")
+    p.add_argument("--deep-one", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.deep_one is not None:
+        print(json.dumps(deep_one(args.deep_one, args.samples)))
+        return 0
     if args.quick:
         args.samples, args.params, args.epochs = 2, "P6", 10
     import subprocess as sp
 
     cpu = next((ln.split(":", 1)[1].strip() for ln in sp.run(["lscpu"], capture_output=True, text=True).stdout
                 .splitlines() if ln.startswith("Model name")), "?")
+    if args.deep:
+        return deep(args, cpu)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cnn.onnx"
         peer = run_peer(path, args)

@@ -13,6 +13,13 @@ from crossfhe.ml import ckks as ckks_ml
 
 RNG = np.random.default_rng(7)
 
+
+@pytest.fixture(autouse=True)
+def _fresh_rng():
+    """Every test draws its weights and samples from RNG's first state, whichever tests ran before it (the model
+    builders here are shared with tests/test_ml_tfhe.py)."""
+    RNG.bit_generator.state = np.random.default_rng(7).bit_generator.state
+
 # INSECURE (N 2^11): 8 levels for a dense layer, a degree-15 activation (5 levels) and a dense layer in seconds
 TOY = Params.from_literal(ParamsLiteral(log_n=11, levels=8, log_scale=30, dnum=2, insecure=True))
 
@@ -250,13 +257,107 @@ def test_conv_network_runs_encrypted_as_a_batch():
     assert np.abs(got - compiled.predict_approximated(x[:3])).max() < 2**-9  # as in the MLP test
 
 
-def test_a_model_deeper_than_every_preset_is_refused_with_what_to_do():
+def _deep(rng, kinds=("relu",) * 5):
+    layers = []
+    for i, kind in enumerate(kinds):
+        layers += [ml.Affine(rng.normal(size=(8, 8)), rng.normal(size=8) * 0.1, f"fc{i}"),
+                   ml.Nonlinear(kind, source=f"{kind}{i}")]
+    return ml.Network(tuple(layers + [ml.Affine(rng.normal(size=(2, 8)), np.zeros(2), "out")]), (8,), "deep")
+
+
+def test_a_model_deeper_than_every_preset_bootstraps_on_a_bootstrappable_one():
+    """Issue 47, requirement 2: a model deeper than any preset without bootstrapping is placed on N16_BOOT_L9 with
+    a bootstrap wherever the next layer needs more levels than are left; on parameters that cannot bootstrap it
+    is refused with what to do."""
+    from crossfhe.ckks import presets
+
+    rng = np.random.default_rng(3)
+    net, x = _deep(rng), rng.normal(size=(16, 8))
+    compiled = ml.compile_network(net, x, check=0)  # compiled only: N 2^16 keys are for the slow test
+    p = compiled.plan
+    assert presets.name_of(compiled.circuit.params) == compiled.report.params == "N16_BOOT_L9"
+    assert ckks_ml.depth(p) == 31 and p.bootstraps == compiled.circuit.cost["bootstraps"] == 4
+    assert "4 bootstraps per sample" in str(compiled.report)
+    # each bootstrap falls on a layer's normalized input (in [-1, 1] already: no scaling) before its polynomial
+    kinds = [s[0] for s in p.steps]
+    assert all(kinds[i + 1] == "poly" and p.steps[i][1] == 1 for i, k in enumerate(kinds) if k == "bootstrap")
+    assert compiled.circuit.specs[0].bound == p.input_bound >= 2 * np.abs(x).max()
+    with pytest.raises(ml.ModelError, match=r"needs multiplicative depth 31 .* has 8 levels.*bootstrappable"):
+        ml.compile_network(net, x, params=TOY, check=0)
+
+
+def test_a_model_that_bootstraps_runs_encrypted_within_the_noise_of_its_polynomial_model():
+    """The MLP on bootstrappable parameters with 6 levels: its dense layer and degree-15 ReLU (6 levels) use them
+    all, a bootstrap brings the second dense layer its level; the ReLU polynomial's output, beyond 1, is divided by
+    a power of two before it and multiplied back after. One program, against the plan in float64."""
+    from crossfhe.ckks import bootstrap as bt
+
+    boot = bt.bootstrappable_params(log_n=11, levels_left=6, log_scale=52, dnum=3, cts_levels=2, stc_levels=2,
+                                    insecure=True)  # INSECURE: tests only
+    x = RNG.uniform(-1, 1, size=(32, 12))
+    compiled = ml.compile_onnx(_mlp(), x, params=boot, check=0)
+    (step,) = [s for s in compiled.plan.steps if s[0] == "bootstrap"]
+    assert step[1] > 1 and compiled.circuit.cost["bootstraps"] == 1
+    compiled.keygen(seed=bytes(range(32)))
+    got = compiled.predict(x[:2])
+    # scale 2^52: CKKS's own error is far below the bootstrap's (about 2^-25 of 1 at this ring, times the scaling
+    # s and the last layer's row sums, about 2^-20 here); 2^-12 leaves room and still catches a wrong layer
+    assert np.abs(got - compiled.predict_approximated(x[:2])).max() < 2**-12
+    assert compiled.circuit.specs[0].bound == compiled.plan.input_bound == 2.0
+
+
+@pytest.mark.slow
+def test_a_model_bootstraps_on_the_n16_preset_within_its_precision():
+    """N16_BOOT_L9 (secure): two tanh layers of degree 15 need 13 levels, so one bootstrap on the normalized input
+    of the second. Measured: 2^-28 from the plan in float64; keys for 8 slots (sparse), one program."""
+    from crossfhe.ckks import presets
+
     rng = np.random.default_rng(3)
     layers = []
-    for i in range(5):
-        layers += [ml.Affine(rng.normal(size=(8, 8)), np.zeros(8), f"fc{i}"), ml.Nonlinear("relu", source=f"r{i}")]
-    net = ml.Network(tuple(layers + [ml.Affine(rng.normal(size=(2, 8)), np.zeros(2), "out")]), (8,), "deep")
-    with pytest.raises(ml.ModelError, match=r"needs multiplicative depth 31 .* 22 levels.*degree=7.*scheme='tfhe'"):
-        ml.compile_network(net, rng.normal(size=(16, 8)), check=0)
-    with pytest.raises(ml.ModelError, match=r"needs multiplicative depth 31 .* has 8 levels"):
-        ml.compile_network(net, rng.normal(size=(16, 8)), params=TOY, check=0)
+    for i in range(2):
+        layers += [ml.Affine(rng.normal(size=(8, 8)) * 0.5, np.zeros(8), f"fc{i}"),
+                   ml.Nonlinear("tanh", source=f"t{i}")]
+    net = ml.Network(tuple(layers + [ml.Affine(rng.normal(size=(2, 8)), np.zeros(2), "out")]), (8,), "two")
+    x = rng.normal(size=(16, 8))
+    compiled = ml.compile_network(net, x, params=presets.N16_BOOT_L9, check=0)
+    assert compiled.plan.bootstraps == 1 and ckks_ml.depth(compiled.plan) == 13
+    compiled.keygen(seed=bytes(32))
+    got = compiled.predict(x[:1])
+    # the bootstrap's 24+ bits relative to 1, carried by the polynomial and the last layer: 2^-16 is far above
+    # what it leaves and far below any wrong layer
+    assert np.abs(got - compiled.predict_approximated(x[:1])[0]).max() < 2**-16
+
+
+def test_bootstraps_are_placed_where_the_levels_run_out_and_keep_the_model():
+    """place_bootstraps: the plan computes the same function (float64), every run of steps between bootstraps fits
+    the levels, every bootstrapped value lies in [-1, 1] on the samples after its scaling (a power of two; of four
+    after a square), and a polynomial too deep for the levels is refused naming it and the degree that fits."""
+    rng = np.random.default_rng(5)
+    net = _deep(rng, ("tanh", "relu", "square", "sigmoid", "square"))
+    x = rng.normal(size=(24, 8))
+    p = ckks_ml.plan(net, x, degree=7)
+    ref = p.forward(x)
+    for levels in (4, 5, 6, 9):
+        q = ckks_ml.place_bootstraps(p, levels, x)
+        assert np.abs(q.forward(x) - ref).max() <= 1e-9 * np.abs(ref).max()
+        assert ckks_ml.depth(q) == ckks_ml.depth(p) and q.bootstraps >= ckks_ml.depth(p) // levels - 1
+        h = np.zeros((x.shape[0], q.d))
+        h[:, :8] = x
+        left, approx = levels, iter(q.approximations)
+        for i, step in enumerate(q.steps):
+            if step[0] == "bootstrap":
+                s = step[1]
+                assert s >= 1 and s & (s - 1) == 0 and np.abs(h).max() <= 1 + 1e-9  # its input
+                if q.steps[i - 1][0] == "square":
+                    assert int(np.sqrt(s)) ** 2 == s
+                h, left = h * s, levels
+                continue
+            left -= 1 if step[0] == "affine" else next(approx).levels
+            assert left >= 0
+            h = ckks_ml.Plan((step,), q.d, (), q.d, q.d).forward(h)
+    scaled = ckks_ml.place_bootstraps(p, 4, x)
+    assert any(s[0] == "bootstrap" and s[1] > 1 for s in scaled.steps)  # some values needed scaling down
+    with pytest.raises(ml.ModelError, match=r"tanh0 \(tanh, degree 7\) needs 4 levels.*leave 3.*degree=4"):
+        ckks_ml.place_bootstraps(p, 3, x)
+    with pytest.raises(ml.ModelError, match="already bootstraps"):
+        ckks_ml.place_bootstraps(scaled, 4, x)

@@ -22,6 +22,14 @@ coefficient: ceil(log2 D) + 1 levels. Squares (x * x, Pow 2) are exact: one prod
 calibrated interval** make the polynomial diverge from f (the encrypted model cannot see its values): the report
 states the intervals; calibrate on samples that cover the data the model will see.
 
+**Bootstraps.** A model deeper than the parameters' levels runs on a bootstrappable preset (``params=None`` picks
+``N16_BOOT_L9`` when no preset without bootstrapping has the depth): :func:`place_bootstraps` puts a bootstrap
+before each step that needs more levels than are left, with the value brought into [-1, 1] for free by the step
+before (most often it is a layer's normalized input u, already there) and declared bounded by 1
+(:meth:`crossfhe.EncryptedVector.bootstrap` ``bound``: the compiler's interval bound on a polynomial's output,
+the sum of its coefficients' magnitudes times its terms', is far above the polynomial's real range). Inputs
+outside the calibrated intervals would break that bound as they break the polynomial.
+
 **Errors.** The approximation's own (max |p - f| on a 4097-point grid of each interval, reported per layer), then
 CKKS's noise on top (about 2^-precision of the preset relative to each value's bound). The report compares the
 float model, the approximated model in float64, and (``check``) the encrypted model on the calibration samples.
@@ -94,14 +102,23 @@ def fit(layer: Nonlinear, seen: tuple[float, float], degree: int, margin: float)
 @dataclass(frozen=True)
 class Plan:
     """The network as the circuit runs it: ``steps``, each ``("affine", W [d, d], b [d])``, ``("poly", coeffs)``
-    (on u already normalized) or ``("square",)``; ``d`` the vector length; ``approximations`` per non-linear
-    layer."""
+    (on u already normalized), ``("square",)`` or ``("bootstrap", s)`` (:func:`place_bootstraps`: the values,
+    which the step before brought into [-1, 1] by dividing them by s, a power of two, bootstrapped and multiplied
+    by s again); ``d`` the vector length; ``approximations`` per non-linear layer."""
 
     steps: tuple
     d: int
     approximations: tuple
     n_in: int
     n_out: int
+    input_peak: float = 1.0
+    """The largest |value| of the calibration samples."""
+
+    @property
+    def input_bound(self) -> float:
+        """The bound a circuit that bootstraps declares on its input: the smallest power of two at or above twice
+        :attr:`input_peak` (at least 1)."""
+        return float(2.0 ** max(0, math.ceil(math.log2(max(2 * self.input_peak, 1e-300)))))
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """The approximated model in float64 on samples ``[B, n_in]``: ``[B, n_out]``."""
@@ -112,9 +129,16 @@ class Plan:
                 h = h @ step[1].T + step[2]
             elif step[0] == "poly":
                 h = chebyshev_eval(np.asarray(step[1]), h)
-            else:
+            elif step[0] == "square":
                 h = h * h
+            else:  # ("bootstrap", s): the same values, times s (the step before divided them by s)
+                h = h * step[1]
         return h[:, : self.n_out]
+
+    @property
+    def bootstraps(self) -> int:
+        """How many bootstraps a sample goes through (:func:`place_bootstraps`)."""
+        return sum(step[0] == "bootstrap" for step in self.steps)
 
 
 def plan(net: Network, samples: np.ndarray, *, degree=None, margin: float = 0.1) -> Plan:
@@ -158,7 +182,8 @@ def plan(net: Network, samples: np.ndarray, *, degree=None, margin: float = 0.1)
         if pending is not None:  # the end
             steps.append(("affine", _padded(pending.weight, d), _padded_vec(pending.bias, d)))
             h_width = pending.shape[0]
-    return Plan(tuple(steps), d, tuple(approximations), net.n_in, h_width)
+    return Plan(tuple(steps), d, tuple(approximations), net.n_in, h_width,
+                float(np.abs(samples).max()) if samples.size else 0.0)
 
 
 def _padded(w: np.ndarray, d: int) -> np.ndarray:
@@ -248,8 +273,10 @@ def function(p: Plan):
                 x = matvec(x, step[1], step[2])
             elif step[0] == "poly":
                 x = chebyshev(x, step[1])
-            else:
+            elif step[0] == "square":
                 x = x * x
+            else:  # |x| <= 1 on the calibration samples (place_bootstraps); times an integer costs no level
+                x = x.bootstrap(bound=1.0) * int(step[1])
         return x
 
     return model
@@ -257,9 +284,9 @@ def function(p: Plan):
 
 @dataclass
 class Report:
-    """What compiling a model did: the approximations (intervals, degrees, errors, levels), the circuit's depth and
-    preset, and the agreement of the approximated model (float64) and the encrypted one with the float model on
-    the calibration samples."""
+    """What compiling a model did: the approximations (intervals, degrees, errors, levels), the levels the model
+    uses in all (:func:`depth`; bootstraps, counted in ``cost``, restore them) and the preset, and the agreement
+    of the approximated model (float64) and the encrypted one with the float model on the calibration samples."""
 
     model: str
     params: str
@@ -271,8 +298,10 @@ class Report:
     cost: dict = field(default_factory=dict)
 
     def __str__(self) -> str:
+        boots = self.cost.get("bootstraps", 0)
         lines = [f"{self.model}: CKKS, {self.params}, one vector of {self.d} values per sample, depth {self.depth}, "
-                 f"{self.cost.get('key_switches', '?')} key switches per sample"]
+                 f"{self.cost.get('key_switches', '?')} key switches"
+                 + (f" and {boots} bootstrap{'s' if boots > 1 else ''}" if boots else "") + " per sample"]
         for a in self.approximations:
             what = "exact square" if a.kind == "square" else (
                 f"degree {a.degree} on [{a.interval[0]:.4g}, {a.interval[1]:.4g}] (seen [{a.seen[0]:.4g}, "
@@ -284,23 +313,109 @@ class Report:
         return "\n".join(lines)
 
 
-def compile_plan(p: Plan, *, params=None, precision: float | None = None, name: str = "model", cache: bool = True):
-    """The :class:`crossfhe.Circuit` of ``p``: one input ``CKKSVector(p.d)``; ``params`` as :func:`crossfhe.compile`
-    (default: the smallest secure preset with the depth and ``precision``)."""
+def place_bootstraps(p: Plan, levels: int, samples: np.ndarray, *, name: str = "model") -> Plan:
+    """``p`` with a bootstrap wherever the next step needs more levels than are left, for parameters that leave
+    ``levels`` after each bootstrap (and at the input). Each step's levels as :func:`depth` counts them; a step
+    that needs more than ``levels`` alone (a polynomial of too high a degree) is a ModelError naming it.
+
+    A bootstrap keeps values in [-1, 1] only. Before one, the value's largest magnitude m on the calibration
+    ``samples`` (``[B, n_in]``; for a polynomial's output, also its largest on all of [-1, 1]) gives s, the
+    smallest power of two >= m (>= 1): the step before is divided by s for free (an affine layer's W and b, a
+    polynomial's coefficients; before a square, the affine layer before it by sqrt(s), s a power of four), and the
+    bootstrapped value multiplied by s, an integer (no level). Most bootstraps fall on a layer's normalized input
+    u, in [-1, 1] by construction (s = 1). The relative error of a bootstrap (about 2^-25 of 1 at the N 2^16
+    presets) is multiplied by s with the values."""
+    if levels < 1:
+        raise ModelError(f"{name}: the parameters leave {levels} levels after a bootstrap; a model needs at least 1")
+    approx = iter(p.approximations)
+    costs = []
+    for step in p.steps:
+        if step[0] == "bootstrap":
+            raise ModelError(f"{name}: the plan already bootstraps")
+        costs.append(1 if step[0] == "affine" else next(approx).levels)
+    approx = iter(p.approximations)
+    h = np.zeros((samples.shape[0], p.d))
+    h[:, : samples.shape[1]] = samples
+    out: list = []
+    left = levels
+    peak = 0.0  # the largest magnitude of the last step's output: on the samples, and for a polynomial on [-1, 1]
+    for step, c in zip(p.steps, costs):
+        a = next(approx) if step[0] != "affine" else None
+        if c > levels:
+            fits = 2 ** (levels - 1)  # ceil(log2 D) + 1 <= levels
+            hint = f"a degree of at most {fits} fits (degree={fits})"
+            raise ModelError(f"{name}: {a.source} ({a.kind}, degree {a.degree}) needs {c} levels, and these parameters "
+                             f"leave {levels} after a bootstrap (a polynomial cannot be split across one): {hint}, or "
+                             "use a preset with more levels after bootstrapping (N16_BOOT_L9: 9)")
+        if c > left:
+            kind = out[-1][0]
+            if kind == "square":  # x^2 / s from (x / t)^2, t = sqrt(s): the affine layer before it
+                t = 1 if peak <= 1 else 2 ** math.ceil(0.5 * math.log2(peak))
+                scale = t * t
+                if t > 1:
+                    _, w, b = out[-2]
+                    out[-2] = ("affine", w / t, b / t)
+            else:
+                scale = 1 if peak <= 1 else 2 ** math.ceil(math.log2(peak))
+                if scale > 1 and kind == "affine":
+                    out[-1] = ("affine", out[-1][1] / scale, out[-1][2] / scale)
+                elif scale > 1:
+                    out[-1] = ("poly", tuple(float(v) / scale for v in out[-1][1]))
+            out.append(("bootstrap", scale))
+            left = levels
+        out.append(step)
+        left -= c
+        if step[0] == "affine":
+            h = h @ step[1].T + step[2]
+            peak = float(np.abs(h).max())
+        elif step[0] == "poly":
+            h = chebyshev_eval(np.asarray(step[1]), h)
+            grid = chebyshev_eval(np.asarray(step[1]), np.linspace(-1.0, 1.0, GRID))
+            peak = max(float(np.abs(h).max()), float(np.abs(grid).max()))
+        else:
+            h = h * h
+            peak = float(np.abs(h).max())
+    return Plan(tuple(out), p.d, p.approximations, p.n_in, p.n_out, p.input_peak)
+
+
+def fit_levels(p: Plan, samples: np.ndarray, *, params=None, name: str = "model"):
+    """(plan, params): ``p`` as it runs on ``params``. Where its depth (:func:`depth`) fits the parameters (or,
+    ``params`` None, the deepest secure preset without bootstrapping), ``p`` and ``params`` unchanged (None: the
+    compiler picks the smallest preset). Else, on bootstrappable parameters (``params`` None: ``N16_BOOT_L9``, the
+    one with the most levels between bootstraps), ``p`` with its bootstraps placed (:func:`place_bootstraps`);
+    on any other, ModelError saying what would fit."""
     need = depth(p)
     deepest = max(q.user_levels for q in presets.SECURE.values() if not q.bootstrap_levels)
-    have = params.user_levels if params is not None else deepest
-    if need > have:
-        where = (f"{presets.name_of(params) or 'these parameters'} has {have} levels" if params is not None else
-                 f"the deepest secure preset has {deepest} levels")
-        raise ModelError(
-            f"{name}: the model needs multiplicative depth {need} on CKKS ({', '.join(_levels(p))}) and {where}; "
-            "crossfhe does not place bootstraps inside a model yet (a bootstrap needs its input in [-1, 1], which the "
-            "compiler cannot prove inside a polynomial): lower the activations' degree (degree=7: 4 levels each), "
-            "use fewer layers, or compile with scheme='tfhe' (no depth limit: each activation is one lookup)")
+    if params is None:
+        if need <= deepest:
+            return p, None
+        params = presets.N16_BOOT_L9
+    if need <= params.user_levels:
+        return p, params
+    if params.bootstrap_levels:
+        return place_bootstraps(p, params.user_levels, samples, name=name), params
+    raise ModelError(
+        f"{name}: the model needs multiplicative depth {need} on CKKS ({', '.join(_levels(p))}) and "
+        f"{presets.name_of(params) or 'these parameters'} has {params.user_levels} levels: use a preset with that "
+        f"depth, or a bootstrappable one ({', '.join(presets.BOOTSTRAP)}; params=None picks N16_BOOT_L9 for a model "
+        "this deep), where bootstraps are placed between layers; or lower the activations' degree (degree=7: 4 levels "
+        "each), or compile with scheme='tfhe' (no depth limit: each activation is one lookup)")
+
+
+def compile_plan(p: Plan, *, params=None, precision: float | None = None, name: str = "model", cache: bool = True):
+    """The :class:`crossfhe.Circuit` of ``p``: one input ``CKKSVector(p.d)``; ``params`` as :func:`crossfhe.compile`
+    (default: the smallest secure preset with the depth and ``precision``). A plan that bootstraps
+    (:func:`fit_levels`) needs bootstrappable ``params``; its input's bound is declared as the next power of two
+    at or above twice the largest value of the steps' (so that encrypt takes the inputs the model was calibrated
+    on, and refuses values far beyond them)."""
+    spec = CKKSVector(p.d)
+    if p.bootstraps:
+        if params is None or not params.bootstrap_levels:
+            raise ModelError(f"{name}: the plan bootstraps; compile it on a bootstrappable preset "
+                             f"({', '.join(presets.BOOTSTRAP)})")
+        spec = CKKSVector(p.d, bound=p.input_bound)
     try:
-        return compile_circuit(function(p), CKKSVector(p.d), params=params, precision=precision, name=name,
-                                cache=cache)
+        return compile_circuit(function(p), spec, params=params, precision=precision, name=name, cache=cache)
     except CircuitError as e:
         raise ModelError(f"{name}: {e}") from e
 
@@ -310,13 +425,14 @@ def _levels(p: Plan) -> list[str]:
     for step in p.steps:
         if step[0] == "affine":
             out.append("dense 1")
-        else:
+        elif step[0] != "bootstrap":
             a = next(it)
             out.append(f"{a.kind} {a.levels}")
     return out
 
 
 def depth(p: Plan) -> int:
-    """The levels ``p`` uses: one per dense layer, each approximation's own (``Approximation.levels``)."""
+    """The levels ``p`` uses: one per dense layer, each approximation's own (``Approximation.levels``); a bootstrap
+    (:func:`place_bootstraps`) uses none and restores them."""
     it = iter(p.approximations)
-    return sum(1 if step[0] == "affine" else next(it).levels for step in p.steps)
+    return sum(1 if step[0] == "affine" else next(it).levels for step in p.steps if step[0] != "bootstrap")

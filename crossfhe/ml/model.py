@@ -137,9 +137,10 @@ def compile_network(net: Network, sample_inputs, *, scheme: str = "ckks", params
             if v is not None:
                 raise ModelError(f"{net.name}: {option} is a TFHE option; CKKS takes degree, margin, precision")
         p = ckks_ml.plan(net, samples, degree=degree, margin=margin)
+        p, params = ckks_ml.fit_levels(p, samples, params=params, name=_name(net.name))
         report_progress(cb, 1, steps, what)
         circuit = ckks_ml.compile_plan(p, params=params, precision=precision, name=_name(net.name))
-        report = ckks_ml.Report(net.name, _params_name(circuit.params), p.d, circuit.depth, p.approximations,
+        report = ckks_ml.Report(net.name, _params_name(circuit.params), p.d, ckks_ml.depth(p), p.approximations,
                                 Agreement.of(p.forward(samples), float_out), cost=dict(circuit.cost))
         model = CKKSModel(net, circuit, report, plan=p)
     report_progress(cb, 2, steps, what)
