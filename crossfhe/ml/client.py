@@ -27,12 +27,62 @@ FORMAT = 1
 
 FINALS = ("", "softmax", "log_softmax")
 
+HOWS = ("", "value", "label", "binary_proba", "binary_raw")
+"""How an estimator's decision values become its predictions (:func:`labels`); "" for a network's outputs."""
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """A feature's encoding as one TFHE input: ``cuts`` (sorted thresholds: q = how many are below x) or a uniform
+    grid ``lo + step q``, q in [0, 2^bits); ``strict``: the model splits on x < t (XGBoost) rather than x <= t."""
+
+    bits: int
+    cuts: np.ndarray | None = None
+    lo: float = 0.0
+    step: float = 1.0
+    strict: bool = False
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.cuts is not None:  # how many cuts lie below x (strict splits: at or below)
+            return np.searchsorted(self.cuts, x, side="right" if self.strict else "left").astype(np.int64)
+        return np.clip(np.rint((x - self.lo) / self.step), 0, (1 << self.bits) - 1).astype(np.int64)
+
+    def threshold(self, t: float) -> int:
+        """The integer k with [x <= t] = [q <= k] (``strict``: [x < t] = [q <= k]), the quantized model's split."""
+        if self.cuts is not None:
+            return int(np.searchsorted(self.cuts, t, side="left"))
+        if self.strict:
+            return int(np.ceil((t - self.lo) / self.step - 1e-9)) - 1
+        return int(np.floor((t - self.lo) / self.step + 1e-9))
+
+    def to_json(self, feature: int) -> dict:
+        out = {"feature": int(feature), "bits": self.bits, "strict": self.strict}
+        if self.cuts is not None:
+            out["cuts"] = self.cuts.tolist()
+        else:
+            out.update(lo=self.lo, step=self.step)
+        return out
+
+
+def labels(how: str, classes, scores: np.ndarray) -> np.ndarray:
+    """An estimator's predictions from its decision values ``scores`` ``[n, k]``: ``"value"`` the values (``[n]``
+    for one), ``"label"`` the class of the largest score, ``"binary_proba"`` / ``"binary_raw"`` the second class
+    where the one score exceeds 0.5 / 0."""
+    if how == "value":
+        return scores[:, 0] if scores.shape[1] == 1 else scores
+    if how == "label":
+        return classes[np.argmax(scores, axis=1)]
+    cut = 0.5 if how == "binary_proba" else 0.0
+    return classes[(scores[:, 0] > cut).astype(np.int64)]
+
 
 @dataclass(frozen=True)
 class ClientSpec:
     """The client side of a compiled model (module docstring). ``out_parts``: int64 ``[parts, 2]`` (output index,
     offset) when a TFHE model's outputs are accumulator parts, with ``out_scale`` / ``out_bias`` per output;
-    ``out_lo`` / ``out_step`` when they are lookups' grid indices."""
+    ``out_lo`` / ``out_step`` when they are lookups' grid indices. A tree model's inputs: ``encoders``, (feature,
+    :class:`Encoder`) per circuit input. An estimator's: ``how`` its decision values become predictions
+    (:func:`labels`) and its ``classes``."""
 
     scheme: str
     name: str
@@ -49,6 +99,9 @@ class ClientSpec:
     out_parts: np.ndarray | None = None
     out_scale: np.ndarray | None = None
     out_bias: np.ndarray | None = None
+    encoders: tuple = ()
+    how: str = ""
+    classes: np.ndarray | None = None
 
     @property
     def n_in(self) -> int:
@@ -70,6 +123,8 @@ class ClientSpec:
             v = np.zeros((a.shape[0], self.d))
             v[:, : a.shape[1]] = a
             return [v]
+        if self.encoders:
+            return [e(a[:, f]) for f, e in self.encoders]
         q = np.clip(np.rint((a - self.in_lo) / self.in_step), 0, (1 << self.in_bits) - 1).astype(np.int64)
         return list(q.T)
 
@@ -88,17 +143,25 @@ class ClientSpec:
         return self.out_scale * acc + self.out_bias
 
     def finish(self, y: np.ndarray) -> np.ndarray:
-        return finish(self.final, y)
+        """The model's final step on its outputs: an estimator's predictions (:func:`labels`), else :attr:`final`."""
+        return labels(self.how, self.classes, y) if self.how else finish(self.final, y)
 
     # JSON ----------------------------------------------------------------------------------------
 
     def to_json(self) -> dict:
         out = {"format": FORMAT, "scheme": self.scheme, "name": self.name, "params": self.params,
                "input_shape": list(self.input_shape), "n_out": self.n_out, "final": self.final}
+        if self.how:
+            out["predict"] = {"how": self.how}
+            if self.classes is not None:
+                out["predict"].update(classes=self.classes.tolist(), kind=_label_kind(self.classes.tolist()))
         if self.scheme == "ckks":
             out["d"] = self.d
             return out
-        out["input"] = {"lo": self.in_lo.tolist(), "step": self.in_step.tolist(), "bits": self.in_bits}
+        if self.encoders:
+            out["input"] = {"encoders": [e.to_json(f) for f, e in self.encoders]}
+        else:
+            out["input"] = {"lo": self.in_lo.tolist(), "step": self.in_step.tolist(), "bits": self.in_bits}
         if self.out_parts is None:
             out["output"] = {"lo": self.out_lo.tolist(), "step": self.out_step.tolist()}
         else:
@@ -141,17 +204,21 @@ class ClientSpec:
             fail("input_shape must be a non-empty list of positive ints")
         n_in = int(np.prod(shape))
         n_out = integer(obj.get("n_out"), "n_out", 1, 1 << 20)
+        predict = _predict_from_json(obj.get("predict"), n_out, fail)
         if scheme == "ckks":
             d = integer(obj.get("d"), "d", max(n_in, n_out), 1 << 20)
-            return cls(scheme, name, params, tuple(shape), n_out, final, d=d)
+            return cls(scheme, name, params, tuple(shape), n_out, final, d=d, **predict)
         inp, out = obj.get("input"), obj.get("output")
         if not isinstance(inp, dict) or not isinstance(out, dict):
             fail("a TFHE model needs 'input' and 'output' objects")
-        bits = integer(inp.get("bits"), "input bits", 1, 16)
-        lo, step = floats(inp.get("lo"), n_in, "input lo"), floats(inp.get("step"), n_in, "input step")
-        if np.any(step <= 0):
-            fail("input steps must be positive")
-        common = dict(d=0, in_lo=lo, in_step=step, in_bits=bits)
+        if "encoders" in inp:
+            common = dict(d=0, encoders=_encoders_from_json(inp["encoders"], n_in, floats, integer, fail), **predict)
+        else:
+            bits = integer(inp.get("bits"), "input bits", 1, 16)
+            lo, step = floats(inp.get("lo"), n_in, "input lo"), floats(inp.get("step"), n_in, "input step")
+            if np.any(step <= 0):
+                fail("input steps must be positive")
+            common = dict(d=0, in_lo=lo, in_step=step, in_bits=bits, **predict)
         if "parts" in out:
             parts = out["parts"]
             if not (isinstance(parts, list) and parts and all(
@@ -165,6 +232,65 @@ class ClientSpec:
         return cls(scheme, name, params, tuple(shape), n_out, final, **common,
                    out_lo=floats(out.get("lo"), n_out, "output lo"), out_step=floats(out.get("step"), n_out,
                                                                                      "output step"))
+
+
+def _label_kind(values: list) -> str:
+    """The JSON kind of a list of class labels; ParameterError for labels a file cannot hold (mixed types, objects)."""
+    for kind, test in (("bool", lambda v: isinstance(v, bool)),
+                       ("int", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+                       ("float", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and math.isfinite(v)),
+                       ("str", lambda v: isinstance(v, str))):
+        if all(test(v) for v in values):
+            return kind
+    raise ParameterError(f"the classes {values[:4]!r}... are not all ints, floats, strings or booleans: a model file "
+                         "cannot hold them; relabel them before fitting")
+
+
+def _predict_from_json(obj, n_out: int, fail) -> dict:
+    """The ``how`` and ``classes`` fields of a ``predict`` object (absent: a network's outputs)."""
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict) or obj.get("how") not in HOWS[1:]:
+        fail(f"predict.how must be one of {list(HOWS[1:])}")
+    how = obj["how"]
+    if how == "value":
+        return {"how": how}
+    classes, kind = obj.get("classes"), obj.get("kind")
+    types = {"int": int, "float": (int, float), "str": str, "bool": bool}
+    if kind not in types or not (isinstance(classes, list) and len(classes) >= 2 and all(
+            isinstance(c, types[kind]) and (kind == "bool" or not isinstance(c, bool)) for c in classes)):
+        fail("predict.classes must be a list of at least two labels of its kind ('int', 'float', 'str' or 'bool')")
+    if len(classes) != (n_out if how == "label" else 2):
+        fail(f"predict.classes holds {len(classes)} labels for {n_out} outputs read as {how!r}")
+    dtype = {"int": np.int64, "float": np.float64, "str": str, "bool": bool}[kind]
+    return {"how": how, "classes": np.asarray(classes, dtype=dtype)}
+
+
+def _encoders_from_json(obj, n_in: int, floats, integer, fail) -> tuple:
+    """(feature, :class:`Encoder`) pairs of an ``input.encoders`` list, every field checked."""
+    if not (isinstance(obj, list) and obj):
+        fail("input.encoders must be a non-empty list")
+    out = []
+    for e in obj:
+        if not isinstance(e, dict) or not isinstance(e.get("strict"), bool):
+            fail("each input encoder is an object with a boolean 'strict'")
+        f = integer(e.get("feature"), "an encoder's feature", 0, n_in - 1)
+        bits = integer(e.get("bits"), "an encoder's bits", 1, 16)
+        if "cuts" in e:
+            cuts = e["cuts"]
+            if not isinstance(cuts, list) or not 1 <= len(cuts) < (1 << bits):
+                fail(f"feature {f}: cuts must be a list of 1 to {(1 << bits) - 1} numbers")
+            cuts = floats(cuts, len(cuts), f"feature {f}'s cuts")
+            if np.any(np.diff(cuts) <= 0):
+                fail(f"feature {f}: cuts must be strictly increasing")
+            out.append((f, Encoder(bits, cuts, strict=e["strict"])))
+        else:
+            lo, step = floats([e.get("lo"), e.get("step")], 2, f"feature {f}'s lo and step")
+            if step <= 0:
+                fail(f"feature {f}: the step must be positive")
+            out.append((f, Encoder(bits, None, float(lo), float(step), strict=e["strict"])))
+    return tuple(out)
 
 
 class Runner:
@@ -262,4 +388,4 @@ def _preset(spec: ClientSpec):
     return found
 
 
-__all__ = ["FORMAT", "ClientSpec", "LoadedModel", "Runner", "load"]
+__all__ = ["FORMAT", "HOWS", "ClientSpec", "Encoder", "LoadedModel", "Runner", "labels", "load"]

@@ -32,7 +32,7 @@ exactly the tree's decision). The encrypted outputs equal the quantized model's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -41,6 +41,7 @@ from crossfhe.api import CircuitError
 from crossfhe.apps.tfhe_ml import Term, TFHEModel, clamp_traced, reduce_sum
 from crossfhe.apps.trees import cut_leaves, leaf_terms, walk
 from crossfhe.errors import ParameterError
+from crossfhe.ml.client import ClientSpec, Encoder, Runner, labels
 from crossfhe.ml.model import CompiledModel, compile_network
 from crossfhe.ml.network import Affine, ModelError, Network, Nonlinear
 from crossfhe.progress import callback as progress_callback
@@ -135,31 +136,6 @@ def _int_tree(tree, thresholds: dict) -> SimpleNamespace:
                                                  max_depth=t.max_depth))
 
 
-@dataclass(frozen=True)
-class Encoder:
-    """A feature's encoding: ``cuts`` (sorted thresholds: q = how many are below x) or a uniform grid
-    ``lo + step q``, q in [0, 2^bits); ``strict``: the model splits on x < t (XGBoost) rather than x <= t."""
-
-    bits: int
-    cuts: np.ndarray | None = None
-    lo: float = 0.0
-    step: float = 1.0
-    strict: bool = False
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        if self.cuts is not None:  # how many cuts lie below x (strict splits: at or below)
-            return np.searchsorted(self.cuts, x, side="right" if self.strict else "left").astype(np.int64)
-        return np.clip(np.rint((x - self.lo) / self.step), 0, (1 << self.bits) - 1).astype(np.int64)
-
-    def threshold(self, t: float) -> int:
-        """The integer k with [x <= t] = [q <= k] (``strict``: [x < t] = [q <= k]), the quantized model's split."""
-        if self.cuts is not None:
-            return int(np.searchsorted(self.cuts, t, side="left"))
-        if self.strict:
-            return int(np.ceil((t - self.lo) / self.step - 1e-9)) - 1
-        return int(np.floor((t - self.lo) / self.step + 1e-9))
-
-
 class TreeEnsemble(TFHEModel):
     """Trees with integer splits on encoded features (module docstring). ``outputs``: per model output, a list of
     (tree index, {leaf: value >= 0}); the circuit's output o is sum_t values_t[leaf_t(x)], and :meth:`values` maps it
@@ -190,8 +166,14 @@ class TreeEnsemble(TFHEModel):
                 out[:, o] += np.array([values.get(int(v), 0) for v in leaves[i]], dtype=np.int64)
         return out
 
+    @property
+    def lo(self) -> np.ndarray:
+        """The value of output 0 per output: ``base + step shift``."""
+        return self.base + self.step * self.shift
+
     def values(self, out) -> np.ndarray:
-        return self.base + self.step * (np.asarray(out, np.float64) + self.shift)
+        """``lo + step out`` per output (the client side's, :class:`~crossfhe.ml.client.ClientSpec`)."""
+        return self.lo + self.step * np.asarray(out, np.float64)
 
     def decode(self, out) -> np.ndarray:
         return self.values(out)
@@ -437,12 +419,13 @@ def _features(x, n: int, name: str, what: str, *, one: bool = False) -> np.ndarr
     return a
 
 
-class EncryptedEstimator:
+class EncryptedEstimator(Runner):
     """A fitted scikit-learn estimator compiled to an encrypted program, with the estimator's vocabulary:
     :meth:`predict` (labels or values, computed encrypted), :meth:`predict_approximated` (the quantized or
     approximated model in the clear), :meth:`predict_plain` (the estimator itself), and the key owner's steps
     ``keygen``, ``encrypt``, ``run`` (the server's), ``decrypt`` (to predictions). ``report``: how the model was
-    compiled and how it agrees with the estimator on the calibration samples."""
+    compiled and how it agrees with the estimator on the calibration samples. :meth:`export` writes the program
+    with its client side (the features' encoding, the classes): :func:`crossfhe.ml.load` runs it from the file."""
 
     def __init__(self, estimator, name: str, how: str, classes, *, model: CompiledModel | None = None,
                  trees: TreeEnsemble | None = None, circuit=None, report=None):
@@ -450,61 +433,47 @@ class EncryptedEstimator:
         self.model, self.trees = model, trees
         self.circuit = model.circuit if model is not None else circuit
         self.report = model.report if model is not None else report
+        self._spec = None
 
     @property
     def scheme(self) -> str:
         return self.model.scheme if self.model is not None else "tfhe"
 
     @property
-    def params(self):
-        return self.circuit.params
+    def spec(self) -> ClientSpec:
+        """The client side (:class:`~crossfhe.ml.client.ClientSpec`): a network's with how its outputs become
+        predictions, or a tree model's encoders and output grid."""
+        if self._spec is None:
+            classes = None if self.classes_ is None else np.asarray(self.classes_)
+            if self.model is not None:
+                self._spec = replace(self.model.spec, how=self.how, classes=classes)
+            else:
+                t = self.trees
+                self._spec = ClientSpec("tfhe", self.name, t.params.name, (self.estimator.n_features_in_,),
+                                        len(t.outputs), encoders=tuple((int(f), e) for f, e in zip(
+                                            t.features, t.encoders, strict=True)), out_lo=t.lo, out_step=t.step,
+                                        how=self.how, classes=classes)
+        return self._spec
 
     def _samples(self, x) -> np.ndarray:
         return _features(x, self.estimator.n_features_in_, self.name, "X", one=True)
 
-    def keygen(self, *, seed: bytes | None = None):
-        """Make (once) and return the circuit's keys; ``seed``: 32 bytes for reproducible keys (tests only)."""
-        if self.circuit.keys is None or seed is not None:
-            self.circuit.keygen(seed=seed)
-        return self.circuit.keys
-
     def encrypt(self, x, *, keys=None):
         """Samples ``X`` ``[n, features]`` encrypted (what :meth:`run` takes)."""
         a = self._samples(x)
-        if self.model is not None:
-            return self.model.encrypt(a, keys=keys)
         if keys is None:
             self.keygen()
-        return self.circuit.encrypt(*self.trees.encode(a).T, keys=keys)
-
-    def run(self, enc, *, keys=None):
-        """The model on encrypted samples (evaluation keys only)."""
-        if self.model is not None:
-            return self.model.run(enc, keys=keys)
-        return self.circuit.run(*enc, keys=keys)
+        return self._encrypt(a, keys)
 
     def decision(self, out, *, keys=None) -> np.ndarray:
         """The decrypted decision values ``[n, outputs]`` (logits, class scores, or the regression value)."""
-        if self.model is not None:
-            return self.model._values(out, keys)
-        dec = self.circuit.decrypt(*out, keys=keys)
-        dec = [dec] if len(out) == 1 else dec
-        return self.trees.values(np.stack([np.asarray(d, dtype=np.int64) for d in dec], axis=-1))
+        return self._values(out, keys)
 
     def _label(self, scores: np.ndarray) -> np.ndarray:
-        if self.how == "value":
-            return scores[:, 0] if scores.shape[1] == 1 else scores
-        if self.how == "label":
-            return self.classes_[np.argmax(scores, axis=1)]
-        cut = 0.5 if self.how == "binary_proba" else 0.0
-        return self.classes_[(scores[:, 0] > cut).astype(np.int64)]
-
-    def decrypt(self, out, *, keys=None) -> np.ndarray:
-        """The predictions: labels (classifiers) or values (regressors), ``[n]``."""
-        return self._label(self.decision(out, keys=keys))
+        return labels(self.how, self.classes_, scores)
 
     def predict(self, x) -> np.ndarray:
-        """``decrypt(run(encrypt(X)))`` with this model's keys (made if needed)."""
+        """``decrypt(run(encrypt(X)))`` with this model's keys (made if needed): ``[n]`` predictions."""
         return self.decrypt(self.run(self.encrypt(x)))
 
     def decision_approximated(self, x) -> np.ndarray:
@@ -522,8 +491,10 @@ class EncryptedEstimator:
         return self.estimator.predict(self._samples(x))
 
     def export(self, path, **kwargs):
-        """:meth:`crossfhe.Circuit.export`: the compiled program for a server."""
-        return self.circuit.export(path, **kwargs)
+        """Write the compiled program and its client side to ``path`` (:meth:`crossfhe.Circuit.export`'s file and
+        options): :func:`crossfhe.ml.load` reads it back as a model whose ``predict`` gives the estimator's
+        predictions, a server's :func:`crossfhe.load_circuit` as a circuit."""
+        return self.circuit.export(path, model=self.spec.to_json(), **kwargs)
 
 
 @dataclass
