@@ -57,6 +57,7 @@ def _insecure_tfhe(p: int, log_n: int, name: str, extension: int = 0, grouping: 
         insecure=True,
         extension=extension,
         grouping=grouping,
+        max_norm2=2**p + 1,  # as the presets: two blocks of p / 2 bits, a 2^(p/2) + b, fit one bootstrap
     )
 
 

@@ -105,8 +105,8 @@ from crossfhe.tfhe.params import Params
 
 _static = partial(field, metadata={"static": True})
 
-MAX_BITS = 63
-"""Widest integer: decrypt returns int64."""
+MAX_BITS = 64
+"""Widest integer: decrypt returns int64 (uint64 at 64 bits)."""
 
 _LESS, _EQUAL, _GREATER = 0, 1, 2
 
@@ -355,21 +355,26 @@ def trivial(params: Params, values, *, bits: int, msg_bits: int | None = None) -
 def _split_digits(values, bits: int, nb: int, m: int) -> np.ndarray:
     """int64 [nb, *shape]: the base-2^m digits of integers in [0, 2^bits), least significant first."""
     arr = np.asarray(values)
-    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+    if arr.dtype == object and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                                   for v in arr.flat):
+        arr = np.vectorize(int, otypes=[object])(arr) if arr.size else arr
+    elif arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
         raise ParameterError(f"values must be integers, got dtype {arr.dtype}")
-    bad = arr[(arr < 0) | (arr > 2**bits - 1)]
-    if bad.size:
-        raise ParameterError(f"value {int(bad.flat[0])} is out of range [0, 2^{bits})")
-    arr = arr.astype(np.uint64)
+    bad = [int(v) for v in arr.flat if not 0 <= int(v) <= 2**bits - 1]
+    if bad:
+        raise ParameterError(f"value {bad[0]} is out of range [0, 2^{bits})")
+    arr = np.asarray(np.vectorize(int, otypes=[object])(arr) if arr.size else arr, dtype=np.uint64)
     return np.stack([(arr >> np.uint64(m * i)) & np.uint64(2**m - 1) for i in range(nb)]).astype(np.int64)
 
 
 def decrypt(ck: ops.ClientKey, x: RadixInteger) -> np.ndarray:
-    """The integers mod 2^bits, int64 of x's batch shape (clean or not: each block holds a value < 2^p)."""
+    """The integers mod 2^bits, int64 (uint64 at 64 bits) of x's batch shape (clean or not: each block holds a value
+    < 2^p)."""
     _check(ck, x, kind=ops.ClientKey)
     v = ops.decrypt(ck, x.blocks).astype(object)  # [B, *batch]
     total = sum(v[i] * (1 << (x.msg_bits * i)) for i in range(x.num_blocks))
-    return np.asarray(np.asarray(total, dtype=object) % (1 << x.bits), dtype=np.int64).reshape(x.batch_shape)
+    dtype = np.uint64 if x.bits > 63 else np.int64
+    return np.asarray(np.asarray(total, dtype=object) % (1 << x.bits), dtype=dtype).reshape(x.batch_shape)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -456,7 +461,8 @@ def _presplit_meta(x: RadixInteger) -> RadixInteger:
 def propagate_carries(sk: ops.ServerKey, x: RadixInteger) -> RadixInteger:
     """Move every block's carry into the next block: a clean integer (degrees < 2^m, norms <= 1) with the
     same value mod 2^bits. Sequential: one ``pbs_many`` call (tables v mod M, floor(v / M)) per block that
-    needs one, preceded by one batched split of all unclean blocks when a block could overflow its p bits.
+    needs one, preceded by one batched split of all unclean blocks when a block could overflow its p bits. Where no
+    block carries (each block's degree below 2^m, some norm above 1, as after a select), one call refreshes them all.
     Already clean: returned as is, 0 PBS."""
     _check(sk, x)
     if x.is_clean:
@@ -474,6 +480,11 @@ def propagate_carries(sk: ops.ServerKey, x: RadixInteger) -> RadixInteger:
     big_m = 2**x.msg_bits
     t_mod = _table(x.params, lambda v: v % big_m)
     t_div = _table(x.params, lambda v: v // big_m)
+    if _SPLIT not in acts:  # no carry moves: every block that needs it refreshed in one call
+        mods = [i for i, act in enumerate(acts) if act == _MOD]
+        (fresh,) = _bootstrap(sk, _take(x.blocks, np.array(mods)), [t_mod])
+        blocks = [_take(fresh, mods.index(i)) if i in mods else _take(x.blocks, i) for i in range(x.num_blocks)]
+        return _replace(x, _stack(blocks), degs, norms)
     out, carry = [], None
     for i, act in enumerate(acts):
         blk = _take(x.blocks, i)

@@ -120,13 +120,15 @@ def test_blocks_filled_to_the_top(narrow):
 
 
 def test_norm_budget_forces_a_bootstrap(narrow):
-    """Blocks whose noise already spent the budget (norm 16 = params.norm2) are refreshed before an addition."""
+    """Blocks whose noise already spent the budget (norm 17 = params.norm2, 2^p + 1 as the presets') are refreshed
+    before an addition."""
     ck, sk, x, y = narrow
-    assert x.params.norm2 == 16
-    spent = dataclasses.replace(x, norms=(16, 16, 16, 16))
+    budget = x.params.norm2
+    assert budget == 17
+    spent = dataclasses.replace(x, norms=(budget,) * 4)
     assert integer.cost(integer.add, sk, spent, y).pbs > 0
     s = integer.add(sk, spent, y)
-    assert max(s.norms) <= 16
+    assert max(s.norms) <= budget
     np.testing.assert_array_equal(integer.decrypt(ck, s), (A8 + B8) % 256)
 
 
@@ -288,7 +290,9 @@ def test_encrypt_rejects_bad_values_and_layouts(keys_p4):
     with pytest.raises(ParameterError, match="carry bit"):
         integer.encrypt(ck, 1, bits=8, msg_bits=4)
     with pytest.raises(ParameterError, match="bits must be"):
-        integer.encrypt(ck, 1, bits=64)
+        integer.encrypt(ck, 1, bits=66)  # 64 bits is the widest (decrypt gives uint64 there)
+    top = integer.encrypt(ck, np.array([2**64 - 1, 2**63], dtype=object), bits=64)
+    assert integer.decrypt(ck, top).dtype == np.uint64 and list(integer.decrypt(ck, top)) == [2**64 - 1, 2**63]
     with pytest.raises(ParameterError, match="ClientKey"):
         integer.encrypt(sk, 1, bits=8)
 
