@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap", "profile",
-                "activations", "ml", "switch", "taurus", "startup", "workload_programs", "byom")
+                "activations", "ml", "switch", "taurus", "startup", "workload_programs", "byom", "integers")
 
 SUITE_SUMMARIES = {
     "ntt": "the negacyclic NTT: the jitted radix-2 kernel against plain NumPy and Zama's tfhe-ntt",
@@ -30,6 +30,7 @@ SUITE_SUMMARIES = {
     "startup": "the README's first example in a fresh process (warm caches) against the same task in TenSEAL",
     "workload_programs": "HMVP and bootstrapping as one compiled program against their operations as separate ones",
     "byom": "a user's PyTorch CNN through crossfhe.ml (TFHE and CKKS) against Concrete ML's compile_torch_model",
+    "integers": "encrypted 8- to 64-bit integers: each radix operator's latency and bootstraps (TFHE-rs: not yet)",
 }
 """One line per suite for ``crossfhe bench`` (known without the benchmarks directory)."""
 

@@ -207,7 +207,7 @@ def bitnot(sk: ops.ServerKey, x: RadixInteger) -> RadixInteger:
 _ZERO, _SIGN = "zero", "sign"
 
 
-def _amount(k, bits: int, what: str) -> int:
+def _amount(k, what: str) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
         raise ParameterError(f"{what}: the amount is a non-negative int (or an encrypted integer: {what}_by), got "
                              f"{k!r}")
@@ -248,12 +248,13 @@ def _shifted(sk, x: RadixInteger, k: int, *, left: bool, rotate: bool, signed: b
     sign = _sign_block(sk, x) if any(_SIGN in p for p in plan) else None
     zero = _zero_like(_take(x.blocks, 0))
 
-    def block(s):
-        if s == _ZERO:
+    def block(source):
+        """(ciphertext, degree, norm) of a source: a block index or a fill."""
+        if source == _ZERO:
             return zero, 0, 0
-        if s == _SIGN:
+        if source == _SIGN:
             return sign, big_m - 1, 1
-        return _take(x.blocks, s), x.degrees[s], x.norms[s]
+        return _take(x.blocks, source), x.degrees[source], x.norms[source]
 
     if not r:
         parts = [block(hi) for hi, _ in plan]
@@ -283,7 +284,7 @@ def _shifted(sk, x: RadixInteger, k: int, *, left: bool, rotate: bool, signed: b
 
 def _shift_op(sk, x, k, *, left: bool, rotate: bool, signed: bool, what: str) -> RadixInteger:
     _check(sk, x)
-    k = _amount(k, x.bits, what)
+    k = _amount(k, what)
     if (k % x.bits if rotate else min(k, x.bits)) % x.msg_bits:
         _pairs_fit(x, what)
     return _shifted(sk, propagate_carries(sk, x), k, left=left, rotate=rotate, signed=signed)
