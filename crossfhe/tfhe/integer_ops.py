@@ -163,7 +163,6 @@ def _binary(*static: str):
 
 
 def _bitwise(sk, x: RadixInteger, y, f: Callable[[int, int], int], what: str) -> RadixInteger:
-    y = _operand(x, y)
     params = _check(sk, x, y)
     _pairs_fit(x, what)
     x, y = _clean_pair(sk, *_broadcast(x, y))
@@ -483,7 +482,6 @@ def _flip_top(sk, x: RadixInteger, y: RadixInteger) -> tuple[RadixInteger, Radix
 
 
 def _compare(sk, x: RadixInteger, y, op: Callable, signed: bool) -> LWECiphertext:
-    y = _operand(x, y)
     _check(sk, x, y)
     if not signed:
         return op(sk, x, y)
@@ -518,7 +516,6 @@ def ge(sk: ops.ServerKey, x: RadixInteger, y, signed: bool = False) -> LWECipher
 @_binary("signed")
 def minimum(sk: ops.ServerKey, x: RadixInteger, y, signed: bool = False) -> RadixInteger:
     """min(x, y) (``signed``: in two's complement): a comparison and a select."""
-    y = _operand(x, y)
     x, y = _broadcast(x, y)
     return _select(sk, lt(sk, x, y, signed), x, y)
 
@@ -526,7 +523,6 @@ def minimum(sk: ops.ServerKey, x: RadixInteger, y, signed: bool = False) -> Radi
 @_binary("signed")
 def maximum(sk: ops.ServerKey, x: RadixInteger, y, signed: bool = False) -> RadixInteger:
     """max(x, y), as :func:`minimum`."""
-    y = _operand(x, y)
     x, y = _broadcast(x, y)
     return _select(sk, gt(sk, x, y, signed), x, y)
 
@@ -591,7 +587,6 @@ def _resized(sk, x: RadixInteger, nb: int, signed: bool) -> RadixInteger:
 def divmod_(sk: ops.ServerKey, x: RadixInteger, d) -> tuple[RadixInteger, RadixInteger]:
     """(x // d, x mod d), unsigned, d a RadixInteger or a public int (module docstring); d = 0 gives
     (2^bits - 1, x)."""
-    d = _operand(x, d)
     params = _check(sk, x, d)
     _pairs_fit(x, "divmod")
     x, d = _clean_pair(sk, *_broadcast(x, d))
@@ -642,37 +637,34 @@ def _signed_flag(sk, params, m: int, sa, sb, sr, same: bool) -> LWECiphertext:
     return flag
 
 
+def _overflowing(sk, x: RadixInteger, y: RadixInteger, signed: bool, subtract: bool):
+    """(x +- y mod 2^bits, its overflow bit): unsigned by a comparison (a wrapped sum is below x; a difference wraps
+    where x < y), signed from the operands' and the result's sign bits."""
+    params = _check(sk, x, y)
+    x, y = _clean_pair(sk, *_broadcast(x, y))
+    s = propagate_carries(sk, (ri.sub if subtract else ri.add)(sk, x, y))
+    if not signed:
+        return s, ri.lt(sk, x, y) if subtract else ri.lt(sk, s, x)
+    _pairs_fit(x, "overflowing_sub" if subtract else "overflowing_add")
+    return s, _signed_flag(sk, params, x.msg_bits, *_sign_bits(sk, x, y, s), same=not subtract)
+
+
 @_binary("signed")
 def overflowing_add(sk: ops.ServerKey, x: RadixInteger, y, signed: bool = False):
     """(x + y mod 2^bits, [the exact sum left the type's range]), the result propagated."""
-    y = _operand(x, y)
-    params = _check(sk, x, y)
-    x, y = _clean_pair(sk, *_broadcast(x, y))
-    s = propagate_carries(sk, ri.add(sk, x, y))
-    if not signed:
-        return s, ri.lt(sk, s, x)
-    _pairs_fit(x, "overflowing_add")
-    return s, _signed_flag(sk, params, x.msg_bits, *_sign_bits(sk, x, y, s), same=True)
+    return _overflowing(sk, x, y, signed, subtract=False)
 
 
 @_binary("signed")
 def overflowing_sub(sk: ops.ServerKey, x: RadixInteger, y, signed: bool = False):
     """(x - y mod 2^bits, [the exact difference left the type's range]), the result propagated."""
-    y = _operand(x, y)
-    params = _check(sk, x, y)
-    x, y = _clean_pair(sk, *_broadcast(x, y))
-    s = propagate_carries(sk, ri.sub(sk, x, y))
-    if not signed:
-        return s, ri.lt(sk, x, y)
-    _pairs_fit(x, "overflowing_sub")
-    return s, _signed_flag(sk, params, x.msg_bits, *_sign_bits(sk, x, y, s), same=False)
+    return _overflowing(sk, x, y, signed, subtract=True)
 
 
 @_binary("signed")
 def overflowing_mul(sk: ops.ServerKey, x: RadixInteger, y, signed: bool = False):
     """(x y mod 2^bits, [the exact product left the type's range]): the product at twice the width (four times the
     bootstraps of :func:`mul`), the flag from its upper half."""
-    y = _operand(x, y)
     _check(sk, x, y)
     x, y = _broadcast(x, y)
     nb = x.num_blocks
