@@ -49,13 +49,18 @@ Operations (x, y radix integers of the same shape, all on batches):
   per block), term j is lo_{c_j}(x_{i-j}) + hi_{c_j}(x_{i-j-1}) at block i, and the terms are summed with
   ``add`` (which propagates when a block fills). One wide block: one PBS (the table v -> c v mod M). When
   -c mod 2^bits has fewer digits to pay for than c (c = 2^bits - 1), c x = neg((-c) x).
-* comparisons: on clean x and y, w_i = x_i - y_i + (M - 1) in [0, 2M - 2] (no padding bit, norm 2); one
-  batched PBS gives each block's sign s_i = [w_i > M - 1] - [w_i < M - 1] + 1 in {0 (less), 1 (equal),
-  2 (greater)}. Signs are merged by a binary tree from the most significant block: 3 s_hi + s_lo in [0, 8]
-  (norm 10) through the table (s_lo if s_hi = 1 else s_hi), one batched call per level, the last level's
-  table ending in the requested predicate. B + B - 1 PBS in 1 + ceil(log2 B) calls (one PBS for one block);
-  needs 2^p > 8 and norm2 >= 10 when B > 1 (p >= 4). ``eq``/``ne``: the per-block bits [w_i != M - 1] are
-  summed (up to min(2^p - 1, norm2) per block) and a table tests the sum for zero: B + 1 PBS in 2 calls.
+* comparisons: on clean x and y, the block differences d_i = x_i - y_i in [-(M - 1), M - 1] (norm 2) are
+  bootstrapped as they are: where d_i < 0 the padding bit is set, and the blind rotation then returns the table's
+  entry for d_i + 2^p negated (the negacyclic half). The table v -> 2^j [v != 0] so gives 2^j sign(d_i), a signed
+  digit, with j each block's place in its group of K = min(p, norm2) consecutive blocks (one table per input, one
+  call). A group's sum S = sum_j 2^j s_j lies in [-(2^K - 1), 2^K - 1], inside (-2^p, 2^p), with norm K, and
+  sign(S) is the group's comparison, most significant block first; the groups' signs are merged the same way, a
+  level per call, until one sum is left. The last bootstrap reads it through the constant table 1 at half the
+  message scale (``out_delta`` = Delta / 2), giving +-Delta / 2 by the sign of S (0 counts as positive);
+  Delta / 2 added gives [S >= 0] (``ge``), subtracted from Delta / 2 [S < 0] (``lt``); ``le`` and ``gt`` swap the
+  operands. B + ceil(B / K) + ceil(B / K^2) + ... + 1 PBS in 1 + ceil(log_K B) calls (one PBS for one block).
+  ``eq``/``ne``: the per-block bits [d_i != 0] (on d_i + M - 1, no padding bit) are summed (up to
+  min(2^p - 1, norm2) per block) and a table tests the sum for zero: B + 1 PBS in 2 calls.
   Comparisons return an ``LWECiphertext`` of the inputs' batch shape encrypting 0 or 1
   (``ops.decrypt`` reads it).
 
@@ -71,10 +76,10 @@ PBS / sequential calls per integer (``cost``, clean operands; they depend only o
 =====================  ===============  =========  =====  =====  =====  ======================
 layout                 add, sub, neg    propagate  lt     eq     x 7    lt(x + y, z)
 =====================  ===============  =========  =====  =====  =====  ======================
-8 bits, 4 x 2 (p = 4)  0 / 0            7 / 4      7 / 3  5 / 2  8 / 1  14 / 7
+8 bits, 4 x 2 (p = 4)  0 / 0            7 / 4      5 / 2  5 / 2  8 / 1  12 / 6
 8 bits, 2 x 4 (p = 8)  0 / 0            3 / 2      3 / 2  3 / 2  0 / 0  6 / 4
 7 bits, 1 x 7 (p = 8)  0 / 0            1 / 1      1 / 1  1 / 1  1 / 1  2 / 2
-16 bits, 8 x 2 (p = 4) 0 / 0            15 / 8     15 / 4 9 / 2  16 / 1 30 / 12
+16 bits, 8 x 2 (p = 4) 0 / 0            15 / 8     11 / 3 9 / 2  16 / 1 26 / 11
 =====================  ===============  =========  =====  =====  =====  ======================
 
 ("propagate" of x + y; a wide block pays for its one bootstrap with a larger N: :mod:`crossfhe.tfhe.presets`.)
@@ -101,6 +106,7 @@ from crossfhe.core.keys import check_key_ids
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError
 from crossfhe.tfhe import ops
+from crossfhe.tfhe.linear import add_const_words
 from crossfhe.tfhe.params import Params
 
 _static = partial(field, metadata={"static": True})
@@ -108,7 +114,6 @@ _static = partial(field, metadata={"static": True})
 MAX_BITS = 64
 """Widest integer: decrypt returns int64 (uint64 at 64 bits)."""
 
-_LESS, _EQUAL, _GREATER = 0, 1, 2
 
 
 # --------------------------------------------------------------------------------------------------
@@ -273,12 +278,12 @@ def _add_block_consts(params: Params, ct: LWECiphertext, consts) -> LWECiphertex
     return ops.add_scalar(params, ct, c)
 
 
-def _bootstrap(sk, ct: LWECiphertext, tables: list) -> list[LWECiphertext]:
+def _bootstrap(sk, ct: LWECiphertext, tables: list, out_delta: int | None = None) -> list[LWECiphertext]:
     """``ops.pbs_many`` (one key switch per input, one blind rotation per input and table), or its count."""
     if isinstance(sk, _Tally):
         sk.record(ct.batch_shape, len(tables))
         return [ct] * len(tables)
-    return ops.pbs_many(sk, ct, list(tables))
+    return ops.pbs_many(sk, ct, list(tables), out_delta=out_delta)
 
 
 def _table(params: Params, f: Callable[[int], int]) -> np.ndarray:
@@ -710,38 +715,54 @@ def _block_diffs(sk, x: RadixInteger, y: RadixInteger) -> tuple[RadixInteger, LW
     return x, w
 
 
-def _sign_of(big_m: int) -> Callable[[int], int]:
-    return lambda w: _LESS if w < big_m - 1 else (_EQUAL if w == big_m - 1 else _GREATER)
+def _signed_sign_table(params: Params, scale: int) -> np.ndarray:
+    """The table v -> scale [v != 0] on [0, 2^p): bootstrapped on a phase d in (-2^p, 2^p), whose negative half the
+    blind rotation negates (the padding bit), it gives scale sign(d)."""
+    return _table(params, lambda v: scale if v else 0)
 
 
-def _merge(hi: int, lo: int) -> int:
-    return lo if hi == _EQUAL else hi
+def _fan_in(params: Params) -> int:
+    """K: the most signs one bootstrap merges (sum_j 2^j s_j over K signs stays in (-2^p, 2^p), norm K)."""
+    return min(params.message_bits, params.norm2)
 
 
-def _order(sk, x: RadixInteger, y: RadixInteger, pred: Callable[[int], int]) -> LWECiphertext:
-    """pred(sign(x - y)) as an encrypted bit: block signs, then a merge tree (module docstring)."""
-    params, nb = _check(sk, x, y), x.num_blocks
-    if nb > 1 and (3 * _GREATER + _GREATER > 2**params.message_bits - 1 or 3 * 3 + 1 > params.norm2):
-        raise ParameterError(
-            f"comparing multi-block integers needs 3 s_hi + s_lo <= 8 < 2^p and norm2 >= 10 (p = "
-            f"{params.message_bits}, norm2 = {params.norm2}); use wider blocks or one block"
-        )
-    x, w = _block_diffs(sk, x, y)
-    sign = _sign_of(2**x.msg_bits)
-    if nb == 1:
-        return _take(_bootstrap(sk, w, [_table(params, lambda v: pred(sign(v)))])[0], 0)
-    (s,) = _bootstrap(sk, w, [_table(params, sign)])
-    count = nb
-    while count > 1:
-        k, odd = count // 2, count % 2
-        hi, lo = _take(s, slice(1, 2 * k, 2)), _take(s, slice(0, 2 * k, 2))
-        packed = ops.add(ops.mul_scalar(params, hi, 3), lo)
-        last = count == 2
-        f = (lambda t: pred(_merge(t // 3, t % 3))) if last else (lambda t: _merge(t // 3, t % 3))
-        (merged,) = _bootstrap(sk, packed, [_table(params, lambda t, f=f: f(t) if t < 9 else 0)])
-        s = _concat([merged, _take(s, slice(count - 1, count))]) if odd else merged
-        count = k + odd
-    return _take(s, 0)
+def _order(sk, x: RadixInteger, y: RadixInteger, negate: bool) -> LWECiphertext:
+    """[S >= 0] (``negate``: [S < 0]) as an encrypted bit, S the sign of x - y read block by block from the top
+    (module docstring: signed digits in the padding bit's negacyclic half, K signs per bootstrap)."""
+    params = _check(sk, x, y)
+    x, y = _broadcast(x, y)
+    big_m, budget = 2**x.msg_bits, params.norm2
+
+    def ok(dx, nx, dy, ny):
+        return all(d < big_m for d in dx + dy) and all(a + b <= budget for a, b in zip(nx, ny, strict=True))
+
+    x, y = _fit_pair(sk, x, y, ok, "comparison")
+    k = _fan_in(params)
+    if k < 2 and x.num_blocks > 1:
+        raise ParameterError(f"comparing multi-block integers merges two signs per bootstrap, which needs p >= 2 and "
+                             f"norm2 >= 2 (p = {params.message_bits}, norm2 = {params.norm2})")
+    level = ops.sub(x.blocks, y.blocks)  # d_i = x_i - y_i in [-(M - 1), M - 1]: the padding bit set where negative
+    count = x.num_blocks
+    while count > 1:  # each value's sign, scaled by 2^(its place in its group of K), then the groups' sums
+        groups = -(-count // k)
+        tables = np.stack([_signed_sign_table(params, 1 << (i % k)) for i in range(count)])
+        shape = level.batch_shape
+        per_input = np.broadcast_to(tables.reshape((count,) + (1,) * (len(shape) - 1) + tables.shape[1:]),
+                                    shape + tables.shape[1:])
+        (signs,) = _bootstrap(sk, level, [per_input])
+        level = _stack([_sum([_take(signs, i) for i in range(g * k, min(count, (g + 1) * k))]) for g in range(groups)])
+        count = groups
+    half = params.delta // 2  # the bit as (1 +- sign) Delta / 2: [S >= 0] or [S < 0], at the message scale
+    (res,) = _bootstrap(sk, _take(level, 0), [_table(params, lambda v: 1)], out_delta=half)
+    if negate:
+        res = ops.negate(res)
+    return _add_raw(params, res, half)
+
+
+def _add_raw(params: Params, ct: LWECiphertext, value: int) -> LWECiphertext:
+    """ct + value in the body (value an integer multiple of the torus unit, not of Delta; no noise added)."""
+    enc = np.array([value % q for q in params.moduli], dtype=np.uint32)
+    return LWECiphertext(add_const_words(ct.b, enc, moduli=params.moduli), ct.a, ct.moduli, ct.key_id)
 
 
 def _equality(sk, x: RadixInteger, y: RadixInteger, want_equal: bool) -> LWECiphertext:
@@ -784,25 +805,25 @@ def ne(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
 @_program()
 def lt(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
     """[x < y] (unsigned), an LWECiphertext encrypting 0 or 1 of the batch shape."""
-    return _order(sk, x, y, lambda s: int(s == _LESS))
+    return _order(sk, x, y, negate=True)
 
 
 @_program()
 def le(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
-    """[x <= y] (unsigned), as :func:`lt`."""
-    return _order(sk, x, y, lambda s: int(s != _GREATER))
+    """[x <= y] (unsigned), as :func:`lt`: [y >= x]."""
+    return _order(sk, y, x, negate=False)
 
 
 @_program()
 def gt(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
-    """[x > y] (unsigned), as :func:`lt`."""
-    return _order(sk, x, y, lambda s: int(s == _GREATER))
+    """[x > y] (unsigned), as :func:`lt`: [y < x]."""
+    return _order(sk, y, x, negate=True)
 
 
 @_program()
 def ge(sk: ops.ServerKey, x: RadixInteger, y: RadixInteger) -> LWECiphertext:
     """[x >= y] (unsigned), as :func:`lt`."""
-    return _order(sk, x, y, lambda s: int(s != _LESS))
+    return _order(sk, x, y, negate=False)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -607,13 +607,45 @@ def divmod_(sk: ops.ServerKey, x: RadixInteger, d) -> tuple[RadixInteger, RadixI
         diff = propagate_carries(sk, ri.sub(sk, r, dw))
         (neg,) = _bootstrap(sk, _take(diff.blocks, nb + 1), [t_neg])  # r < d: the difference wrapped
         r = propagate_carries(sk, _select(sk, neg, r, diff))
-        ge_bit = _add_block_consts(params, ops.negate(neg), [1])
+        ge_bit = ops.add_scalar(params, ops.negate(neg), 1)
         quotient[i // m].append((ops.mul_scalar(params, ge_bit, 1 << (i % m)), 1 << (i % m), 4 ** (i % m)))
     q_blocks = [ri._sum([t[0] for t in col]) for col in quotient]
     q = _replace(x, _stack(q_blocks), [sum(t[1] for t in col) for col in quotient],
                  [sum(t[2] for t in col) for col in quotient])
     rem = _replace(r, _take(r.blocks, slice(0, nb)), r.degrees[:nb], r.norms[:nb])
     return q, rem
+
+
+@_binary()
+def divmod_signed(sk: ops.ServerKey, x: RadixInteger, d) -> tuple[RadixInteger, RadixInteger]:
+    """(x // d, x mod d) in two's complement with floor semantics, as Python's and NumPy's ``//`` and ``%``: the
+    remainder has the divisor's sign. The magnitudes are divided unsigned (:func:`divmod_`; |-2^(bits-1)| = 2^(bits-1)
+    is exact unsigned), the truncated quotient and remainder take their signs by selects, and where the signs differ
+    and the remainder is not zero the quotient drops by 1 and the remainder gains d. Division by zero gives the
+    quotient -1 for x >= 0 and 1 for x < 0 and the remainder x, as TFHE-rs's signed division does (the floor step is
+    skipped for d = 0). -2^(bits-1) // -1 wraps to -2^(bits-1), as NumPy's does."""
+    params = _check(sk, x, d)
+    _pairs_fit(x, "divmod")
+    x, d = _clean_pair(sk, *_broadcast(x, d))
+    m = x.msg_bits
+    sx, sd = _sign_bits(sk, x, d)
+
+    def magnitude(v, s):
+        return propagate_carries(sk, _select(sk, s, propagate_carries(sk, ri.neg(sk, v)), v))
+
+    q0, r0 = divmod_(sk, magnitude(x, sx), magnitude(d, sd))
+    q0, r0 = propagate_carries(sk, q0), propagate_carries(sk, r0)
+    zero = ri.trivial(params, 0, bits=x.bits, msg_bits=m)
+    r_nonzero, d_nonzero = ri.ne(sk, r0, zero), ri.ne(sk, d, zero)
+    (differ,) = _bivariate(sk, params, m, sx, sd, [lambda a, b: a ^ b])
+    (step,) = _bivariate(sk, params, m, differ, r_nonzero, [lambda a, b: a & b])
+    (adjust,) = _bivariate(sk, params, m, step, d_nonzero, [lambda a, b: a & b])
+    q = propagate_carries(sk, _select(sk, differ, propagate_carries(sk, ri.neg(sk, q0)), q0))
+    r = propagate_carries(sk, _select(sk, sx, propagate_carries(sk, ri.neg(sk, r0)), r0))
+    one = _resized(sk, _replace(x, _stack([adjust]), (1,), (1,)), x.num_blocks, False)
+    q = propagate_carries(sk, ri.sub(sk, q, one))
+    r = propagate_carries(sk, ri.add(sk, r, propagate_carries(sk, _select(sk, adjust, d, zero))))
+    return q, r
 
 
 # --------------------------------------------------------------------------------------------------
@@ -673,6 +705,6 @@ def overflowing_mul(sk: ops.ServerKey, x: RadixInteger, y, signed: bool = False)
     return low, ri.ne(sk, full, _resized(sk, low, 2 * nb, signed))
 
 
-__all__ = ["absolute", "bitand", "bitnot", "bitor", "bitxor", "cast", "divmod_", "ge", "gt", "is_negative", "le",
-           "lt", "maximum", "minimum", "mul", "overflowing_add", "overflowing_mul", "overflowing_sub", "rotl",
-           "rotl_by", "rotr", "rotr_by", "select", "shl", "shl_by", "shr", "shr_by"]
+__all__ = ["absolute", "bitand", "bitnot", "bitor", "bitxor", "cast", "divmod_", "divmod_signed", "ge", "gt",
+           "is_negative", "le", "lt", "maximum", "minimum", "mul", "overflowing_add", "overflowing_mul",
+           "overflowing_sub", "rotl", "rotl_by", "rotr", "rotr_by", "select", "shl", "shl_by", "shr", "shr_by"]

@@ -172,7 +172,7 @@ def test_comparisons(narrow):
         bit = getattr(integer, name)(sk, x, y)
         assert bit.batch_shape == (8,)
         np.testing.assert_array_equal(ops.decrypt(ck, bit), ref(A8, B8).astype(np.int64), err_msg=name)
-    assert integer.cost(integer.lt, sk, x, y) == integer.Cost(pbs=7, keyswitches=7, calls=3)
+    assert integer.cost(integer.lt, sk, x, y) == integer.Cost(pbs=5, keyswitches=5, calls=2)  # 4 signs, 1 merge
     assert integer.cost(integer.eq, sk, x, y) == integer.Cost(pbs=5, keyswitches=5, calls=2)
 
 
@@ -183,7 +183,7 @@ def test_comparison_of_unclean_operands(narrow):
     ck, sk, x, y = narrow
     s, t = integer.add(sk, x, y), integer.sub(sk, x, y)
     c = integer.cost(integer.ge, sk, s, t)
-    assert c.calls == 4 + 3 and c.pbs == 2 * 7 + 7
+    assert c.calls == 4 + 2 and c.pbs == 2 * 7 + 5
     np.testing.assert_array_equal(ops.decrypt(ck, integer.ge(sk, s, t)), ((A8 + B8) % 256 >= (A8 - B8) % 256))
 
 
@@ -206,7 +206,7 @@ def test_sixteen_bits(keys_p4):
     np.testing.assert_array_equal(integer.decrypt(ck, integer.sub(sk, x, y)), (A16 - B16) % 2**16)
     np.testing.assert_array_equal(ops.decrypt(ck, integer.lt(sk, x, y)), A16 < B16)
     np.testing.assert_array_equal(ops.decrypt(ck, integer.eq(sk, x, y)), A16 == B16)
-    assert integer.cost(integer.lt, sk, x, y) == integer.Cost(pbs=15, keyswitches=15, calls=4)
+    assert integer.cost(integer.lt, sk, x, y) == integer.Cost(pbs=11, keyswitches=11, calls=3)  # 8 + 2 + 1
 
 
 # --------------------------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ def test_cost_narrow_vs_wide(narrow, wide):
     """The Taurus comparison (§III-A2) as numbers: PBS per 8-bit operation on 4 narrow blocks vs one block."""
     _, sk4, x4, y4 = narrow
     _, sk6, x6, y6 = wide
-    assert integer.cost(integer.lt, x4.params, x4, y4).pbs == 7
+    assert integer.cost(integer.lt, x4.params, x4, y4).pbs == 5
     assert integer.cost(integer.lt, x6.params, x6, y6).pbs == 1
     s4 = integer.add(sk4, x4, y4)
     s6 = integer.add(sk6, x6, y6)
@@ -328,8 +328,14 @@ def test_mismatches_are_refused(narrow, wide):
         integer.mul_const(sk, x, 2.0)
 
 
-def test_comparison_needs_room_to_merge():
-    """p = 2: block signs (0, 1, 2) cannot be packed as 3 s_hi + s_lo; the error says so (no key needed)."""
-    x = integer.trivial(testing.INSECURE_TFHE_P2, [1, 2], bits=2, msg_bits=1)
-    with pytest.raises(ParameterError, match="comparing multi-block"):
-        integer.cost(integer.lt, x.params, x, x)
+def test_comparisons_on_two_bit_messages():
+    """p = 2 (blocks of 1 message bit): the signed digits merge K = 2 at a time, the sum 2 s_hi + s_lo in [-3, 3]
+    inside the padding bit's (-4, 4); every pair of 4-bit integers, against Python."""
+    ck, sk = ops.keygen(testing.INSECURE_TFHE_P2, b"tfhe-test-p2".ljust(32, b"\0"))
+    a, b = (v.reshape(-1) for v in np.meshgrid(np.arange(16), np.arange(16)))
+    x = integer.encrypt(ck, a, bits=4, msg_bits=1)
+    y = integer.encrypt(ck, b, bits=4, msg_bits=1)
+    for name, ref in COMPARISONS.items():
+        np.testing.assert_array_equal(ops.decrypt(ck, getattr(integer, name)(sk, x, y)), ref(a, b).astype(np.int64),
+                                      err_msg=name)
+    assert integer.cost(integer.lt, sk, x, y) == integer.Cost(pbs=4 + 2 + 1, keyswitches=7, calls=3)

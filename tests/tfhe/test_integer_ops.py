@@ -160,6 +160,18 @@ def test_division_and_remainder(ints):
     assert np.array_equal(_dec(ck, q), A // 10) and np.array_equal(_dec(ck, r), A % 10)
 
 
+@pytest.mark.slow  # 8-bit signed division: about 3 restoring divisions' worth of bootstraps on the CPU
+def test_signed_division_floors_as_python(ints):
+    ck, sk, x, y = ints
+    q, r = integer_ops.divmod_signed(sk, x, y)
+    a, b = _s(A), _s(B)
+    safe = np.where(b == 0, 1, b)
+    want_q = np.where(b == 0, np.where(a >= 0, -1, 1), a // safe)  # by zero: as TFHE-rs's signed division
+    want_r = np.where(b == 0, a, a % safe)
+    assert np.array_equal(_s(_dec(ck, q)), _s(want_q & MASK))  # -128 // -1 wraps to -128, as NumPy's int8
+    assert np.array_equal(_s(_dec(ck, r)), want_r)
+
+
 def test_errors_name_the_problem(ints, keys_p6):
     ck, sk, x, y = ints
     ck6, sk6 = keys_p6
