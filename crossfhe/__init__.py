@@ -2,7 +2,8 @@
 
 Public names: the contexts and encrypted values of the three schemes (:mod:`crossfhe.api`: ``CKKSContext``,
 ``BFVContext``, ``TFHEContext``, their public contexts, ``EncryptedVector``, ``EncryptedIntVector``,
-``EncryptedInt``), the named parameter sets (``crossfhe.presets.ckks``, ``.bfv``, ``.tfhe``), circuits, the
+``EncryptedInt``, ``EncryptedInteger``: NumPy's integer types on TFHE, with ``where``, ``minimum``, ``maximum``),
+the named parameter sets (``crossfhe.presets.ckks``, ``.bfv``, ``.tfhe``), circuits, the
 errors, and the substrate's parameters and rings; the submodules (``crossfhe.ckks``, ``crossfhe.bfv``,
 ``crossfhe.tfhe``, ``crossfhe.io``, ``crossfhe.math``, ``crossfhe.ring``, ``crossfhe.core``) hold the rest.
 
@@ -19,16 +20,20 @@ from crossfhe.api import (
     CKKSContext,
     CKKSPublicContext,
     EncryptedInt,
+    EncryptedInteger,
     EncryptedIntVector,
     EncryptedVector,
     SchemeSwitch,
     TFHEContext,
     TFHEPublicContext,
+    maximum,
+    minimum,
+    where,
 )
 from crossfhe.api.circuit import Circuit, circuit, compile  # noqa: A004
 from crossfhe.api.circuit import load as load_circuit
 from crossfhe.api.ir import CircuitError
-from crossfhe.api.specs import BFVVector, CKKSVector, TFHEInt
+from crossfhe.api.specs import BFVVector, CKKSVector, TFHEInt, TFHEInteger
 from crossfhe.bfv import presets as _bfv_presets
 from crossfhe.ckks import presets as _ckks_presets
 from crossfhe.core.params import (
@@ -69,6 +74,7 @@ __all__ = [
     "Circuit",
     "CircuitError",
     "TFHEInt",
+    "TFHEInteger",
     "circuit",
     "compile",
     "BasisMismatchError",
@@ -81,6 +87,7 @@ __all__ = [
     "Domain",
     "DomainMismatchError",
     "EncryptedInt",
+    "EncryptedInteger",
     "EncryptedIntVector",
     "EncryptedVector",
     "InsecureParametersError",
@@ -98,6 +105,9 @@ __all__ = [
     "SerializationError",
     "TFHEContext",
     "TFHEPublicContext",
+    "maximum",
+    "minimum",
+    "where",
     "check_security",
     "intt",
     "load_circuit",

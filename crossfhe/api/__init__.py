@@ -10,6 +10,8 @@ and ``.serialize()`` / ``load(ctx, blob)``.
   (exact integer vectors mod t).
 * :mod:`crossfhe.api.tfhe`: :class:`TFHEContext`, :class:`TFHEPublicContext`, :class:`EncryptedInt`
   (p-bit integers with lookups, their range tracked).
+* :mod:`crossfhe.api.integer`: :class:`EncryptedInteger` (NumPy's integer types, uint8 to int64 and bool, on TFHE
+  radix blocks; ``TFHEContext.encrypt(v, dtype=np.uint16)``), :func:`where`, :func:`minimum`, :func:`maximum`.
 * :mod:`crossfhe.api.switch`: :class:`SchemeSwitch` (CKKS vectors <-> TFHE integers; ReLU, comparisons, max,
   argmax and any table on CKKS vectors).
 """
@@ -17,8 +19,9 @@ and ``.serialize()`` / ``load(ctx, blob)``.
 from crossfhe.api.bfv import BFVContext, BFVPublicContext, EncryptedIntVector
 from crossfhe.api.circuit import Circuit, CircuitKeys, Encrypted, cache_dir, circuit, compile, load  # noqa: A004
 from crossfhe.api.ckks import CKKSContext, CKKSPublicContext, EncryptedVector
+from crossfhe.api.integer import EncryptedInteger, maximum, minimum, where
 from crossfhe.api.ir import CircuitError, Graph, Node
-from crossfhe.api.specs import BFVVector, CKKSVector, TFHEInt
+from crossfhe.api.specs import BFVVector, CKKSVector, TFHEInt, TFHEInteger
 from crossfhe.api.switch import SchemeSwitch
 from crossfhe.api.tfhe import EncryptedInt, TFHEContext, TFHEPublicContext
 
@@ -32,6 +35,7 @@ __all__ = [
     "Graph",
     "Node",
     "TFHEInt",
+    "TFHEInteger",
     "cache_dir",
     "circuit",
     "compile",
@@ -41,9 +45,13 @@ __all__ = [
     "CKKSContext",
     "CKKSPublicContext",
     "EncryptedInt",
+    "EncryptedInteger",
     "EncryptedIntVector",
     "EncryptedVector",
     "SchemeSwitch",
     "TFHEContext",
     "TFHEPublicContext",
+    "maximum",
+    "minimum",
+    "where",
 ]

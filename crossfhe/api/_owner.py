@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 from crossfhe.errors import KeyMismatchError, ParameterError
 
 _SWITCHES: dict = {}
@@ -46,6 +48,18 @@ def set_owner(x, owner):
 
 class KeyOwned:
     """Mixin of the encrypted values: ``decrypt()`` through the remembered key owner, never pickled."""
+
+    def _pair(self, other, what: str) -> None:
+        """Refuse an operand of another scheme or trace (:meth:`crossfhe.api.trace.Value._same`), of another key pair,
+        or (concrete values) of a batch shape that does not broadcast with this one's."""
+        self._same(other, what)
+        if self.traced:
+            return
+        same_keys(what, self.ct.key_id, other.ct.key_id)
+        try:
+            np.broadcast_shapes(self.shape, other.shape)
+        except ValueError:
+            raise ParameterError(f"{what}: batches of shapes {self.shape} and {other.shape} do not broadcast") from None
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -38,7 +38,7 @@ import numpy as np
 
 from crossfhe import runtime
 from crossfhe.api.ir import CircuitError, Graph
-from crossfhe.api.specs import BFVVector, CKKSVector, InputSpec, TFHEInt
+from crossfhe.api.specs import BFVVector, CKKSVector, InputSpec, TFHEInt, TFHEInteger
 from crossfhe.api.trace import Trace, Value
 from crossfhe.core.keys import SecretHolder
 from crossfhe.errors import KeyMismatchError, ParameterError, SerializationError
@@ -162,7 +162,7 @@ class Scheme:
     def spec_from_json(self, data: dict):
         data = dict(data)
         kind = data.pop("type", None)
-        cls = {c.__name__: c for c in (CKKSVector, BFVVector, TFHEInt)}.get(kind)
+        cls = {c.__name__: c for c in (CKKSVector, BFVVector, TFHEInt, TFHEInteger)}.get(kind)
         if cls is None:
             raise SerializationError(f"an input spec of unknown type {kind!r}")
         return cls(**data)
@@ -214,7 +214,7 @@ def schemes() -> dict[str, Scheme]:
     import importlib
 
     out = {}
-    for name in ("ckks", "bfv", "tfhe"):
+    for name in ("ckks", "bfv", "tfhe", "integer"):
         try:
             out[name] = importlib.import_module(f"crossfhe.api.{name}_lower").SCHEME
         except ModuleNotFoundError as e:
@@ -770,13 +770,14 @@ def compile(fn, *specs, params=None, precision: float | None = None, bits: int |
     keeps this circuit out of the cross-process cache (:func:`cache_dir`).
     """
     if not specs:
-        raise ParameterError("compile takes at least one input spec (CKKSVector(n), BFVVector(n), TFHEInt(bits))")
+        raise ParameterError("compile takes at least one input spec (CKKSVector(n), BFVVector(n), TFHEInt(bits), "
+                             "TFHEInteger(dtype))")
     kinds = {getattr(s, "scheme", None) for s in specs}
     if len(kinds) != 1 or None in kinds or "?" in kinds:
-        raise CircuitError(f"compile: the input specs {specs} must all be of one scheme (CKKSVector, BFVVector or "
-                           "TFHEInt); a circuit computes in one scheme")
+        raise CircuitError(f"compile: the input specs {specs} must all be of one scheme (CKKSVector, BFVVector, "
+                           "TFHEInt or TFHEInteger); a circuit computes in one scheme")
     scheme = schemes()[kinds.pop()]
-    trace = Trace(scheme.name)
+    trace = Trace(scheme.name, params)
     symbols = [scheme.trace_input(trace, i, s) for i, s in enumerate(specs)]
     result = fn(*symbols)
     outs = list(result) if isinstance(result, (tuple, list)) else [result]

@@ -72,4 +72,40 @@ class TFHEInt(InputSpec):
             raise ParameterError(f"TFHEInt takes bits in [1, 10], got {self.bits!r}")
 
 
-__all__ = ["BFVVector", "CKKSVector", "TFHEInt"]
+INTEGER_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64")
+"""The encrypted integer types (:class:`crossfhe.api.integer.EncryptedInteger`): NumPy's names."""
+
+
+def integer_dtype(dtype, what: str = "dtype") -> str:
+    """The name in :data:`INTEGER_DTYPES` of ``dtype`` (a NumPy dtype, its scalar type, ``bool`` or a name such as
+    "uint16"); ParameterError naming the types otherwise."""
+    import numpy as np
+
+    try:
+        name = "bool" if dtype is bool else np.dtype(dtype).name
+    except TypeError:
+        name = None
+    if name not in INTEGER_DTYPES:
+        raise ParameterError(f"{what}: encrypted integers are {', '.join(INTEGER_DTYPES)}, got {dtype!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class TFHEInteger(InputSpec):
+    """An encrypted integer of NumPy type ``dtype`` (``np.uint8`` to ``np.int64``, or ``bool``) on radix blocks of
+    ``msg_bits`` message bits each (default: half the parameters' message bits, :mod:`crossfhe.tfhe.integer`), as
+    :class:`crossfhe.EncryptedInteger` is; values in the type's range, arithmetic mod 2^bits."""
+
+    dtype: str
+    msg_bits: int | None = None
+
+    scheme = "integer"
+
+    def __post_init__(self):
+        object.__setattr__(self, "dtype", integer_dtype(self.dtype, "TFHEInteger"))
+        if self.msg_bits is not None and (isinstance(self.msg_bits, bool) or not isinstance(self.msg_bits, int)
+                                          or not 1 <= self.msg_bits <= 5):
+            raise ParameterError(f"TFHEInteger takes msg_bits in [1, 5], got {self.msg_bits!r}")
+
+
+__all__ = ["INTEGER_DTYPES", "BFVVector", "CKKSVector", "TFHEInt", "TFHEInteger", "integer_dtype"]

@@ -112,7 +112,7 @@ class TFHEPublicContext(PublicContext):
         """:func:`noise_budget` of the parameters."""
         return noise_budget(self.params)
 
-    def encrypt(self, values, bits: int | None = None):
+    def encrypt(self, values, bits: int | None = None, *, dtype=None, msg_bits: int | None = None):
         raise ParameterError(
             "TFHE encrypts with the secret (client) key, which a public context does not hold: encrypt on the key "
             "owner's side (TFHEContext.encrypt) and send the values; here, combine them with int constants (x + 3)")
@@ -170,10 +170,23 @@ class TFHEContext(Context):
     def bits(self) -> int:
         return self.public.bits
 
-    def encrypt(self, values, bits: int | None = None) -> EncryptedInt:
-        """Encrypt an integer, or an integer array (a batch of that shape), in [0, 2^bits); ``bits`` at most the
-        parameters' p (default p). The value's interval is [0, 2^bits - 1]: declare fewer bits to leave room for
-        sums. ParameterError for values out of range or bits beyond p; TypeError for non-integers."""
+    def encrypt(self, values, bits: int | None = None, *, dtype=None, msg_bits: int | None = None):
+        """Encrypt an integer, or an integer array (a batch of that shape).
+
+        With ``dtype`` (``np.uint8`` to ``np.uint64``, ``np.int8`` to ``np.int64``, ``bool``, or their names): an
+        :class:`~crossfhe.api.integer.EncryptedInteger` of that type, values in its range, arithmetic mod 2^bits, on
+        radix blocks of ``msg_bits`` message bits (default p // 2). Without: an :class:`EncryptedInt`, one p-bit
+        message in [0, 2^bits), ``bits`` at most the parameters' p (default p); its interval is [0, 2^bits - 1]:
+        declare fewer bits to leave room for sums. ParameterError for values out of range or bits beyond p; TypeError
+        for non-integers."""
+        if dtype is not None:
+            if bits is not None:
+                raise ParameterError("encrypt: give dtype= (an integer type) or bits= (one message), not both")
+            from crossfhe.api import integer  # the integer types build on this module
+
+            return integer.encrypt(self, values, dtype, msg_bits)
+        if msg_bits is not None:
+            raise ParameterError("encrypt: msg_bits= chooses the blocks of an integer type; give dtype= too")
         p = self.bits
         bits = p if bits is None else bits
         if not is_int(bits) or not 1 <= bits <= p:
@@ -189,9 +202,14 @@ class TFHEContext(Context):
         return _set_owner(EncryptedInt(ct, self.public, Bound.source(0, 2**bits - 1)), self)
 
     def decrypt(self, x: EncryptedInt):
-        """The value(s): a Python int, or an int64 array of the batch shape. KeyMismatchError for a value of another
-        context; ParameterError for one whose interval may leave [0, 2^p) or whose noise is beyond the budget (its
-        value would be wrong)."""
+        """The value(s): a Python int, or an int64 array of the batch shape (an encrypted integer type: a NumPy
+        scalar or array of its type). KeyMismatchError for a value of another context; ParameterError for one whose
+        interval may leave [0, 2^p) or whose noise is beyond the budget (its value would be wrong)."""
+        if getattr(x, "scheme", None) == "integer" and not x.traced:
+            from crossfhe.api import integer
+
+            _same_keys("decrypt", self.key_id, x.ct.key_id)
+            return integer.decrypt(self, x)
         self._own(x, "decrypt")._check_usable("decrypt")
         v = ops.decrypt(self.secret_key, x.ct)
         return int(v) if v.ndim == 0 else v
@@ -327,16 +345,6 @@ class EncryptedInt(KeyOwned, Value):
         _, (b, a) = eager.run(SCHEME, public.params, public.keys, op, attrs, operands, consts=consts)
         ct = LWECiphertext(b, a, self.ct.moduli, self.ct.key_id)
         return _set_owner(self._replace(ct=ct, bound=bound), self._owner_of((self, *others)))
-
-    def _pair(self, other: EncryptedInt, what: str) -> None:
-        self._same(other, what)
-        if self.traced:
-            return
-        _same_keys(what, self.ct.key_id, other.ct.key_id)
-        try:
-            np.broadcast_shapes(self.shape, other.shape)
-        except ValueError:
-            raise ParameterError(f"{what}: batches of shapes {self.shape} and {other.shape} do not broadcast") from None
 
     def _constant(self, c, what: str):
         """An int, or (eagerly) an int array that broadcasts to this batch as a trivial ciphertext (b = c Delta,

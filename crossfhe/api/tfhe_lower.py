@@ -658,13 +658,17 @@ class TFHEScheme(Scheme):
             raise KeyMismatchError(f"the inputs were encrypted under key pair {key_id}, the server key is of "
                                    f"{public.key_id}: run with the server key of the client key that encrypted them")
 
-    def encrypt(self, params, secret, spec: TFHEInt, values):
+    def check_client_key(self, params, secret) -> None:
+        """Refuse what is not a client key of ``params`` (TFHE encrypts with the secret key)."""
         if not isinstance(secret, ops.ClientKey):
             raise TypeError(f"TFHE encrypts with the client key (circuit.keys, or its .secret), got "
                             f"{type(secret).__name__}")
         if secret.params.digest() != params.digest():
             raise ParameterError(f"the client key was made for {secret.params.name or 'other parameters'}, the "
                                  f"circuit for {params.name or 'other ones'}")
+
+    def encrypt(self, params, secret, spec: TFHEInt, values):
+        self.check_client_key(params, secret)
         v = np.asarray(values)
         if v.dtype == bool or not np.issubdtype(v.dtype, np.integer):
             raise ParameterError(f"a TFHE input takes integers, got dtype {v.dtype}")

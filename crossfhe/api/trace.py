@@ -29,8 +29,11 @@ def source_line() -> str:
 class Trace:
     """The graph being recorded for one scheme; the values made while it is open refer to it."""
 
-    def __init__(self, scheme: str):
+    def __init__(self, scheme: str, params=None):
         self.scheme = scheme
+        self.params = params
+        """The parameters given to :func:`crossfhe.compile` (None: chosen after tracing); a scheme whose bookkeeping
+        depends on them while tracing (the radix integers' carries) reads them here."""
         self.builder = Builder(scheme)
         self.inputs: list[int] = []
 

@@ -30,7 +30,7 @@ SUITE_SUMMARIES = {
     "startup": "the README's first example in a fresh process (warm caches) against the same task in TenSEAL",
     "workload_programs": "HMVP and bootstrapping as one compiled program against their operations as separate ones",
     "byom": "a user's PyTorch CNN through crossfhe.ml (TFHE and CKKS) against Concrete ML's compile_torch_model",
-    "integers": "encrypted 8- to 64-bit integers: each radix operator's latency and bootstraps (TFHE-rs: not yet)",
+    "integers": "encrypted 8- to 64-bit integers: each radix operator against TFHE-rs's FheUint, on 1 and 2 threads",
 }
 """One line per suite for ``crossfhe bench`` (known without the benchmarks directory)."""
 
