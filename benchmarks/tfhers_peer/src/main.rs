@@ -12,8 +12,14 @@ use std::time::Instant;
 
 use tfhe::shortint::parameters::v1_6 as p64;
 use tfhe::shortint::parameters::v1_8 as p128;
-use tfhe::shortint::parameters::{ClassicPBSParameters, DynamicDistribution, ModulusSwitchType};
+use tfhe::shortint::parameters::ClassicPBSParameters;
 use tfhe::shortint::{ClientKey, ServerKey};
+
+mod common;
+use common::{
+    csv, flag_pairs, json_f, json_obj, json_str, key_bytes_from_params, median, ms, param_fields,
+    tfhe_version,
+};
 
 const USAGE: &str = "usage: tfhers_peer --params 1_1,2_2,3_3 [--reps R] [--pfail 2m64|2m128] \
 [--noise tuniform|gaussian]";
@@ -41,26 +47,9 @@ fn parse_args() -> Args {
         pfail: "2m64".into(),
         noise: "tuniform".into(),
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < argv.len() {
-        let key = argv[i].as_str();
-        if key == "-h" || key == "--help" {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        let val = argv
-            .get(i + 1)
-            .unwrap_or_else(|| fail(&format!("missing value for {key}")))
-            .clone();
-        match key {
-            "--params" => {
-                a.params = val
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            }
+    for (key, val) in flag_pairs(USAGE, fail) {
+        match key.as_str() {
+            "--params" => a.params = csv(&val),
             "--reps" => {
                 a.reps = val
                     .parse()
@@ -70,7 +59,6 @@ fn parse_args() -> Args {
             "--noise" => a.noise = val.to_lowercase(),
             _ => fail(&format!("unknown argument {key}")),
         }
-        i += 2;
     }
     if a.params.is_empty() {
         fail("--params is empty");
@@ -131,77 +119,6 @@ fn lookup(mc: &str, pfail: &str, noise: &str) -> Option<(String, ClassicPBSParam
     }
 }
 
-/// The tfhe version resolved in Cargo.lock (embedded at compile time).
-fn tfhe_version() -> String {
-    let lock = include_str!("../Cargo.lock");
-    let mut in_tfhe = false;
-    for line in lock.lines().map(str::trim) {
-        if line == "[[package]]" {
-            in_tfhe = false;
-        } else if line == "name = \"tfhe\"" {
-            in_tfhe = true;
-        } else if in_tfhe {
-            if let Some(v) = line.strip_prefix("version = ") {
-                return v.trim_matches('"').to_string();
-            }
-        }
-    }
-    "unknown".into()
-}
-
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn json_f(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x:.4}")
-    } else {
-        "null".into()
-    }
-}
-
-fn noise_desc(d: &DynamicDistribution<u64>) -> String {
-    match d {
-        DynamicDistribution::TUniform(t) => format!("tuniform(bound_log2={})", t.bound_log2()),
-        DynamicDistribution::Gaussian(g) => format!("gaussian(std={:e})", g.std),
-    }
-}
-
-fn ms_desc(m: &ModulusSwitchType) -> &'static str {
-    match m {
-        ModulusSwitchType::Standard => "standard",
-        ModulusSwitchType::DriftTechniqueNoiseReduction(_) => "drift_technique",
-        ModulusSwitchType::CenteredMeanNoiseReduction => "centered_mean",
-    }
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        0.5 * (s[n / 2 - 1] + s[n / 2])
-    }
-}
-
 fn bench_one(mc: &str, name: &str, p: ClassicPBSParameters, reps: usize) -> String {
     let space = p.message_modulus.0 * p.carry_modulus.0; // full plaintext space, message + carry
     let bits = space.trailing_zeros();
@@ -216,16 +133,7 @@ fn bench_one(mc: &str, name: &str, p: ClassicPBSParameters, reps: usize) -> Stri
     eprintln!("  keygen: client {cks_ms:.1} ms, server {sks_ms:.1} ms");
 
     let sks_bytes = bincode::serialized_size(&sks).unwrap_or(0);
-    // Same sizes from the parameters: n GGSWs of l (k+1)^2 N words (the Fourier form stores
-    // N/2 complex f64, the same 8 N bytes per polynomial); k N inputs x l_ks LWEs of n+1 u64.
-    let (n, k, big_n) = (
-        p.lwe_dimension.0 as u64,
-        p.glwe_dimension.0 as u64,
-        p.polynomial_size.0 as u64,
-    );
-    let (l_pbs, l_ks) = (p.pbs_level.0 as u64, p.ks_level.0 as u64);
-    let bsk_bytes = n * l_pbs * (k + 1) * (k + 1) * big_n * 8;
-    let ksk_bytes = k * big_n * l_ks * (n + 1) * 8;
+    let (bsk_bytes, ksk_bytes) = key_bytes_from_params(&p);
 
     // A nonlinear function over the whole message+carry space.
     let f = move |x: u64| (x * x + 3 * x + 1) % space;
@@ -273,34 +181,27 @@ fn bench_one(mc: &str, name: &str, p: ClassicPBSParameters, reps: usize) -> Stri
         checked - wrong
     );
 
-    let fields: Vec<(&str, String)> = vec![
+    let mut fields: Vec<(&str, String)> = vec![
         ("params", json_str(mc)),
         ("param_name", json_str(name)),
         ("bits", bits.to_string()),
-        ("message_modulus", p.message_modulus.0.to_string()),
-        ("carry_modulus", p.carry_modulus.0.to_string()),
-        ("log2_p_fail", json_f(p.log2_p_fail)),
-        ("lwe_dimension", n.to_string()),
-        ("glwe_dimension", k.to_string()),
-        ("polynomial_size", big_n.to_string()),
-        ("pbs_base_log", p.pbs_base_log.0.to_string()),
-        ("pbs_level", l_pbs.to_string()),
-        ("ks_base_log", p.ks_base_log.0.to_string()),
-        ("ks_level", l_ks.to_string()),
-        ("lwe_noise", json_str(&noise_desc(&p.lwe_noise_distribution))),
-        ("glwe_noise", json_str(&noise_desc(&p.glwe_noise_distribution))),
-        (
-            "modulus_switch",
-            json_str(ms_desc(&p.modulus_switch_noise_reduction_params)),
-        ),
+    ];
+    fields.extend(param_fields(&p));
+    fields.extend([
         ("client_keygen_ms", json_f(cks_ms)),
         ("server_keygen_ms", json_f(sks_ms)),
         ("server_key_bytes", sks_bytes.to_string()),
-        ("server_key_bytes_method", json_str("bincode::serialized_size(ServerKey)")),
+        (
+            "server_key_bytes_method",
+            json_str("bincode::serialized_size(ServerKey)"),
+        ),
         ("bsk_bytes_from_params", bsk_bytes.to_string()),
         ("ksk_bytes_from_params", ksk_bytes.to_string()),
         ("lut_gen_ms", json_f(lut_ms)),
-        ("op", json_str("apply_lookup_table (keyswitch + PBS, one ciphertext)")),
+        (
+            "op",
+            json_str("apply_lookup_table (keyswitch + PBS, one ciphertext)"),
+        ),
         ("function", json_str("f(x) = (x^2 + 3x + 1) mod 2^bits")),
         ("warmup_ms", json_f(warm_ms)),
         ("reps", times.len().to_string()),
@@ -309,12 +210,8 @@ fn bench_one(mc: &str, name: &str, p: ClassicPBSParameters, reps: usize) -> Stri
         ("pbs_max_ms", json_f(max)),
         ("checked", checked.to_string()),
         ("correct", (wrong == 0).to_string()),
-    ];
-    let body: Vec<String> = fields
-        .iter()
-        .map(|(k, v)| format!("{}: {v}", json_str(k)))
-        .collect();
-    format!("{{{}}}", body.join(", "))
+    ]);
+    json_obj(&fields)
 }
 
 fn main() {
