@@ -191,7 +191,9 @@ def tfhe_cases() -> list[Case]:
                  lambda c: io.dumps(c, params=TP), r),
             Case("tfhe.server_key", io.dumps(server_key), load, io.dumps, r),
             Case("tfhe.client_key", io.dumps_secret_key(ck), io.loads_secret_key, io.dumps_secret_key, r),
-            Case("tfhe.integer", io.dumps(x), lambda b: io.loads(b, context=ctx.public), io.dumps, r)]
+            Case("tfhe.integer", io.dumps(x), lambda b: io.loads(b, context=ctx.public), io.dumps, r),
+            Case("tfhe.radix", io.dumps(ctx.encrypt(np.array([3, 200]), dtype=np.uint8) + 1),
+                 lambda b: io.loads(b, context=ctx.public), io.dumps, r)]
 
 
 CIRCUIT = hashlib.sha256(b"a circuit").hexdigest()
@@ -444,7 +446,7 @@ KINDS = {
              "ckks.bootstrap_keys"],
     "bfv": ["bfv.params", "bfv.ciphertext", "bfv.plaintext", "bfv.public_key", "bfv.evaluation_keys", "bfv.secret_key",
             "bfv.hmvp_vector", "bfv.vector"],
-    "tfhe": ["tfhe.params", "tfhe.ciphertext", "tfhe.server_key", "tfhe.client_key", "tfhe.integer"],
+    "tfhe": ["tfhe.params", "tfhe.ciphertext", "tfhe.server_key", "tfhe.client_key", "tfhe.integer", "tfhe.radix"],
     "circuit": ["circuit.value"],
 }
 ALL_KINDS = [kind for kinds in KINDS.values() for kind in kinds]
@@ -500,7 +502,8 @@ def test_resealed_mutations_are_refused_or_harmless(kind, cases):
     assert tally["refused"] >= MUTATIONS // 2, tally
 
 
-NAMED_AS = {"bfv.vector": "bfv.ciphertext", "tfhe.integer": "tfhe.ciphertext", "circuit.value": "circuit.value array"}
+NAMED_AS = {"bfv.vector": "bfv.ciphertext", "tfhe.integer": "tfhe.ciphertext", "tfhe.radix": "tfhe.ciphertext",
+            "circuit.value": "circuit.value array"}
 """Kinds whose loader (the front end's) reports the array as that of the kind it holds."""
 
 
