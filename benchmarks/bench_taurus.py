@@ -1,16 +1,17 @@
 """The Taurus workloads (Taurus §VI, Table IV) on multi-bit TFHE circuits: decision tree, gradient-boosted trees,
-KNN, a quantized MLP and a small CNN, each compiled by crossfhe.compile (KS/ACC dedup, batched bootstraps).
+KNN, a quantized MLP, a small CNN and an XGBoost regressor, each compiled by crossfhe.compile (KS/ACC dedup, batched
+bootstraps).
 
-    python benchmarks/bench_taurus.py [--quick] [--workloads tree,gbt,knn,mlp,cnn] [--batch 8] [--reps 10]
+    python benchmarks/bench_taurus.py [--quick] [--workloads tree,gbt,knn,mlp,cnn,xgb] [--batch 8] [--reps 10]
                                       [--no-peer] [--json PATH]
 
-Per workload: accuracy on the whole test split of the float model, of the quantized plain model (exact integer
-arithmetic) and of the encrypted model on the samples run (whose decrypted outputs must equal the plain model's:
-``exact``); latency per sample at batch 1 (median of >= 3 runs after a warm-up run that compiles; encrypt, run,
-decrypt apart) and per sample at ``--batch`` (one run after its warm-up); PBS (bootstraps), launches, key switches
-and test vectors before and after the compiler's dedup and batching passes; the preset and its key sizes;
-for ``--unoptimized`` workloads also the batch-1 latency of the circuit compiled with ``optimize=False`` (one launch
-and one key switch per lookup).
+Per workload: accuracy (xgb, a regressor: R^2, ``r2``) on the whole test split of the float model, of the quantized
+plain model (exact integer arithmetic) and of the encrypted model on the samples run (whose decrypted outputs must
+equal the plain model's: ``exact``); latency per sample at batch 1 (median of >= 3 runs after a warm-up run that
+compiles; encrypt, run, decrypt apart) and per sample at ``--batch`` (one run after its warm-up); PBS (bootstraps),
+launches, key switches and test vectors before and after the compiler's dedup and batching passes; the preset and
+its key sizes; for ``--unoptimized`` workloads also the batch-1 latency of the circuit compiled with
+``optimize=False`` (one launch and one key switch per lookup).
 
 Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gives them as JSON):
 
@@ -29,14 +30,32 @@ Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gi
   4 (36 windows) -> 10, NumPy Adam (seed 0, 20 epochs), 3-bit activations, P8, post-training quantization.
   Per-neuron quantization as in crossfhe.apps.qnn.
 - gbt, tree: each tree cut into packed subtrees, one lookup each (crossfhe.apps.trees).
+- xgb (Taurus's XGBoost regressor: 50 estimators, depth 4, 6-bit): ``crossfhe.apps.datasets.diabetes(seed=0)``:
+  scikit-learn's diabetes table (442 x 10, target a float score 25..346), a seeded permutation (NumPy PCG64, seed
+  0), the first 353 rows train, the other 89 test, each feature min-max scaled by the training rows (test clipped to
+  [0, 1]). xgboost.XGBRegressor(n_estimators=50, max_depth=4, learning_rate=0.1, base_score=0.5,
+  tree_method="exact", random_state=0, n_jobs=1) fitted on the float train rows (base_score 0.5: the only value
+  Concrete ML's XGBRegressor takes; "exact": what its XGBoost 1.6 picks for a table this small), compiled by
+  ``crossfhe.ml.from_sklearn(est, x_train, bits=6, params=P8)``: each feature on a uniform 6-bit grid over its
+  training range (q = round((x - lo) / step)), a split x < t becoming an integer comparison of q, and the sum of the
+  50 trees' leaf values quantized to P8's 8 bits (one step for the sum, the circuit's output an integer in
+  [0, 256)); the quantized model's ``r2`` is ``predict_approximated``'s (those integers in the clear), and the
+  encrypted outputs must equal them exactly on the samples run (``--batch 89``: the whole test split encrypted).
+  P8 rather than P6: a 6-bit sum has a 4x coarser output step. The record adds ``input_bits``, ``trees``,
+  ``output_step`` and ``output_bits``. XGBoost is not a dependency of crossfhe: ``xgb`` runs where it is installed
+  (``pip install xgboost``) and is left out of the default list otherwise.
 
-``--quick``: P4 models of a few lookups (the tests' sizes), batch 2, 3 reps: a smoke test in about a minute.
+``--quick``: P4 models of a few lookups (the tests' sizes; xgb: 5 estimators of depth 2, learning rate 0.5, on
+4-bit features), batch 2, 3 reps: a smoke test in about a minute.
 Threads: the process's CPUs (``threads`` in each record); run one heavy process at a time.
 
 Peer: Concrete ML (benchmarks/concrete_peer.py in .venv-concrete) is started once by :func:`run_peer` after our
 rows unless ``--no-peer`` (arguments: :func:`peer_args`; same data, split and seed, its own quantization); each
 model's record is attached as ``peer_record``, ``peer_median_ms`` and ``ratio`` (ours / peer, ms per sample at
-batch 1). For mlp and cnn a second peer runs our own integer network: :func:`export_network` writes it and
+batch 1). xgb's peer is Concrete ML's XGBRegressor (model ``xgbreg``) with the same estimators, depth, learning
+rate, base score, tree method and seed, n_bits 6 (4 with ``--quick``) for its inputs and leaves, fitted on the same
+split; it sums the trees' decrypted leaf values in the clear (Concrete ML's default), ours sums them encrypted. For
+mlp and cnn a second peer runs our own integer network: :func:`export_network` writes it and
 benchmarks/concrete_python_peer.py compiles it with concrete-python (the same integers, its own TFHE parameters,
 outputs checked equal to ours): ``same_model_record``, ``same_model_ms`` and ``same_model_ratio``. This is the CNN
 comparison, since Concrete ML's own CNN compiles to wrong outputs.
@@ -64,15 +83,19 @@ def _worker_env() -> dict:
     from crossfhe.runtime import HEAP_ENV
 
     return dict(os.environ, **HEAP_ENV)
-WORKLOADS = ("tree", "gbt", "knn", "mlp", "cnn")
-PAPER_MS = {"tree": 409.19, "knn": 306.66, "gbt": 689.29, "cnn": 11.60}
+WORKLOADS = ("tree", "gbt", "knn", "mlp", "cnn", "xgb")
+OPTIONAL = {"xgb": "xgboost"}
+"""Workloads that need a package crossfhe does not depend on: left out of the default ``--workloads`` where it is
+missing (named explicitly, they fail with the package's name)."""
+PAPER_MS = {"tree": 409.19, "knn": 306.66, "xgb": 689.29, "cnn": 11.60}
 """Taurus Table IV, the Taurus column (ms per inference on their accelerator, their models: decision tree on
 Bioresponse, KNN, XGBoost regressor on Ames, CNN-20): context, not a comparison measured here."""
 
 
 def _parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--workloads", default=None,
+                   help=f"comma-separated, of {','.join(WORKLOADS)} (default: all; xgb where XGBoost is installed)")
     p.add_argument("--batch", type=int, default=8, help="samples per batched run (throughput)")
     p.add_argument("--reps", type=int, default=10, help="batch-1 repetitions (at least 3, or 2 s)")
     p.add_argument("--max-seconds", type=float, default=30.0, help="stop repeating batch 1 after this (>= 3 reps)")
@@ -102,8 +125,13 @@ def peer_spec(name: str, quick: bool = False) -> dict:
            "split": {"seed": 0, "permutation": "numpy.random.default_rng(0).permutation(1797)", "train": 1437},
            "scaling": "pixels / 16, bilinear resize 8x8 -> 28x28 with aligned corners",
            "quantization": "q = min(floor(x * 2**bits), 2**bits - 1)"}
-    return {"name": name, "quick": quick, "model": MODELS[name](quick)[1],
-            **(img if name in ("mlp", "cnn") else tab)}
+    reg = {"dataset": "sklearn.datasets.load_diabetes", "loader": "crossfhe.apps.datasets.diabetes",
+           "split": {"seed": 0, "permutation": "numpy.random.default_rng(0).permutation(442)", "train": 353},
+           "scaling": "min-max per feature on the train rows, test clipped to [0, 1]; target float, unscaled",
+           "quantization": "per feature q = round((x - lo) / step) on a uniform grid of 2**bits points over the "
+                           "train rows' range; the trees' sum quantized to the preset's message bits"}
+    data = {"digits": img, "cancer": tab, "diabetes": reg}[MODELS[name](quick)[0]]
+    return {"name": name, "quick": quick, "model": MODELS[name](quick)[1], **data}
 
 
 def _model(name: str, quick: bool):
@@ -141,7 +169,33 @@ MODELS = {
                                  "stride": 14 if q else 4, "input_bits": 1 if q else 2, "act_bits": 2 if q else 3,
                                  "weight_max": 3 if q else 15, "seed": 0, "epochs": 3 if q else 20,
                                  "preset": "P4" if q else "P8"}),
+    "xgb": lambda q: ("diabetes", {"class": "XGBRegressor", "n_estimators": 5 if q else 50,
+                                   "max_depth": 2 if q else 4, "learning_rate": 0.5 if q else 0.1, "base_score": 0.5,
+                                   "tree_method": "exact", "bits": 4 if q else 6, "seed": 0,
+                                   "preset": "P4" if q else "P8"}),
 }
+
+
+def xgb_model(spec: dict, data, params=None):
+    """The xgb workload: ``xgboost.XGBRegressor`` fitted on ``data``'s train rows as ``spec`` says (a
+    :data:`MODELS` entry), compiled by ``crossfhe.ml.from_sklearn`` at ``spec["bits"]`` bits per feature on the
+    preset ``spec["preset"]`` (or ``params``), no check run. Returns (the fitted XGBRegressor, the
+    EncryptedEstimator, fit seconds, compile seconds)."""
+    import xgboost
+
+    from crossfhe.ml import from_sklearn
+    from crossfhe.tfhe import presets
+
+    t0 = time.perf_counter()
+    est = xgboost.XGBRegressor(n_estimators=spec["n_estimators"], max_depth=spec["max_depth"],
+                               learning_rate=spec["learning_rate"], base_score=spec["base_score"],
+                               tree_method=spec["tree_method"], random_state=spec["seed"], n_jobs=1)
+    est.fit(data.x_train, data.y_train)
+    fit_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    enc = from_sklearn(est, data.x_train, bits=spec["bits"], params=params or presets.PRESETS[spec["preset"]],
+                       check=0, progress=False)
+    return est, enc, fit_s, time.perf_counter() - t0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -167,17 +221,27 @@ def measure(name: str, args, key_cache: dict) -> dict:
     from crossfhe.apps import datasets
     from crossfhe.cli.benchutil import load_average
 
-    data = datasets.breast_cancer(seed=0) if MODELS[name](args.quick)[0] == "cancer" else datasets.digits(28, seed=0)
-    t0 = time.perf_counter()
-    model = _model(name, args.quick).fit(data.x_train, data.y_train)
-    fit_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    circuit = model.compile()
-    trace_s = time.perf_counter() - t0
+    kind = MODELS[name](args.quick)[0]
+    regression = kind == "diabetes"
+    if regression:  # xgb: an XGBoost regressor through crossfhe.ml.from_sklearn; its TreeEnsemble is the model
+        data = datasets.diabetes(seed=0)
+        est, enc, fit_s, trace_s = xgb_model(MODELS[name](args.quick)[1], data)
+        model, circuit = enc.trees, enc.circuit
+        predict_float = est.predict
+        plain = enc.predict_approximated(data.x_test)
+    else:
+        data = datasets.breast_cancer(seed=0) if kind == "cancer" else datasets.digits(28, seed=0)
+        t0 = time.perf_counter()
+        model = _model(name, args.quick).fit(data.x_train, data.y_train)
+        fit_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        circuit = model.compile()
+        trace_s = time.perf_counter() - t0
+        predict_float = model.predict_float
+        plain = model.predict_plain(data.x_test)
     counts = model.counts()
     keys, keygen_s = _keys(model.params, key_cache)
     y = np.asarray(data.y_test)
-    plain = model.predict_plain(data.x_test)
     x1 = data.x_test[:1]
     q1 = model.encode(x1)
 
@@ -222,20 +286,31 @@ def measure(name: str, args, key_cache: dict) -> dict:
             runs.append(time.perf_counter() - t0)
         unopt = 1e3 * statistics.median(runs)
     enc_pred = model.decode(outb)
+    if regression:  # the decoded sums [n, 1]: the regressor's predictions
+        enc_pred = np.asarray(enc_pred, np.float64)[:, 0]
     sk = keys.public
     if name in ("mlp", "cnn") and not args.no_peer:
         EXPORTS[name] = Path(tempfile.mkdtemp(prefix="taurus-")) / f"{name}.npz"
         export_network(model, model.encode(data.x_test[: args.peer_samples]), EXPORTS[name])
+    n = len(xb)
+    if regression:
+        quality = {"r2": {"float": _r2(y, predict_float(data.x_test)), "plain": _r2(y, plain),
+                          "encrypted": _r2(y[:n], enc_pred), "plain_same_samples": _r2(y[:n], plain[:n]),
+                          "float_same_samples": _r2(y[:n], predict_float(xb))},
+                   "max_abs_error_encrypted": float(np.max(np.abs(enc_pred - y[:n]))),
+                   "input_bits": [int(b) for b in model.input_bits], "trees": len(model.trees),
+                   "output_step": float(model.step[0]), "output_bits": model.params.message_bits}
+    else:
+        quality = {"accuracy": {"float": float((np.asarray(predict_float(data.x_test)) == y).mean()),
+                                "plain": float((plain == y).mean()),
+                                "encrypted": float((enc_pred == y[:n]).mean()),
+                                "plain_same_samples": float((plain[:n] == y[:n]).mean())}}
     return {
         "suite": "taurus", "name": name, "peer": "crossfhe", "workload": MODELS[name](args.quick)[1],
         "data": data.name, "train": len(data.y_train), "test": len(y), "preset": model.params.name,
         "params": {"p": model.params.message_bits, "n": model.params.lwe_dim, "N": model.params.poly_size,
                    "extension": model.params.extension},
-        "inputs": len(model.input_bits), "outputs": len(circuit.graph.outputs),
-        "accuracy": {"float": float((np.asarray(model.predict_float(data.x_test)) == y).mean()),
-                     "plain": float((plain == y).mean()),
-                     "encrypted": float((enc_pred == y[: len(xb)]).mean()),
-                     "plain_same_samples": float((plain[: len(xb)] == y[: len(xb)]).mean())},
+        "inputs": len(model.input_bits), "outputs": len(circuit.graph.outputs), **quality,
         "agreement": float((enc_pred == plain[: len(xb)]).mean()), "exact": exact, "encrypted_samples": len(xb),
         "counts_before": counts["before"], "counts_after": counts["after"],
         "median_ms": 1e3 * statistics.median(totals), "min_ms": 1e3 * min(totals), "max_ms": 1e3 * max(totals),
@@ -255,6 +330,17 @@ def measure(name: str, args, key_cache: dict) -> dict:
         "load": load_average(), "paper_ms": PAPER_MS.get(name),
         "note": "paper_ms: Taurus Table IV (accelerator, their models); context only",
     }
+
+
+def _r2(y, pred) -> float | None:
+    """The coefficient of determination 1 - sum (y - pred)^2 / sum (y - mean y)^2 (scikit-learn's r2_score); None
+    for fewer than two samples."""
+    import numpy as np
+
+    y, pred = np.asarray(y, np.float64), np.asarray(pred, np.float64)
+    if len(y) < 2:
+        return None
+    return float(1.0 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2))
 
 
 def export_network(model, q, path) -> None:
@@ -312,25 +398,30 @@ def run_same_model(samples: int, threads: int) -> dict:
     return out
 
 
-PEER_NAMES = {"tree": "tree", "gbt": "xgb", "knn": "knn", "mlp": "mlp", "cnn": "cnn"}
+PEER_NAMES = {"tree": "tree", "gbt": "xgb", "knn": "knn", "mlp": "mlp", "cnn": "cnn", "xgb": "xgbreg"}
 """Our workload names -> benchmarks/concrete_peer.py's model names."""
 
 
 def peer_args(names: list[str], quick: bool, samples: int, threads: int) -> list[str]:
     """The peer's command-line arguments closest to our models (:data:`MODELS`): the same data, split and seed (the
     peer copies crossfhe.apps.datasets); tree depth 6 on 6-bit features, 16 boosted trees of depth 3 on 6 bits, KNN
-    k 3 on 16 training points of 4 features, an MLP of 32 hidden units; TFHE-rs's failure probability 2^-64 per PBS.
+    k 3 on 16 training points of 4 features, an MLP of 32 hidden units, the XGBoost regressor's estimators, depth,
+    learning rate and bits (also with ``quick``); TFHE-rs's failure probability 2^-64 per PBS.
     Differences that remain: its quantization is Concrete ML's own (n_bits of inputs and weights, calibrated
     rounding), its KNN takes the first 16 training rows and the first 4 columns (ours: 16 rows drawn with seed 0 and
     the 4 columns of largest ANOVA F), its CNN is its own shape."""
     out = ["--models", ",".join(PEER_NAMES[n] for n in names), "--samples", str(samples), "--threads", str(threads),
            "--p-error", "tfhe-rs"]
+    reg = MODELS["xgb"](quick)[1]
+    if "xgb" in names:
+        out += ["--xgbreg-estimators", str(reg["n_estimators"]), "--xgbreg-depth", str(reg["max_depth"]),
+                "--xgbreg-learning-rate", str(reg["learning_rate"])]
     if quick:
-        return out + ["--quick"]
+        return out + ["--quick"] + (["--n-bits", f"xgbreg={reg['bits']}"] if "xgb" in names else [])
     knn = KNN_SIZE
     return out + ["--tree-depth", "6", "--xgb-estimators", "16", "--xgb-depth", "3", "--knn-k", "3", "--knn-train",
                   str(knn["n_train"]), "--knn-features", str(knn["n_features"]), "--mlp-hidden", "32", "--n-bits",
-                  f"tree=6,xgb=6,knn={knn['bits']}"]
+                  f"tree=6,xgb=6,knn={knn['bits']},xgbreg={reg['bits']}"]
 
 
 def run_peer(names: list[str], quick: bool, samples: int, threads: int) -> dict:
@@ -354,15 +445,15 @@ def run_peer(names: list[str], quick: bool, samples: int, threads: int) -> dict:
 
 def _table(records: list[dict]) -> None:
     print(f"\n{'workload':<6}{'preset':>7}{'acc f/q/enc':>20}{'exact':>6}{'ms b=1':>10}{'ms/smp b':>10}"
-          f"{'PBS':>9}{'launch':>9}{'KS':>9}{'TV':>9}{'key MiB':>9}{'peer':>9}")
+          f"{'PBS':>9}{'launch':>9}{'KS':>9}{'TV':>9}{'key MiB':>9}{'peer':>9}{'ratio':>7}")
     for r in records:
-        a, b, c = r["accuracy"], r["counts_before"], r["counts_after"]
-        acc = f"{a['float']:.3f}/{a['plain']:.3f}/{a['encrypted']:.2f}"
+        a, b, c = r.get("accuracy") or r["r2"], r["counts_before"], r["counts_after"]
+        acc = "/".join("-" if v is None else f"{v:.3f}" for v in (a["float"], a["plain"], a["encrypted"]))
         print(f"{r['name']:<6}{r['preset']:>7}{acc:>20}{'yes' if r['exact'] else 'NO':>6}{r['median_ms']:>10.0f}"
               f"{r['ms_per_sample_batched']:>10.0f}{b['bootstraps']:>4}>{c['bootstraps']:<4}"
               f"{b['pbs_calls']:>4}>{c['pbs_calls']:<4}{b['key_switches']:>4}>{c['key_switches']:<4}"
               f"{b['test_vectors']:>4}>{c['test_vectors']:<4}{r['key_mib']['server']:>9.0f}"
-              f"{r.get('peer_median_ms') or float('nan'):>9.0f}")
+              f"{r.get('peer_median_ms') or float('nan'):>9.0f}{r.get('ratio') or float('nan'):>7.2f}")
         if r.get("unoptimized_median_ms"):
             print(f"       {r['name']} compiled with optimize=False: {r['unoptimized_median_ms']:.0f} ms at batch 1")
         if r.get("same_model_record"):
@@ -372,8 +463,28 @@ def _table(records: list[dict]) -> None:
                      f"{r['same_model_ratio']:.2f}" if sm.get("ms_per_sample") else f"failed: {sm.get('error')}"))
         if not r["exact"]:
             print(f"       the decrypted outputs differ from the plain model's on {r['name']}")
-    print("acc: float model / quantized plain (whole test split) / encrypted (samples run); counts before>after the "
-          "dedup and batching passes; b = --batch")
+    print("acc: float model / quantized plain (whole test split) / encrypted (samples run), R^2 for xgb; counts "
+          "before>after the dedup and batching passes; b = --batch; ratio: ours / peer, ms per sample at batch 1")
+
+
+def _workloads(text: str | None) -> list[str]:
+    """The workloads ``--workloads`` names (default: all of :data:`WORKLOADS` whose :data:`OPTIONAL` package is
+    installed); SystemExit for an unknown name or a named workload whose package is missing."""
+    import importlib.util
+
+    missing = {n: pkg for n, pkg in OPTIONAL.items() if importlib.util.find_spec(pkg) is None}
+    if text is None:
+        for n, pkg in missing.items():
+            print(f"# {n} left out: it needs {pkg} (pip install {pkg})", file=sys.stderr)
+        return [n for n in WORKLOADS if n not in missing]
+    names = [n for n in text.split(",") if n]
+    bad = [n for n in names if n not in WORKLOADS]
+    if bad:
+        raise SystemExit(f"unknown workloads {bad}: of {', '.join(WORKLOADS)}")
+    for n in names:
+        if n in missing:
+            raise SystemExit(f"workload {n} needs {missing[n]}, which is not installed (pip install {missing[n]})")
+    return names
 
 
 def main(argv=None) -> int:
@@ -388,7 +499,7 @@ def main(argv=None) -> int:
 
     enable_compilation_cache()
     records, key_cache = [], {}
-    names = args.workloads.split(",")
+    names = _workloads(args.workloads)
     for name in names:
         rec = measure(name, args, key_cache)
         records.append(rec)

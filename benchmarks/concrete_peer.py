@@ -1,8 +1,9 @@
 """Concrete ML peer for the Taurus workloads: decision tree, gradient-boosted trees (XGBoost), k-nearest neighbours,
-a quantized MLP and a small CNN, compiled by Concrete to TFHE and run one encrypted sample at a time.
+a quantized MLP, a small CNN and an XGBoost regressor, compiled by Concrete to TFHE and run one encrypted sample at a
+time.
 
     bash benchmarks/setup_concrete.sh                      # creates .venv-concrete (concrete-ml from PyPI)
-    .venv-concrete/bin/python benchmarks/concrete_peer.py [--models tree,xgb,knn,mlp,cnn] [--samples 5]
+    .venv-concrete/bin/python benchmarks/concrete_peer.py [--models tree,xgb,knn,mlp,cnn,xgbreg] [--samples 5]
         [--threads 1] [--n-bits 6 | --n-bits tree=7,xgb=6] [--p-error 2^-64 | --global-p-error 1e-5]
         [--quick] [--json PATH]
 
@@ -25,9 +26,15 @@ ML pins its own torch, scikit-learn, numpy and XGBoost, and this file imports ne
   interpolation with aligned corners (output (i, j) samples the input at (i * 7 / 27, j * 7 / 27)), labels 0..9;
   split by ``default_rng(0).permutation(1797)``, the first 1437 training, the other 360 test
   (``crossfhe.apps.datasets.digits(28)``).
+- ``diabetes`` (XGBoost regressor): ``load_diabetes()``, 442 x 10, the target a float (disease progression, 25 to
+  346); split by ``default_rng(0).permutation(442)``, the first 353 (= 442 * 4 // 5) training, the other 89 test;
+  features scaled to [0, 1] by the training set's min and max, test values clipped to [0, 1]; the target unscaled
+  (``crossfhe.apps.datasets.diabetes()``).
 
 The FHE samples are the first ``--samples`` test samples in that order; the accuracies "float" and
-"quantized_clear" are over the whole test set, and also reported on the FHE samples alone (``*_on_samples``).
+"quantized_clear" are over the whole test set, and also reported on the FHE samples alone (``*_on_samples``). For
+the regressor ``r2`` takes their place (R^2, scikit-learn's ``r2_score``; on the samples only from two samples on),
+with ``max_abs_diff`` (FHE against quantized_clear predictions, 0 unless a PBS failed).
 
 **Models** (all seeded; defaults, ``--quick`` in brackets):
 
@@ -35,6 +42,12 @@ The FHE samples are the first ``--samples`` test samples in that order; the accu
   random_state=0)`` (Taurus: 7-bit, depth 18 on Bioresponse).
 - ``xgb``: ``concrete.ml.sklearn.XGBClassifier(n_estimators=--xgb-estimators 50 [10], max_depth=--xgb-depth 4 [3],
   n_bits=6, random_state=0)`` (Taurus: 50 estimators, depth 4, 6-bit; a regressor on Ames Housing there).
+- ``xgbreg``: ``concrete.ml.sklearn.XGBRegressor(n_estimators=--xgbreg-estimators 50 [5], max_depth=--xgbreg-depth
+  4 [2], learning_rate=--xgbreg-learning-rate 0.1 [0.5], base_score=0.5, tree_method="exact", n_bits=6,
+  random_state=0, n_jobs=1)`` (Taurus: 50 estimators, depth 4, 6-bit, on Ames Housing). n_bits is its inputs' and
+  its leaves' bits (each tree's leaf values quantized apart); the circuit outputs every tree's quantized leaf value
+  and the trees are summed after decryption (Concrete ML's default: the sum is not computed encrypted).
+  bench_taurus.py's ``xgb`` passes its own estimators, depth, learning rate and bits.
 - ``knn``: ``concrete.ml.sklearn.KNeighborsClassifier(n_neighbors=--knn-k 3, n_bits=2 (Concrete ML's default))``
   fitted on the first ``--knn-train 10`` training samples and the first ``--knn-features 3`` columns (mean radius,
   mean texture, mean perimeter), test samples cut to the same columns (Taurus: 3 neighbours). Concrete ML's KNN
@@ -89,8 +102,10 @@ from pathlib import Path
 
 import numpy as np
 
-MODELS = ("tree", "xgb", "knn", "mlp", "cnn")
-N_BITS = {"tree": 7, "xgb": 6, "knn": 2, "mlp": 6, "cnn": 6}
+MODELS = ("tree", "xgb", "knn", "mlp", "cnn", "xgbreg")
+N_BITS = {"tree": 7, "xgb": 6, "knn": 2, "mlp": 6, "cnn": 6, "xgbreg": 6}
+REGRESSORS = ("xgbreg",)
+XGBREG_LEARNING_RATE = (0.1, 0.5)  # --xgbreg-learning-rate's default (full size, --quick)
 P_ERROR_TFHE_RS = 2.0**-64  # TFHE-rs's default failure probability per PBS
 CONCRETE_ML_DEFAULT_P_ERROR = 2.0**-40  # concrete.ml.common.utils.manage_parameters_for_pbs_errors
 DIGITS_SIDE = 8
@@ -98,7 +113,7 @@ DIGITS_SIDE = 8
 # name: (full size, --quick size)
 SIZES = {
     "tree_depth": (8, 4), "xgb_estimators": (50, 10), "xgb_depth": (4, 3), "knn_k": (3, 3), "knn_train": (10, 10),
-    "knn_features": (3, 3),
+    "knn_features": (3, 3), "xgbreg_estimators": (50, 5), "xgbreg_depth": (4, 2),
     "mlp_hidden": (64, 32), "cnn_maps": (4, 4), "cnn_hidden": (64, 32), "epochs": (30, 10), "calibration": (200, 100),
     "samples": (5, 2),
 }
@@ -178,6 +193,17 @@ def breast_cancer(train: int | None = None, seed: int = 0):
 
     raw = load_breast_cancer()
     xtr, ytr, xte, yte = _split(raw.data.astype(np.float64), raw.target.astype(np.int64), train, seed)
+    lo, hi = xtr.min(axis=0), xtr.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return (xtr - lo) / span, ytr, np.clip((xte - lo) / span, 0, 1), yte
+
+
+def diabetes(train: int | None = None, seed: int = 0):
+    """(x_train, y_train, x_test, y_test), float targets: datasets.diabetes()."""
+    from sklearn.datasets import load_diabetes
+
+    raw = load_diabetes()
+    xtr, ytr, xte, yte = _split(raw.data.astype(np.float64), raw.target.astype(np.float64), train, seed)
     lo, hi = xtr.min(axis=0), xtr.max(axis=0)
     span = np.where(hi > lo, hi - lo, 1.0)
     return (xtr - lo) / span, ytr, np.clip((xte - lo) / span, 0, 1), yte
@@ -297,6 +323,14 @@ class TorchModel:
 
 def build(name: str, opts: dict, n_bits: int, data: dict):
     """The model ``name`` and its parameters (as reported)."""
+    if name == "xgbreg":
+        from concrete.ml.sklearn import XGBRegressor
+
+        xtr, ytr, _, _ = data["diabetes"]
+        params = {"n_estimators": opts["xgbreg_estimators"], "max_depth": opts["xgbreg_depth"],
+                  "learning_rate": opts["xgbreg_learning_rate"], "base_score": 0.5, "tree_method": "exact",
+                  "n_bits": n_bits, "random_state": 0, "n_jobs": 1}
+        return SklearnModel(name, XGBRegressor(**params), xtr, ytr), params
     if name in ("tree", "xgb", "knn"):
         xtr, ytr, _, _ = data["breast_cancer"]
         if name == "tree":
@@ -379,6 +413,13 @@ class StageTimer:
         self.outputs.clear()
 
 
+def _r2(y, pred) -> float | None:
+    """R^2 (sklearn.metrics.r2_score); None for fewer than two samples, where it is not defined."""
+    from sklearn.metrics import r2_score
+
+    return float(r2_score(y, pred)) if len(y) >= 2 else None
+
+
 def _ms(ts: list[float]) -> dict:
     if not ts:
         return {"median": None, "min": None, "max": None}
@@ -423,10 +464,11 @@ def run_model(name: str, opts: dict, n_bits: int, data: dict, samples: int, warm
     try:
         model, params = build(name, opts, n_bits, data)
         rec["params"] = params
-        key = "digits28" if name in ("mlp", "cnn") else "breast_cancer"
+        key = "digits28" if name in ("mlp", "cnn") else "diabetes" if name in REGRESSORS else "breast_cancer"
         xtr, ytr, xte, yte = data[key]
         rec["dataset"] = {"digits28": "digits 28x28 (sklearn load_digits, resized)",
-                          "breast_cancer": "breast cancer (sklearn load_breast_cancer)"}[key]
+                          "breast_cancer": "breast cancer (sklearn load_breast_cancer)",
+                          "diabetes": "diabetes (sklearn load_diabetes), a regression set"}[key]
         rec["train_samples"], rec["test_samples"] = len(model.x_train), len(xte)
         t0 = time.perf_counter()
         model.fit()
@@ -466,16 +508,26 @@ def run_model(name: str, opts: dict, n_bits: int, data: dict, samples: int, warm
         raw_clear = model.clear_raw(xs)
         raw_ok = [bool(np.array_equal(a.ravel(), b.ravel())) for a, b in zip(raw_fhe, raw_clear)]
         e = _ms(e2e)
+        if name in REGRESSORS:
+            quality = {"r2": {"float": _r2(yte, float_pred), "quantized_clear": _r2(yte, clear_pred),
+                              "float_on_samples": _r2(ys, float_pred[:n]),
+                              "quantized_clear_on_samples": _r2(ys, clear_pred[:n]),
+                              "fhe_on_samples": _r2(ys, fhe_pred)},
+                       "max_abs_diff": float(np.max(np.abs(fhe_pred - clear_pred[:n]))),
+                       "fhe_predictions": [float(v) for v in fhe_pred],
+                       "clear_predictions": [float(v) for v in clear_pred[:n]], "targets": [float(v) for v in ys]}
+        else:
+            quality = {"accuracy": {"float": float((float_pred == yte).mean()),
+                                    "quantized_clear": float((clear_pred == yte).mean()),
+                                    "float_on_samples": float((float_pred[:n] == ys).mean()),
+                                    "quantized_clear_on_samples": float((clear_pred[:n] == ys).mean()),
+                                    "fhe_on_samples": float((fhe_pred == ys).mean())},
+                       "fhe_predictions": [int(v) for v in fhe_pred],
+                       "clear_predictions": [int(v) for v in clear_pred[:n]], "labels": [int(v) for v in ys]}
         rec.update(
-            samples=n, warmup=warmup,
-            accuracy={"float": float((float_pred == yte).mean()), "quantized_clear": float((clear_pred == yte).mean()),
-                      "float_on_samples": float((float_pred[:n] == ys).mean()),
-                      "quantized_clear_on_samples": float((clear_pred[:n] == ys).mean()),
-                      "fhe_on_samples": float((fhe_pred == ys).mean())},
+            samples=n, warmup=warmup, **quality,
             agreement=float((fhe_pred == clear_pred[:n]).mean()),
             raw_agreement=float(np.mean(raw_ok)),
-            fhe_predictions=[int(v) for v in fhe_pred], clear_predictions=[int(v) for v in clear_pred[:n]],
-            labels=[int(v) for v in ys],
             ms_per_sample=e["median"], ms_per_sample_min=e["min"], ms_per_sample_max=e["max"],
             ms_per_sample_all=[1e3 * t for t in e2e],
             stage_ms={k: _ms(v)["median"] for k, v in timer.times.items()},
@@ -540,19 +592,23 @@ def versions() -> dict:
     return out
 
 
+def _f3(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
 def _table(out: dict) -> None:
     _log(f"\n{'model':<6}{'bits':>5}{'thr':>4}{'n':>4}{'ms/sample':>11}{'run ms':>9}{'compile s':>10}"
-         f"{'keygen s':>9}{'eval keys MiB':>14}{'max bits':>9}{'PBS':>7}  acc float/quant/fhe, agree")
+         f"{'keygen s':>9}{'eval keys MiB':>14}{'max bits':>9}{'PBS':>7}  acc (R^2) float/quant/fhe, agree")
     for name, r in out["models"].items():
         if "error" in r:
             _log(f"{name:<6}{r.get('n_bits', ''):>5}{out['threads']:>4}   {r['error']}")
             continue
-        a = r["accuracy"]
+        a = r.get("accuracy") or r["r2"]
         _log(f"{name:<6}{r['n_bits']:>5}{out['threads']:>4}{r['samples']:>4}{r['ms_per_sample']:>11.0f}"
              f"{r['run_ms']['median']:>9.0f}{r['compile_s']:>10.1f}{r['keygen_s']:>9.1f}"
              f"{r['keys']['evaluation_keys_bytes'] / 2**20:>14.1f}{r['circuit']['max_bit_width']:>9}"
-             f"{r['circuit']['pbs_count']:>7}  {a['float']:.3f}/{a['quantized_clear']:.3f}/"
-             f"{a['fhe_on_samples']:.3f}, {r['agreement']:.3f}")
+             f"{r['circuit']['pbs_count']:>7}  {_f3(a['float'])}/{_f3(a['quantized_clear'])}/"
+             f"{_f3(a['fhe_on_samples'])}, {r['agreement']:.3f}")
     _log(f"load {out['load']}, {out['wall_s']:.0f} s")
 
 
@@ -570,6 +626,8 @@ def main(argv=None) -> int:
     for k, (full, quick) in SIZES.items():
         if k != "samples":
             p.add_argument(f"--{k.replace('_', '-')}", type=int, default=None, help=f"default {full} (quick {quick})")
+    p.add_argument("--xgbreg-learning-rate", type=float, default=None,
+                   help=f"default {XGBREG_LEARNING_RATE[0]} (quick {XGBREG_LEARNING_RATE[1]})")
     p.add_argument("--rounding-bits", type=int, default=6,
                    help="MLP/CNN rounding_threshold_bits (0: none)")
     p.add_argument("--rounding-method", choices=("exact", "approximate"), default="exact",
@@ -589,6 +647,8 @@ def main(argv=None) -> int:
         p.error(f"unknown models {bad}: of {', '.join(MODELS)}")
     opts = {k: (getattr(args, k) if getattr(args, k, None) is not None else v[1 if args.quick else 0])
             for k, v in SIZES.items() if k != "samples"}
+    opts["xgbreg_learning_rate"] = (args.xgbreg_learning_rate if args.xgbreg_learning_rate is not None
+                                    else XGBREG_LEARNING_RATE[1 if args.quick else 0])
     opts["rounding_bits"] = args.rounding_bits or None
     opts["rounding_method"] = args.rounding_method
     samples = args.samples if args.samples is not None else SIZES["samples"][1 if args.quick else 0]
@@ -602,6 +662,8 @@ def main(argv=None) -> int:
         data["breast_cancer"] = breast_cancer()
     if any(m in models for m in ("mlp", "cnn")):
         data["digits28"] = digits(28)
+    if any(m in models for m in REGRESSORS):
+        data["diabetes"] = diabetes()
     v = versions()
     out = {"suite": "concrete_ml", "peer": f"concrete-ml {v['concrete-ml']}", "versions": v,
            "threads": args.threads, "threads_applied": threads, "quick": args.quick,
@@ -611,7 +673,9 @@ def main(argv=None) -> int:
            "data": {"breast_cancer": "sklearn load_breast_cancer, default_rng(0) permutation, 455 train / 114 test, "
                                      "min-max scaled to [0, 1] by the training set",
                     "digits28": "sklearn load_digits / 16, bilinear (aligned corners) 8x8 -> 28x28, default_rng(0) "
-                                "permutation, 1437 train / 360 test"},
+                                "permutation, 1437 train / 360 test",
+                    "diabetes": "sklearn load_diabetes, default_rng(0) permutation, 353 train / 89 test, features "
+                                "min-max scaled to [0, 1] by the training set, float target unscaled"},
            "models": {}, "notes": list(NOTES)}
     for name in models:
         out["models"][name] = run_model(name, opts, n_bits[name], data, samples, args.warmup, p_error,

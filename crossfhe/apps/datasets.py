@@ -1,7 +1,8 @@
 """Real data sets for the encrypted-learning workloads, from scikit-learn's bundled copies (no download):
 handwritten digits (1797 images of 8 x 8 pixels, 16 grey levels, UCI "optdigits" test set) resized to the
-papers' shapes, and the Wisconsin breast-cancer table (569 x 30). scikit-learn is the ``ml`` extra
-(``pip install crossfhe[ml]``); it is imported on first use.
+papers' shapes, the Wisconsin breast-cancer table (569 x 30) and, for regression, the diabetes table (442 x 10, a
+disease-progression score as the target). scikit-learn is the ``ml`` extra (``pip install crossfhe[ml]``); it is
+imported on first use.
 
 Resizing: bilinear interpolation with aligned corners (output pixel (i, j) samples the input at
 (i (s - 1) / (S - 1), j (s - 1) / (S - 1))), pixel values scaled to [0, 1]. HELR's 14 x 14 (196 features) and
@@ -24,7 +25,8 @@ DIGITS_SIDE = 8
 
 @dataclass(frozen=True)
 class Split:
-    """Features and labels: ``x_train`` float64[n, features] (or [n, side, side] images), ``y_train`` int64[n]."""
+    """Features and targets: ``x_train`` float64[n, features] (or [n, side, side] images), ``y_train`` int64[n]
+    (class labels) or float64[n] (a regression set's targets)."""
 
     x_train: np.ndarray
     y_train: np.ndarray
@@ -33,8 +35,11 @@ class Split:
     name: str
 
     def __repr__(self) -> str:
-        return (f"Split({self.name}: train {self.x_train.shape}, test {self.x_test.shape}, "
-                f"classes {sorted(set(self.y_train.tolist()))})")
+        if np.issubdtype(self.y_train.dtype, np.floating):
+            what = f"targets {self.y_train.min():g}..{self.y_train.max():g}"
+        else:
+            what = f"classes {sorted(set(self.y_train.tolist()))}"
+        return f"Split({self.name}: train {self.x_train.shape}, test {self.x_test.shape}, {what})"
 
 
 def _sklearn():
@@ -99,7 +104,20 @@ def breast_cancer(*, train: int | None = None, seed: int = 0) -> Split:
     """scikit-learn's breast-cancer table, each feature scaled to [0, 1] by the training set's min and max
     (test values clipped to [0, 1]); label 1 = benign."""
     raw = _sklearn().load_breast_cancer()
-    s = _split(raw.data.astype(np.float64), raw.target.astype(np.int64), train, seed, "breast cancer")
+    return _min_max(_split(raw.data.astype(np.float64), raw.target.astype(np.int64), train, seed, "breast cancer"))
+
+
+def diabetes(*, train: int | None = None, seed: int = 0) -> Split:
+    """scikit-learn's diabetes table (``load_diabetes()``, 442 x 10: age, sex, body-mass index, blood pressure and
+    six blood serum measurements), a regression set: the target is a float64 score of disease progression one year
+    later (25 to 346). Split as the others (default 353 train, 89 test), each feature scaled to [0, 1] by the
+    training set's min and max (test values clipped to [0, 1])."""
+    raw = _sklearn().load_diabetes()
+    return _min_max(_split(raw.data.astype(np.float64), raw.target.astype(np.float64), train, seed, "diabetes"))
+
+
+def _min_max(s: Split) -> Split:
+    """Each feature of ``s`` scaled to [0, 1] by the training set's min and max, test values clipped to [0, 1]."""
     lo, hi = s.x_train.min(axis=0), s.x_train.max(axis=0)
     span = np.where(hi > lo, hi - lo, 1.0)
     return Split((s.x_train - lo) / span, s.y_train, np.clip((s.x_test - lo) / span, 0, 1), s.y_test, s.name)
