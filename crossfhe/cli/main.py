@@ -26,7 +26,7 @@ SUITE_SUMMARIES = {
     "activations": "CKKS activations (sigmoid, ReLU, square): levels, approximation and encrypted error, latency",
     "ml": "encrypted ML on CKKS: HELR training with bootstrapping and CNN inference against TenSEAL",
     "switch": "CKKS <-> TFHE scheme switching: ReLU, comparison, max, argmax on CKKS vectors against OpenFHE",
-    "taurus": "Taurus workloads on TFHE circuits (trees, boosting, KNN, MLP, CNN) against Concrete ML",
+    "taurus": "Taurus workloads on TFHE circuits (trees, boosting, XGBoost regression, KNN, MLP, CNN) vs Concrete ML",
     "startup": "the README's first example in a fresh process (warm caches) against the same task in TenSEAL",
     "workload_programs": "HMVP and bootstrapping as one compiled program against their operations as separate ones",
     "byom": "a user's PyTorch CNN through crossfhe.ml (TFHE and CKKS) against Concrete ML's compile_torch_model",
