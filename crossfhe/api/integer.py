@@ -43,7 +43,7 @@ from crossfhe.api._owner import KeyOwned
 from crossfhe.api._owner import same_keys as _same_keys
 from crossfhe.api._owner import set_owner as _set_owner
 from crossfhe.api.specs import integer_dtype
-from crossfhe.api.tfhe import TFHEContext, TFHEPublicContext
+from crossfhe.api.tfhe import INTEGER_TYPES, TFHEContext, TFHEPublicContext
 from crossfhe.api.trace import Value, register_value
 from crossfhe.api.vector import scalar_operand
 from crossfhe.core.lwe import LWECiphertext
@@ -532,6 +532,7 @@ def decrypt(ctx: TFHEContext, x: EncryptedInteger):
 
 register_value(EncryptedInteger)
 il.SCHEME.value_class = EncryptedInteger
+INTEGER_TYPES.update(encrypt=encrypt, decrypt=decrypt)
 
 register_type(EncryptedInteger, KIND_RADIX, lambda x, params: x.serialize(), params_of=lambda x: x.ctx.params)
 register_kind(KIND_RADIX, lambda blob, params, context: EncryptedInteger.load(context, blob), params=Params,

@@ -67,6 +67,11 @@ header field, ``integer``: ``{"lo", "hi", "noise"}`` (its interval and noise; a 
 
 
 
+INTEGER_TYPES: dict = {}
+"""``encrypt(ctx, values, dtype, msg_bits)`` and ``decrypt(ctx, x)`` of the integer types, registered by
+:mod:`crossfhe.api.integer` (which builds on this module; ``crossfhe.api`` imports both)."""
+
+
 def _int_array(values, what: str) -> np.ndarray:
     v = np.asarray(values)
     if v.dtype == bool or not (np.issubdtype(v.dtype, np.integer) or v.dtype == object):
@@ -182,9 +187,7 @@ class TFHEContext(Context):
         if dtype is not None:
             if bits is not None:
                 raise ParameterError("encrypt: give dtype= (an integer type) or bits= (one message), not both")
-            from crossfhe.api import integer  # the integer types build on this module
-
-            return integer.encrypt(self, values, dtype, msg_bits)
+            return INTEGER_TYPES["encrypt"](self, values, dtype, msg_bits)
         if msg_bits is not None:
             raise ParameterError("encrypt: msg_bits= chooses the blocks of an integer type; give dtype= too")
         p = self.bits
@@ -206,10 +209,8 @@ class TFHEContext(Context):
         scalar or array of its type). KeyMismatchError for a value of another context; ParameterError for one whose
         interval may leave [0, 2^p) or whose noise is beyond the budget (its value would be wrong)."""
         if getattr(x, "scheme", None) == "integer" and not x.traced:
-            from crossfhe.api import integer
-
             _same_keys("decrypt", self.key_id, x.ct.key_id)
-            return integer.decrypt(self, x)
+            return INTEGER_TYPES["decrypt"](self, x)
         self._own(x, "decrypt")._check_usable("decrypt")
         v = ops.decrypt(self.secret_key, x.ct)
         return int(v) if v.ndim == 0 else v
