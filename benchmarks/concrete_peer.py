@@ -192,10 +192,7 @@ def breast_cancer(train: int | None = None, seed: int = 0):
     from sklearn.datasets import load_breast_cancer
 
     raw = load_breast_cancer()
-    xtr, ytr, xte, yte = _split(raw.data.astype(np.float64), raw.target.astype(np.int64), train, seed)
-    lo, hi = xtr.min(axis=0), xtr.max(axis=0)
-    span = np.where(hi > lo, hi - lo, 1.0)
-    return (xtr - lo) / span, ytr, np.clip((xte - lo) / span, 0, 1), yte
+    return _min_max(*_split(raw.data.astype(np.float64), raw.target.astype(np.int64), train, seed))
 
 
 def diabetes(train: int | None = None, seed: int = 0):
@@ -203,7 +200,12 @@ def diabetes(train: int | None = None, seed: int = 0):
     from sklearn.datasets import load_diabetes
 
     raw = load_diabetes()
-    xtr, ytr, xte, yte = _split(raw.data.astype(np.float64), raw.target.astype(np.float64), train, seed)
+    return _min_max(*_split(raw.data.astype(np.float64), raw.target.astype(np.float64), train, seed))
+
+
+def _min_max(xtr, ytr, xte, yte):
+    """Each feature scaled to [0, 1] by the training set's min and max, test values clipped to [0, 1]
+    (datasets._min_max)."""
     lo, hi = xtr.min(axis=0), xtr.max(axis=0)
     span = np.where(hi > lo, hi - lo, 1.0)
     return (xtr - lo) / span, ytr, np.clip((xte - lo) / span, 0, 1), yte

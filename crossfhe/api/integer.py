@@ -357,8 +357,7 @@ class EncryptedInteger(KeyOwned, Value):
     # Comparisons, selects ----------------------------------------------------------------------------
 
     def __eq__(self, other):
-        out = self._binary("eq", other, "x == y")
-        return out
+        return self._binary("eq", other, "x == y")
 
     def __ne__(self, other):
         return self._binary("ne", other, "x != y")
