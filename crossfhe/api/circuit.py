@@ -709,30 +709,63 @@ class Circuit:
             "build": self.scheme.build_id(self.params), "batch_shape": list(batch), "versions": _versions(),
             "graph": self.scheme.graph_to_json(self.graph), "specs": [self.scheme.spec_to_json(s) for s in self.specs],
             "runtime": hashlib.sha256(str(treedef).encode()).hexdigest(),
-            "runs": "one program",
+            "runs": "one program", "parameters": _params_field(self.params),
         }
         if model is not None:
             header["model"] = model
         return circuit_file.write_circuit_file(path, header, body)
 
 
-def load(path, params) -> Circuit:
-    """A circuit exported by :meth:`Circuit.export`, for ``params`` (the same parameters it was compiled for, else
-    ParameterError). Runs without the original function and without tracing; refuses evaluation keys that lack what
-    it needs and values encrypted for another circuit."""
-    from jax import export
+def _params_field(params) -> str:
+    """The parameters' io blob, base64 (the exported header's ``parameters`` field)."""
+    import base64
 
-    header, body = circuit_file.read_circuit_file(path)
+    from crossfhe import io
+
+    return base64.b64encode(io.dumps(params)).decode("ascii")
+
+
+def _params_from_header(header: dict, scheme: Scheme, source: str):
+    """The parameters an exported header carries (its ``parameters`` field), checked against its digest."""
+    import base64
+    import binascii
+
+    from crossfhe import io
+
+    if "parameters" not in header:
+        raise ParameterError(f"{source}: the file does not carry its parameters (exported by an older crossfhe); pass "
+                             "them: load_circuit(path, params)")
+    try:
+        blob = base64.b64decode(header["parameters"], validate=True)
+    except (binascii.Error, ValueError):
+        raise SerializationError(f"{source}: the header's parameters are not base64") from None
+    try:
+        params = scheme.prepare_params(io.loads(blob))
+    except SerializationError as e:
+        raise SerializationError(f"{source}: the header's parameters: {e}") from None
+    except (TypeError, ValueError, AttributeError) as e:
+        raise SerializationError(f"{source}: the header's parameters are not {scheme.name}'s: {e}") from None
+    if scheme.params_digest(params) != header["params"]:
+        raise SerializationError(f"{source}: the header's parameters do not match their digest")
+    return params
+
+
+def from_header(header, params=None, *, source: str = "the exported circuit") -> Circuit:
+    """The circuit an exported header describes (:func:`crossfhe.io.circuit_file.check_circuit_header`'s fields:
+    its graph, specs and parameters), without its lowered program: what a client needs to make keys, encrypt and
+    decrypt for a served circuit; run, it traces the graph. ``params``: the parameters it was compiled for (default:
+    those the header carries). SerializationError for a malformed header, ParameterError for other parameters."""
+    header = circuit_file.check_circuit_header(header)
     scheme = schemes().get(header.get("scheme"))
     if scheme is None:
-        raise SerializationError(f"{path}: unknown scheme {header.get('scheme')!r}")
-    params = scheme.prepare_params(params)
+        raise SerializationError(f"{source}: unknown scheme {header.get('scheme')!r}")
+    params = _params_from_header(header, scheme, source) if params is None else scheme.prepare_params(params)
     if scheme.params_digest(params) != header["params"]:
-        raise ParameterError(f"{path}: the circuit was compiled for other parameters (digest {header['params'][:12]}, "
-                             f"given {scheme.params_digest(params)[:12]})")
+        raise ParameterError(f"{source}: the circuit was compiled for other parameters (digest "
+                             f"{header['params'][:12]}, given {scheme.params_digest(params)[:12]})")
     kernels = getattr(scheme.kernels(params), "name", "?")
     if kernels != header["kernels"] or scheme.build_id(params) != header["build"]:
-        raise ParameterError(f"{path}: compiled for the {header['kernels']!r} kernel set (build "
+        raise ParameterError(f"{source}: compiled for the {header['kernels']!r} kernel set (build "
                              f"{header['build'] or 'none'}); these parameters run on {kernels!r} (build "
                              f"{scheme.build_id(params) or 'none'}): export it again here, or pass params with "
                              "that kernel set")
@@ -742,18 +775,29 @@ def load(path, params) -> Circuit:
     except SerializationError:
         raise
     except Exception as e:  # noqa: BLE001 - any malformed graph or spec, in the user's terms
-        raise SerializationError(f"{path}: the circuit's graph or input specs are malformed: {e}") from None
+        raise SerializationError(f"{source}: the circuit's graph or input specs are malformed: {e}") from None
     circuit = Circuit(graph, params, specs, scheme, name=header["name"], cache=False)
     if circuit.digest != header["digest"]:
-        raise SerializationError(f"{path}: the graph does not match its digest")
+        raise SerializationError(f"{source}: the graph does not match its digest")
+    circuit.__dict__["_runtime_digest"] = header["runtime"]
+    circuit.model = header.get("model")  # a compiled model's client side (crossfhe.ml checks it)
+    return circuit
+
+
+def load(path, params=None) -> Circuit:
+    """A circuit exported by :meth:`Circuit.export`, for ``params`` (the same parameters it was compiled for, else
+    ParameterError; default: the parameters the file carries). Runs without the original function and without
+    tracing; refuses evaluation keys that lack what it needs and values encrypted for another circuit."""
+    from jax import export
+
+    header, body = circuit_file.read_circuit_file(path)
+    circuit = from_header(header, params, source=os.fspath(path))
     if body:
         try:
             exp = export.deserialize(bytearray(body))
         except Exception as e:  # noqa: BLE001 - a damaged program, in the user's terms
             raise SerializationError(f"{path}: the lowered program cannot be read: {type(e).__name__}: {e}") from None
         circuit._exported[(tuple(header["batch_shape"]), 1, exp.platforms[0])] = exp
-    circuit.__dict__["_runtime_digest"] = header["runtime"]
-    circuit.model = header.get("model")  # a compiled model's client side (crossfhe.ml checks it)
     return circuit
 
 
@@ -834,4 +878,4 @@ def _register_io() -> None:
 _register_io()
 
 __all__ = ["Circuit", "CircuitKeys", "Encrypted", "InputSpec", "RingScheme", "Scheme", "cache_dir", "circuit",
-           "compile", "load"]
+           "compile", "from_header", "load"]

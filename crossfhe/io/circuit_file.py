@@ -36,6 +36,9 @@ field            type                                what
                  "operation by operation"            of a circuit that bootstraps; no body) the graph, traced
 ``model``        object (optional)                   a compiled model's client side (:mod:`crossfhe.ml` reads it:
                                                      how samples are encoded and outputs decoded)
+``parameters``   str (optional)                      the parameters themselves: their io blob (kind
+                                                     ``<scheme>.params``), base64; :func:`crossfhe.load_circuit`
+                                                     reads it when no parameters are given
 ===============  ==================================  ===============================================================
 
 :func:`read_circuit_file` raises :class:`~crossfhe.errors.SerializationError` naming the file and the first
@@ -68,7 +71,7 @@ HEADER_FIELDS = {"scheme": "str", "name": "str", "digest": "hex64", "params": "s
                  "specs": "list of objects", "runtime": "str", "runs": "runs"}
 """Every field of an exported circuit's header and its type (module docstring)."""
 
-OPTIONAL_FIELDS = {"model": "object"}
+OPTIONAL_FIELDS = {"model": "object", "parameters": "str"}
 """Fields a header may hold (module docstring)."""
 
 RUNS = ("one program", "operation by operation")

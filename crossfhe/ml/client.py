@@ -356,8 +356,8 @@ class LoadedModel(Runner):
 
 def load(path, params=None) -> LoadedModel:
     """The model exported by :meth:`crossfhe.ml.CompiledModel.export` at ``path``; ``params``: the parameters it was
-    compiled for (default: the preset its file names). SerializationError for a file that is not a model's or is
-    malformed; ParameterError for other parameters."""
+    compiled for (default: those its file carries, or for older files the preset it names). SerializationError for
+    a file that is not a model's or is malformed; ParameterError for other parameters."""
     import os
 
     from crossfhe.api.circuit import load as load_circuit
@@ -371,7 +371,7 @@ def load(path, params=None) -> LoadedModel:
     spec = ClientSpec.from_json(header["model"], source)
     if spec.scheme != header["scheme"]:
         raise SerializationError(f"{source}: the model says {spec.scheme}, the circuit is {header['scheme']}")
-    if params is None:
+    if params is None and "parameters" not in header:  # files of crossfhe before the header carried them
         params = _preset(spec)
     return LoadedModel(load_circuit(path, params), spec)
 
