@@ -1,4 +1,4 @@
-"""The ``crossfhe`` command: ``demo``, ``bench <suite>``, ``params``, ``--version``."""
+"""The ``crossfhe`` command: ``demo``, ``bench <suite>``, ``params``, ``serve``, ``client``, ``--version``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap", "profile",
-                "activations", "ml", "switch", "taurus", "startup", "workload_programs", "byom", "integers")
+                "activations", "ml", "switch", "taurus", "startup", "workload_programs", "byom", "integers", "serve")
 
 SUITE_SUMMARIES = {
     "ntt": "the negacyclic NTT: the jitted radix-2 kernel against plain NumPy and Zama's tfhe-ntt",
@@ -31,6 +31,7 @@ SUITE_SUMMARIES = {
     "workload_programs": "HMVP and bootstrapping as one compiled program against their operations as separate ones",
     "byom": "a user's PyTorch CNN through crossfhe.ml (TFHE and CKKS) against Concrete ML's compile_torch_model",
     "integers": "encrypted 8- to 64-bit integers: each radix operator against TFHE-rs's FheUint, on 1 and 2 threads",
+    "serve": "crossfhe serve under load: concurrent clients on TFHE and CKKS, batched vs one at a time, all checked",
 }
 """One line per suite for ``crossfhe bench`` (known without the benchmarks directory)."""
 
@@ -234,6 +235,66 @@ def _cmd_params(args) -> int:
     return 0
 
 
+def _cmd_serve(args) -> int:
+    from crossfhe.errors import CrossFHEError
+
+    try:
+        from crossfhe.serve import Config, serve
+    except ModuleNotFoundError as e:
+        print(f"crossfhe serve needs the serve extra (Starlette and uvicorn): pip install 'crossfhe[serve]' ({e})",
+              file=sys.stderr)
+        return 2
+    token = None
+    if args.token_file:
+        token = Path(args.token_file).read_text().strip()
+        if not token:
+            print(f"crossfhe serve: {args.token_file} is empty", file=sys.stderr)
+            return 2
+    config = Config(models=[os.path.abspath(m) for m in args.models], store=os.path.abspath(args.store),
+                    window_ms=args.window_ms, max_items=args.max_items,
+                    max_request_bytes=int(args.max_request_mb * (1 << 20)),
+                    max_key_bytes=int(args.max_key_mb * (1 << 20)), key_cache_bytes=int(args.key_cache_mb * (1 << 20)))
+    try:
+        serve(config, host=args.host, port=args.port, workers=args.workers, token=token)
+    except (CrossFHEError, OSError) as e:
+        print(f"crossfhe serve: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _cmd_client(args) -> int:
+    import numpy as np
+
+    from crossfhe.client import Client, ServerError
+
+    client = Client(args.url, token=os.environ.get("CROSSFHE_SERVE_TOKEN") or None, retries=args.retries)
+    try:
+        if args.action == "list":
+            for m in client.models():
+                kind = "model" if m["model"] else "circuit"
+                print(f"{m['name']:<24} {m['scheme']:<8} {kind:<8} {m['inputs']} inputs, {m['outputs']} outputs, "
+                      f"digest {m['digest'][:12]}")
+            return 0
+        if not args.model:
+            print("crossfhe client URL run MODEL --input X.npy [...]: name the model", file=sys.stderr)
+            return 2
+        model = client.model(args.model)
+        if not args.input:
+            print(f"crossfhe client: give {model.name}'s inputs (--input FILE.npy, one per input; a model from "
+                  "crossfhe.ml takes one: its samples)", file=sys.stderr)
+            return 2
+        values = [np.load(f, allow_pickle=False) for f in args.input]
+        key_id = model.upload_keys()
+        result = model.predict(values[0]) if model.spec is not None else model(*values)
+        print(f"keys {key_id} (made here; the secret key stays in this process)")
+        print(np.array2string(np.asarray(result) if not isinstance(result, list) else np.asarray(result[0]),
+                              precision=6))
+        return 0
+    except (ServerError, ConnectionError, ValueError, TypeError) as e:
+        print(f"crossfhe client: {e}", file=sys.stderr)
+        return 1
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="crossfhe", description="crossfhe: FHE on one RNS/NTT substrate in JAX")
     parser.add_argument("--version", action=_VersionAction, help="print the versions of crossfhe, JAX, NumPy, Python")
@@ -250,11 +311,35 @@ def main(argv=None) -> int:
     )
     b.add_argument("suite", nargs="?", choices=BENCH_SUITES)
     sub.add_parser("params", help="print the security table parameters are checked against")
+    s = sub.add_parser("serve", help="serve exported circuits and models over HTTP (batched, keys kept on disk)")
+    s.add_argument("models", nargs="+", metavar="MODEL.cfhe", help="files from Circuit.export / CompiledModel.export")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--store", default="crossfhe-keys", help="the key store's directory (shared by the workers)")
+    s.add_argument("--workers", type=int, default=1, help="server processes sharing the port and the key store")
+    s.add_argument("--token-file", help="a file holding the bearer token for key uploads and runs (or set "
+                                        "CROSSFHE_SERVE_TOKEN); without one the server is open")
+    s.add_argument("--window-ms", type=float, default=5.0, help="how long a request waits for others to join its "
+                                                                 "launch (0: no waiting)")
+    s.add_argument("--max-items", type=int, default=64, help="items per launch (1: one request at a time)")
+    s.add_argument("--max-request-mb", type=float, default=512.0)
+    s.add_argument("--max-key-mb", type=float, default=8192.0)
+    s.add_argument("--key-cache-mb", type=float, default=8192.0, help="evaluation keys kept in memory per worker")
+    c = sub.add_parser("client", help="try a server: list its models, or run one on inputs from .npy files")
+    c.add_argument("url", help="the server, e.g. http://127.0.0.1:8000 (token: $CROSSFHE_SERVE_TOKEN)")
+    c.add_argument("action", choices=("list", "run"))
+    c.add_argument("model", nargs="?")
+    c.add_argument("--input", action="append", metavar="X.npy", help="an input (repeat per circuit input)")
+    c.add_argument("--retries", type=int, default=6)
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
         return _cmd_bench(args.suite, rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "serve":
+        return _cmd_serve(args)
+    if args.command == "client":
+        return _cmd_client(args)
     return _cmd_demo(args) if args.command == "demo" else _cmd_params(args)
 
 
