@@ -11,8 +11,9 @@ Step by step: ``model.keygen()`` (kept in ``model.keys``; the secret part never 
 :mod:`crossfhe.ml` takes samples and gives its predictions (its client side travels in the header); a plain circuit
 takes and gives one array per input and output, as :meth:`crossfhe.Circuit.encrypt` and ``decrypt`` do.
 
-Requests that fail to connect (a server restarting) or get 502/503/504 are retried with backoff (``retries``
-times): running a model is a pure function of its inputs and keys, so a retry gives the same answer. A refusal
+Requests that fail to connect or lose their connection (a server restarting) or get 502/503/504 are retried with
+backoff (``retries`` times): running a model is a pure function of its inputs and keys, so a retry gives the same
+answer. A request that times out is not retried (the server may still be running it): TimeoutError. A refusal
 (4xx) raises :class:`ServerError` with the server's code and message.
 """
 
@@ -72,6 +73,10 @@ class Client:
                 resp = conn.getresponse()
                 data = resp.read()
                 status, got = resp.status, {k.lower(): v for k, v in resp.getheaders()}
+            except TimeoutError:
+                conn.close()
+                raise TimeoutError(f"{self.url}{path}: no answer within {self.timeout:g} s (not retried: the server "
+                                   "may still be running it; raise timeout= for long runs)") from None
             except (ConnectionError, http.client.HTTPException, OSError) as e:
                 last = e
             else:
@@ -101,10 +106,12 @@ class Client:
         """The hosted models: name, scheme, digest, inputs, outputs, the keys they need."""
         return self.json("/v1/models")["models"]
 
-    def model(self, name: str) -> RemoteModel:
+    def model(self, name: str) -> RemoteModel | RemoteSwitch:
         """The model ``name``, its circuit rebuilt here from its exported header (no program: this side only
-        makes keys, encrypts and decrypts)."""
+        makes keys, encrypts and decrypts); a switching function as a :class:`RemoteSwitch`."""
         info = self.json(f"/v1/models/{urllib.parse.quote(name, safe='')}")
+        if info.get("scheme") == "switch":
+            return RemoteSwitch(self, name, _switch_function(info, f"{self.url}'s model {name!r}"))
         circuit = from_header(info["header"], source=f"{self.url}'s model {name!r}")
         if circuit.digest != info["digest"]:
             raise CrossFHEError(f"{name}: the server's description does not match its digest")
@@ -195,4 +202,82 @@ class RemoteModel:
         return y[0] if self.spec.one(x) else y
 
 
-__all__ = ["Client", "RemoteModel", "ServerError"]
+def _switch_function(info: dict, source: str):
+    import base64
+    import binascii
+
+    from crossfhe.api.switch import SwitchFunction
+
+    try:
+        blob = base64.b64decode(info["header"]["function"], validate=True)
+    except (KeyError, TypeError, binascii.Error, ValueError):
+        raise CrossFHEError(f"{source}: the server's description holds no switching function") from None
+    fn = SwitchFunction.load(blob)
+    if fn.digest != info.get("digest"):
+        raise CrossFHEError(f"{source}: the server's description does not match its digest")
+    return fn
+
+
+class RemoteSwitch:
+    """A served scheme-switching function (:class:`crossfhe.api.switch.SwitchFunction`) as its client sees it:
+    :meth:`keygen` makes a CKKS and a TFHE key pair here and the switching keys between them, :meth:`upload_keys`
+    sends the switching keys (public material), ``model(x)`` encrypts a real vector of up to ``function.slots``
+    values, has the server run the function and decrypts the result. ``insecure=True`` for test parameters."""
+
+    def __init__(self, client: Client, name: str, function):
+        self.client, self.name, self.function = client, name, function
+        self.ckks = self.tfhe = self.switch = None
+        self.key_id: str | None = None
+
+    def __repr__(self) -> str:
+        return f"RemoteSwitch({self.name!r} at {self.client.url}, {self.function.op} on {self.function.slots} slots)"
+
+    def _path(self, what: str) -> str:
+        return f"/v1/models/{urllib.parse.quote(self.name, safe='')}/{what}"
+
+    def keygen(self, *, seed: bytes | None = None, insecure: bool = False, progress="auto"):
+        """The two key pairs (kept here) and the switching keys; ``seed``: 32 bytes (tests only)."""
+        from crossfhe.api.ckks import CKKSContext
+        from crossfhe.api.switch import SchemeSwitch
+        from crossfhe.api.tfhe import TFHEContext
+
+        f = self.function
+        sub = (lambda tag: None) if seed is None else (lambda tag: __import__("hashlib").sha256(seed + tag).digest())
+        self.ckks = CKKSContext.create(f.ckks_params, insecure=insecure, seed=sub(b"ckks"), progress=progress)
+        self.tfhe = TFHEContext.create(f.tfhe_params, insecure=insecure, seed=sub(b"tfhe"), progress=progress)
+        self.switch = SchemeSwitch.create(self.ckks, self.tfhe, slots=f.slots, seed=sub(b"switch"), progress=progress)
+        self.key_id = None
+        return self.switch
+
+    def upload_keys(self) -> str:
+        """Send the switching keys (public material only) and return their key id."""
+        if self.switch is None:
+            self.keygen()
+        _, _, data = self.client.request("POST", self._path("keys"), io.dumps(self.switch.keys))
+        self.key_id = json.loads(data)["key_id"]
+        return self.key_id
+
+    def encrypt(self, x):
+        """A real vector of up to ``function.slots`` values, encrypted under this client's CKKS key."""
+        if self.ckks is None:
+            self.keygen()
+        return self.ckks.encrypt(np.asarray(x, dtype=np.float64))
+
+    def run(self, x):
+        """The function on the encrypted vector ``x``, run by the server: an encrypted vector."""
+        from crossfhe.api.ckks import EncryptedVector
+
+        if self.key_id is None:
+            self.upload_keys()
+        _, _, data = self.client.request("POST", self._path("run"), pack_bundle([x.serialize()]))
+        (blob,) = unpack_bundle(data, count=1, what=f"{self.name}'s reply")
+        return EncryptedVector.load(self.ckks, blob)
+
+    def decrypt(self, y) -> np.ndarray:
+        return np.asarray(self.ckks.decrypt(y)).real
+
+    def __call__(self, x) -> np.ndarray:
+        return self.decrypt(self.run(self.encrypt(x)))
+
+
+__all__ = ["Client", "RemoteModel", "RemoteSwitch", "ServerError"]

@@ -319,6 +319,44 @@ def test_size_limits_and_the_token(files, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
+# A scheme-switching function
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_switching_function_is_served(tmp_path):
+    """ReLU on an encrypted CKKS vector through TFHE, saved without keys, hosted, called by a client whose
+    switching keys (public material) are all the server holds; CKKS keys refused by kind, a vector under other
+    parameters refused. Values sit at least a fifth of a step from the grid's rounding boundaries, so the
+    reference is exact up to the switch's error bound (tests/test_switch.py's _tolerance)."""
+    from crossfhe.api.switch import SwitchFunction
+    from crossfhe.client import RemoteSwitch
+    from crossfhe.convert import switch as sw
+
+    fn = SwitchFunction.create(testing.INSECURE_CKKS_BOOT_N11, testing.INSECURE_TFHE_P4, "relu", (-1, 1), slots=8,
+                               name="relu")
+    io.save(fn, tmp_path / "relu.cfhe")
+    assert io.load(tmp_path / "relu.cfhe").digest == fn.digest
+    with Server([tmp_path / "relu.cfhe"], store=tmp_path / "store") as s:
+        client = Client(s.url, retries=0)
+        m = client.model("relu")
+        assert isinstance(m, RemoteSwitch) and client.models()[0]["scheme"] == "switch"
+        m.keygen(seed=b"served-switch".ljust(32, b"\0"), insecure=True, progress=None)
+        e = _post(client, "/v1/models/relu/keys", io.dumps(m.ckks.public.keys))
+        assert e.status == 400 and e.code == "wrong_keys", e  # CKKS keys alone cannot switch
+        assert m.upload_keys() == m.ckks.key_id
+        qz = sw.Quantizer(-1.0, 1.0, fn.bits, 4)
+        v = qz.dequantize(np.array([0, 2, 3, 4, 5, 7, 6, 1])) + np.array([0.2, -0.3, 0.25, -0.2, 0.3, 0, 0.1, -0.1]) \
+            * qz.step
+        noise, evalmod = sw.shift_errors(testing.INSECURE_TFHE_P4, sw.shift_for(testing.INSECURE_TFHE_P4))
+        tol = (8 * noise + evalmod + 2.0**-10) * fn.out_step
+        np.testing.assert_allclose(m(v), fn.reference(v), atol=tol)
+        other = client.model("relu")
+        other.ckks = crossfhe.CKKSContext.create(testing.INSECURE_CKKS_N10, insecure=True, progress=None)
+        e = _post(client, "/v1/models/relu/run", pack_bundle([other.ckks.encrypt(v).serialize()]))
+        assert e.status == 400 and e.code == "wrong_model"
+
+
+# --------------------------------------------------------------------------------------------------
 # Processes: workers sharing the store, a restart
 # --------------------------------------------------------------------------------------------------
 
@@ -419,7 +457,11 @@ def test_store_keeps_keys_on_disk_and_a_bounded_lru_in_memory(tmp_path, lin):
     for seed in (b"lru-a", b"lru-b"):
         c = crossfhe.compile(_lin, TFHEInt(2), TFHEInt(2), params=testing.INSECURE_TFHE_P4, cache=False)
         blobs.append(io.dumps(c.keygen(seed=seed.ljust(32, b"\0")).public))
-    store = Store(tmp_path, cache_bytes=len(blobs[0]) + 10)  # room for one key set
+    from crossfhe.serve.store import _resident
+
+    one = _resident(io.loads(blobs[0]), len(blobs[0]))
+    assert one > len(blobs[0])  # a loaded server key holds more than its blob: the bound counts what it holds
+    store = Store(tmp_path, cache_bytes=one + 10)  # room for one key set
     ids = []
     for blob in blobs:
         f, path = store.open_incoming()

@@ -342,6 +342,11 @@ class SwitchKeys:
     tfhe_key_id: str | None = dataclasses.field(metadata={"static": True}, default=None)
 
     @property
+    def key_id(self) -> str | None:
+        """The id the CKKS vectors these keys switch carry (the CKKS key pair's): what a server files them under."""
+        return self.ckks_key_id
+
+    @property
     def ckks_params(self) -> CKKSParams:
         return self.evaluation.params
 

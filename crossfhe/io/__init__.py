@@ -16,7 +16,8 @@ mismatched data with a :class:`~crossfhe.errors.SerializationError`. Nothing is 
 :func:`dumps`, :func:`loads` and the others above dispatch on the object's type and the blob's kind
 (:mod:`crossfhe.io.registry`: the types, kinds and what each needs) to the schemes' modules, which hold
 the layouts and checks and can be called directly: :mod:`crossfhe.io.ckks`, :mod:`crossfhe.io.bfv` (also
-HMVP vectors) and :mod:`crossfhe.io.tfhe` (parameters, LWE ciphertexts, server and client keys). The kinds
+HMVP vectors), :mod:`crossfhe.io.tfhe` (parameters, LWE ciphertexts, server and client keys) and
+:mod:`crossfhe.io.switch` (CKKS <-> TFHE scheme-switching keys, kind ``switch.keys``). The kinds
 of the schemes differ (``"ckks.ciphertext"``, ``"bfv.ciphertext"``, ``"tfhe.ciphertext"``), so each
 scheme module refuses the others' blobs. :func:`describe_params` and :func:`params_from_description` are
 CKKS's.
@@ -28,7 +29,7 @@ checks every loader makes (residues against their limbs' moduli, value bounds, J
 SerializationError that names the object, the field or array, what was expected and what was found.
 """
 
-from crossfhe.io import bfv, checks, circuit_file, circuit_value, ckks, registry, tfhe
+from crossfhe.io import bfv, checks, circuit_file, circuit_value, ckks, registry, switch, tfhe
 from crossfhe.io.ckks import describe_params, params_from_description
 from crossfhe.io.format import FORMAT_VERSION, MAGIC
 from crossfhe.io.registry import (
@@ -69,5 +70,6 @@ __all__ = [
     "registry",
     "save",
     "save_secret_key",
+    "switch",
     "tfhe",
 ]

@@ -415,17 +415,19 @@ def _read_ksk(meta, arrays: dict, params, prefix: str, compact: bool = False) ->
 # --------------------------------------------------------------------------------------------------
 
 
-def _evaluation_keys_parts(scheme: Scheme, ek):
+def _evaluation_keys_parts(scheme: Scheme, ek, prefix: str = ""):
+    """(meta, arrays) of evaluation keys: meta {"public", "relin", "galois"}, arrays ``<prefix>public.*``,
+    ``<prefix>relin.*``, ``<prefix>galois.<g>.*`` (``prefix``: for evaluation keys inside a larger blob)."""
     params = ek.params
-    pk_meta, arrays = public_key_parts(ek.public, params, "public.")
+    pk_meta, arrays = public_key_parts(ek.public, params, f"{prefix}public.")
     if ek.relin is None and scheme.relin_optional:
         relin_meta = None
     else:
-        relin_meta, relin_arrays = _ksk_parts(ek.relin, params, "relin.")
+        relin_meta, relin_arrays = _ksk_parts(ek.relin, params, f"{prefix}relin.")
         arrays.update(relin_arrays)
     galois_meta = []
     for g in sorted(ek.galois):
-        g_meta, g_arrays = _ksk_parts(ek.galois[g], params, f"galois.{int(g)}.")
+        g_meta, g_arrays = _ksk_parts(ek.galois[g], params, f"{prefix}galois.{int(g)}.")
         galois_meta.append({"element": int(g), **g_meta})
         arrays.update(g_arrays)
     return {"public": pk_meta, "relin": relin_meta, "galois": galois_meta}, arrays
@@ -438,35 +440,46 @@ def _galois_element(value, params) -> int:
     return g
 
 
-def _expected_ek_names(meta: dict, params) -> set:
-    names = {"public.b"} | _uniform_names("public.", meta["public"].get("a"))
+def _expected_ek_names(meta: dict, params, prefix: str = "") -> set:
+    names = {f"{prefix}public.b"} | _uniform_names(f"{prefix}public.", meta["public"].get("a"))
     if meta["relin"] is not None:
-        names |= {"relin.b"} | _uniform_names("relin.", meta["relin"].get("a"))
+        names |= {f"{prefix}relin.b"} | _uniform_names(f"{prefix}relin.", meta["relin"].get("a"))
     for entry in meta["galois"]:
         g = _galois_element(entry["element"], params)
-        names |= {f"galois.{g}.b"} | _uniform_names(f"galois.{g}.", entry.get("a"))
+        names |= {f"{prefix}galois.{g}.b"} | _uniform_names(f"{prefix}galois.{g}.", entry.get("a"))
     return names
 
 
-def _read_evaluation_keys(scheme: Scheme, c: fmt.Container, params, compact_galois: bool = False):
-    m = meta(c.fields, {"public", "relin", "galois"})
+def _check_ek_meta(scheme: Scheme, m: dict, what: str = "meta") -> dict:
+    """``m`` (an evaluation keys' meta {"public", "relin", "galois"}) after checking its entries' keys."""
+    m = keys(m, {"public", "relin", "galois"}, what)
     if m["relin"] is not None or not scheme.relin_optional:
-        keys(m["relin"], {"sigma", "dnum", *A_KEYS}, "meta.relin")
-    keys(m["public"], {"sigma", *A_KEYS}, "meta.public")
+        keys(m["relin"], {"sigma", "dnum", *A_KEYS}, f"{what}.relin")
+    keys(m["public"], {"sigma", *A_KEYS}, f"{what}.public")
     if not isinstance(m["galois"], list):
-        raise SerializationError("meta.galois must be a list")
+        raise SerializationError(f"{what}.galois must be a list")
     for i, entry in enumerate(m["galois"]):
-        keys(entry, {"element", "sigma", "dnum", *A_KEYS}, f"meta.galois[{i}]")
-    check_names(c.arrays, _expected_ek_names(m, params))
-    public = _read_public_key(m["public"], c.arrays, params, "public.")
-    relin = None if m["relin"] is None else _read_ksk(m["relin"], c.arrays, params, "relin.")
+        keys(entry, {"element", "sigma", "dnum", *A_KEYS}, f"{what}.galois[{i}]")
+    return m
+
+
+def _read_ek_arrays(scheme: Scheme, m: dict, arrays: dict, params, compact_galois: bool = False, prefix: str = ""):
+    """The evaluation keys of a checked meta (:func:`_check_ek_meta`) and the arrays ``<prefix>public.*``, ..."""
+    public = _read_public_key(m["public"], arrays, params, f"{prefix}public.")
+    relin = None if m["relin"] is None else _read_ksk(m["relin"], arrays, params, f"{prefix}relin.")
     galois = {}
     for entry in m["galois"]:
         g = _galois_element(entry["element"], params)
         if g in galois:
             raise SerializationError(f"galois element {g} appears twice")
-        galois[g] = _read_ksk(entry, c.arrays, params, f"galois.{g}.", compact_galois)
+        galois[g] = _read_ksk(entry, arrays, params, f"{prefix}galois.{g}.", compact_galois)
     return scheme.evaluation_keys(public=public, relin=relin, galois=galois, params=params)
+
+
+def _read_evaluation_keys(scheme: Scheme, c: fmt.Container, params, compact_galois: bool = False):
+    m = _check_ek_meta(scheme, meta(c.fields, {"public", "relin", "galois"}))
+    check_names(c.arrays, _expected_ek_names(m, params))
+    return _read_ek_arrays(scheme, m, c.arrays, params, compact_galois)
 
 
 def dumps_evaluation_keys(scheme: Scheme, ek, kind: str) -> bytes:

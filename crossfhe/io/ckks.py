@@ -267,15 +267,43 @@ def dumps_bootstrap_keys(keys) -> bytes:
 
     if not isinstance(keys, bt.Keys):
         raise TypeError(f"expected ckks.bootstrap.Keys, got {type(keys).__name__}")
-    params = keys.params
     meta, arrays = com._evaluation_keys_parts(SCHEME, keys.evaluation)
-    for name, ksk, ring in (("to_sparse", keys.to_sparse, keys.sparse_ring), ("to_dense", keys.to_dense, params)):
-        m, a = com._ksk_parts(ksk, ring, f"{name}.")
+    enc_meta, enc_arrays = _encapsulation_parts(keys)
+    return com.pack(SCHEME, KIND_BOOTSTRAP_KEYS, keys.params, {**meta, **enc_meta}, {**arrays, **enc_arrays})
+
+
+def _encapsulation_parts(keys, prefix: str = "") -> tuple[dict, dict]:
+    """(meta, arrays) of a bootstrap.Keys' own part beside its evaluation keys: meta ``to_sparse`` and ``to_dense``
+    (as key-switching keys) and ``config``; arrays ``<prefix>to_sparse.*`` and ``<prefix>to_dense.*``."""
+    meta, arrays = {}, {}
+    for name, ksk, ring in (("to_sparse", keys.to_sparse, keys.sparse_ring), ("to_dense", keys.to_dense, keys.params)):
+        m, a = com._ksk_parts(ksk, ring, f"{prefix}{name}.")
         meta[name] = m
         arrays.update(a)
     cfg = keys.config
     meta["config"] = {**{k: int(getattr(cfg, k)) for k in _CONFIG_INTS}, "K": com.float_hex(cfg.K, "config.K")}
-    return com.pack(SCHEME, KIND_BOOTSTRAP_KEYS, params, meta, arrays)
+    return meta, arrays
+
+
+def _check_encapsulation_meta(m: dict, params: Params, what: str = "meta"):
+    """(Config, sparse ring) of the ``to_sparse``, ``to_dense`` and ``config`` entries of ``m``, their keys checked."""
+    from crossfhe.ckks import bootstrap as bt
+
+    for name in _ENCAPSULATION:
+        com.keys(m[name], {"sigma", "dnum", *com.A_KEYS}, f"{what}.{name}")
+    return _bootstrap_config(m["config"], params, bt, f"{what}.config")
+
+
+def _encapsulation_names(m: dict, prefix: str = "") -> set:
+    return {n for name in _ENCAPSULATION
+            for n in {f"{prefix}{name}.b"} | com._uniform_names(f"{prefix}{name}.", m[name]["a"])}
+
+
+def _read_encapsulation(m: dict, arrays: dict, params: Params, ring, compact: bool, prefix: str = ""):
+    """(to_sparse, to_dense) of a checked meta (:func:`_check_encapsulation_meta`) and ``<prefix>to_*.`` arrays."""
+    to_sparse = com._read_ksk(m["to_sparse"], arrays, ring, f"{prefix}to_sparse.", compact)
+    to_dense = com._read_ksk(m["to_dense"], arrays, params, f"{prefix}to_dense.", compact)
+    return to_sparse, to_dense
 
 
 def loads_bootstrap_keys(blob, *, params: Params | None = None, compact: bool | None = None):
@@ -291,42 +319,35 @@ def loads_bootstrap_keys(blob, *, params: Params | None = None, compact: bool | 
         params = com.header_params(SCHEME, c.fields, params)
         compact = params.compact_keys if compact is None else bool(compact)
         m = com.meta(c.fields, {"public", "relin", "galois", *_ENCAPSULATION, "config"})
-        for name in _ENCAPSULATION:
-            com.keys(m[name], {"sigma", "dnum", *com.A_KEYS}, f"meta.{name}")
-        config, ring = _bootstrap_config(m["config"], params, bt)
-        ek_meta = {k: m[k] for k in ("public", "relin", "galois")}
-        ek_arrays = {k: v for k, v in c.arrays.items() if not k.startswith(tuple(f"{n}." for n in _ENCAPSULATION))}
-        sub = {k: v for k, v in c.arrays.items() if k not in ek_arrays}
-        com.check_names(sub, {n for name in _ENCAPSULATION
-                              for n in {f"{name}.b"} | com._uniform_names(f"{name}.", m[name]["a"])})
-        ek = com._read_evaluation_keys(SCHEME, fmt.Container(c.kind, dict(c.fields, meta=ek_meta), ek_arrays), params,
-                                       compact_galois=compact)
-        to_sparse = com._read_ksk(m["to_sparse"], sub, ring, "to_sparse.", compact)
-        to_dense = com._read_ksk(m["to_dense"], sub, params, "to_dense.", compact)
+        config, ring = _check_encapsulation_meta(m, params)
+        ek_meta = com._check_ek_meta(SCHEME, {k: m[k] for k in ("public", "relin", "galois")})
+        com.check_names(c.arrays, com._expected_ek_names(ek_meta, params) | _encapsulation_names(m))
+        ek = com._read_ek_arrays(SCHEME, ek_meta, c.arrays, params, compact_galois=compact)
+        to_sparse, to_dense = _read_encapsulation(m, c.arrays, params, ring, compact)
     return bt.Keys(ek, to_sparse, to_dense, ring, config)
 
 
 _ENCAPSULATION = ("to_sparse", "to_dense")
 
 
-def _bootstrap_config(value, params: Params, bt):
-    """(Config, sparse ring) of a header's meta.config, after checking it is the configuration
+def _bootstrap_config(value, params: Params, bt, what: str = "meta.config"):
+    """(Config, sparse ring) of a header's meta.config (``what``), after checking it is the configuration
     :func:`crossfhe.ckks.bootstrap.config_for` gives these parameters with its slots, degree, double angles, arcsine
     degree and K."""
     if isinstance(value, dict) and "arcsine_degree" not in value:
         value = {**value, "arcsine_degree": _CONFIG_OLD_ARCSINE}
-    cfg = com.keys(value, {*_CONFIG_INTS, "K"}, "meta.config")
-    ints = {k: com.json_int(cfg[k], f"meta.config.{k}") for k in _CONFIG_INTS}
-    K = com.float_from_hex(cfg["K"], "meta.config.K")
+    cfg = com.keys(value, {*_CONFIG_INTS, "K"}, what)
+    ints = {k: com.json_int(cfg[k], f"{what}.{k}") for k in _CONFIG_INTS}
+    K = com.float_from_hex(cfg["K"], f"{what}.K")
     try:
         config = bt.Config(**ints, K=K)
         ring = bt.sparse_ring(params)
         expected = bt.config_for(params, config.slots, degree=config.degree, double_angle=config.double_angle,
                                  arcsine_degree=config.arcsine_degree, K=K)
     except (CrossFHEError, ValueError, TypeError, ArithmeticError) as e:
-        raise SerializationError(f"the bootstrapping configuration meta.config is invalid: {e}") from None
+        raise SerializationError(f"the bootstrapping configuration {what} is invalid: {e}") from None
     if expected != config:
-        raise SerializationError(f"meta.config {ints} does not match the parameters' bootstrapping levels "
+        raise SerializationError(f"{what} {ints} does not match the parameters' bootstrapping levels "
                                  f"(expected cts_levels = {expected.cts_levels}, stc_levels = {expected.stc_levels})")
     return config, ring
 

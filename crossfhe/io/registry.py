@@ -7,9 +7,10 @@
 
 Two tables: type -> (kinds, dump function), and kind -> (load function, the parameter classes of the kind,
 whether it needs a ``context``). The scheme modules' types are registered here, each dump and load going to
-its scheme module (:mod:`crossfhe.io.ckks`, :mod:`crossfhe.io.bfv`, :mod:`crossfhe.io.tfhe`), which writes
-and checks the blob; layers above ``io`` (the api's ``EncryptedVector`` and ``CKKSPublicContext``) register
-their own with :func:`register_type` and :func:`register_kind` when they are imported.
+its scheme module (:mod:`crossfhe.io.ckks`, :mod:`crossfhe.io.bfv`, :mod:`crossfhe.io.tfhe`; the scheme-switching
+keys :mod:`crossfhe.io.switch`), which writes and checks the blob; layers above ``io`` (the api's ``EncryptedVector``
+and ``CKKSPublicContext``) register their own with :func:`register_type` and :func:`register_kind` when they are
+imported.
 
 =========================================  ============================  =====================================
 type                                       kind                          loading needs
@@ -20,6 +21,8 @@ core PublicKey (dumps needs ``params=``)   ``<scheme>.public_key``       nothing
 tfhe Params, ServerKey; LWECiphertext      ``tfhe.params``, ...          nothing
 (dumps needs ``params=``)
 linalg.hmvp CoefficientVector              ``bfv.hmvp_vector``           nothing
+convert.switch SwitchKeys                  ``switch.keys``               nothing (``params=``: ckks or tfhe
+                                                                         Params, checked)
 api CKKSPublicContext                      ``ckks.public_context``       nothing
 api EncryptedVector                        ``ckks.vector``               ``context=`` (its CKKS context)
 =========================================  ============================  =====================================
@@ -41,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from crossfhe.convert.switch import SwitchKeys
 from crossfhe.core.keys import PublicKey, SecretHolder, SecretKey
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import SerializationError
@@ -48,6 +52,7 @@ from crossfhe.io import _common as com
 from crossfhe.io import bfv as bio
 from crossfhe.io import ckks as cio
 from crossfhe.io import format as fmt
+from crossfhe.io import switch as sio
 from crossfhe.io import tfhe as tio
 from crossfhe.linalg.hmvp import CoefficientVector as HMVPVector
 from crossfhe.tfhe.ops import ClientKey, ServerKey
@@ -340,6 +345,10 @@ def _register_schemes() -> None:
     register_type(HMVPVector, bio.KIND_HMVP_VECTOR, lambda v, params: bio.dumps_hmvp_vector(v, params=params))
     register_kind(bio.KIND_HMVP_VECTOR, lambda blob, params, context: bio.loads_hmvp_vector(blob, params=params),
                   params=bio.SCHEME.params)
+    register_type(SwitchKeys, sio.KIND_SWITCH_KEYS, lambda k, params: sio.dumps_switch_keys(k, params=params),
+                  save=lambda k, path, params: sio.save_switch_keys(k, path, params=params))
+    register_kind(sio.KIND_SWITCH_KEYS, lambda blob, params, context: sio.loads_switch_keys(blob, params),
+                  params=(cio.SCHEME.params, TFHEParams))
 
 
 _register_schemes()

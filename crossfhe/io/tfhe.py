@@ -334,18 +334,35 @@ def _ksk_shape(params: Params) -> tuple[int, int]:
     return (params.lwe_dim + 1, params.long_dim * params.ks_gadget.levels)
 
 
-def _server_key_arrays(sk: ServerKey) -> list[_Array]:
+def _server_key_arrays(sk: ServerKey, prefix: str = "") -> list[_Array]:
+    """The arrays ``<prefix>bsk`` and ``<prefix>ksk`` of a server key (``prefix``: inside a larger blob)."""
+    if not isinstance(sk, ServerKey):
+        raise SerializationError(f"expected a tfhe.ServerKey, got {type(sk).__name__}")
     params = sk.params
-    return [_source(sk.bsk, "bsk", "uint32", _bsk_shape(params), moduli=params.moduli),
-            _source(sk.ksk, "ksk", "int32", _ksk_shape(params))]
+    return [_source(sk.bsk, f"{prefix}bsk", "uint32", _bsk_shape(params), moduli=params.moduli),
+            _source(sk.ksk, f"{prefix}ksk", "int32", _ksk_shape(params))]
+
+
+def _server_key_host_arrays(sk: ServerKey, prefix: str = "") -> dict:
+    """{name: host array} of :func:`_server_key_arrays`, range-checked, for :func:`crossfhe.io.format.pack`."""
+    out = {}
+    for arr in _server_key_arrays(sk, prefix):
+        pieces = [piece for _, piece in _pieces(arr)]
+        out[arr.name] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=0)
+    return out
+
+
+def _read_server_key_arrays(arrays: dict, params: Params, prefix: str = "") -> ServerKey:
+    """The server key of the arrays ``<prefix>bsk`` and ``<prefix>ksk``, checked against ``params``."""
+    bsk = _loaded(arrays, f"{prefix}bsk", np.uint32, _bsk_shape(params), params.moduli)
+    ksk = _loaded(arrays, f"{prefix}ksk", np.int32, _ksk_shape(params))
+    return ServerKey.create(bsk, ksk, params, key_id(ksk[-1]))
 
 
 def _read_server_key(c: fmt.Container, params: Params) -> ServerKey:
     com.meta(c.fields, set())
     com.check_names(c.arrays, {"bsk", "ksk"})
-    bsk = _loaded(c.arrays, "bsk", np.uint32, _bsk_shape(params), params.moduli)
-    ksk = _loaded(c.arrays, "ksk", np.int32, _ksk_shape(params))
-    return ServerKey.create(bsk, ksk, params, key_id(ksk[-1]))
+    return _read_server_key_arrays(c.arrays, params)
 
 
 def _client_key_arrays(ck: ClientKey) -> list[_Array]:

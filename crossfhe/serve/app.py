@@ -12,12 +12,16 @@ Endpoints (``{name}``: a hosted model's name; errors are JSON ``{"error": code, 
 ``GET  /v1/health``                     ``{"status": "ok", "models": n, "worker": pid}``
 ``GET  /metrics``                       Prometheus text (:mod:`crossfhe.serve.metrics`)
 ``GET  /v1/models``                     the models: name, scheme, digest, inputs, outputs, specs, keys they need
-``GET  /v1/models/{name}``              one model and its exported header (graph, specs, parameters, a model's
-                                        client side): what :func:`crossfhe.api.circuit.from_header` rebuilds
-``POST /v1/models/{name}/keys``         body: evaluation keys (``crossfhe.io.dumps(keys.public)``), streamed to
+``GET  /v1/models/{name}``              one model and its ``header``: a circuit's exported header (graph, specs,
+                                        parameters, a model's client side: what
+                                        :func:`crossfhe.api.circuit.from_header` rebuilds), or a switching
+                                        function's blob (``{"function": base64}``)
+``POST /v1/models/{name}/keys``         body: evaluation keys (``crossfhe.io.dumps(keys.public)``; a switching
+                                        function: ``io.dumps(switch.keys)``), streamed to
                                         disk; 201 ``{"key_id", "created": true}``, 200 if already held
 ``POST /v1/models/{name}/run``          body: a bundle (:mod:`crossfhe.io.bundle`) of one ``circuit.value`` per
-                                        input; reply: a bundle of the outputs
+                                        input (a switching function: one ``ckks.vector``); reply: a bundle of the
+                                        outputs
 ======================================  ============================================================================
 
 With a token (``CROSSFHE_SERVE_TOKEN`` or ``--token-file``), key uploads and runs need ``Authorization: Bearer
@@ -40,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from crossfhe.errors import CrossFHEError, SerializationError
 from crossfhe.serve.batcher import Batcher
 from crossfhe.serve.metrics import Metrics
-from crossfhe.serve.models import Hosted, RequestError, check_keys, check_request
+from crossfhe.serve.models import Hosted, RequestError, open_model
 from crossfhe.serve.store import KeyConflict, Store, UploadTooLarge
 
 log = logging.getLogger("crossfhe.serve")
@@ -80,7 +84,7 @@ class _State:
         self.store = Store(config.store, cache_bytes=config.key_cache_bytes, max_key_bytes=config.max_key_bytes)
         self.models: dict[str, Hosted] = {}
         for path in config.models:
-            hosted = Hosted.open(path)
+            hosted = open_model(path)
             if hosted.name in self.models:
                 raise CrossFHEError(f"two models are named {hosted.name!r} ({self.models[hosted.name].path} and "
                                     f"{path}); export one under another name")
@@ -187,22 +191,22 @@ def create_app(config: Config, token: str | None = None):
         if size == 0:
             state.store.discard(path)
             raise RequestError(400, "malformed", "the upload is empty: send crossfhe.io.dumps(keys.public)")
-        key_id, created, _ = await state.batcher.run_in_pool(state.store.admit, path,
-                                                              lambda public: check_keys(m, public))
+        key_id, created, _ = await state.batcher.run_keys(state.store.admit, path, m.check_keys)
         return JSONResponse({"key_id": key_id, "created": created, "model": m.name}, status_code=201 if created
                             else 200)
 
     async def run(request):
         m = hosted(request)
         data = await body(request, state.config.max_request_bytes, "the request")
-        req = await asyncio.to_thread(check_request, m, data)
+        req = await asyncio.to_thread(m.check_request, data)
         del data
         try:
-            public = await state.batcher.run_in_pool(state.store.get, req.key_id)
+            public = await state.batcher.run_keys(state.store.get, req.key_id)
         except KeyError:
             raise RequestError(404, "unknown_key", f"this server holds no evaluation keys with id {req.key_id}: "
                                                    f"upload them first (POST /v1/models/{m.name}/keys)") from None
-        check_keys(m, public, req.key_id)
+        m.check_keys(public, req.key_id)
+        req = await asyncio.to_thread(m.prepare, req, public)
         outs = await state.batcher.submit(m, public, req)
         from crossfhe.io.bundle import pack_bundle
 
@@ -241,7 +245,7 @@ def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8000, workers:
     import uvicorn
 
     for path in config.models:  # refuse a bad file here, before any worker starts
-        Hosted.open(path)
+        open_model(path)
     os.environ[CONFIG_ENV] = config.to_json()
     if token is not None:
         os.environ[TOKEN_ENV] = token

@@ -43,6 +43,7 @@ class Batcher:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crossfhe-launch")
+        self._keys = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crossfhe-keys")
 
     def start(self) -> None:
         self._wake = asyncio.Event()
@@ -60,6 +61,7 @@ class Batcher:
                 if not p.future.done():
                     p.future.set_exception(RuntimeError("the server is shutting down"))
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._keys.shutdown(wait=False, cancel_futures=True)
 
     @property
     def depth(self) -> int:
@@ -79,8 +81,13 @@ class Batcher:
         return await future
 
     async def run_in_pool(self, fn, *args):
-        """``fn(*args)`` on the launch thread (key loading shares it: one heavy job at a time)."""
+        """``fn(*args)`` on the launch thread."""
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def run_keys(self, fn, *args):
+        """``fn(*args)`` on the key thread: parsing uploads and loading keys from disk, one at a time (each holds a
+        blob and its arrays), beside the launches rather than between them."""
+        return await asyncio.get_running_loop().run_in_executor(self._keys, fn, *args)
 
     async def _loop(self) -> None:
         while True:

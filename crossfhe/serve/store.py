@@ -12,8 +12,10 @@ refuses an existing name), so two workers receiving the same key at once keep on
 no half-written key. Uploading a key id the store holds with the same bytes is a no-op (idempotent); with other
 bytes it is refused (:class:`KeyConflict`).
 
-In memory: an LRU of loaded keys, bounded by their blobs' bytes (``cache_bytes``; a key larger than the bound is
-loaded for its use and not kept). A worker that misses loads the file another worker wrote.
+In memory: an LRU of loaded keys, bounded by the bytes their arrays hold (``cache_bytes``; a key larger than the
+bound is loaded for its use and not kept). Each hosted circuit also keeps the runtime copy of the key set it ran
+last (:meth:`crossfhe.Circuit.run`), outside this bound. A worker that misses loads the file another worker wrote.
+An upload is read whole once (to parse it) beside its parsed arrays, then dropped.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from crossfhe.errors import SerializationError
 
 KEY_ID = re.compile(r"^[0-9a-f]{32}$")
 
-EVALUATION_KINDS = ("ckks.evaluation_keys", "bfv.evaluation_keys", "tfhe.server_key")
+EVALUATION_KINDS = ("ckks.evaluation_keys", "bfv.evaluation_keys", "tfhe.server_key", "switch.keys")
 """The blob kinds a server accepts as evaluation keys. Every other kind is refused before it is parsed; secret
 keys (``ckks.secret_key``, ``bfv.secret_key``, ``tfhe.client_key``) with a message saying never to send them."""
 
@@ -101,7 +103,7 @@ class Store:
                     raise KeyConflict(f"key id {key_id} is held with other content: a key pair's id is unique; "
                                       "make new keys") from None
             with self._lock:
-                self._remember(key_id, public, final.stat().st_size)
+                self._remember(key_id, public, _resident(public, final.stat().st_size))
             return key_id, created, public
         finally:
             self.discard(path)
@@ -152,8 +154,10 @@ class Store:
             except FileNotFoundError:
                 raise KeyError(key_id) from None
             public = self._parse(data)
+            size = _resident(public, len(data))
+            del data
             with self._lock:
-                self._remember(key_id, public, len(data))
+                self._remember(key_id, public, size)
                 self._loading.pop(key_id, None)
             return public
 
@@ -171,6 +175,17 @@ class Store:
             mem = len(self._lru), sum(s for _, s in self._lru.values())
         disk = [p.stat().st_size for p in self.keys_dir.glob("*.cfhe")]
         return {"disk_keys": len(disk), "disk_bytes": sum(disk), "memory_keys": mem[0], "memory_bytes": mem[1]}
+
+
+def _resident(public, blob_bytes: int) -> int:
+    """Bytes the loaded keys hold (their arrays; a TFHE server key holds twice its blob), at least the blob's."""
+    import jax
+
+    try:
+        held = sum(int(getattr(x, "nbytes", 0)) for x in jax.tree.leaves(public))
+    except Exception:  # noqa: BLE001 - an object JAX cannot flatten: its blob's size is the estimate
+        held = 0
+    return max(held, blob_bytes)
 
 
 def _file_digest(path: Path) -> bytes:
