@@ -196,6 +196,38 @@ def tfhe_cases() -> list[Case]:
                  lambda b: io.loads(b, context=ctx.public), io.dumps, r)]
 
 
+def switch_cases() -> list[Case]:
+    """Scheme-switching keys of 8 slots (CKKS N 2^11 bootstrappable, TFHE 4-bit): every part of the blob; a served
+    switching function (ReLU, its table's words in [0, 2^P))."""
+    from crossfhe.api.switch import SchemeSwitch
+    from crossfhe.testing import INSECURE_TFHE_P4
+
+    ck = CKKSContext.create(BOOT, seed=b"io-checks-switch-c".ljust(32, b"\0"), insecure=True, progress=False)
+    tf = TFHEContext.create(INSECURE_TFHE_P4, seed=b"io-checks-switch-t".ljust(32, b"\0"), insecure=True,
+                            progress=False)
+    keys = SchemeSwitch.create(ck, tf, slots=8, seed=b"io-checks-switch".ljust(32, b"\0"), progress=False).keys
+    q0, chain = tuple(BOOT.moduli_at(0)), tuple(BOOT.q) + tuple(BOOT.p)
+    sparse = tuple(keys.bootstrap.sparse_ring.q + keys.bootstrap.sparse_ring.p)
+
+    def ranges(name: str, shape: tuple):
+        if name == "server.bsk":
+            return Range(0, tuple(INSECURE_TFHE_P4.moduli))
+        if name.rpartition(".")[2] not in ("a", "b") or len(shape) < 2:
+            return None  # seeds; server.ksk: int32 words mod 2^32
+        if name.startswith(("to_tfhe.", "to_ckks.")):
+            return Range(0, q0)
+        if name.startswith("packing."):
+            return Range(0, q0 + tuple(BOOT.p[:1]))
+        return Range(0, sparse if name.startswith("bootstrap.to_sparse.") else chain[: shape[-2]])
+
+    from crossfhe.api.switch import SwitchFunction
+
+    fn = SwitchFunction.create(BOOT, INSECURE_TFHE_P4, "relu", (-1, 1), slots=8, name="relu")
+    return [Case("switch.keys", io.dumps(keys), io.loads, io.dumps, ranges),
+            Case("switch.function", io.dumps(fn), io.loads, io.dumps,
+                 lambda name, shape: Range(0, 2**INSECURE_TFHE_P4.message_bits))]
+
+
 CIRCUIT = hashlib.sha256(b"a circuit").hexdigest()
 KEY_ID = "0123456789abcdef" * 2
 
@@ -448,9 +480,11 @@ KINDS = {
             "bfv.hmvp_vector", "bfv.vector"],
     "tfhe": ["tfhe.params", "tfhe.ciphertext", "tfhe.server_key", "tfhe.client_key", "tfhe.integer", "tfhe.radix"],
     "circuit": ["circuit.value"],
+    "switch": ["switch.keys", "switch.function"],
 }
 ALL_KINDS = [kind for kinds in KINDS.values() for kind in kinds]
-_MAKERS = {"ckks": ckks_cases, "bfv": bfv_cases, "tfhe": tfhe_cases, "circuit": lambda: [circuit_value_case()]}
+_MAKERS = {"ckks": ckks_cases, "bfv": bfv_cases, "tfhe": tfhe_cases, "circuit": lambda: [circuit_value_case()],
+           "switch": switch_cases}
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,31 @@ def _interval(interval) -> tuple[float, float]:
     return lo, hi
 
 
+def _output_grid(outs: np.ndarray, step: float, message_bits: int) -> tuple[float, float]:
+    """(lo, out_step) of the output integers: from fn's minimum, the coarsest of 1 (integer outputs), the input
+    step d, d / 2, ... d / 2^(P-1) on which every output lies (to 2^-30 relative) within 2^P points, else 2^P
+    points over fn's range (outputs then round to that grid)."""
+    lo, hi = float(outs.min()), float(outs.max())
+    span = hi - lo
+    for cand in [1.0] + [step / 2**j for j in range(message_bits)]:
+        k = (outs - lo) / cand
+        if span / cand < 2**message_bits and np.all(np.abs(k - np.rint(k)) <= 2.0**-30 * max(1.0, float(k.max()))):
+            return lo, cand
+    return lo, (span / (2**message_bits - 1)) or 1.0
+
+
+def function_table(qz: switch.Quantizer, fn) -> tuple[np.ndarray, float, float]:
+    """(ints, out_lo, out_step): fn on the quantizer's 2^bits grid points lo + q d as integers ints[q] in [0, 2^P)
+    with fn(lo + q d) = out_lo + out_step ints[q] (exactly where fn's outputs lie on a grid of at most 2^P points,
+    else rounded to 2^P points over fn's range). ``fn`` is called once, on the grid."""
+    grid = qz.dequantize(np.arange(2**qz.bits))
+    outs = np.asarray(fn(grid), dtype=np.float64)
+    if outs.shape != grid.shape or not np.all(np.isfinite(outs)):
+        raise ParameterError(f"fn must map the {grid.size} grid points to as many finite numbers")
+    out_lo, out_step = _output_grid(outs, qz.step, qz.message_bits)
+    return np.rint((outs - out_lo) / out_step).astype(np.int64), out_lo, out_step
+
+
 @dataclass(frozen=True, repr=False, eq=False)
 class SchemeSwitch:
     """The public material of both directions between a CKKS and a TFHE key pair (:mod:`crossfhe.api.switch`)."""
@@ -82,6 +107,15 @@ class SchemeSwitch:
         object.__setattr__(out, "_owner", (ckks, tfhe))
         register_switch(ckks.key_id, out)
         return out
+
+    @classmethod
+    def from_keys(cls, keys: switch.SwitchKeys, *, interval=(-1.0, 1.0)) -> SchemeSwitch:
+        """The switch of public key material alone (``keys``, e.g. read with ``crossfhe.io.loads``): what a server
+        holds. Its vectors and integers refer to public contexts; only the key owner decrypts them."""
+        if not isinstance(keys, switch.SwitchKeys):
+            raise TypeError(f"SchemeSwitch.from_keys takes SwitchKeys, got {type(keys).__name__}")
+        return cls(CKKSPublicContext(keys.ckks_params, keys.evaluation, keys.bootstrap),
+                   TFHEPublicContext(keys.tfhe_params, keys.server), keys, _interval(interval))
 
     def __repr__(self) -> str:
         return f"SchemeSwitch({self.keys!r})"
@@ -184,30 +218,13 @@ class SchemeSwitch:
 
     # functions on CKKS vectors --------------------------------------------------------------------------
 
-    def _output_grid(self, outs: np.ndarray, step: float) -> tuple[float, float]:
-        """(lo, out_step) of the output integers: from fn's minimum, the coarsest of 1 (integer outputs), the input
-        step d, d / 2, ... d / 2^(P-1) on which every output lies (to 2^-30 relative) within 2^P points, else 2^P
-        points over fn's range (outputs then round to that grid)."""
-        lo, hi = float(outs.min()), float(outs.max())
-        span = hi - lo
-        for cand in [1.0] + [step / 2**j for j in range(self.bits)]:
-            k = (outs - lo) / cand
-            if span / cand < 2**self.bits and np.all(np.abs(k - np.rint(k)) <= 2.0**-30 * max(1.0, float(k.max()))):
-                return lo, cand
-        return lo, (span / (2**self.bits - 1)) or 1.0
-
     def apply(self, x: EncryptedVector, fn, interval, bits: int | None = None) -> EncryptedVector:
         """fn elementwise on the vector's values (module docstring): ``fn`` a real function of a NumPy array (it is
         called once, on the 2^bits grid points lo + q d), the result a CKKS vector of the same length. One
         bootstrap per value in TFHE, then half a CKKS bootstrap."""
         x = self._vector(x)
         qz = self.quantizer(interval, bits)
-        grid = qz.dequantize(np.arange(2**qz.bits))
-        outs = np.asarray(fn(grid), dtype=np.float64)
-        if outs.shape != grid.shape or not np.all(np.isfinite(outs)):
-            raise ParameterError(f"fn must map the {grid.size} grid points to as many finite numbers")
-        out_lo, out_step = self._output_grid(outs, qz.step)
-        ints = np.rint((outs - out_lo) / out_step).astype(np.int64)
+        ints, out_lo, out_step = function_table(qz, fn)
         return self._back(self._lwe(x, qz), qz.table(ints), x.length, out_lo, out_step)
 
     def relu(self, x: EncryptedVector, interval, bits: int | None = None) -> EncryptedVector:
@@ -286,4 +303,198 @@ class SchemeSwitch:
         return self._back(d, eq, x.length, 0.0, 1.0)
 
 
-__all__ = ["SchemeSwitch", "switch_for"]
+KIND_FUNCTION = "switch.function"
+"""The io kind of a :class:`SwitchFunction`."""
+
+FUNCTION_OPS = ("apply", "max", "argmax")
+
+
+@dataclass(frozen=True, eq=False)
+class SwitchFunction:
+    """A function on encrypted CKKS vectors through TFHE, as a server runs it with a client's switch keys: ``op``
+    "apply" (``table`` on the quantized values: out_lo + out_step table[q]), "max" or "argmax", over ``interval`` on
+    a 2^``bits`` grid, for real vectors of up to ``slots`` values under ``ckks_params`` (bootstrappable: values come
+    back to CKKS) and ``tfhe_params``. Made without keys (:meth:`create`), saved with ``crossfhe.io.save(f, path)``
+    (kind ``switch.function``), hosted by ``crossfhe serve``; its errors are those of :meth:`SchemeSwitch.apply`
+    (module docstring)."""
+
+    name: str
+    ckks_params: object
+    tfhe_params: object
+    slots: int
+    op: str
+    interval: tuple
+    bits: int
+    table: np.ndarray | None = None
+    out_lo: float = 0.0
+    out_step: float = 1.0
+
+    @classmethod
+    def create(cls, ckks_params, tfhe_params, fn, interval, *, slots: int = 64, bits: int | None = None,
+               name: str = "switch") -> SwitchFunction:
+        """``fn``: "relu", "sign", "max", "argmax", or a real function of a NumPy array (called once, on the grid);
+        ``bits`` default P - 1 (P: the TFHE message bits)."""
+        from crossfhe.ckks.params import Params as CKKSParams
+        from crossfhe.tfhe.params import Params as TFHEParams
+
+        if not isinstance(ckks_params, CKKSParams) or not isinstance(tfhe_params, TFHEParams):
+            raise TypeError("SwitchFunction.create takes CKKS parameters and TFHE parameters")
+        if not isinstance(slots, int) or slots < 1 or slots & (slots - 1) or slots > ckks_params.slots:
+            raise ParameterError(f"slots must be a power of two up to {ckks_params.slots}, got {slots!r}")
+        lo, hi = _interval(interval)
+        p = tfhe_params.message_bits
+        qz = switch.Quantizer(lo, hi, max(1, p - 1) if bits is None else bits, p)
+        named = {"relu": lambda v: np.maximum(v, 0.0), "sign": lambda v: np.sign(np.round(v, 12))}
+        if fn in ("max", "argmax"):
+            if qz.bits + 1 > p:
+                raise ParameterError(f"max and argmax compare {qz.bits}-bit values with one more bit of room: bits "
+                                     f"<= {p - 1}")
+            return cls(name, ckks_params, tfhe_params, slots, fn, (lo, hi), qz.bits)
+        fn = named.get(fn, fn)
+        if not callable(fn):
+            raise ParameterError(f"fn must be one of 'relu', 'sign', 'max', 'argmax' or a function, got {fn!r}")
+        ints, out_lo, out_step = function_table(qz, fn)
+        return cls(name, ckks_params, tfhe_params, slots, "apply", (lo, hi), qz.bits, ints, out_lo, out_step)
+
+    @property
+    def digest(self) -> str:
+        """What a value and keys are checked against: the serialized function's SHA-256."""
+        import hashlib
+
+        return hashlib.sha256(self.serialize()).hexdigest()
+
+    def check_keys(self, keys) -> None:
+        """ParameterError (TypeError for another object) unless ``keys`` (SwitchKeys) can run this function: its
+        parameters, enough slots, bootstrapping keys to come back to CKKS."""
+        if not isinstance(keys, switch.SwitchKeys):
+            raise TypeError(f"{self.name} runs with scheme-switching keys (SwitchKeys), got {type(keys).__name__}")
+        if keys.ckks_params.digest() != self.ckks_params.digest() or keys.tfhe_params.digest() != \
+                self.tfhe_params.digest():
+            raise ParameterError(f"{self.name}: these switching keys are for other CKKS or TFHE parameters")
+        if keys.slots < self.slots:
+            raise ParameterError(f"{self.name}: the keys switch {keys.slots} slots, the function takes {self.slots}")
+        if keys.bootstrap is None:
+            raise ParameterError(f"{self.name}: the keys cannot switch back to CKKS (no bootstrapping keys)")
+
+    def run(self, sw: SchemeSwitch, x: EncryptedVector) -> EncryptedVector:
+        """The function on ``x`` with the switch ``sw`` (its keys checked by :meth:`check_keys`)."""
+        if x.width > self.slots:
+            raise ParameterError(f"{self.name} takes vectors of up to {self.slots} values, got {x.length}")
+        if self.op == "max":
+            return sw.max(x, self.interval, self.bits)
+        if self.op == "argmax":
+            return sw.argmax(x, self.interval, self.bits)
+        x = sw._vector(x)
+        qz = sw.quantizer(self.interval, self.bits)
+        return sw._back(sw._lwe(x, qz), qz.table(self.table), x.length, self.out_lo, self.out_step)
+
+    def reference(self, v) -> np.ndarray:
+        """The function on plain values (NumPy), quantized as the encrypted run quantizes them."""
+        qz = switch.Quantizer(*self.interval, self.bits, self.tfhe_params.message_bits)
+        q = qz.quantize(np.asarray(v, dtype=np.float64))
+        grid = qz.dequantize(np.arange(2**self.bits))
+        if self.op == "max":
+            return np.array([grid[int(q.max())]])
+        if self.op == "argmax":
+            return (q == q.max()).astype(np.float64)
+        return self.out_lo + self.out_step * np.asarray(self.table)[q]
+
+    # io ----------------------------------------------------------------------------------------
+
+    def serialize(self) -> bytes:
+        """The blob of kind ``switch.function``: the fields (floats as float.hex), both parameters (their io
+        blobs, base64) and the table (int32)."""
+        import base64
+
+        from crossfhe import io
+        from crossfhe.io import format as fmt
+
+        fields = {"name": self.name, "op": self.op, "slots": self.slots, "bits": self.bits,
+                  "interval": [float(v).hex() for v in self.interval], "out_lo": float(self.out_lo).hex(),
+                  "out_step": float(self.out_step).hex(),
+                  "ckks_params": base64.b64encode(io.dumps(self.ckks_params)).decode("ascii"),
+                  "tfhe_params": base64.b64encode(io.dumps(self.tfhe_params)).decode("ascii")}
+        arrays = {} if self.table is None else {"table": np.asarray(self.table, dtype=np.int32)}
+        return fmt.pack(KIND_FUNCTION, fields, arrays)
+
+    @classmethod
+    def load(cls, blob) -> SwitchFunction:
+        """The function of a :meth:`serialize` blob, every field checked (SerializationError naming it)."""
+        import base64
+        import binascii
+
+        from crossfhe import io
+        from crossfhe.errors import SerializationError
+        from crossfhe.io import checks
+        from crossfhe.io import format as fmt
+
+        c = fmt.unpack(blob, expected_kind=KIND_FUNCTION)
+        f = checks.json_keys(c.fields, {"name", "op", "slots", "bits", "interval", "out_lo", "out_step",
+                                        "ckks_params", "tfhe_params"}, "a switch.function header")
+
+        def fail(what: str):
+            raise SerializationError(f"switch.function: {what}")
+
+        def number(v, what: str) -> float:
+            try:
+                out = float.fromhex(v)
+            except (TypeError, ValueError):
+                fail(f"{what} must be a float.hex string, got {checks.shown(v)}")
+            if not np.isfinite(out):
+                fail(f"{what} must be finite")
+            return out
+
+        def params(v, kind: str):
+            try:
+                raw = base64.b64decode(v, validate=True)
+            except (binascii.Error, ValueError, TypeError):
+                fail(f"the {kind} parameters are not base64")
+            if fmt.peek_kind(raw) != f"{kind}.params":
+                fail(f"the {kind} parameters hold a {fmt.peek_kind(raw)} blob")
+            return io.loads(raw)
+
+        checks.json_str(f["name"], "a switch.function's name")
+        if f["op"] not in FUNCTION_OPS:
+            fail(f"op must be one of {list(FUNCTION_OPS)}, got {checks.shown(f['op'])}")
+        ckks_params, tfhe_params = params(f["ckks_params"], "ckks"), params(f["tfhe_params"], "tfhe")
+        p = tfhe_params.message_bits
+        for key, hi in (("slots", ckks_params.slots), ("bits", p)):
+            v = f[key]
+            if not fmt.is_json_int(v) or not 1 <= v <= hi:
+                fail(f"{key} must be an int in [1, {hi}], got {checks.shown(v)}")
+        if f["slots"] & (f["slots"] - 1):
+            fail(f"slots must be a power of two, got {f['slots']}")
+        if not (isinstance(f["interval"], list) and len(f["interval"]) == 2):
+            fail("interval must be a pair of float.hex strings")
+        lo, hi = (number(v, "interval") for v in f["interval"])
+        if not lo < hi:
+            fail(f"the interval must have lo < hi, got [{lo}, {hi}]")
+        out_lo, out_step = number(f["out_lo"], "out_lo"), number(f["out_step"], "out_step")
+        table = None
+        if f["op"] == "apply":
+            if set(c.arrays) != {"table"}:
+                fail("an 'apply' function holds exactly the array 'table'")
+            table = np.asarray(c.arrays["table"], dtype=np.int64)
+            if table.shape != (2 ** f["bits"],) or table.min() < 0 or table.max() >= 2**p:
+                fail(f"the array 'table' must be 2^bits = {2 ** f['bits']} ints in [0, {2**p}), got shape "
+                     f"{table.shape} and words in [{table.min()}, {table.max()}]")
+            if not out_step > 0:
+                fail("out_step must be positive")
+        elif c.arrays:
+            fail(f"a {f['op']!r} function holds no arrays")
+        elif f["bits"] + 1 > p:
+            fail(f"bits must be at most {p - 1} for {f['op']}")
+        return cls(f["name"], ckks_params, tfhe_params, f["slots"], f["op"], (lo, hi), f["bits"], table, out_lo,
+                   out_step)
+
+
+def _register_io() -> None:
+    from crossfhe.io.registry import register_kind, register_type
+
+    register_type(SwitchFunction, KIND_FUNCTION, lambda f, params: f.serialize())
+    register_kind(KIND_FUNCTION, lambda blob, params, context: SwitchFunction.load(blob), params=(object,))
+
+
+_register_io()
+
+__all__ = ["FUNCTION_OPS", "KIND_FUNCTION", "SchemeSwitch", "SwitchFunction", "function_table", "switch_for"]
