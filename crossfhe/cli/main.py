@@ -265,7 +265,7 @@ def _cmd_serve(args) -> int:
 def _cmd_client(args) -> int:
     import numpy as np
 
-    from crossfhe.client import Client, ServerError
+    from crossfhe.client import Client, RemoteSwitch, ServerError
 
     client = Client(args.url, token=os.environ.get("CROSSFHE_SERVE_TOKEN") or None, retries=args.retries)
     try:
@@ -284,8 +284,13 @@ def _cmd_client(args) -> int:
                   "crossfhe.ml takes one: its samples)", file=sys.stderr)
             return 2
         values = [np.load(f, allow_pickle=False) for f in args.input]
+        if args.insecure and isinstance(model, RemoteSwitch):
+            model.keygen(insecure=True)
         key_id = model.upload_keys()
-        result = model.predict(values[0]) if model.spec is not None else model(*values)
+        if getattr(model, "spec", None) is not None:
+            result = model.predict(values[0])
+        else:
+            result = model(*values)
         print(f"keys {key_id} (made here; the secret key stays in this process)")
         print(np.array2string(np.asarray(result) if not isinstance(result, list) else np.asarray(result[0]),
                               precision=6))
@@ -331,6 +336,8 @@ def main(argv=None) -> int:
     c.add_argument("model", nargs="?")
     c.add_argument("--input", action="append", metavar="X.npy", help="an input (repeat per circuit input)")
     c.add_argument("--retries", type=int, default=6)
+    c.add_argument("--insecure", action="store_true", help="allow a switching function's test parameters (keys made "
+                                                           "here refuse them otherwise)")
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
         return _cmd_bench(args.suite, rest)

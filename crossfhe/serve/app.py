@@ -191,7 +191,7 @@ def create_app(config: Config, token: str | None = None):
         if size == 0:
             state.store.discard(path)
             raise RequestError(400, "malformed", "the upload is empty: send crossfhe.io.dumps(keys.public)")
-        key_id, created, _ = await state.batcher.run_keys(state.store.admit, path, m.check_keys)
+        key_id, created, _ = await state.batcher.run_keys(state.store.admit, path, m.check_keys, m.load_keys)
         return JSONResponse({"key_id": key_id, "created": created, "model": m.name}, status_code=201 if created
                             else 200)
 
@@ -201,7 +201,7 @@ def create_app(config: Config, token: str | None = None):
         req = await asyncio.to_thread(m.check_request, data)
         del data
         try:
-            public = await state.batcher.run_keys(state.store.get, req.key_id)
+            public = await state.batcher.run_keys(state.store.get, req.key_id, m.load_keys)
         except KeyError:
             raise RequestError(404, "unknown_key", f"this server holds no evaluation keys with id {req.key_id}: "
                                                    f"upload them first (POST /v1/models/{m.name}/keys)") from None

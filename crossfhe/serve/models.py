@@ -62,6 +62,10 @@ class Hosted:
         """RequestError (400) if ``public`` cannot run this model."""
         raise NotImplementedError
 
+    def load_keys(self, blob):
+        """The evaluation keys of ``blob`` (checked by their loader), as this model runs them."""
+        return io.loads(blob)
+
     def prepare(self, request: Request, public) -> Request:
         """The request, its values checked against the keys (the checks that need them)."""
         return request
@@ -130,6 +134,19 @@ class HostedSwitch(Hosted):
     path: Path
     function: SwitchFunction
     blob: bytes = field(repr=False)
+
+    def load_keys(self, blob):
+        """Switching keys, on the CKKS kernel set a context of these parameters would resolve (the vectors the
+        server loads against them are on it)."""
+        from crossfhe.io.switch import loads_switch_keys
+        from crossfhe.kernels import as_kernel_set
+
+        kind = io.kind_of(blob)
+        if kind != "switch.keys":
+            raise RequestError(400, "wrong_keys", f"{self.name} runs with scheme-switching keys "
+                                                  f"(crossfhe.io.dumps(switch.keys)), got a {kind} blob")
+        ck = self.function.ckks_params
+        return loads_switch_keys(blob, params=ck.with_kernels(as_kernel_set(ck.kernels).resolve()))
 
     def describe(self) -> dict:
         f = self.function

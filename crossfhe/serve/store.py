@@ -81,14 +81,14 @@ class Store:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
-    def admit(self, path: Path, check) -> tuple[str, bool, object]:
-        """Check the received blob at ``path`` and keep it: ``check(public) -> None`` raises for keys the model
-        cannot use. Returns (key id, created, the loaded keys). SerializationError for a blob that is not
-        evaluation keys (a secret key named as such), :class:`KeyConflict` for an id held with other bytes. The
-        file at ``path`` is gone afterwards, kept or not."""
+    def admit(self, path: Path, check, load=io.loads) -> tuple[str, bool, object]:
+        """Check the received blob at ``path`` and keep it: ``load(blob)`` reads it (the model's way: the parameters
+        it runs with), ``check(public) -> None`` raises for keys the model cannot use. Returns (key id, created, the
+        loaded keys). SerializationError for a blob that is not evaluation keys (a secret key named as such),
+        :class:`KeyConflict` for an id held with other bytes. The file at ``path`` is gone afterwards, kept or not."""
         try:
             data = path.read_bytes()
-            public = self._parse(data)
+            public = self._parse(data, load)
             check(public)
             key_id = public.key_id
             digest = hashlib.sha256(data).digest()
@@ -109,14 +109,14 @@ class Store:
             self.discard(path)
 
     @staticmethod
-    def _parse(data: bytes):
+    def _parse(data: bytes, load):
         kind = io.kind_of(data)
         if kind in SECRET_KINDS:
             raise SerializationError(f"this blob is a secret key (kind {kind}): a secret key never leaves its owner; "
                                      "upload the evaluation keys (keys.public)")
         if kind not in EVALUATION_KINDS:
             raise SerializationError(f"this blob is a {kind}, not evaluation keys (kinds {list(EVALUATION_KINDS)})")
-        public = io.loads(data)
+        public = load(data)
         key_id = getattr(public, "key_id", None)
         if not isinstance(key_id, str) or not KEY_ID.match(key_id):
             raise SerializationError("these evaluation keys carry no key id (keys made by crossfhe carry one)")
@@ -135,8 +135,9 @@ class Store:
         except KeyError:
             return False
 
-    def get(self, key_id: str):
-        """The keys of ``key_id``, from memory or from disk (KeyError if the store does not hold them)."""
+    def get(self, key_id: str, load=io.loads):
+        """The keys of ``key_id``, from memory or from disk, read with ``load`` (KeyError if the store does not hold
+        them)."""
         with self._lock:
             hit = self._lru.get(key_id)
             if hit is not None:
@@ -153,7 +154,7 @@ class Store:
                 data = path.read_bytes()
             except FileNotFoundError:
                 raise KeyError(key_id) from None
-            public = self._parse(data)
+            public = self._parse(data, load)
             size = _resident(public, len(data))
             del data
             with self._lock:
