@@ -170,10 +170,9 @@ def main(argv=None) -> int:
         return 0
     if args.quick:
         args.samples, args.params, args.epochs = 2, "P6", 10
-    import subprocess as sp
+    from crossfhe.cli.benchutil import cpu_name
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in sp.run(["lscpu"], capture_output=True, text=True).stdout
-                .splitlines() if ln.startswith("Model name")), "?")
+    cpu = cpu_name()
     if args.deep:
         return deep(args, cpu)
     with tempfile.TemporaryDirectory() as tmp:

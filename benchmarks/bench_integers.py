@@ -126,14 +126,6 @@ def run_ours(args, threads: int, cpus: list[int]) -> dict | None:
         return None
 
 
-def _cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return "?"
-    return next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
-
-
 def _merge(threads: int, ours: dict | None, peer: list[dict], widths: list[int], ops_: list[str]) -> list[dict]:
     """One row per (width, operator) of both sides; a side that did not run leaves its fields None."""
     mine = {(r["bits"], r["op"]): r for r in (ours or {}).get("rows", [])}
@@ -201,7 +193,7 @@ def main(argv=None) -> int:
     if not thread_counts or any(not 1 <= t <= available for t in thread_counts):
         p.error(f"--threads {args.threads!r}: each from 1 to the {available} CPUs this process may use")
 
-    from crossfhe.cli.benchutil import load_average, pin_threads
+    from crossfhe.cli.benchutil import cpu_name, load_average, pin_threads
 
     if args.worker:
         pin_threads(thread_counts[0])
@@ -215,7 +207,7 @@ def main(argv=None) -> int:
     if not args.no_peer:
         exe = tfhers.build(exe=tfhers.INTEGERS_EXE)
         peer_status = "ran" if exe else "skipped: no cargo or the build failed (see the message above)"
-    out = {"suite": "integers", "cpu": _cpu_name(), "cpus_available": available, "params": args.params,
+    out = {"suite": "integers", "cpu": cpu_name(), "cpus_available": available, "params": args.params,
            "widths": widths, "ops": ops_, "reps": args.reps, "threads": thread_counts, "peer": None,
            "peer_status": peer_status, "peer_params": None, "load": load_average(), "runs": [], "rows": []}
     for t in thread_counts:

@@ -86,6 +86,8 @@ from pathlib import Path
 
 import numpy as np
 
+from crossfhe.cli.benchutil import cpu_name, load_average
+
 MODELS = ("tfhe", "ckks")
 CKKS_BOUND = 1e-3
 CKKS_LENGTH = 64
@@ -107,18 +109,6 @@ def _ckks_fn(x):
 # --------------------------------------------------------------------------------------------------
 # Machine facts
 # --------------------------------------------------------------------------------------------------
-
-
-def _cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return "?"
-    return next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
 def _free_port() -> int:
@@ -557,7 +547,7 @@ def run_phase(bench: Bench, mode: str, args, root: Path, deadline: float) -> dic
     sampler = RssSampler()
     server = ServerProc(bench.path, store, port, workers=args.workers, window_ms=args.window_ms,
                         max_items=max_items, log=root / f"server-{tag}.log")
-    rec = {"model": bench.kind, "mode": mode, "max_items": max_items, "load": {"before": _load()}}
+    rec = {"model": bench.kind, "mode": mode, "max_items": max_items, "load": {"before": load_average()}}
     sampler.start()
     try:
         rec["start_s"] = server.start(sampler)
@@ -631,7 +621,7 @@ def run_phase(bench: Bench, mode: str, args, root: Path, deadline: float) -> dic
         picks = [list(range(1, args.requests + 1)) for _ in range(args.clients)]
         outcomes, wall = _load_round(bench, url, picks, args.retries)
         after, disk = scrape(url, args.workers)
-        rec["load"]["after"] = _load()
+        rec["load"]["after"] = load_average()
         if "scraped" in kill:
             after = {**kill["scraped"], **after}  # the killed server's workers, then the new ones
         launches, mean_req, max_req = _launch_stats(_minus(after, before))
@@ -771,7 +761,7 @@ def main(argv=None) -> int:
 
     import jax
 
-    out = {"suite": "serve", "cpu": _cpu_name(), "cpus": os.cpu_count(), "load": {"start": _load()},
+    out = {"suite": "serve", "cpu": cpu_name(), "cpus": os.cpu_count(), "load": {"start": load_average()},
            "jax": jax.__version__, "clients": args.clients, "requests": args.requests, "key_sets": args.key_sets,
            "window_ms": args.window_ms, "max_items": args.max_items, "workers": args.workers,
            "quick": args.quick, "ckks_bound": CKKS_BOUND, "models": {}, "records": []}
@@ -796,7 +786,7 @@ def main(argv=None) -> int:
             out["models"][kind] = {"name": bench.name, "params": bench.params, "keygen_s": bench.keygen_s,
                                    "encrypt_s": bench.encrypt_s}
     done.set()
-    out["load"]["end"] = _load()
+    out["load"]["end"] = load_average()
     out["wall_s"] = time.perf_counter() - t_start
     out["expired"] = expired.is_set()
     bad = [r for r in out["records"] if r.get("failed") or r.get("wrong") or r.get("lost") or r.get("warmup_wrong")

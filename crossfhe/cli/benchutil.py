@@ -41,6 +41,17 @@ def first_call(fn) -> tuple[object, float]:
     return out, time.perf_counter() - t0
 
 
+def cpu_name() -> str:
+    """The CPU's model name as ``lscpu`` prints it ("?" where it cannot be read): benchmarks name the machine."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except OSError:
+        return "?"
+    return next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
+
+
 def load_average() -> list[float]:
     """The 1, 5 and 15 minute load averages (empty where the platform has none)."""
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
