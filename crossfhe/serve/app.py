@@ -42,7 +42,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from crossfhe.errors import CrossFHEError, SerializationError
-from crossfhe.serve.batcher import Batcher
+from crossfhe.serve.batcher import Batcher, ShuttingDown
 from crossfhe.serve.metrics import Metrics
 from crossfhe.serve.models import Hosted, RequestError, open_model
 from crossfhe.serve.store import KeyConflict, Store, UploadTooLarge
@@ -103,8 +103,7 @@ def create_app(config: Config, token: str | None = None):
     worker = str(os.getpid())
 
     def error(status: int, code: str, message: str):
-        return JSONResponse({"error": code, "message": message}, status_code=status, headers={"X-Crossfhe-Worker":
-                                                                                               worker})
+        return JSONResponse({"error": code, "message": message}, status_code=status)
 
     def guarded(route: str, handler):
         async def endpoint(request):
@@ -118,10 +117,14 @@ def create_app(config: Config, token: str | None = None):
                 response = await handler(request)
             except RequestError as e:
                 response = error(e.status, e.code, str(e))
-            except (SerializationError, KeyConflict, UploadTooLarge) as e:
-                status, code = {SerializationError: (400, "malformed"), KeyConflict: (409, "key_conflict"),
-                                UploadTooLarge: (413, "too_large")}[type(e)]
-                response = error(status, code, str(e))
+            except SerializationError as e:
+                response = error(400, "malformed", str(e))
+            except KeyConflict as e:
+                response = error(409, "key_conflict", str(e))
+            except UploadTooLarge as e:
+                response = error(413, "too_large", str(e))
+            except ShuttingDown as e:  # the client retries it against the restarted server
+                response = error(503, "shutting_down", str(e))
             except CrossFHEError as e:  # the library's own refusals (parameters, keys): the request's fault
                 response = error(400, "refused", str(e))
             except Exception:  # noqa: BLE001 - a bug of ours: logged, answered without internals

@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from crossfhe.serve.models import Hosted, Request, run_batch
 
 
+class ShuttingDown(Exception):
+    """A request still queued when the server stops (answered 503: clients retry)."""
+
+
 @dataclass
 class _Pending:
     hosted: Hosted
@@ -59,7 +63,7 @@ class Batcher:
         for q in self._queues.values():
             for p in q:
                 if not p.future.done():
-                    p.future.set_exception(RuntimeError("the server is shutting down"))
+                    p.future.set_exception(ShuttingDown("the server is shutting down; retry"))
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._keys.shutdown(wait=False, cancel_futures=True)
 
@@ -137,4 +141,4 @@ def _settle(future: asyncio.Future, *, result=None, error=None) -> None:
         future.set_result(result)
 
 
-__all__ = ["Batcher"]
+__all__ = ["Batcher", "ShuttingDown"]
