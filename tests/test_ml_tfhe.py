@@ -268,9 +268,15 @@ def test_an_exported_ckks_model_runs_from_its_file(tmp_path):
     compiled = ml.compile_onnx(_mlp(), x, params=CKKS_TOY, degree=7, check=0)
     compiled.keygen(seed=SEED)
     path = compiled.export(tmp_path / "model.cfhe", batch_shape=(1,))
+    assert ml.load(path).params.digest() == CKKS_TOY.digest()  # the file carries its parameters
+    from crossfhe.io import circuit_file
+
+    header, body = circuit_file.read_circuit_file(path)
+    del header["parameters"]  # as files written before it did
+    circuit_file.write_circuit_file(tmp_path / "old.cfhe", header, body)
     with pytest.raises(ParameterError, match="not a preset.*pass them"):
-        ml.load(path)  # insecure toy parameters have no preset name
-    loaded = ml.load(path, params=CKKS_TOY)
+        ml.load(tmp_path / "old.cfhe")  # insecure toy parameters have no preset name
+    loaded = ml.load(tmp_path / "old.cfhe", params=CKKS_TOY)
     loaded.keygen(seed=SEED)
     y = loaded.predict(x[3])
     assert y.shape == (3,) and np.abs(y - compiled.predict_approximated(x[3:4])[0]).max() < 1e-2
