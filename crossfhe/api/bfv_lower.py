@@ -522,7 +522,7 @@ class BFVScheme(RingScheme):
     def runtime(self, graph, params, public, *, one_program: bool = True):
         return runtime(graph, params, public)
 
-    def interpret(self, graph, params, inputs, rt):
+    def interpret(self, graph, params, inputs, rt, items: int = 1):
         return interpret(graph, params, inputs, rt)
 
     # The eager values' one-operation circuits (crossfhe.api.eager) -------------------------------------

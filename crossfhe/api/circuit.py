@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -77,8 +78,9 @@ class Scheme:
       value: what its arrays must be (``input_shapes`` at a batch shape derives from it).
     - ``runtime(graph, params, public, one_program=True) -> pytree`` of arrays: keys, plans and constants the
       program takes (``one_program`` False: those of a graph run operation by operation, :meth:`by_operation`).
-    - ``interpret(graph, params, inputs, runtime) -> [leaves per output]``: the circuit on one item (traceable;
-      ``inputs``: a tuple of leaf tuples, one per input).
+    - ``interpret(graph, params, inputs, runtime, items=1) -> [leaves per output]``: the circuit on one item
+      (traceable; ``inputs``: a tuple of leaf tuples, one per input); ``items``: how many items the caller's
+      ``vmap`` around it runs at once (a kernel may pick its route by the whole batch: TFHE's key switch).
     - ``by_operation(graph) -> bool``: True where an eager value's one-operation graph runs operation by
       operation, each operation its own cached compiled program shared with every other call (a CKKS bootstrap:
       as one program it compiles for about a minute at N 2^16 on a CPU, and with the kept heap of
@@ -561,19 +563,21 @@ class Circuit:
         stay vectorized (:func:`jax.lax.platform_dependent`: one program, its branch chosen where it is lowered)."""
         graph, params, scheme = self.graph, self.params, self.scheme
 
-        def item(inputs, leaves):
-            rt = jax.tree.unflatten(treedef, leaves)
-            return tuple(tuple(o) for o in scheme.interpret(graph, params, inputs, rt))
+        def item_of(items: int):
+            def item(inputs, leaves):
+                rt = jax.tree.unflatten(treedef, leaves)
+                return tuple(tuple(o) for o in scheme.interpret(graph, params, inputs, rt, items=items))
 
-        if scheme.materialize_kernels:
-            item = xla.materializing(item)
+            return xla.materializing(item) if scheme.materialize_kernels else item
+
+        item = item_of(1)
 
         def mapped(inputs, leaves):
             flat = jax.tree.map(lambda a: a.reshape((-1,) + a.shape[len(batch):]), inputs)
             out = jax.lax.map(lambda x: item(x, leaves), flat)
             return jax.tree.map(lambda a: a.reshape(tuple(batch) + a.shape[1:]), out)
 
-        vectorized = item
+        vectorized = item_of(math.prod(batch))
         for _ in batch:
             vectorized = jax.vmap(vectorized, in_axes=(0, None))
         if not batch:

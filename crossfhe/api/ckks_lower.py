@@ -1025,7 +1025,7 @@ class CKKSScheme(RingScheme):
     def runtime(self, graph, params, public, *, one_program: bool = True):
         return runtime(graph, params, public, one_program=one_program)
 
-    def interpret(self, graph, params, inputs, rt):
+    def interpret(self, graph, params, inputs, rt, items: int = 1):
         return interpret(graph, params, inputs, rt)
 
     # The eager values' one-operation circuits (crossfhe.api.eager) -------------------------------------

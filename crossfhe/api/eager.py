@@ -26,6 +26,8 @@ graph's ``interpret`` runs inside the caller's trace instead of a program of its
 
 from __future__ import annotations
 
+import functools
+import math
 import weakref
 
 import jax
@@ -153,18 +155,19 @@ class _Entry:
 def _item_fn(scheme, lowered: Graph, params, batches: list[tuple], batch: tuple):
     """The lowered graph on operands with leading ``batches`` axes, broadcast to ``batch`` (NumPy's rules)."""
 
-    def item(inputs, rt):
-        return tuple(tuple(o) for o in scheme.interpret(lowered, params, inputs, rt))
+    def item(inputs, rt, items: int = 1):
+        return tuple(tuple(o) for o in scheme.interpret(lowered, params, inputs, rt, items=items))
 
     if not batch:
         return item
+    items = math.prod(batch)
 
     def run(inputs, rt):
         import jax.numpy as jnp
 
         full = tuple(tuple(jnp.broadcast_to(a, batch + a.shape[len(b):]) for a in x) if b != batch else x
                      for x, b in zip(inputs, batches, strict=True))
-        fn = item
+        fn = functools.partial(item, items=items)
         for _ in batch:
             fn = jax.vmap(fn, in_axes=(0, None))
         return fn(full, rt)

@@ -582,7 +582,7 @@ class IntegerScheme(TFHEScheme):
         """The server key's :func:`crossfhe.tfhe.ops.program_key` (every operator may bootstrap)."""
         return {"key": ops.program_key(_key_for(public, params))}
 
-    def interpret(self, graph, params, inputs, rt):
+    def interpret(self, graph, params, inputs, rt, items: int = 1):
         return interpret(graph, params, inputs, rt)
 
     def eager_key(self, attrs: dict) -> tuple:

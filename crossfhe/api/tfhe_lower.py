@@ -546,7 +546,7 @@ def constants(g: Graph, params: Params) -> dict:
     return out
 
 
-def interpret(g: Graph, params: Params, inputs, rt) -> list:
+def interpret(g: Graph, params: Params, inputs, rt, items: int = 1) -> list:
     """The circuit on one item (traceable): ``inputs`` a tuple of (b uint32 [L], a uint32 [L, kN]) per input;
     returns (b, a) per output. Linear operations are :mod:`crossfhe.tfhe.ops`' (exact mod Q); each launch is one
     :func:`crossfhe.tfhe.ops.pbs_rows`, its test vectors made from ``rt["tables"]`` (once for the ``shared``
@@ -579,7 +579,7 @@ def interpret(g: Graph, params: Params, inputs, rt) -> list:
             b = jnp.stack([v[0] for v in a])
             x = jnp.stack([v[1] for v in a])
             ob, oa = ops.pbs_rows(rt["key"], b, x, tv, tuple(r[0] for r in rows), tuple(slot[r[1]] for r in rows),
-                                  params=params)
+                                  params=params, items=items)
             outs = [(ob[r], oa[r]) for r in range(len(rows))]
             vals.append(outs[0] if n.op == "lookup" else outs)
         elif n.op == "pick":
@@ -691,8 +691,8 @@ class TFHEScheme(Scheme):
     def runtime(self, graph, params, public, *, one_program: bool = True):
         return runtime(graph, params, public)
 
-    def interpret(self, graph, params, inputs, rt):
-        return interpret(graph, params, inputs, rt)
+    def interpret(self, graph, params, inputs, rt, items: int = 1):
+        return interpret(graph, params, inputs, rt, items)
 
     def x64(self, params) -> bool:
         return bool(ops.product_for(params).X64)

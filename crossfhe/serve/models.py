@@ -282,10 +282,8 @@ def check_keys(hosted: HostedCircuit, public, key_id: str | None = None) -> None
 
 
 def bucket(items: int) -> int:
-    """The batch size a stack of ``items`` runs at: the next power of two, at least 2 (a TFHE circuit's one-item
-    program took 4x the time of its two-item one on P4_128, benchmarks/README.md, "Serving"; a CKKS one about
-    0.5 ms more, beside tens of milliseconds of HTTP)."""
-    return max(2, 1 << max(0, (items - 1).bit_length()))
+    """The batch size a stack of ``items`` runs at: the next power of two."""
+    return 1 << max(0, (items - 1).bit_length())
 
 
 def run_batch(hosted: Hosted, public, requests: list[Request]) -> list[list[bytes]]:

@@ -409,29 +409,31 @@ def program_key_shapes(params: Params, product=None) -> PreparedKey:
 
 
 def pbs_rows(key: PreparedKey, b, a, tv, inputs: tuple[int, ...], tables_of: tuple[int, ...], *, params: Params,
-             unroll: int = 1):
+             unroll: int = 1, items: int = 1):
     """Bootstraps of m inputs against R (input, table) rows in one program (traceable: a caller's ``jax.jit`` and
     ``vmap``): each input is key-switched once (KS-dedup), and row r blind-rotates the test vector
     ``tv[tables_of[r]]`` by input ``inputs[r]``, all rows through each step of the bootstrapping key together.
 
     ``key``: :func:`program_key` (an argument of the caller's program); ``b`` uint32 ``[m, L]``, ``a`` uint32
     ``[m, L, kN]``; ``tv``: :func:`make_test_vectors` ``[T, 2^nu, L, N]``; ``inputs`` and ``tables_of``: static
-    tuples of R ints in [0, m) and [0, T). Returns (b ``[R, L]``, a ``[R, L, kN]``): row r encrypts
-    table_r(m_input_r), the same words as ``pbs`` with the same key through the NTT product, through the FFT the
-    same up to its rounding."""
+    tuples of R ints in [0, m) and [0, T). ``items``: how many items the caller runs this on at once (the batch of a
+    ``vmap`` around it, invisible here): the key switch of items x m inputs multiplies the key :func:`ks_key` picks
+    for that many (the int32 key for one input: its signed bytes took 4x as long there, benchmarks/README.md,
+    "Serving"). Returns (b ``[R, L]``, a ``[R, L, kN]``): row r encrypts table_r(m_input_r), the same words as
+    ``pbs`` with the same key through the NTT product, through the FFT the same up to its rounding."""
     if len(inputs) != len(tables_of) or not inputs:
         raise ParameterError(f"pbs_rows takes as many input as table indices (at least one), got {len(inputs)} and "
                              f"{len(tables_of)}")
     chunks = batch_chunks(params, len(inputs), key.kernels, type(key.product))
-    return _pbs_rows_program(key, b, a, tv, params=params, inputs=tuple(inputs), tables_of=tuple(tables_of),
+    ksk = ks_key(key, int(items) * int(b.shape[0]))
+    return _pbs_rows_program(key, ksk, b, a, tv, params=params, inputs=tuple(inputs), tables_of=tuple(tables_of),
                              unroll=unroll, chunks=chunks)
 
 
 @partial(jit, static_argnames=("params", "inputs", "tables_of", "unroll", "chunks"))
-def _pbs_rows_program(key: PreparedKey, b, a, tv, *, params: Params, inputs: tuple, tables_of: tuple, unroll: int,
-                      chunks: tuple[int, int]):
-    # one key switch per input, through the key's bytes where it has them (the same words)
-    ksk = key.ksk_bytes if key.ksk_bytes is not None else key.ksk
+def _pbs_rows_program(key: PreparedKey, ksk, b, a, tv, *, params: Params, inputs: tuple, tables_of: tuple,
+                      unroll: int, chunks: tuple[int, int]):
+    # one key switch per input, through ``ksk``: the int32 key or its bytes (the same words)
     bt, at = keyswitch_words(b, a, ksk, key.ms_plan, params=params)
     if inputs != tuple(range(b.shape[0])):
         pick = np.asarray(inputs, dtype=np.int32)
