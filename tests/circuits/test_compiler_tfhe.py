@@ -445,3 +445,22 @@ def test_pbs_rows_matches_pbs_through_the_ntt(keys_p4):
     np.testing.assert_array_equal(np.asarray(oa[:3]), np.asarray(want[0].a))
     np.testing.assert_array_equal(np.asarray(ob[3]), np.asarray(want[1].b[2]))
     np.testing.assert_array_equal(np.asarray(oa[3]), np.asarray(want[1].a[2]))
+
+
+def test_the_key_switch_key_follows_the_whole_batch(keys_p4, monkeypatch):
+    """The key switch's key is picked (``ks_key``: the int32 key for one input, its signed bytes from two on, as eager
+    ``pbs`` picks) for the whole batch the program's ``vmap`` adds, which the kernel cannot see: one input through
+    the bytes took 4x the int32 key's time (benchmarks/README.md, "Serving")."""
+    from crossfhe.tfhe import bootstrap
+
+    seen = []
+    real = bootstrap.ks_key
+    monkeypatch.setattr(bootstrap, "ks_key", lambda key, batch: seen.append(batch) or real(key, batch))
+    c = _compile(lambda x: x.apply(_sq), 2)
+    leaves, treedef = c._runtime(keys_p4.public)
+    for batch, rows in (((), 1), ((1,), 1), ((3,), 3), ((2, 2), 4)):
+        seen.clear()
+        ins, _ = c._abstract(batch, leaves)
+        with c.scheme.scope(c.params):
+            jax.eval_shape(c._flat_fn(batch, treedef), ins, leaves)
+        assert seen == [rows], (batch, seen)
