@@ -18,11 +18,11 @@ Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gi
 - tree, gbt, knn: ``crossfhe.apps.datasets.breast_cancer(seed=0)``: scikit-learn's table (569 x 30), a seeded
   permutation (NumPy PCG64, seed 0), the first 455 rows train, the other 114 test, each feature min-max scaled by
   the training rows (test clipped to [0, 1]); features quantized q = min(floor(x 2^b), 2^b - 1).
-  tree: DecisionTreeClassifier(max_depth=6, random_state=0) on 6-bit q, P6. gbt: GradientBoostingClassifier(
-  n_estimators=16, max_depth=3, learning_rate=0.3, random_state=0) on 6-bit q, leaf values rounded to one step
-  (crossfhe.apps.trees), P6. knn: the 4 features of largest ANOVA F (SelectKBest(f_classif)), 3-bit q, 16
-  training points drawn with numpy.random.default_rng(0).choice(455, 16, replace=False), k 3, L1 distance, ties
-  by index, P6.
+  tree: DecisionTreeClassifier(max_depth=6 (``--tree-depth``), random_state=0) on 6-bit q, P6. gbt:
+  GradientBoostingClassifier(n_estimators=16, max_depth=3, learning_rate=0.3, random_state=0) on 6-bit q, leaf values
+  rounded to one step (crossfhe.apps.trees), P6. knn: the 4 features of largest ANOVA F (SelectKBest(f_classif)), 3-bit
+  q, 16 training points drawn with numpy.random.default_rng(0).choice(455, 16, replace=False), k 3, L1 distance, ties by
+  index, P6.
 - mlp, cnn: ``crossfhe.apps.datasets.digits(28, seed=0)``: scikit-learn's 1797 8 x 8 digits resized bilinearly to
   28 x 28, pixels in [0, 1], seeded split 1437 / 360; pixels quantized to 2 bits. mlp: 784 -> 32 -> 10,
   MLPClassifier(relu, alpha=1e-3, max_iter=200, random_state=0), then 30 epochs of quantization-aware fine-tuning
@@ -104,6 +104,8 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small P4 models: a smoke test")
     p.add_argument("--knn", default="16x4x3", help="KNN size TRAINxFEATURESxBITS (the peer's too; Concrete ML 1.9 "
                                                     "compiles 10x3x2, not 16x4x3)")
+    p.add_argument("--tree-depth", type=int, default=6, help="the decision tree's max_depth (the peer's too; "
+                                                             "Taurus: 8 to 18)")
     p.add_argument("--no-peer", action="store_true", help="skip the Concrete ML peer")
     p.add_argument("--peer-samples", type=int, default=5, help="samples the peer runs, one at a time")
     p.add_argument("--json", default=str(HERE / "results" / "taurus.json"))
@@ -150,11 +152,14 @@ def _model(name: str, quick: bool):
 
 
 KNN_SIZE = {"n_train": 16, "n_features": 4, "bits": 3}
+TREE = {"max_depth": 6}
+"""The decision tree's depth (``--tree-depth``; the peer gets the same)."""
 """The KNN workload's training points, features and bits per feature (``--knn TRAINxFEATURESxBITS``; the peer gets
 the same three)."""
 
 MODELS = {
-    "tree": lambda q: ("cancer", {"class": "DecisionTree", "max_depth": 3 if q else 6, "bits": 4 if q else 6,
+    "tree": lambda q: ("cancer", {"class": "DecisionTree", "max_depth": 3 if q else TREE["max_depth"],
+                                  "bits": 4 if q else 6,
                                   "seed": 0, "preset": "P4" if q else "P6"}),
     "gbt": lambda q: ("cancer", {"class": "GradientBoostedTrees", "n_estimators": 4 if q else 16,
                                  "max_depth": 2 if q else 3, "learning_rate": 0.3, "bits": 3 if q else 6, "seed": 0,
@@ -404,7 +409,8 @@ PEER_NAMES = {"tree": "tree", "gbt": "xgb", "knn": "knn", "mlp": "mlp", "cnn": "
 
 def peer_args(names: list[str], quick: bool, samples: int, threads: int) -> list[str]:
     """The peer's command-line arguments closest to our models (:data:`MODELS`): the same data, split and seed (the
-    peer copies crossfhe.apps.datasets); tree depth 6 on 6-bit features, 16 boosted trees of depth 3 on 6 bits, KNN
+    peer copies crossfhe.apps.datasets); the tree's depth (6, or ``--tree-depth``) on 6-bit features, 16 boosted
+    trees of depth 3 on 6 bits, KNN
     k 3 on 16 training points of 4 features, an MLP of 32 hidden units, the XGBoost regressor's estimators, depth,
     learning rate and bits (also with ``quick``); TFHE-rs's failure probability 2^-64 per PBS.
     Differences that remain: its quantization is Concrete ML's own (n_bits of inputs and weights, calibrated
@@ -419,9 +425,9 @@ def peer_args(names: list[str], quick: bool, samples: int, threads: int) -> list
     if quick:
         return out + ["--quick"] + (["--n-bits", f"xgbreg={reg['bits']}"] if "xgb" in names else [])
     knn = KNN_SIZE
-    return out + ["--tree-depth", "6", "--xgb-estimators", "16", "--xgb-depth", "3", "--knn-k", "3", "--knn-train",
-                  str(knn["n_train"]), "--knn-features", str(knn["n_features"]), "--mlp-hidden", "32", "--n-bits",
-                  f"tree=6,xgb=6,knn={knn['bits']},xgbreg={reg['bits']}"]
+    return out + ["--tree-depth", str(TREE["max_depth"]), "--xgb-estimators", "16", "--xgb-depth", "3", "--knn-k", "3",
+                  "--knn-train", str(knn["n_train"]), "--knn-features", str(knn["n_features"]), "--mlp-hidden", "32",
+                  "--n-bits", f"tree=6,xgb=6,knn={knn['bits']},xgbreg={reg['bits']}"]
 
 
 def run_peer(names: list[str], quick: bool, samples: int, threads: int) -> dict:
@@ -491,6 +497,7 @@ def main(argv=None) -> int:
     args = _parse(argv)
     try:
         KNN_SIZE.update(zip(("n_train", "n_features", "bits"), (int(v) for v in args.knn.split("x")), strict=True))
+        TREE["max_depth"] = args.tree_depth
     except ValueError as e:
         raise SystemExit(f"--knn takes TRAINxFEATURESxBITS, e.g. 10x3x2, got {args.knn!r}") from e
     if args.quick:
