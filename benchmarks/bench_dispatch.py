@@ -16,6 +16,12 @@ HE-Add are in bench_ckks.py.
 rotate at that preset, each timed eagerly (``ops.mul(x, y, ek)``) and as ``jax.jit(lambda x, y: ops.mul(x, y, ek))``
 (median of at least 10 calls after a warm-up); the ratio eager / jit is what the library's one-program-per-operation
 design should keep near 1 (issue 25 asks at most 1.2 on a GPU).
+
+``--tfhe`` (default P4_128; "" to skip): one lookup through the front end (``EncryptedInt.apply``, a one-node
+circuit's program) against the same bootstrap through ``crossfhe.tfhe.ops.pbs`` (the eager kernel), on one integer
+and on batches of 2 and 8 (median of ``--reps`` / 10, at least 10, after a warm-up); the ratio front end / ops
+should stay near 1. It was 4.1 on one integer before the front end picked the key switch's key for the whole batch
+(benchmarks/README.md, "Serving").
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--presets", default="N12_L1,N13_L3,N14_L7,N15_L19,N16_L21_DNUM3")
     p.add_argument("--eager-vs-jit", default="N16_L21_DNUM3", help="preset of the eager-against-jit table")
+    p.add_argument("--tfhe", default="P4_128", help="TFHE preset of the lookup table (front end against ops.pbs)")
     return p.parse_args()
 
 
@@ -125,6 +132,26 @@ def eager_vs_jit(name: str, reps: int) -> list[dict]:
     return out
 
 
+def tfhe_lookups(name: str, reps: int) -> list[dict]:
+    """One lookup through the front end and through ``tfhe.ops.pbs``, at batch shapes (), (2,) and (8,)."""
+    from crossfhe.api.tfhe import TFHEContext
+    from crossfhe.tfhe import ops as tops
+    from crossfhe.tfhe import presets as tpresets
+
+    params = getattr(tpresets, name)
+    ctx = TFHEContext.create(params, seed=bytes(32), progress=None)
+    table = np.array([(v * v + 3) % (1 << params.message_bits) for v in range(1 << params.message_bits)])
+    rows = []
+    for shape in ((), (2,), (8,)):
+        x = ctx.encrypt(np.ones(shape, dtype=np.int64))
+        front = _median_us(lambda x=x: x.apply(table).ct.b, reps) / 1e3
+        low = _median_us(lambda x=x: tops.pbs(ctx.public.keys, x.ct, table).b, reps) / 1e3
+        assert np.array_equal(x.apply(table).decrypt(), np.full(shape, 4))
+        rows.append({"suite": "dispatch", "name": "tfhe_lookup", "preset": name, "shape": list(shape),
+                     "front_end_ms": front, "ops_pbs_ms": low, "ratio": front / low, "load": load_average()})
+    return rows
+
+
 def main() -> None:
     records = []
     for name in ARGS.presets.split(","):
@@ -145,6 +172,14 @@ def main() -> None:
         print(f"{'preset':<16}{'op':<20}{'eager ms':>10}{'user jit ms':>13}{'eager/jit':>11}")
         for r in rows:
             print(f"{r['preset']:<16}{r['op']:<20}{r['eager_ms']:>10.3f}{r['user_jit_ms']:>13.3f}{r['ratio']:>11.2f}")
+        records += rows
+    if ARGS.tfhe:
+        rows = tfhe_lookups(ARGS.tfhe, max(10, ARGS.reps // 10))
+        print(json.dumps(rows, indent=1))
+        print(f"{'preset':<16}{'batch':<10}{'front end ms':>14}{'ops.pbs ms':>12}{'ratio':>8}")
+        for r in rows:
+            print(f"{r['preset']:<16}{str(tuple(r['shape'])):<10}{r['front_end_ms']:>14.2f}{r['ops_pbs_ms']:>12.2f}"
+                  f"{r['ratio']:>8.2f}")
         records += rows
     write_json(records, ARGS.json or HERE / "results" / "dispatch.json")
 
