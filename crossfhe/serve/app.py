@@ -78,6 +78,9 @@ class Config:
 
 class _State:
     def __init__(self, config: Config, token: str | None):
+        from crossfhe import runtime
+
+        runtime.enable_compilation_cache()  # a restarted worker loads its programs ($CROSSFHE_JAX_CACHE=0: off)
         self.config = config
         self.token = token
         self.metrics = Metrics()
