@@ -135,19 +135,27 @@ def header_params(scheme: Scheme, fields: dict, given):
     if set(fields) != FIELDS:
         raise SerializationError(f"header must have the keys {sorted(FIELDS | {'kind', 'arrays'})}, got "
                                  f"{sorted(fields | {'kind': 0, 'arrays': 0})}")
-    params = scheme.rebuild(fields["params"])
+    return checked_params(scheme.rebuild(fields["params"]), fields["params_digest"], given, scheme.summary,
+                          check_given=scheme.check_params)
+
+
+def checked_params(params, claimed, given, summary, *, digest_what: str = "parameter digest", which: str = "",
+                   check_given=None):
+    """``params`` (rebuilt from a header) after checking that they hash to the header's ``claimed`` digest; where
+    ``given`` (the caller's parameters) is not None, ``given`` after ``check_given(given)`` and checking that it is
+    the same parameters. SerializationError naming ``digest_what`` or ``which`` ("CKKS ", ...) parameters, with
+    ``summary`` of each."""
     digest = params.digest()
-    if fields["params_digest"] != digest:
-        raise SerializationError(f"parameter digest mismatch: the header says {str(fields['params_digest'])[:16]}..., "
-                                 f"the parameters it describes hash to {digest[:16]}...")
+    if claimed != digest:
+        raise SerializationError(f"{digest_what} mismatch: the header says {str(claimed)[:16]}..., the parameters it "
+                                 f"describes hash to {digest[:16]}...")
     if given is None:
         return params
-    scheme.check_params(given)
+    if check_given is not None:
+        check_given(given)
     if given.digest() != digest:
-        raise SerializationError(
-            f"the blob is for other parameters: {scheme.summary(params)} (digest {digest[:16]}...), "
-            f"not {scheme.summary(given)} (digest {given.digest()[:16]}...)"
-        )
+        raise SerializationError(f"the blob is for other {which}parameters: {summary(params)} (digest "
+                                 f"{digest[:16]}...), not {summary(given)} (digest {given.digest()[:16]}...)")
     return given
 
 

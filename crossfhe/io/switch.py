@@ -265,17 +265,8 @@ def _rebuild(fields: dict, name: str, rebuild, summary, given):
         params = rebuild(fields[f"{name}_params"])
     except SerializationError as e:
         raise SerializationError(f"{name}_params: {e}") from None
-    digest = params.digest()
-    if fields[f"{name}_params_digest"] != digest:
-        raise SerializationError(f"{name}_params_digest mismatch: the header says "
-                                 f"{str(fields[f'{name}_params_digest'])[:16]}..., the parameters it describes hash "
-                                 f"to {digest[:16]}...")
-    if given is None:
-        return params
-    if given.digest() != digest:
-        raise SerializationError(f"the blob is for other {name.upper()} parameters: {summary(params)} (digest "
-                                 f"{digest[:16]}...), not {summary(given)} (digest {given.digest()[:16]}...)")
-    return given
+    return com.checked_params(params, fields[f"{name}_params_digest"], given, summary,
+                              digest_what=f"{name}_params_digest", which=f"{name.upper()} ")
 
 
 def _key_id(value, what: str):

@@ -196,17 +196,7 @@ def _header_params(fields: dict, given: Params | None) -> Params:
     if set(fields) != com.FIELDS:
         raise SerializationError(f"header must have the keys {sorted(com.FIELDS | {'kind', 'arrays'})}, got "
                                  f"{sorted(set(fields) | {'kind', 'arrays'})}")
-    params = params_from_description(fields["params"])
-    digest = params.digest()
-    if fields["params_digest"] != digest:
-        raise SerializationError(f"parameter digest mismatch: the header says {str(fields['params_digest'])[:16]}..., "
-                                 f"the parameters it describes hash to {digest[:16]}...")
-    if given is None:
-        return params
-    if given.digest() != digest:
-        raise SerializationError(f"the blob is for other parameters: {_summary(params)} (digest {digest[:16]}...), "
-                                 f"not {_summary(given)} (digest {given.digest()[:16]}...)")
-    return given
+    return com.checked_params(params_from_description(fields["params"]), fields["params_digest"], given, _summary)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from crossfhe.errors import CrossFHEError, SerializationError
+from crossfhe.io.bundle import pack_bundle
 from crossfhe.serve.batcher import Batcher, ShuttingDown
 from crossfhe.serve.metrics import Metrics
 from crossfhe.serve.models import Hosted, RequestError, open_model
@@ -214,8 +215,6 @@ def create_app(config: Config, token: str | None = None):
         m.check_keys(public, req.key_id)
         req = await asyncio.to_thread(m.prepare, req, public)
         outs = await state.batcher.submit(m, public, req)
-        from crossfhe.io.bundle import pack_bundle
-
         return Response(pack_bundle(outs), media_type="application/octet-stream")
 
     @contextlib.asynccontextmanager
