@@ -66,6 +66,7 @@ from crossfhe.errors import KeyMismatchError, ParameterError
 from crossfhe.kernels import cpu_native
 from crossfhe.tfhe import ops, presets
 from crossfhe.tfhe.bound import Bound
+from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul
 from crossfhe.tfhe.linear import add_const_words, linear_words, mul_const_words
 from crossfhe.tfhe.params import LOG2_P_FAIL, MAX_MESSAGE_BITS, Params, noise_budget
 
@@ -531,13 +532,205 @@ def runtime(g: Graph, params: Params, sk: ops.ServerKey) -> dict:
     return out
 
 
+# --------------------------------------------------------------------------------------------------
+# Linear segments as matrix products
+# --------------------------------------------------------------------------------------------------
+
+FUSE_L1 = (1 << 31) // 255
+"""A segment row is fused when the sum of its coefficients' magnitudes is below this: its product with a byte
+column (< 256) then fits int32."""
+
+_PLANS: dict = {}
+
+
+def linear_plan(g: Graph) -> dict | None:
+    """The linear operations between bootstraps as matrix products, or None where a coefficient is too large.
+
+    Every value a launch reads, and every output, is an affine form over the circuit's sources (inputs, lookups,
+    picks): sum_s c_s x_s + sum_k d_k e_k, the e_k the ``add_scalar`` constants it passed through. The plan gives,
+    per consumer (a launch's node index, or "out"), the sources it reads (node indices, increasing), the integer
+    coefficients int64 [rows, sources] and, per row, the (``add_scalar`` node, d_k) pairs. Each form is found by one
+    backward sweep over the nodes its row reaches (a row of m terms costs O(m), not the O(m^2) of building it add by
+    add). Computed once per graph (cached by identity). None where a row's sum_s |c_s| >= :data:`FUSE_L1`: the
+    interpreter then runs the operations one by one."""
+    hit = _PLANS.get(id(g))
+    if hit is not None and hit[0] is g:
+        return hit[1]
+    nodes = g.nodes
+    consumers = [(i, n.args) for i, n in enumerate(nodes) if n.op in LAUNCHES] + [("out", g.outputs)]
+    plan: dict | None = {}
+    for key, roots in consumers:
+        rows = []
+        for root in roots:
+            coef: dict[int, int] = {root: 1}
+            src: dict[int, int] = {}
+            consts: list = []
+            stack, seen = [root], {root}
+            while stack:  # the linear nodes this row reaches
+                x = stack.pop()
+                if nodes[x].op in LINEAR:
+                    for y in nodes[x].args:
+                        if y not in seen:
+                            seen.add(y)
+                            stack.append(y)
+            for x in sorted(seen, reverse=True):  # args have smaller indices: a reverse topological sweep
+                c = coef.pop(x, 0)
+                if not c:
+                    continue
+                n = nodes[x]
+                if n.op not in LINEAR:
+                    src[x] = src.get(x, 0) + c
+                    continue
+                if n.op == "add_scalar":
+                    consts.append((x, c))
+                spread = ((c * int(n.attr("c")),) if n.op == "mul_int" else
+                          {"add": (c, c), "sub": (c, -c), "neg": (-c,), "add_scalar": (c,)}[n.op])
+                for y, cy in zip(n.args, spread):
+                    coef[y] = coef.get(y, 0) + cy
+            rows.append(({k: v for k, v in src.items() if v}, consts))
+        sources = sorted({x for r, _ in rows for x in r})
+        col = {x: j for j, x in enumerate(sources)}
+        mat = np.zeros((len(rows), len(sources)), dtype=object)
+        for r, (terms, _) in enumerate(rows):
+            for x, c in terms.items():
+                mat[r, col[x]] = c
+        if len(sources) and np.abs(mat).sum(axis=1).max() >= FUSE_L1:
+            plan = None
+            break
+        plan[key] = (tuple(sources), mat.astype(np.int64), tuple(tuple(c) for _, c in rows))
+    if len(_PLANS) > 8:
+        _PLANS.clear()
+    _PLANS[id(g)] = (g, plan)
+    return plan
+
+
+def _plan_constants(g: Graph, params: Params, plan: dict) -> dict:
+    """The fused segments' arguments by consumer: ``coef`` int32 [rows, sources], ``const`` uint32 [rows, limbs]
+    (sum_k d_k e_k mod each q, e_k the encoded constants) and ``radix`` uint32 [4, limbs] (2^(8k) mod q)."""
+    q = [int(x) for x in params.moduli]
+    out = {"radix": np.array([[pow(2, 8 * k, x) for x in q] for k in range(4)], dtype=np.uint32)}
+    for key, (_, mat, consts) in plan.items():
+        const = np.zeros((len(consts), len(q)), dtype=np.uint32)
+        for r, pairs in enumerate(consts):
+            acc = [0] * len(q)
+            for node, d in pairs:
+                e = ops.encode(params, g.nodes[node].attr("c"))
+                acc = [(a + d * int(w)) % x for a, w, x in zip(acc, e, q)]
+            const[r] = acc
+        out[str(key)] = {"coef": mat.astype(np.int32), "const": const}
+    return out
+
+
+def _fused(words, seg: dict, radix, moduli):
+    """One segment: the rows sum_s c_s x_s + const of the sources' words ``words`` uint32 [m, L, 1 + kN] (b then a),
+    exact mod each q: (b [rows, L], a [rows, L, kN]). The words (< 2^31) are split into 4 bytes; each byte plane is
+    one int32 matrix product (a row's sum |c| < 2^31 / 255 keeps it exact), reduced mod q and weighted by
+    2^(8k) mod q."""
+    qa = np.array(moduli, np.uint32).reshape(-1, 1)
+    m, limbs, width = words.shape
+    t = ModulusTable.create(moduli)
+    total = None
+    for k in range(4):
+        plane = ((words >> np.uint32(8 * k)) & np.uint32(255)).astype(jnp.int32).reshape(m, -1)
+        r = jnp.matmul(seg["coef"], plane, preferred_element_type=jnp.int32).reshape(-1, limbs, width)
+        r = jnp.remainder(r, qa.astype(np.int32)[None]).astype(jnp.uint32)  # [rows, L, W] in [0, q)
+        if k:
+            r = barrett_mul(r, radix[k][:, None], t.q, t.barrett_mu, t.bits)
+        total = r if total is None else add_mod(total, r, qa)
+    return add_mod(total[..., 0], seg["const"], qa.reshape(-1)), total[..., 1:]
+
+
+class _Row:
+    """A launch's output row, not sliced out: (launch node, row)."""
+
+    __slots__ = ("launch", "row")
+
+    def __init__(self, launch: int, row: int):
+        self.launch, self.row = launch, row
+
+
+def _interpret_fused(g: Graph, params: Params, inputs, rt, items: int, plan: dict) -> list:
+    """:func:`interpret` with the linear operations as :func:`linear_plan`'s matrix products: a launch's outputs
+    stay one array [R, ...] and the sources of a segment are gathered by runs of rows (one gather per run), so the
+    program holds one product per segment, not one operation per addition or slice."""
+    moduli = params.moduli
+    index = {k: t for t, k in enumerate(table_keys(g))}
+    shared = sorted({index[k] for n in g.nodes if n.op in LAUNCHES and n.attr("shared") for k in _launch_tables(n)})
+    tv_shared = ops.make_test_vectors(params, rt["tables"][np.asarray(shared, np.int32)]) if shared else None
+    vals: list = [None] * len(g.nodes)
+
+    def gather(sources):
+        parts, run = [], None
+
+        def flush():
+            if run is not None:
+                ob, oa = vals[run[0]]
+                rows = np.asarray(run[1], np.int32)
+                whole = len(rows) == ob.shape[0] and (rows == np.arange(len(rows))).all()
+                parts.append((ob, oa) if whole else (ob[rows], oa[rows]))
+
+        for x in sources:
+            v = vals[x]
+            if isinstance(v, _Row):
+                if run is not None and run[0] == v.launch:
+                    run[1].append(v.row)
+                    continue
+                flush()
+                run = (v.launch, [v.row])
+            else:
+                flush()
+                run = None
+                parts.append((v[0][None], v[1][None]))
+        flush()
+        if len(parts) == 1:
+            return parts[0]
+        return jnp.concatenate([p[0] for p in parts]), jnp.concatenate([p[1] for p in parts])
+
+    def segment(key):
+        sources, mat, consts = plan[key]
+        b, a = gather(sources)
+        if not any(consts) and (mat.sum(axis=1) == 1).all() and (np.abs(mat).sum(axis=1) == 1).all():
+            pick = mat.argmax(axis=1)  # each row one source as it is
+            return (b, a) if (pick == np.arange(len(sources))).all() else (b[pick], a[pick])
+        words = jnp.concatenate([b[..., None], a], axis=-1)
+        return _fused(words, rt["linear"][str(key)], rt["linear"]["radix"], moduli)
+
+    for i, n in enumerate(g.nodes):
+        if n.op in LINEAR:
+            continue  # computed where a launch or an output reads it
+        if n.op == "input":
+            vals[i] = inputs[g.inputs.index(i)]
+        elif n.op in LAUNCHES:
+            keys, rows = _launch_tables(n), _rows(n)
+            if n.attr("shared"):
+                tv, slot = tv_shared, [shared.index(index[k]) for k in keys]
+            else:
+                tv = ops.make_test_vectors(params, rt["tables"][np.asarray([index[k] for k in keys], np.int32)])
+                slot = list(range(len(keys)))
+            b, x = segment(i)
+            ob, oa = ops.pbs_rows(rt["key"], b, x, tv, tuple(r[0] for r in rows), tuple(slot[r[1]] for r in rows),
+                                  params=params, items=items)
+            vals[i] = (ob[0], oa[0]) if n.op == "lookup" else (ob, oa)
+        elif n.op == "pick":
+            vals[i] = _Row(n.args[0], n.attr("index"))
+        else:
+            raise CircuitError(f"internal: no TFHE lowering for {n.op!r}")
+    b, a = segment("out")
+    return [(b[j], a[j]) for j in range(len(g.outputs))]
+
+
 def constants(g: Graph, params: Params) -> dict:
-    """The program's constants: ``tables`` int32 [T, 2^p] (:func:`table_keys`) and ``consts``, by node index, each
-    ``add_scalar``'s encoded constant (uint32 [limbs], c Delta mod each q) and ``mul_int``'s residues (c mod q)."""
+    """The program's constants: ``tables`` int32 [T, 2^p] (:func:`table_keys`) and either ``linear`` (the fused
+    segments' arguments, :func:`linear_plan`) or ``consts``, by node index, each ``add_scalar``'s encoded constant
+    (uint32 [limbs], c Delta mod each q) and ``mul_int``'s residues (c mod q)."""
     keys = table_keys(g)
     size = 1 << params.message_bits
     out = {"tables": np.stack([g.const(k) for k in keys]).astype(np.int32) if keys else np.zeros((0, size), np.int32),
            "consts": {}}
+    plan = linear_plan(g)
+    if plan is not None:
+        out["linear"] = _plan_constants(g, params, plan)
+        return out
     for i, n in enumerate(g.nodes):
         if n.op == "add_scalar":
             out["consts"][str(i)] = np.asarray(ops.encode(params, n.attr("c")), dtype=np.uint32)
@@ -551,6 +744,8 @@ def interpret(g: Graph, params: Params, inputs, rt, items: int = 1) -> list:
     returns (b, a) per output. Linear operations are :mod:`crossfhe.tfhe.ops`' (exact mod Q); each launch is one
     :func:`crossfhe.tfhe.ops.pbs_rows`, its test vectors made from ``rt["tables"]`` (once for the ``shared``
     launches)."""
+    if "linear" in rt:
+        return _interpret_fused(g, params, inputs, rt, items, linear_plan(g))
     moduli = params.moduli
     index = {k: t for t, k in enumerate(table_keys(g))}
     shared = sorted({index[k] for n in g.nodes if n.op in LAUNCHES and n.attr("shared") for k in _launch_tables(n)})
