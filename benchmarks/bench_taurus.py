@@ -1,9 +1,10 @@
 """The Taurus workloads (Taurus §VI, Table IV) on multi-bit TFHE circuits: decision tree, gradient-boosted trees,
-KNN, a quantized MLP, a small CNN and an XGBoost regressor, each compiled by crossfhe.compile (KS/ACC dedup, batched
-bootstraps).
+KNN, a quantized MLP, a small CNN, an XGBoost regressor and Zama's deep networks NN-20 and NN-50, each compiled by
+crossfhe.compile (KS/ACC dedup, batched bootstraps).
 
-    python benchmarks/bench_taurus.py [--quick] [--workloads tree,gbt,knn,mlp,cnn,xgb] [--batch 8] [--reps 10]
-                                      [--no-peer] [--json PATH]
+    python benchmarks/bench_taurus.py [--quick] [--workloads tree,gbt,knn,mlp,cnn,xgb,nn20,nn50] [--batch 8]
+                                      [--reps 10] [--no-peer | --peer-beside] [--json PATH]
+    python benchmarks/bench_taurus.py --workloads nn20 --peer-beside --peer-samples 1 --reps 1 --batch 2
 
 Per workload: accuracy (xgb, a regressor: R^2, ``r2``) on the whole test split of the float model, of the quantized
 plain model (exact integer arithmetic) and of the encrypted model on the samples run (whose decrypted outputs must
@@ -45,6 +46,18 @@ Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gi
   ``output_step`` and ``output_bits``. XGBoost is not a dependency of crossfhe: ``xgb`` runs where it is installed
   (``pip install xgboost``) and is left out of the default list otherwise.
 
+- nn20, nn50 (Taurus's CNN-20 and CNN-50: Zama's NN-20 and NN-50, Chillotti, Joye and Paillier 2021):
+  ``crossfhe.apps.qnn.QuantizedDeepNN(depth=20 or 50)`` on digits(28): conv 2 maps of 10 x 11, stride 1, padding 1
+  (840 values) -> ReLU -> dense 840 -> 92 -> ReLU -> (depth - 3) x [dense 92 -> 92 -> ReLU] -> dense 92 -> 10;
+  NumPy training, seed 0, 10 float epochs then 10 quantization-aware ones (Adam 1e-3, cosine decay), the 92 x 92
+  layers started at the identity; 2-bit inputs and activations (s_h: 99th percentile), |w| <= 3, P6: one lookup
+  per conv output and hidden neuron (840 + 92 (depth - 2) per image), depth - 1 bootstrap levels. Not in the default
+  list (minutes per image; the peer tens of minutes): name them. The peer is Concrete ML's
+  ``compile_torch_model`` on the same architecture in torch (concrete_peer.py ``nn20`` / ``nn50``: trained in
+  float, 30 epochs, post-training quantized at n_bits 6, rounding to 6 bits, exact), warm-up 0 (Concrete compiles
+  ahead of time). ``--peer-beside`` runs it at the same time as ours, each pinned to half the CPUs, so that a
+  session holds both; the record says ``peer_beside``.
+
 ``--quick``: P4 models of a few lookups (the tests' sizes; xgb: 5 estimators of depth 2, learning rate 0.5, on
 4-bit features), batch 2, 3 reps: a smoke test in about a minute.
 Threads: the process's CPUs (``threads`` in each record); run one heavy process at a time.
@@ -83,13 +96,16 @@ def _worker_env() -> dict:
     from crossfhe.runtime import HEAP_ENV
 
     return dict(os.environ, **HEAP_ENV)
-WORKLOADS = ("tree", "gbt", "knn", "mlp", "cnn", "xgb")
+WORKLOADS = ("tree", "gbt", "knn", "mlp", "cnn", "xgb", "nn20", "nn50")
+HEAVY = ("nn20", "nn50")
+"""Workloads left out of the default ``--workloads`` (minutes per encrypted image, tens with the peer): named
+explicitly."""
 OPTIONAL = {"xgb": "xgboost"}
 """Workloads that need a package crossfhe does not depend on: left out of the default ``--workloads`` where it is
 missing (named explicitly, they fail with the package's name)."""
-PAPER_MS = {"tree": 409.19, "knn": 306.66, "xgb": 689.29, "cnn": 11.60}
+PAPER_MS = {"tree": 409.19, "knn": 306.66, "xgb": 689.29, "nn20": 11.60, "nn50": 74.27}
 """Taurus Table IV, the Taurus column (ms per inference on their accelerator, their models: decision tree on
-Bioresponse, KNN, XGBoost regressor on Ames, CNN-20): context, not a comparison measured here."""
+Bioresponse, KNN, XGBoost regressor on Ames, CNN-20 and CNN-50 (Zama's NN-20 and NN-50)): context, not a comparison measured here."""
 
 
 def _parse(argv=None) -> argparse.Namespace:
@@ -97,7 +113,8 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--workloads", default=None,
                    help=f"comma-separated, of {','.join(WORKLOADS)} (default: all; xgb where XGBoost is installed)")
     p.add_argument("--batch", type=int, default=8, help="samples per batched run (throughput)")
-    p.add_argument("--reps", type=int, default=10, help="batch-1 repetitions (at least 3, or 2 s)")
+    p.add_argument("--reps", type=int, default=10,
+                   help="batch-1 repetitions (at least min(3, reps) and 2 s; nn20 and nn50: --reps 1)")
     p.add_argument("--max-seconds", type=float, default=30.0, help="stop repeating batch 1 after this (>= 3 reps)")
     p.add_argument("--unoptimized", default="tree,knn",
                    help="workloads also timed at batch 1 compiled with optimize=False (no CSE, dedup or batching)")
@@ -108,6 +125,9 @@ def _parse(argv=None) -> argparse.Namespace:
                                                              "Taurus: 8 to 18)")
     p.add_argument("--no-peer", action="store_true", help="skip the Concrete ML peer")
     p.add_argument("--peer-samples", type=int, default=5, help="samples the peer runs, one at a time")
+    p.add_argument("--peer-beside", action="store_true",
+                   help="run the peer at the same time as ours, each on half of the CPUs (the peer on the first "
+                        "half): for workloads of minutes per sample on both sides")
     p.add_argument("--json", default=str(HERE / "results" / "taurus.json"))
     return p.parse_args(argv)
 
@@ -138,7 +158,7 @@ def peer_spec(name: str, quick: bool = False) -> dict:
 
 def _model(name: str, quick: bool):
     from crossfhe.apps.knn import KNN
-    from crossfhe.apps.qnn import QuantizedCNN, QuantizedMLP
+    from crossfhe.apps.qnn import QuantizedCNN, QuantizedDeepNN, QuantizedMLP
     from crossfhe.apps.trees import DecisionTree, GradientBoostedTrees
     from crossfhe.tfhe import presets
 
@@ -147,8 +167,21 @@ def _model(name: str, quick: bool):
     if spec.get("preset"):
         kw["params"] = presets.PRESETS[spec["preset"]]
     cls = {"DecisionTree": DecisionTree, "GradientBoostedTrees": GradientBoostedTrees, "KNN": KNN,
-           "QuantizedMLP": QuantizedMLP, "QuantizedCNN": QuantizedCNN}[spec["class"]]
+           "QuantizedMLP": QuantizedMLP, "QuantizedCNN": QuantizedCNN, "QuantizedDeepNN": QuantizedDeepNN}[spec["class"]]
     return cls(**kw)
+
+
+def _deep(depth: int, quick: bool) -> dict:
+    """Zama's NN-``depth`` (crossfhe.apps.qnn.QuantizedDeepNN: conv 2 x 10 x 11, padding 1, then 92-wide dense
+    layers; ``depth`` layers), 2-bit inputs and activations, |w| <= 3, P6; ``quick``: depth 4, width 8, one map of
+    24 x 24 (25 windows), 1-bit inputs, P4, a few epochs."""
+    if quick:
+        return {"class": "QuantizedDeepNN", "depth": 4 if depth == 20 else 5, "width": 8, "channels": 1, "kernel": [24, 24], "padding": 0,
+                "input_bits": 1, "act_bits": 1, "weight_max": 3, "epochs": 2, "qat_epochs": 1, "seed": 0,
+                "preset": "P4"}
+    return {"class": "QuantizedDeepNN", "depth": depth, "width": 92, "channels": 2, "kernel": [10, 11], "padding": 1,
+            "input_bits": 2, "act_bits": 2, "weight_max": 3, "epochs": 10, "qat_epochs": 10, "percentile": 99.0,
+            "seed": 0, "preset": "P6"}
 
 
 KNN_SIZE = {"n_train": 16, "n_features": 4, "bits": 3}
@@ -174,6 +207,8 @@ MODELS = {
                                  "stride": 14 if q else 4, "input_bits": 1 if q else 2, "act_bits": 2 if q else 3,
                                  "weight_max": 3 if q else 15, "seed": 0, "epochs": 3 if q else 20,
                                  "preset": "P4" if q else "P8"}),
+    "nn20": lambda q: ("digits", _deep(20, q)),
+    "nn50": lambda q: ("digits", _deep(50, q)),
     "xgb": lambda q: ("diabetes", {"class": "XGBRegressor", "n_estimators": 5 if q else 50,
                                    "max_depth": 2 if q else 4, "learning_rate": 0.5 if q else 0.1, "base_score": 0.5,
                                    "tree_method": "exact", "bits": 4 if q else 6, "seed": 0,
@@ -266,7 +301,7 @@ def measure(name: str, args, key_cache: dict) -> dict:
         totals.append(time.perf_counter() - t0)
         stages.append(st)
         el = time.perf_counter() - start
-        if (len(totals) >= args.reps and el >= 2.0) or (len(totals) >= 3 and el >= args.max_seconds):
+        if (len(totals) >= args.reps and el >= 2.0) or (len(totals) >= min(3, args.reps) and el >= args.max_seconds):
             break
     xb = data.x_test[: args.batch]
     qb = model.encode(xb)
@@ -403,7 +438,8 @@ def run_same_model(samples: int, threads: int) -> dict:
     return out
 
 
-PEER_NAMES = {"tree": "tree", "gbt": "xgb", "knn": "knn", "mlp": "mlp", "cnn": "cnn", "xgb": "xgbreg"}
+PEER_NAMES = {"tree": "tree", "gbt": "xgb", "knn": "knn", "mlp": "mlp", "cnn": "cnn", "xgb": "xgbreg", "nn20": "nn20",
+              "nn50": "nn50"}
 """Our workload names -> benchmarks/concrete_peer.py's model names."""
 
 
@@ -422,6 +458,8 @@ def peer_args(names: list[str], quick: bool, samples: int, threads: int) -> list
     if "xgb" in names:
         out += ["--xgbreg-estimators", str(reg["n_estimators"]), "--xgbreg-depth", str(reg["max_depth"]),
                 "--xgbreg-learning-rate", str(reg["learning_rate"])]
+    if all(n in HEAVY for n in names):
+        out += ["--warmup", "0"]  # Concrete compiles ahead of time: nothing for a warm-up run to compile
     if quick:
         return out + ["--quick"] + (["--n-bits", f"xgbreg={reg['bits']}"] if "xgb" in names else [])
     knn = KNN_SIZE
@@ -430,23 +468,35 @@ def peer_args(names: list[str], quick: bool, samples: int, threads: int) -> list
                   "--n-bits", f"tree=6,xgb=6,knn={knn['bits']},xgbreg={reg['bits']}"]
 
 
-def run_peer(names: list[str], quick: bool, samples: int, threads: int) -> dict:
-    """Concrete ML on the workloads ``names`` (benchmarks/concrete_peer.py in its own environment,
-    ``.venv-concrete``, made by benchmarks/setup_concrete.sh): {our name: its model record (``ms_per_sample``:
-    median end-to-end ms per sample, one at a time)}; empty where the script or its environment is missing or it
-    fails."""
+def start_peer(names: list[str], quick: bool, samples: int, threads: int):
+    """Concrete ML on the workloads ``names`` started (benchmarks/concrete_peer.py in its own environment,
+    ``.venv-concrete``, made by benchmarks/setup_concrete.sh; it pins itself to the first ``threads`` CPUs this
+    process may use): the process, or None where the script or its environment is missing."""
     script = HERE / "concrete_peer.py"
     python = HERE.parent / ".venv-concrete" / "bin" / "python"
     if not script.exists() or not python.exists():
         print(f"# {script.name} or {python} missing (bash benchmarks/setup_concrete.sh): no peer", file=sys.stderr)
+        return None
+    return subprocess.Popen([str(python), str(script), *peer_args(names, quick, samples, threads)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_worker_env())
+
+
+def finish_peer(proc, names: list[str]) -> dict:
+    """{our name: the peer's model record (``ms_per_sample``: median end-to-end ms per sample, one at a time)} of a
+    :func:`start_peer` process once it ends; empty where it failed."""
+    if proc is None:
         return {}
-    r = subprocess.run([str(python), str(script), *peer_args(names, quick, samples, threads)], capture_output=True,
-                       text=True, env=_worker_env())
-    if r.returncode:
-        print(f"# Concrete ML peer failed:\n{r.stderr[-2000:]}", file=sys.stderr)
+    out, err = proc.communicate()
+    if proc.returncode:
+        print(f"# Concrete ML peer failed:\n{err[-2000:]}", file=sys.stderr)
         return {}
-    models = json.loads(r.stdout.strip().splitlines()[-1]).get("models", {})
+    models = json.loads(out.strip().splitlines()[-1]).get("models", {})
     return {n: models[PEER_NAMES[n]] for n in names if PEER_NAMES[n] in models}
+
+
+def run_peer(names: list[str], quick: bool, samples: int, threads: int) -> dict:
+    """:func:`start_peer` then :func:`finish_peer`: the peer after our rows, on the same CPUs."""
+    return finish_peer(start_peer(names, quick, samples, threads), names)
 
 
 def _table(records: list[dict]) -> None:
@@ -482,7 +532,7 @@ def _workloads(text: str | None) -> list[str]:
     if text is None:
         for n, pkg in missing.items():
             print(f"# {n} left out: it needs {pkg} (pip install {pkg})", file=sys.stderr)
-        return [n for n in WORKLOADS if n not in missing]
+        return [n for n in WORKLOADS if n not in missing and n not in HEAVY]
     names = [n for n in text.split(",") if n]
     bad = [n for n in names if n not in WORKLOADS]
     if bad:
@@ -502,22 +552,32 @@ def main(argv=None) -> int:
         raise SystemExit(f"--knn takes TRAINxFEATURESxBITS, e.g. 10x3x2, got {args.knn!r}") from e
     if args.quick:
         args.batch, args.reps = min(args.batch, 2), min(args.reps, 3)
+    names = _workloads(args.workloads)
+    beside = None
+    if args.peer_beside and not args.no_peer:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            raise SystemExit("--peer-beside needs two CPUs at least")
+        half = len(cpus) // 2
+        beside = start_peer(names, args.quick, args.peer_samples, half)
+        os.sched_setaffinity(0, cpus[half:])  # before JAX starts its threads
     from crossfhe.cli.benchutil import enable_compilation_cache, write_json
 
     enable_compilation_cache()
     records, key_cache = [], {}
-    names = _workloads(args.workloads)
     for name in names:
         rec = measure(name, args, key_cache)
         records.append(rec)
         print(f"# {name}: {rec['median_ms']:.0f} ms per sample at batch 1, exact {rec['exact']}", flush=True)
     if not args.no_peer:
         threads = records[0]["threads"] if records else 1
-        peers = run_peer(names, args.quick, args.peer_samples, threads)
+        peers = (finish_peer(beside, names) if beside is not None
+                 else run_peer(names, args.quick, args.peer_samples, threads))
         for rec in records:
             peer = peers.get(rec["name"])
             if peer and peer.get("ms_per_sample"):
                 rec.update(peer_name=peer.get("peer", "concrete-ml"), peer_median_ms=peer["ms_per_sample"],
+                           peer_beside=beside is not None,
                            peer_record=peer, ratio=rec["median_ms"] / peer["ms_per_sample"])
         same = run_same_model(args.peer_samples, threads)
         for rec in records:

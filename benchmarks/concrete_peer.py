@@ -66,6 +66,11 @@ with ``max_abs_diff`` (FHE against quantized_clear predictions, 0 unless a PBS f
   [32]) -> ReLU -> Linear(., 10)`` (the shape of TenSEAL's tutorial CNN, ReLU for its squares), trained and
   compiled as the MLP.
 
+- ``nn20``, ``nn50``: Zama's NN-20 and NN-50 (:func:`DeepNN`): ``Conv2d(1, 2, (10, 11), padding=1) -> ReLU ->
+  Linear(840, --nn-width 92 [16]) -> ReLU -> (depth - 3) x [Linear(92, 92) -> ReLU] -> Linear(92, 10)`` (``--quick``:
+  depth 5), trained and compiled as the MLP (n_bits 6, rounding to 6 bits, exact). bench_taurus.py runs them with
+  ``--warmup 0``: Concrete compiles ahead of time, so a warm-up run compiles nothing (each NN-20 run is minutes).
+
 ``--n-bits`` sets every model's quantization bits (``6``) or some of them (``tree=7,xgb=6``). "quantized_clear" is
 Concrete ML's ``fhe="disable"`` inference of the same quantized model (integers in the clear, the circuit's
 rounding included), so FHE predictions should equal it: ``agreement`` (labels) and ``raw_agreement`` (the circuit's
@@ -102,8 +107,8 @@ from pathlib import Path
 
 import numpy as np
 
-MODELS = ("tree", "xgb", "knn", "mlp", "cnn", "xgbreg")
-N_BITS = {"tree": 7, "xgb": 6, "knn": 2, "mlp": 6, "cnn": 6, "xgbreg": 6}
+MODELS = ("tree", "xgb", "knn", "mlp", "cnn", "xgbreg", "nn20", "nn50")
+N_BITS = {"tree": 7, "xgb": 6, "knn": 2, "mlp": 6, "cnn": 6, "xgbreg": 6, "nn20": 6, "nn50": 6}
 REGRESSORS = ("xgbreg",)
 XGBREG_LEARNING_RATE = (0.1, 0.5)  # --xgbreg-learning-rate's default (full size, --quick)
 P_ERROR_TFHE_RS = 2.0**-64  # TFHE-rs's default failure probability per PBS
@@ -114,7 +119,7 @@ DIGITS_SIDE = 8
 SIZES = {
     "tree_depth": (8, 4), "xgb_estimators": (50, 10), "xgb_depth": (4, 3), "knn_k": (3, 3), "knn_train": (10, 10),
     "knn_features": (3, 3), "xgbreg_estimators": (50, 5), "xgbreg_depth": (4, 2),
-    "mlp_hidden": (64, 32), "cnn_maps": (4, 4), "cnn_hidden": (64, 32), "epochs": (30, 10), "calibration": (200, 100),
+    "mlp_hidden": (64, 32), "nn_width": (92, 16), "cnn_maps": (4, 4), "cnn_hidden": (64, 32), "epochs": (30, 10), "calibration": (200, 100),
     "samples": (5, 2),
 }
 
@@ -267,6 +272,31 @@ class SklearnModel:
         return np.asarray(self.est.predict(self._v(x), fhe="execute"))
 
 
+def DeepNN(depth: int, width: int):
+    """Zama's NN-``depth`` (Chillotti, Joye and Paillier 2021; Concrete ML's deep-network benchmark): a convolution of
+    2 maps, kernel 10 x 11, padding 1 (2 x 21 x 20 = 840 values) and ReLU, a dense layer 840 -> ``width`` and
+    ``depth`` - 3 dense layers ``width`` -> ``width``, each with ReLU, and a dense output layer -> 10: ``depth`` layers
+    in all. As a torch module (built lazily: torch is imported here)."""
+    import torch
+
+    class _DeepNN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 2, (10, 11), stride=1, padding=1)
+            self.dense1 = torch.nn.Linear(840, width)
+            self.hidden = torch.nn.ModuleList([torch.nn.Linear(width, width) for _ in range(depth - 3)])
+            self.fc = torch.nn.Linear(width, 10)
+
+        def forward(self, x):
+            x = torch.relu(self.conv(x))
+            x = torch.relu(self.dense1(x.flatten(1)))
+            for layer in self.hidden:
+                x = torch.relu(layer(x))
+            return self.fc(x)
+
+    return _DeepNN()
+
+
 class TorchModel:
     """A float torch module, trained here, quantized and compiled by compile_torch_model."""
 
@@ -375,6 +405,14 @@ def build(name: str, opts: dict, n_bits: int, data: dict):
         model.input_shape = (1, 28, 28)
         arch = (f"Conv2d(1, {maps}, 7, stride 3) -> ReLU -> Flatten -> Linear({maps * out * out}, {h}) -> ReLU -> "
                 f"Linear({h}, 10)")
+    elif name in ("nn20", "nn50"):
+        depth = int(name[2:]) if not opts.get("quick") else 5
+        net = DeepNN(depth, opts["nn_width"])
+        model = TorchModel(name, net, xtr, ytr, **common)
+        model.input_shape = (1, 28, 28)
+        arch = (f"Conv2d(1, 2, (10, 11), padding 1) -> ReLU -> Flatten (840) -> Linear(840, {opts['nn_width']}) -> "
+                f"ReLU -> {depth - 3} x [Linear({opts['nn_width']}, {opts['nn_width']}) -> ReLU] -> "
+                f"Linear({opts['nn_width']}, 10)")
     else:
         raise ValueError(f"unknown model {name!r}: one of {', '.join(MODELS)}")
     params = dict(common, architecture=arch, optimizer="Adam lr 1e-3 batch 64", seed=0)
@@ -466,7 +504,7 @@ def run_model(name: str, opts: dict, n_bits: int, data: dict, samples: int, warm
     try:
         model, params = build(name, opts, n_bits, data)
         rec["params"] = params
-        key = "digits28" if name in ("mlp", "cnn") else "diabetes" if name in REGRESSORS else "breast_cancer"
+        key = "digits28" if name in ("mlp", "cnn", "nn20", "nn50") else "diabetes" if name in REGRESSORS else "breast_cancer"
         xtr, ytr, xte, yte = data[key]
         rec["dataset"] = {"digits28": "digits 28x28 (sklearn load_digits, resized)",
                           "breast_cancer": "breast cancer (sklearn load_breast_cancer)",
@@ -653,6 +691,7 @@ def main(argv=None) -> int:
                                     else XGBREG_LEARNING_RATE[1 if args.quick else 0])
     opts["rounding_bits"] = args.rounding_bits or None
     opts["rounding_method"] = args.rounding_method
+    opts["quick"] = args.quick
     samples = args.samples if args.samples is not None else SIZES["samples"][1 if args.quick else 0]
 
     import torch
@@ -662,7 +701,7 @@ def main(argv=None) -> int:
     data = {}
     if any(m in models for m in ("tree", "xgb", "knn")):
         data["breast_cancer"] = breast_cancer()
-    if any(m in models for m in ("mlp", "cnn")):
+    if any(m in models for m in ("mlp", "cnn", "nn20", "nn50")):
         data["digits28"] = digits(28)
     if any(m in models for m in REGRESSORS):
         data["diabetes"] = diabetes()

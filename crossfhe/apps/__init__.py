@@ -11,8 +11,9 @@ images, ``CNN``), on the bundled data sets of :mod:`crossfhe.apps.datasets`.
 
 Encrypted inference on multi-bit TFHE, compiled as circuits (Taurus §VI; :mod:`crossfhe.apps.tfhe_ml`): decision
 trees and gradient-boosted trees (:mod:`crossfhe.apps.trees`), k-nearest neighbours (:mod:`crossfhe.apps.knn`), a
-quantized MLP and a small CNN with lookup-table activations (:mod:`crossfhe.apps.qnn`): ``DecisionTree``,
-``GradientBoostedTrees``, ``KNN``, ``QuantizedMLP``, ``QuantizedCNN``."""
+quantized MLP, a small CNN and Zama's deep networks NN-20 / NN-50 with lookup-table activations
+(:mod:`crossfhe.apps.qnn`): ``DecisionTree``, ``GradientBoostedTrees``, ``KNN``, ``QuantizedMLP``, ``QuantizedCNN``,
+``QuantizedDeepNN``."""
 
 from crossfhe.apps import beaver, cnn, datasets, helr, hetero_lr, knn, qnn, tfhe_ml, trees
 from crossfhe.apps.beaver import Client, ClientTriple, Server, ServerTriple, generate_triples, shared_matvec
@@ -29,7 +30,7 @@ from crossfhe.apps.hetero_lr import (
     train_step,
 )
 from crossfhe.apps.knn import KNN
-from crossfhe.apps.qnn import QuantizedCNN, QuantizedMLP
+from crossfhe.apps.qnn import QuantizedCNN, QuantizedDeepNN, QuantizedMLP
 from crossfhe.apps.trees import DecisionTree, GradientBoostedTrees
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "DecisionTree",
     "GradientBoostedTrees",
     "QuantizedCNN",
+    "QuantizedDeepNN",
     "QuantizedMLP",
     "Arbiter",
     "LogisticRegression",

@@ -76,19 +76,22 @@ def split_parts(w, a_max: int, params) -> list[tuple[int, np.ndarray, int]]:
 def quantize_neurons(weights, a_max: int, params, weight_max: int, split: bool = False) -> tuple[np.ndarray,
                                                                                                    np.ndarray]:
     """(integer weights int64 [out, in], scales s_j float [out]) per the module docstring; ``split``: only
-    |w| <= weight_max (the output layer, whose accumulators are split into parts that fit)."""
+    |w| <= weight_max (the output layer, whose accumulators are split into parts that fit). Every row starts at
+    s = max |W_j| / weight_max and grows by 3% until it fits; the rows go together (one array step per growth)."""
     top, nb = (1 << params.message_bits) - 1, budget(params)
-    out_w, out_s = [], []
-    for row in np.asarray(weights, dtype=np.float64):
-        s = max(np.abs(row).max() / weight_max, 1e-12)
-        while True:
-            w = np.rint(row / s).astype(np.int64)
-            if np.abs(w).max() <= weight_max and (split or (a_max * np.abs(w).sum() <= top and (w * w).sum() <= nb)):
-                break
-            s *= 1.03
-        out_w.append(w)
-        out_s.append(s)
-    return np.array(out_w), np.array(out_s)
+    rows = np.asarray(weights, dtype=np.float64)
+    s = np.maximum(np.abs(rows).max(axis=1) / weight_max, 1e-12)
+    w = np.zeros(rows.shape, dtype=np.int64)
+    todo = np.arange(len(rows))
+    while len(todo):
+        wt = np.rint(rows[todo] / s[todo, None]).astype(np.int64)
+        ok = np.abs(wt).max(axis=1) <= weight_max
+        if not split:
+            ok &= (a_max * np.abs(wt).sum(axis=1) <= top) & ((wt * wt).sum(axis=1) <= nb)
+        w[todo[ok]] = wt[ok]
+        todo = todo[~ok]
+        s[todo] *= 1.03
+    return w, s
 
 
 class QuantizedLayers(TFHEModel):
@@ -138,6 +141,9 @@ class QuantizedLayers(TFHEModel):
 class _Network(QuantizedLayers):
     """A float network (list of (W [out, in], b [out]) with ReLU between) quantized as in the module docstring."""
 
+    percentile = 99.9
+    """The activation scale s_h: this percentile of a layer's ReLU outputs on the training set over 2^h - 1."""
+
     def __init__(self, *, input_bits: int, act_bits: int, weight_max: int, params, seed: int):
         super().__init__()
         self.in_bits, self.act_bits, self.weight_max = int(input_bits), int(act_bits), int(weight_max)
@@ -175,7 +181,7 @@ class _Network(QuantizedLayers):
             acc = a @ w.T + off
             zs = scale * (acc - off) + bf
             h_max = (1 << self.act_bits) - 1
-            s_h = max(float(np.percentile(np.maximum(zs, 0), 99.9)), 1e-9) / h_max
+            s_h = max(float(np.percentile(np.maximum(zs, 0), self.percentile)), 1e-9) / h_max
             tables = np.clip(np.rint(np.maximum(z, 0) / s_h), 0, h_max).astype(np.int64)
             layer = Layer(w, off, scale, np.asarray(bf, np.float64), tables)
             self.layers.append(layer)
@@ -347,4 +353,201 @@ class QuantizedCNN(_Network):
         return self
 
 
-__all__ = ["Layer", "QuantizedCNN", "QuantizedLayers", "QuantizedMLP", "quantize_neurons", "split_parts"]
+def _padded_windows(kernel: tuple[int, int], padding: int) -> np.ndarray:
+    """Pixel indices of a convolution's windows over the 28 x 28 image zero-padded by ``padding`` on each side,
+    stride 1: int64 [windows, kh kw] (row-major windows, row-major kernel positions), -1 where the window covers
+    padding."""
+    kh, kw = kernel
+    side = SIDE + 2 * padding
+    rows = []
+    for r in range(side - kh + 1):
+        for c in range(side - kw + 1):
+            idx = []
+            for i in range(kh):
+                for j in range(kw):
+                    y, x = r + i - padding, c + j - padding
+                    idx.append(y * SIDE + x if 0 <= y < SIDE and 0 <= x < SIDE else -1)
+            rows.append(idx)
+    return np.array(rows, dtype=np.int64)
+
+
+class QuantizedDeepNN(_Network):
+    """Zama's deep networks NN-``depth`` (Chillotti, Joye and Paillier 2021, rerun by Concrete ML; Taurus §VI's
+    CNN-20 and CNN-50): a convolution of ``channels`` maps, kernel ``kernel`` (10 x 11), stride 1, zero padding
+    ``padding`` (1), so 2 x 21 x 20 = 840 values, then a dense layer 840 -> ``width`` (92), ``depth`` - 3 dense
+    layers ``width`` -> ``width``, and a dense output layer -> 10: ``depth`` layers, every one but the last
+    followed by ReLU, which with the requantization to ``act_bits`` bits is one lookup per neuron. Lookups per
+    image: 840 + (``depth`` - 2) ``width``; ``depth`` - 1 bootstrap levels.
+
+    Training (NumPy, seeded, cross-entropy, Adam, batches of 64, the rate decaying to 0 along a cosine in each
+    phase): ``epochs`` epochs in float, then ``qat_epochs`` epochs through the integer model's function (module
+    docstring: weights as :func:`quantize_neurons` makes them for each neuron, activations
+    clamp(round(relu(z) / s_h)) s_h, s_h refreshed per epoch; straight-through gradients). The ``width`` x
+    ``width`` layers start as the identity plus N(0, 0.01 / width) noise (He initialisation elsewhere): a plain
+    stack of 20 or 50 ReLU layers trained from He initialisation alone does not survive its quantization (chance
+    accuracy at depth 20 here), while from the identity each layer starts by passing its inputs on, which the
+    2-bit requantization keeps exactly. The activation scale is the 99th percentile (``percentile``; 99.9 for the
+    shallow networks above): at 2 bits the coarser top step costs less than the clipped tail. The convolution stays
+    a convolution while training (one kernel per map; a window's row of the dense matrix is the kernel without the
+    positions on padding); it is quantized as the dense matrix it is, per neuron, so windows on the border may get
+    their own scale. ``predict_float`` is the float network before the quantization-aware epochs.
+
+    Sizes for the presets: the accumulator of a neuron must fit the lookup, A sum_i |w_ji| <= 2^p - 1 (A = 2^b - 1
+    of its inputs), which for ``act_bits`` 2 at P6 leaves sum |w| <= 21 per neuron whatever its fan-in (840 for the
+    first dense layer): this, with 2-bit activations, is what the quantized model loses against the float one
+    (benchmarks/README.md, "NN-20 and NN-50")."""
+
+    name = "nn"
+
+    def __init__(self, *, depth: int = 20, width: int = 92, channels: int = 2, kernel=(10, 11), padding: int = 1,
+                 input_bits: int = 2, act_bits: int = 2, weight_max: int = 3, params=None, seed: int = 0,
+                 epochs: int = 10, qat_epochs: int = 10, rate: float = 1e-3, qat_rate: float = 1e-3,
+                 percentile: float = 99.0):
+        super().__init__(input_bits=input_bits, act_bits=act_bits, weight_max=weight_max,
+                         params=params or presets.P6, seed=seed)
+        if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 3:
+            raise ParameterError(f"depth must be an int >= 3 (a convolution, a dense layer and the output layer), "
+                                 f"got {depth!r}")
+        kernel = tuple(int(k) for k in kernel)
+        if len(kernel) != 2 or min(kernel) < 1 or max(kernel) > SIDE + 2 * int(padding) or int(padding) < 0:
+            raise ParameterError(f"kernel {kernel} with padding {padding} does not fit a {SIDE} x {SIDE} image")
+        if int(width) < 1 or int(channels) < 1 or int(epochs) < 0 or int(qat_epochs) < 0:
+            raise ParameterError("width and channels must be >= 1, epochs and qat_epochs >= 0")
+        self.depth, self.width, self.channels = int(depth), int(width), int(channels)
+        self.kernel, self.padding = kernel, int(padding)
+        self.epochs, self.qat_epochs, self.rate, self.qat_rate = int(epochs), int(qat_epochs), float(rate), float(qat_rate)
+        self.name = f"nn{self.depth}"
+        if not 50.0 <= float(percentile) <= 100.0:
+            raise ParameterError(f"percentile must be in [50, 100], got {percentile!r}")
+        self.percentile = float(percentile)
+
+    # -- the convolution in its two forms ------------------------------------------------------------------
+
+    def _conv_rows(self, k: np.ndarray, win: np.ndarray) -> np.ndarray:
+        """The convolution's rows as kernel positions: float [channels * windows, kh kw], channel-major (the order
+        of torch's flatten of [channels, rows, cols]), zero where a window covers padding."""
+        mask = (win >= 0).astype(np.float64)
+        return (k[:, None, :] * mask[None, :, :]).reshape(-1, win.shape[1])
+
+    def _conv_dense(self, rows: np.ndarray, win: np.ndarray) -> np.ndarray:
+        """The rows as the dense matrix [channels * windows, 784] over the image's pixels."""
+        r, k, pix = self._scatter(win)
+        dense = np.zeros((len(rows), SIDE * SIDE))
+        dense[r, pix] = rows[r, k]
+        return dense
+
+    def _scatter(self, win: np.ndarray):
+        """(row, kernel position, pixel) of every weight of the dense matrix that is not on padding: int64 each."""
+        rr, kk = np.nonzero(np.tile(win >= 0, (self.channels, 1)))
+        return rr, kk, win[rr % len(win), kk]
+
+    # -- training --------------------------------------------------------------------------------------
+
+    def _fake(self, rows: np.ndarray, a_max: int, last: bool) -> np.ndarray:
+        w, s = quantize_neurons(rows, a_max, self.params, self.weight_max, split=last)
+        return w * s[:, None]
+
+    def _train(self, x, y, epochs: int, rate: float, quantized: bool, state: dict) -> None:
+        """``epochs`` epochs of Adam on ``state`` (kernel, conv bias, dense weights and biases), in float or through
+        the integer model (class docstring)."""
+        rng = np.random.default_rng(self.seed + (1 if quantized else 0))
+        win = state["win"]
+        rix, kix, pix = self._scatter(win)
+        cix = rix // len(win)
+        xs = self._scaled(x)
+        onehot = np.eye(10)[np.asarray(y)]
+        names = ["k", "bk"] + [f"{t}{i}" for i in range(len(state["dense"])) for t in "wb"]
+        par = {"k": state["k"], "bk": state["bk"]}
+        for i, (w, b) in enumerate(state["dense"]):
+            par[f"w{i}"], par[f"b{i}"] = w, b
+        mom = {n: np.zeros_like(par[n]) for n in names}
+        sec = {n: np.zeros_like(par[n]) for n in names}
+        h_max, in_max = (1 << self.act_bits) - 1, (1 << self.in_bits) - 1
+        depth, nw, kk = len(state["dense"]), len(win), win.shape[1]
+        step, batches = 0, max(1, len(xs) // 64)
+        total = max(1, epochs * batches)
+
+        def weights():
+            rows = self._conv_rows(par["k"], win)
+            if quantized:
+                rows = self._fake(rows, in_max, False)
+                ws = [self._fake(par[f"w{i}"], h_max, i == depth - 1) for i in range(depth)]
+            else:
+                ws = [par[f"w{i}"] for i in range(depth)]
+            dense = np.zeros((len(rows), SIDE * SIDE))
+            dense[rix, pix] = rows[rix, kix]
+            return [dense] + ws, [np.repeat(par["bk"], nw)] + [par[f"b{i}"] for i in range(depth)]
+
+        def act(z, s):
+            return np.clip(np.rint(np.maximum(z, 0) / s), 0, h_max) * s if quantized else np.maximum(z, 0)
+
+        def forward(xb, ws, bs, scales):
+            acts, pres = [xb], []
+            for i in range(depth + 1):
+                z = acts[-1] @ ws[i].T + bs[i]
+                pres.append(z)
+                if i < depth:
+                    acts.append(act(z, scales[i]))
+            return acts, pres
+
+        for _ in range(epochs):
+            scales = [1.0] * depth
+            if quantized:  # s_h per layer, as _quantize sets it: the percentile of relu(z) over 2^h - 1
+                ws, bs = weights()
+                scales, a = [], xs
+                for i in range(depth):
+                    z = a @ ws[i].T + bs[i]
+                    scales.append(max(float(np.percentile(np.maximum(z, 0), self.percentile)), 1e-9) / h_max)
+                    a = act(z, scales[-1])
+            for idx in np.array_split(rng.permutation(len(xs)), batches):
+                ws, bs = weights()
+                acts, pres = forward(xs[idx], ws, bs, scales)
+                logits = pres[-1]
+                prob = np.exp(logits - logits.max(1, keepdims=True))
+                g = (prob / prob.sum(1, keepdims=True) - onehot[idx]) / len(idx)
+                grads = {}
+                for i in range(depth, -1, -1):
+                    gw, gb = g.T @ acts[i], g.sum(0)
+                    if i == 0:
+                        grads["k"] = np.bincount(cix * kk + kix, weights=gw[rix, pix],
+                                                 minlength=self.channels * kk).reshape(self.channels, kk)
+                        grads["bk"] = gb.reshape(self.channels, nw).sum(1)
+                        break
+                    grads[f"w{i - 1}"], grads[f"b{i - 1}"] = gw, gb
+                    z = pres[i - 1]
+                    g = (g @ ws[i]) * ((z > 0) & (z < (h_max + 0.5) * scales[i - 1]) if quantized else (z > 0))
+                lr = rate * 0.5 * (1 + np.cos(np.pi * step / total))  # cosine decay to 0
+                step += 1
+                for n in names:
+                    mom[n] = 0.9 * mom[n] + 0.1 * grads[n]
+                    sec[n] = 0.999 * sec[n] + 0.001 * grads[n] ** 2
+                    par[n] = par[n] - lr * (mom[n] / (1 - 0.9**step)) / (np.sqrt(sec[n] / (1 - 0.999**step)) + 1e-8)
+        state["k"], state["bk"] = par["k"], par["bk"]
+        state["dense"] = [(par[f"w{i}"], par[f"b{i}"]) for i in range(depth)]
+
+    def _layers(self, state: dict) -> list:
+        win = state["win"]
+        conv = self._conv_dense(self._conv_rows(state["k"], win), win)
+        return [(conv, np.repeat(state["bk"], len(win)))] + [(w.copy(), b.copy()) for w, b in state["dense"]]
+
+    def fit(self, x, y) -> QuantizedDeepNN:
+        y = np.asarray(y)
+        if y.min() < 0 or y.max() > 9:
+            raise ParameterError(f"labels must be digits 0..9, got {y.min()}..{y.max()}")
+        rng = np.random.default_rng(self.seed)
+        win = _padded_windows(self.kernel, self.padding)
+        kk = win.shape[1]
+        sizes = [self.channels * len(win)] + [self.width] * (self.depth - 2) + [10]
+        state = {"win": win, "k": rng.normal(0, np.sqrt(2 / kk), (self.channels, kk)), "bk": np.zeros(self.channels),
+                 "dense": [(np.eye(m) + rng.normal(0, 0.1 / np.sqrt(n), (m, n)) if m == n else
+                            rng.normal(0, np.sqrt(2 / n), (m, n)), np.zeros(m)) for n, m in zip(sizes, sizes[1:])]}
+        self._train(x, y, self.epochs, self.rate, False, state)
+        self.float_layers = self._layers(state)
+        if self.qat_epochs:
+            self._train(x, y, self.qat_epochs, self.qat_rate, True, state)
+        self._quantize(self._layers(state), x)
+        return self
+
+
+__all__ = ["Layer", "QuantizedCNN", "QuantizedDeepNN", "QuantizedLayers", "QuantizedMLP", "quantize_neurons",
+           "split_parts"]
