@@ -105,7 +105,8 @@ OPTIONAL = {"xgb": "xgboost"}
 missing (named explicitly, they fail with the package's name)."""
 PAPER_MS = {"tree": 409.19, "knn": 306.66, "xgb": 689.29, "nn20": 11.60, "nn50": 74.27}
 """Taurus Table IV, the Taurus column (ms per inference on their accelerator, their models: decision tree on
-Bioresponse, KNN, XGBoost regressor on Ames, CNN-20 and CNN-50 (Zama's NN-20 and NN-50)): context, not a comparison measured here."""
+Bioresponse, KNN, XGBoost regressor on Ames, CNN-20 and CNN-50 (Zama's NN-20 and NN-50)): context, not a comparison
+measured here."""
 
 
 def _parse(argv=None) -> argparse.Namespace:
@@ -167,7 +168,8 @@ def _model(name: str, quick: bool):
     if spec.get("preset"):
         kw["params"] = presets.PRESETS[spec["preset"]]
     cls = {"DecisionTree": DecisionTree, "GradientBoostedTrees": GradientBoostedTrees, "KNN": KNN,
-           "QuantizedMLP": QuantizedMLP, "QuantizedCNN": QuantizedCNN, "QuantizedDeepNN": QuantizedDeepNN}[spec["class"]]
+           "QuantizedMLP": QuantizedMLP, "QuantizedCNN": QuantizedCNN,
+           "QuantizedDeepNN": QuantizedDeepNN}[spec["class"]]
     return cls(**kw)
 
 
@@ -176,7 +178,8 @@ def _deep(depth: int, quick: bool) -> dict:
     layers; ``depth`` layers), 2-bit inputs and activations, |w| <= 3, P6; ``quick``: depth 4, width 8, one map of
     24 x 24 (25 windows), 1-bit inputs, P4, a few epochs."""
     if quick:
-        return {"class": "QuantizedDeepNN", "depth": 4 if depth == 20 else 5, "width": 8, "channels": 1, "kernel": [24, 24], "padding": 0,
+        return {"class": "QuantizedDeepNN", "depth": 4 if depth == 20 else 5, "width": 8, "channels": 1,
+                "kernel": [24, 24], "padding": 0,
                 "input_bits": 1, "act_bits": 1, "weight_max": 3, "epochs": 2, "qat_epochs": 1, "seed": 0,
                 "preset": "P4"}
     return {"class": "QuantizedDeepNN", "depth": depth, "width": 92, "channels": 2, "kernel": [10, 11], "padding": 1,

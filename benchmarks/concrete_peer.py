@@ -119,7 +119,8 @@ DIGITS_SIDE = 8
 SIZES = {
     "tree_depth": (8, 4), "xgb_estimators": (50, 10), "xgb_depth": (4, 3), "knn_k": (3, 3), "knn_train": (10, 10),
     "knn_features": (3, 3), "xgbreg_estimators": (50, 5), "xgbreg_depth": (4, 2),
-    "mlp_hidden": (64, 32), "nn_width": (92, 16), "cnn_maps": (4, 4), "cnn_hidden": (64, 32), "epochs": (30, 10), "calibration": (200, 100),
+    "mlp_hidden": (64, 32), "nn_width": (92, 16), "cnn_maps": (4, 4), "cnn_hidden": (64, 32), "epochs": (30, 10),
+    "calibration": (200, 100),
     "samples": (5, 2),
 }
 
@@ -504,7 +505,8 @@ def run_model(name: str, opts: dict, n_bits: int, data: dict, samples: int, warm
     try:
         model, params = build(name, opts, n_bits, data)
         rec["params"] = params
-        key = "digits28" if name in ("mlp", "cnn", "nn20", "nn50") else "diabetes" if name in REGRESSORS else "breast_cancer"
+        images = ("mlp", "cnn", "nn20", "nn50")
+        key = "digits28" if name in images else "diabetes" if name in REGRESSORS else "breast_cancer"
         xtr, ytr, xte, yte = data[key]
         rec["dataset"] = {"digits28": "digits 28x28 (sklearn load_digits, resized)",
                           "breast_cancer": "breast cancer (sklearn load_breast_cancer)",

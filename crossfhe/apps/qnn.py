@@ -415,7 +415,8 @@ class QuantizedDeepNN(_Network):
             raise ParameterError("width and channels must be >= 1, epochs and qat_epochs >= 0")
         self.depth, self.width, self.channels = int(depth), int(width), int(channels)
         self.kernel, self.padding = kernel, int(padding)
-        self.epochs, self.qat_epochs, self.rate, self.qat_rate = int(epochs), int(qat_epochs), float(rate), float(qat_rate)
+        self.epochs, self.qat_epochs = int(epochs), int(qat_epochs)
+        self.rate, self.qat_rate = float(rate), float(qat_rate)
         self.name = f"nn{self.depth}"
         if not 50.0 <= float(percentile) <= 100.0:
             raise ParameterError(f"percentile must be in [50, 100], got {percentile!r}")

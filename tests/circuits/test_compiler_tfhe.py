@@ -356,6 +356,46 @@ def test_encrypt_run_decrypt_on_a_batch(keys_p4):
         np.testing.assert_array_equal(got, want)
 
 
+def test_linear_segments_fused_and_their_fallback(keys_p4):
+    """The linear operations between launches run as one matrix product per segment (ct.linear_plan): the same
+    words as one operation at a time (ct.constants(fuse=False)) on arbitrary words below q, and exact encrypted. A
+    row whose coefficients sum to 2^31 / 255 or more (beyond any noise budget, so only a graph made by hand has one)
+    has no plan, and the interpreter runs the operations one by one."""
+
+    def dot(x, y):
+        return (x + y * 2 + 1).apply(lambda v: v % 4) + x * 2 - y + 3, x - y * 3 + 9
+
+    c = _compile(dot, 2, 2)
+    plan = ct.linear_plan(c.graph)
+    assert plan is not None
+    sources, mat, _ = plan["out"]
+    assert len(sources) == 3 and list(np.abs(mat).sum(axis=1)) == [4, 4]  # 2x - y + lookup; x - 3y
+    rng = np.random.default_rng(4)
+    q = np.array(P4.moduli, dtype=np.uint64)  # words below each limb's q
+    words = [((rng.integers(0, 2**31, len(q)) % q).astype(np.uint32),
+              (rng.integers(0, 2**31, (len(q), P4.long_dim)) % q[:, None]).astype(np.uint32)) for _ in range(2)]
+    lin = ct.constants(c.graph, P4)
+    seq = ct.constants(c.graph, P4, fuse=False)
+    assert "linear" in lin and "linear" not in seq
+    sk = ct._key_for(keys_p4.public, P4)
+    rt_key = ops.program_key(sk)
+    with jax.enable_x64(bool(ops.product_for(P4).X64)):
+        fused = ct.interpret(c.graph, P4, words, {**lin, "key": rt_key})
+        plain = ct.interpret(c.graph, P4, words, {**seq, "key": rt_key})
+    for (fb, fa), (pb, pa) in zip(fused, plain, strict=True):
+        np.testing.assert_array_equal(fb, pb)
+        np.testing.assert_array_equal(fa, pa)
+    x, y = rng.integers(0, 4, 5), rng.integers(0, 4, 5)
+    c.keys = keys_p4
+    got = c.encrypt_run_decrypt(x, y)
+    np.testing.assert_array_equal(got[0], (x + 2 * y + 1) % 4 + 2 * x - y + 3)
+    np.testing.assert_array_equal(got[1], x - 3 * y + 9)
+    nodes = list(c.graph.nodes)
+    i = next(k for k, n in enumerate(nodes) if n.op == "mul_int")
+    nodes[i] = nodes[i].with_attrs(c=1 << 24)
+    assert ct.linear_plan(ir.Graph("tfhe", tuple(nodes), c.graph.inputs, c.graph.outputs, c.graph.consts)) is None
+
+
 @pytest.mark.parametrize("passes", [("tables",), ("tables", "cse", "ks_dedup")], ids=["lookups", "ks_dedup"])
 def test_unbatched_launches_run(keys_p4, passes):
     """The other forms the lowering meets: single lookups with their own test vectors; pbs nodes of one input."""
