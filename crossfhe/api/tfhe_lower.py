@@ -646,6 +646,27 @@ def _fused(words, seg: dict, radix, moduli):
     return add_mod(total[..., 0], seg["const"], qa.reshape(-1)), total[..., 1:]
 
 
+def _launcher(g: Graph, params: Params, rt, items: int):
+    """run(node, b [m, L], a [m, L, kN]) -> (b [R, L], a [R, L, kN]): a launch as one
+    :func:`crossfhe.tfhe.ops.pbs_rows`, its test vectors made from ``rt["tables"]`` (the ``shared`` ones once per
+    program, here)."""
+    index = {k: t for t, k in enumerate(table_keys(g))}
+    shared = sorted({index[k] for n in g.nodes if n.op in LAUNCHES and n.attr("shared") for k in _launch_tables(n)})
+    tv_shared = ops.make_test_vectors(params, rt["tables"][np.asarray(shared, np.int32)]) if shared else None
+
+    def run(n: Node, b, a):
+        keys, rows = _launch_tables(n), _rows(n)
+        if n.attr("shared"):
+            tv, slot = tv_shared, [shared.index(index[k]) for k in keys]
+        else:
+            tv = ops.make_test_vectors(params, rt["tables"][np.asarray([index[k] for k in keys], np.int32)])
+            slot = list(range(len(keys)))
+        return ops.pbs_rows(rt["key"], b, a, tv, tuple(r[0] for r in rows), tuple(slot[r[1]] for r in rows),
+                            params=params, items=items)
+
+    return run
+
+
 class _Row:
     """A launch's output row, not sliced out: (launch node, row)."""
 
@@ -660,9 +681,7 @@ def _interpret_fused(g: Graph, params: Params, inputs, rt, items: int, plan: dic
     stay one array [R, ...] and the sources of a segment are gathered by runs of rows (one gather per run), so the
     program holds one product per segment, not one operation per addition or slice."""
     moduli = params.moduli
-    index = {k: t for t, k in enumerate(table_keys(g))}
-    shared = sorted({index[k] for n in g.nodes if n.op in LAUNCHES and n.attr("shared") for k in _launch_tables(n)})
-    tv_shared = ops.make_test_vectors(params, rt["tables"][np.asarray(shared, np.int32)]) if shared else None
+    launch = _launcher(g, params, rt, items)
     vals: list = [None] * len(g.nodes)
 
     def gather(sources):
@@ -707,15 +726,7 @@ def _interpret_fused(g: Graph, params: Params, inputs, rt, items: int, plan: dic
         if n.op == "input":
             vals[i] = inputs[g.inputs.index(i)]
         elif n.op in LAUNCHES:
-            keys, rows = _launch_tables(n), _rows(n)
-            if n.attr("shared"):
-                tv, slot = tv_shared, [shared.index(index[k]) for k in keys]
-            else:
-                tv = ops.make_test_vectors(params, rt["tables"][np.asarray([index[k] for k in keys], np.int32)])
-                slot = list(range(len(keys)))
-            b, x = segment(i)
-            ob, oa = ops.pbs_rows(rt["key"], b, x, tv, tuple(r[0] for r in rows), tuple(slot[r[1]] for r in rows),
-                                  params=params, items=items)
+            ob, oa = launch(n, *segment(i))
             vals[i] = (ob[0], oa[0]) if n.op == "lookup" else (ob, oa)
         elif n.op == "pick":
             vals[i] = _Row(n.args[0], n.attr("index"))
@@ -754,9 +765,7 @@ def interpret(g: Graph, params: Params, inputs, rt, items: int = 1) -> list:
     if "linear" in rt:
         return _interpret_fused(g, params, inputs, rt, items, linear_plan(g))
     moduli = params.moduli
-    index = {k: t for t, k in enumerate(table_keys(g))}
-    shared = sorted({index[k] for n in g.nodes if n.op in LAUNCHES and n.attr("shared") for k in _launch_tables(n)})
-    tv_shared = ops.make_test_vectors(params, rt["tables"][np.asarray(shared, np.int32)]) if shared else None
+    launch = _launcher(g, params, rt, items)
     vals: list = []
     for i, n in enumerate(g.nodes):
         a = [vals[x] for x in n.args]
@@ -772,17 +781,8 @@ def interpret(g: Graph, params: Params, inputs, rt, items: int = 1) -> list:
         elif n.op == "mul_int":
             vals.append(mul_const_words(a[0][0], a[0][1], rt["consts"][str(i)], moduli=moduli))
         elif n.op in LAUNCHES:
-            keys, rows = _launch_tables(n), _rows(n)
-            if n.attr("shared"):
-                tv, slot = tv_shared, [shared.index(index[k]) for k in keys]
-            else:
-                tv = ops.make_test_vectors(params, rt["tables"][np.asarray([index[k] for k in keys], np.int32)])
-                slot = list(range(len(keys)))
-            b = jnp.stack([v[0] for v in a])
-            x = jnp.stack([v[1] for v in a])
-            ob, oa = ops.pbs_rows(rt["key"], b, x, tv, tuple(r[0] for r in rows), tuple(slot[r[1]] for r in rows),
-                                  params=params, items=items)
-            outs = [(ob[r], oa[r]) for r in range(len(rows))]
+            ob, oa = launch(n, jnp.stack([v[0] for v in a]), jnp.stack([v[1] for v in a]))
+            outs = [(ob[r], oa[r]) for r in range(len(_rows(n)))]
             vals.append(outs[0] if n.op == "lookup" else outs)
         elif n.op == "pick":
             vals.append(a[0][n.attr("index")])
