@@ -191,6 +191,67 @@ def test_knn_encrypted(cancer, keys_p4):
     _check_encrypted(m, cancer.x_test[:6], keys_p4)
 
 
+def _second_nearest_rule(m, q) -> np.ndarray:
+    """ties="class" written as its rule: the counted class wins iff its m-th nearest point is no farther than the
+    other class's m-th nearest (a class with fewer than m points never reaches m)."""
+    d = m.distances(q)
+    mine = m.labels == m.counted
+
+    def mth(rows):
+        s = np.sort(rows, axis=1)
+        return s[:, m.m - 1] if s.shape[1] >= m.m else np.full(len(s), np.iinfo(np.int64).max)
+
+    return (mth(d[:, mine]) <= mth(d[:, ~mine])).astype(np.int64)[:, None]
+
+
+def test_knn_count_plain_at_hundreds_of_points(cancer):
+    """All 455 training points, ties to the counted class: the circuit (in the clear) equals the sort, the sort
+    equals the m-th-nearest rule, and the circuit grows with the distinct locations (38 here), not with N."""
+    m = KNN(k=3, n_train=None, n_features=2, bits=3, ties="class").fit(cancer.x_train, cancer.y_train)
+    assert m.params.name == "P4" and len(m.points) == 455
+    q = m.encode(cancer.x_test)
+    plain = m.outputs_plain(q)
+    np.testing.assert_array_equal(plain, _second_nearest_rule(m, q))
+    np.testing.assert_array_equal(_plain_circuit(m, q), plain)
+    before, after = _check_counts(m)
+    # lookups: the F 2^bits terms, L per threshold t (fewer where d_l <= t holds for every query), and per t and
+    # class a saturating count of L weights <= 2 (chunks of >= 14 on P4's 15, then one clamp), then e_t; one output
+    n_t, n_l = m.threshold + 1, len(m.locations)
+    assert before["bootstraps"] <= 2 * 8 + n_l * n_t + n_t * (2 * (-(-2 * n_l // 14) + 1) + 1) + 1
+    assert after["key_switches"] < before["key_switches"]
+
+
+def test_knn_count_every_query(cancer):
+    """k = 5, 3 features of 2 bits over 120 points: the circuit equals the sort on all 64 possible queries (which
+    is also how T, the largest k-th distance, is found)."""
+    m = KNN(k=5, n_train=120, n_features=3, bits=2, ties="class", seed=3).fit(cancer.x_train, cancer.y_train)
+    grid = np.stack(np.meshgrid(*[np.arange(4)] * 3, indexing="ij"), axis=-1).reshape(-1, 3)
+    kth = np.sort(m.distances(grid), axis=1)[:, m.k - 1]
+    assert m.threshold == kth.max()
+    np.testing.assert_array_equal(_plain_circuit(m, grid), m.outputs_plain(grid))
+    np.testing.assert_array_equal(m.outputs_plain(grid), _second_nearest_rule(m, grid))
+
+
+def test_knn_count_encrypted(cancer, keys_p4):
+    m = KNN(k=3, n_train=60, n_features=2, bits=2, ties="class").fit(cancer.x_train, cancer.y_train)
+    assert m.params.name == "P4"
+    _check_encrypted(m, cancer.x_test[:6], keys_p4)
+
+
+def test_knn_refuses_bad_sizes(cancer):
+    x, y = cancer.x_train, cancer.y_train
+    with pytest.raises(ParameterError, match="ties is 'index'"):
+        KNN(ties="distance")
+    with pytest.raises(ParameterError, match="k must be odd"):
+        KNN(k=4)
+    with pytest.raises(ParameterError, match="n_train must be in"):
+        KNN(n_train=456).fit(x, y)
+    with pytest.raises(ParameterError, match="use ties='class'"):
+        KNN(n_train=300, n_features=2, bits=2).fit(x, y)
+    with pytest.raises(ParameterError, match="distances span"):
+        KNN(n_train=100, n_features=6, bits=3, ties="class", params=P4).fit(x, y)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Networks
 # ---------------------------------------------------------------------------------------------------
@@ -304,7 +365,7 @@ def test_nn20_trains_through_its_quantization(digits28):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", ["tree/P6", "gbt/P6", "knn/P6", "mlp/P8", "cnn/P8", "nn20/P6"])
+@pytest.mark.parametrize("workload", ["tree/P6", "gbt/P6", "knn/P6", "knn455/P6", "mlp/P8", "cnn/P8", "nn20/P6"])
 def test_real_size_encrypted(workload, cancer, digits28):
     kind = workload.split("/")[0]
     if kind in ("mlp", "cnn", "nn20"):
@@ -313,7 +374,9 @@ def test_real_size_encrypted(workload, cancer, digits28):
         x = digits28.x_test[:2]
     else:
         m = {"tree": lambda: DecisionTree(max_depth=6, bits=6), "gbt": lambda: GradientBoostedTrees(
-            n_estimators=16, max_depth=3, bits=6), "knn": lambda: KNN()}[kind]().fit(cancer.x_train, cancer.y_train)
+            n_estimators=16, max_depth=3, bits=6), "knn": lambda: KNN(),
+            "knn455": lambda: KNN(n_train=None, n_features=4, bits=3, ties="class")}[kind]().fit(cancer.x_train,
+                                                                                                 cancer.y_train)
         x = cancer.x_test[:2]
     assert m.params.name == workload.split("/")[1]
     _check_encrypted(m, x, None)
