@@ -2,7 +2,8 @@
 KNN, a quantized MLP, a small CNN, an XGBoost regressor and Zama's deep networks NN-20 and NN-50, each compiled by
 crossfhe.compile (KS/ACC dedup, batched bootstraps).
 
-    python benchmarks/bench_taurus.py [--quick] [--workloads tree,gbt,knn,mlp,cnn,xgb,nn20,nn50] [--batch 8]
+    python benchmarks/bench_taurus.py [--quick] [--workloads tree,tree10,gbt,knn,knn10,mlp,cnn,xgb,nn20,nn50]
+                                      [--batch 8]
                                       [--reps 10] [--no-peer | --peer-beside] [--json PATH]
     python benchmarks/bench_taurus.py --workloads nn20 --peer-beside --peer-samples 1 --reps 1 --batch 2
 
@@ -19,11 +20,17 @@ Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gi
 - tree, gbt, knn: ``crossfhe.apps.datasets.breast_cancer(seed=0)``: scikit-learn's table (569 x 30), a seeded
   permutation (NumPy PCG64, seed 0), the first 455 rows train, the other 114 test, each feature min-max scaled by
   the training rows (test clipped to [0, 1]); features quantized q = min(floor(x 2^b), 2^b - 1).
-  tree: DecisionTreeClassifier(max_depth=6 (``--tree-depth``), random_state=0) on 6-bit q, P6. gbt:
+  tree: DecisionTreeClassifier(max_depth=6 (``--tree-depth``), random_state=0) on 6-bit q, P6; tree10 the same at
+  max_depth=10 (the paper's size; it stops at depth 8 on these rows), its peer ``tree10`` at depth 10 too. gbt:
   GradientBoostingClassifier(n_estimators=16, max_depth=3, learning_rate=0.3, random_state=0) on 6-bit q, leaf values
-  rounded to one step (crossfhe.apps.trees), P6. knn: the 4 features of largest ANOVA F (SelectKBest(f_classif)), 3-bit
-  q, 16 training points drawn with numpy.random.default_rng(0).choice(455, 16, replace=False), k 3, L1 distance, ties by
-  index, P6.
+  rounded to one step (crossfhe.apps.trees), P6. knn (the paper's size): all 455 training points (``--knn
+  TRAINxFEATURESxBITS``, default allx4x3; TRAIN points drawn with numpy.random.default_rng(0).choice(455, TRAIN,
+  replace=False)), the 4 features of largest ANOVA F (SelectKBest(f_classif)), 3-bit q, k 3, L1 distance, ties to the
+  rarer class (crossfhe.apps.knn ``ties="class"``: the count circuit, its size set by the 115 distinct quantized
+  points, not by the 455), P6; in HEAVY (about a minute per sample). Concrete ML 1.9 finds no parameters for its KNN
+  beyond about 10 training points (concrete_peer.py), so its record there is an error; knn10 is the size both
+  compile: 10 points, the 3 features of largest F, 2-bit q, ties to the rarer class (P4), against the peer's
+  ``knn10`` (10 rows, the first 3 columns, n_bits 2).
 - mlp, cnn: ``crossfhe.apps.datasets.digits(28, seed=0)``: scikit-learn's 1797 8 x 8 digits resized bilinearly to
   28 x 28, pixels in [0, 1], seeded split 1437 / 360; pixels quantized to 2 bits. mlp: 784 -> 32 -> 10,
   MLPClassifier(relu, alpha=1e-3, max_iter=200, random_state=0), then 30 epochs of quantization-aware fine-tuning
@@ -96,14 +103,14 @@ def _worker_env() -> dict:
     from crossfhe.runtime import HEAP_ENV
 
     return dict(os.environ, **HEAP_ENV)
-WORKLOADS = ("tree", "gbt", "knn", "mlp", "cnn", "xgb", "nn20", "nn50")
-HEAVY = ("nn20", "nn50")
-"""Workloads left out of the default ``--workloads`` (minutes per encrypted image, tens with the peer): named
-explicitly."""
+WORKLOADS = ("tree", "tree10", "gbt", "knn", "knn10", "mlp", "cnn", "xgb", "nn20", "nn50")
+HEAVY = ("knn", "nn20", "nn50")
+"""Workloads left out of the default ``--workloads`` (a minute or more per encrypted sample; NN-20's peer tens of
+minutes): named explicitly."""
 OPTIONAL = {"xgb": "xgboost"}
 """Workloads that need a package crossfhe does not depend on: left out of the default ``--workloads`` where it is
 missing (named explicitly, they fail with the package's name)."""
-PAPER_MS = {"tree": 409.19, "knn": 306.66, "xgb": 689.29, "nn20": 11.60, "nn50": 74.27}
+PAPER_MS = {"tree": 409.19, "tree10": 409.19, "knn": 306.66, "xgb": 689.29, "nn20": 11.60, "nn50": 74.27}
 """Taurus Table IV, the Taurus column (ms per inference on their accelerator, their models: decision tree on
 Bioresponse, KNN, XGBoost regressor on Ames, CNN-20 and CNN-50 (Zama's NN-20 and NN-50)): context, not a comparison
 measured here."""
@@ -117,11 +124,11 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=10,
                    help="batch-1 repetitions (at least min(3, reps) and 2 s; nn20 and nn50: --reps 1)")
     p.add_argument("--max-seconds", type=float, default=30.0, help="stop repeating batch 1 after this (>= 3 reps)")
-    p.add_argument("--unoptimized", default="tree,knn",
+    p.add_argument("--unoptimized", default="tree,knn10",
                    help="workloads also timed at batch 1 compiled with optimize=False (no CSE, dedup or batching)")
     p.add_argument("--quick", action="store_true", help="small P4 models: a smoke test")
-    p.add_argument("--knn", default="16x4x3", help="KNN size TRAINxFEATURESxBITS (the peer's too; Concrete ML 1.9 "
-                                                    "compiles 10x3x2, not 16x4x3)")
+    p.add_argument("--knn", default="allx4x3", help="the knn workload's TRAINxFEATURESxBITS, TRAIN a number or all "
+                                                    "(the peer's too; Concrete ML 1.9 compiles 10x3x2 at most: knn10)")
     p.add_argument("--tree-depth", type=int, default=6, help="the decision tree's max_depth (the peer's too; "
                                                              "Taurus: 8 to 18)")
     p.add_argument("--no-peer", action="store_true", help="skip the Concrete ML peer")
@@ -187,11 +194,15 @@ def _deep(depth: int, quick: bool) -> dict:
             "seed": 0, "preset": "P6"}
 
 
-KNN_SIZE = {"n_train": 16, "n_features": 4, "bits": 3}
+KNN_SIZE = {"n_train": None, "n_features": 4, "bits": 3}
 TREE = {"max_depth": 6}
 """The decision tree's depth (``--tree-depth``; the peer gets the same)."""
-"""The KNN workload's training points, features and bits per feature (``--knn TRAINxFEATURESxBITS``; the peer gets
-the same three)."""
+"""The knn workload's training points (None: all 455), features and bits per feature (``--knn TRAINxFEATURESxBITS``,
+TRAIN a number or ``all``; the peer gets the same three)."""
+CANCER_TRAIN = 455
+"""Training rows of datasets.breast_cancer(seed=0) (the peer's ``--knn-train`` for ``all``)."""
+KNN10 = {"n_train": 10, "n_features": 3, "bits": 2}
+"""The knn10 workload: the largest KNN Concrete ML 1.9 compiles here (concrete_peer.py ``knn10``)."""
 
 MODELS = {
     "tree": lambda q: ("cancer", {"class": "DecisionTree", "max_depth": 3 if q else TREE["max_depth"],
@@ -200,9 +211,14 @@ MODELS = {
     "gbt": lambda q: ("cancer", {"class": "GradientBoostedTrees", "n_estimators": 4 if q else 16,
                                  "max_depth": 2 if q else 3, "learning_rate": 0.3, "bits": 3 if q else 6, "seed": 0,
                                  "preset": "P4" if q else "P6"}),
-    "knn": lambda q: ("cancer", {"class": "KNN", "k": 3, "n_train": 6 if q else KNN_SIZE["n_train"],
+    "tree10": lambda q: ("cancer", {"class": "DecisionTree", "max_depth": 4 if q else 10, "bits": 4 if q else 6,
+                                    "seed": 0, "preset": "P4" if q else "P6"}),
+    "knn": lambda q: ("cancer", {"class": "KNN", "k": 3, "n_train": 40 if q else KNN_SIZE["n_train"],
                                  "n_features": 2 if q else KNN_SIZE["n_features"], "bits": 2 if q else KNN_SIZE["bits"],
-                                 "seed": 0, "preset": "P4" if q else "P6"}),
+                                 "ties": "class", "seed": 0}),
+    "knn10": lambda q: ("cancer", {"class": "KNN", "k": 3, "n_train": 6 if q else KNN10["n_train"],
+                                   "n_features": 2 if q else KNN10["n_features"], "bits": KNN10["bits"],
+                                   "ties": "class", "seed": 0}),
     "mlp": lambda q: ("digits", {"class": "QuantizedMLP", "hidden": [4] if q else [32], "input_bits": 1 if q else 2,
                                  "act_bits": 2 if q else 3, "weight_max": 3 if q else 7, "seed": 0,
                                  "qat_epochs": 2 if q else 30, "preset": "P4" if q else "P8"}),
@@ -441,8 +457,8 @@ def run_same_model(samples: int, threads: int) -> dict:
     return out
 
 
-PEER_NAMES = {"tree": "tree", "gbt": "xgb", "knn": "knn", "mlp": "mlp", "cnn": "cnn", "xgb": "xgbreg", "nn20": "nn20",
-              "nn50": "nn50"}
+PEER_NAMES = {"tree": "tree", "tree10": "tree10", "gbt": "xgb", "knn": "knn", "knn10": "knn10", "mlp": "mlp",
+              "cnn": "cnn", "xgb": "xgbreg", "nn20": "nn20", "nn50": "nn50"}
 """Our workload names -> benchmarks/concrete_peer.py's model names."""
 
 
@@ -466,9 +482,10 @@ def peer_args(names: list[str], quick: bool, samples: int, threads: int) -> list
     if quick:
         return out + ["--quick"] + (["--n-bits", f"xgbreg={reg['bits']}"] if "xgb" in names else [])
     knn = KNN_SIZE
+    train = knn["n_train"] or CANCER_TRAIN
     return out + ["--tree-depth", str(TREE["max_depth"]), "--xgb-estimators", "16", "--xgb-depth", "3", "--knn-k", "3",
-                  "--knn-train", str(knn["n_train"]), "--knn-features", str(knn["n_features"]), "--mlp-hidden", "32",
-                  "--n-bits", f"tree=6,xgb=6,knn={knn['bits']},xgbreg={reg['bits']}"]
+                  "--knn-train", str(train), "--knn-features", str(knn["n_features"]), "--mlp-hidden", "32",
+                  "--n-bits", f"tree=6,tree10=6,xgb=6,knn={knn['bits']},knn10={KNN10['bits']},xgbreg={reg['bits']}"]
 
 
 def start_peer(names: list[str], quick: bool, samples: int, threads: int):
@@ -546,13 +563,19 @@ def _workloads(text: str | None) -> list[str]:
     return names
 
 
+def knn_size(text: str) -> dict:
+    """``--knn TRAINxFEATURESxBITS`` (TRAIN a number or ``all``) as a :data:`KNN_SIZE` update; SystemExit otherwise."""
+    try:
+        train, features, bits = text.split("x")
+        return {"n_train": None if train == "all" else int(train), "n_features": int(features), "bits": int(bits)}
+    except ValueError as e:
+        raise SystemExit(f"--knn takes TRAINxFEATURESxBITS, e.g. 10x3x2 or allx4x3, got {text!r}") from e
+
+
 def main(argv=None) -> int:
     args = _parse(argv)
-    try:
-        KNN_SIZE.update(zip(("n_train", "n_features", "bits"), (int(v) for v in args.knn.split("x")), strict=True))
-        TREE["max_depth"] = args.tree_depth
-    except ValueError as e:
-        raise SystemExit(f"--knn takes TRAINxFEATURESxBITS, e.g. 10x3x2, got {args.knn!r}") from e
+    KNN_SIZE.update(knn_size(args.knn))
+    TREE["max_depth"] = args.tree_depth
     if args.quick:
         args.batch, args.reps = min(args.batch, 2), min(args.reps, 3)
     names = _workloads(args.workloads)

@@ -40,6 +40,8 @@ with ``max_abs_diff`` (FHE against quantized_clear predictions, 0 unless a PBS f
 
 - ``tree``: ``concrete.ml.sklearn.DecisionTreeClassifier(max_depth=--tree-depth 8 [4], n_bits=7,
   random_state=0)`` (Taurus: 7-bit, depth 18 on Bioresponse).
+- ``tree10``: ``tree`` at ``max_depth=10`` (the paper's size; the tree stops at depth 8 on these 455 rows), so that
+  one run holds both trees.
 - ``xgb``: ``concrete.ml.sklearn.XGBClassifier(n_estimators=--xgb-estimators 50 [10], max_depth=--xgb-depth 4 [3],
   n_bits=6, random_state=0)`` (Taurus: 50 estimators, depth 4, 6-bit; a regressor on Ames Housing there).
 - ``xgbreg``: ``concrete.ml.sklearn.XGBRegressor(n_estimators=--xgbreg-estimators 50 [5], max_depth=--xgbreg-depth
@@ -55,7 +57,11 @@ with ``max_abs_diff`` (FHE against quantized_clear predictions, 0 unless a PBS f
   samples Concrete finds no parameters (``NoParametersFound``) for all 30 features, nor for the first 10, 5 or 4,
   nor for 20 or 30 training samples with 8 features; the first 3, 6 or 8 compile (Concrete ML 1.9.0 / Concrete
   2.10.0, p_error 2^-40), but 8 features take 2.9 GiB of compressed evaluation keys, 265 s of key generation, and
-  more than 14 GiB of memory at the first run (killed here); 3 features: 1.4 GiB, 9 GiB peak.
+  more than 14 GiB of memory at the first run (killed here); 3 features: 1.4 GiB, 9 GiB peak. With 3 features of 2
+  bits and p_error 2^-64 it finds no parameters for 15, 20, 30, 50 or 100 training samples either (nor 100 samples
+  at its default p_error, or of 1 or 2 features; 2026-12-01): hundreds of points, the paper's size, do not compile.
+- ``knn10``: ``knn`` at 10 training samples of the first 3 columns (the largest that compiles here), whatever
+  ``--knn-train`` and ``--knn-features`` say, so that one run holds both sizes.
 - ``mlp``: torch ``Linear(784, --mlp-hidden 64 [32]) -> ReLU -> Linear(., 10)`` trained in float (Adam, lr 1e-3,
   batch 64, ``--epochs 30 [10]``, ``torch.manual_seed(0)``), then post-training quantized and compiled by
   ``concrete.ml.torch.compile.compile_torch_model(n_bits=6, rounding_threshold_bits={"n_bits": --rounding-bits 6,
@@ -107,13 +113,16 @@ from pathlib import Path
 
 import numpy as np
 
-MODELS = ("tree", "xgb", "knn", "mlp", "cnn", "xgbreg", "nn20", "nn50")
-N_BITS = {"tree": 7, "xgb": 6, "knn": 2, "mlp": 6, "cnn": 6, "xgbreg": 6, "nn20": 6, "nn50": 6}
+MODELS = ("tree", "tree10", "xgb", "knn", "knn10", "mlp", "cnn", "xgbreg", "nn20", "nn50")
+N_BITS = {"tree": 7, "tree10": 7, "xgb": 6, "knn": 2, "knn10": 2, "mlp": 6, "cnn": 6, "xgbreg": 6, "nn20": 6,
+          "nn50": 6}
 REGRESSORS = ("xgbreg",)
 XGBREG_LEARNING_RATE = (0.1, 0.5)  # --xgbreg-learning-rate's default (full size, --quick)
 P_ERROR_TFHE_RS = 2.0**-64  # TFHE-rs's default failure probability per PBS
 CONCRETE_ML_DEFAULT_P_ERROR = 2.0**-40  # concrete.ml.common.utils.manage_parameters_for_pbs_errors
 DIGITS_SIDE = 8
+TREE10_DEPTH = 10  # tree10: the tree at the paper's depth (Taurus: depth 8-10 classifiers), whatever --tree-depth
+KNN10_SIZE = (10, 3)  # knn10: training samples and features, the largest KNN Concrete ML 1.9 compiles here
 
 # name: (full size, --quick size)
 SIZES = {
@@ -364,12 +373,13 @@ def build(name: str, opts: dict, n_bits: int, data: dict):
                   "learning_rate": opts["xgbreg_learning_rate"], "base_score": 0.5, "tree_method": "exact",
                   "n_bits": n_bits, "random_state": 0, "n_jobs": 1}
         return SklearnModel(name, XGBRegressor(**params), xtr, ytr), params
-    if name in ("tree", "xgb", "knn"):
+    if name in ("tree", "tree10", "xgb", "knn", "knn10"):
         xtr, ytr, _, _ = data["breast_cancer"]
-        if name == "tree":
+        if name in ("tree", "tree10"):
             from concrete.ml.sklearn import DecisionTreeClassifier
 
-            params = {"max_depth": opts["tree_depth"], "n_bits": n_bits, "random_state": 0}
+            depth = TREE10_DEPTH if name == "tree10" else opts["tree_depth"]
+            params = {"max_depth": depth, "n_bits": n_bits, "random_state": 0}
             return SklearnModel(name, DecisionTreeClassifier(**params), xtr, ytr), params
         if name == "xgb":
             from concrete.ml.sklearn import XGBClassifier
@@ -380,7 +390,7 @@ def build(name: str, opts: dict, n_bits: int, data: dict):
         from concrete.ml.sklearn import KNeighborsClassifier
 
         params = {"n_neighbors": opts["knn_k"], "n_bits": n_bits}
-        m, f = opts["knn_train"], opts["knn_features"]
+        m, f = KNN10_SIZE if name == "knn10" else (opts["knn_train"], opts["knn_features"])
         params_out = dict(params, train_samples=m, features=f, feature_columns=f"the first {f} of 30")
         return SklearnModel(name, KNeighborsClassifier(**params), xtr[:m], ytr[:m], features=f), params_out
     import torch
@@ -701,7 +711,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     threads["torch"] = torch.get_num_threads()
     data = {}
-    if any(m in models for m in ("tree", "xgb", "knn")):
+    if any(m in models for m in ("tree", "tree10", "xgb", "knn", "knn10")):
         data["breast_cancer"] = breast_cancer()
     if any(m in models for m in ("mlp", "cnn", "nn20", "nn50")):
         data["digits28"] = digits(28)

@@ -1,0 +1,56 @@
+"""The Taurus benchmark's paper-size tree and KNN (benchmarks/bench_taurus.py, workloads ``tree10``, ``knn`` and
+``knn10``): the knn of all 455 training points is left out of the default list but runs when named, ``--knn`` takes
+``all``, and the peer is asked for the same sizes (concrete_peer.py's ``tree10`` and ``knn10``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _load("bench_taurus")
+
+
+def test_paper_size_workloads(bench):
+    default = bench._workloads(None)
+    assert "knn" not in default and "tree10" in default and "knn10" in default
+    assert bench._workloads("tree10,knn") == ["tree10", "knn"]
+    spec = bench.MODELS["knn"](False)[1]
+    assert spec["n_train"] is None and spec["ties"] == "class"  # all 455 points, the count circuit
+    assert bench.MODELS["tree10"](False)[1]["max_depth"] == 10
+    assert bench.MODELS["knn10"](False)[1]["n_train"] == 10
+
+
+def test_knn_size_argument(bench):
+    assert bench.knn_size("allx4x3") == {"n_train": None, "n_features": 4, "bits": 3}
+    assert bench.knn_size("100x2x3") == {"n_train": 100, "n_features": 2, "bits": 3}
+    for bad in ("100x2", "somex2x3", "1x2x3x4"):
+        with pytest.raises(SystemExit, match="TRAINxFEATURESxBITS"):
+            bench.knn_size(bad)
+
+
+def test_peer_gets_the_same_sizes(bench):
+    peer = _load("concrete_peer")
+    args = bench.peer_args(["tree10", "knn", "knn10"], False, 1, 1)
+    assert args[args.index("--models") + 1] == "tree10,knn,knn10"
+    assert all(m in peer.MODELS for m in ("tree10", "knn10"))
+    assert args[args.index("--knn-train") + 1] == "455"  # all of breast_cancer(seed=0)'s training rows
+    bits = dict(kv.split("=") for kv in args[args.index("--n-bits") + 1].split(","))
+    assert bits["tree10"] == "6" and bits["knn"] == "3" and bits["knn10"] == str(bench.KNN10["bits"])
+    assert peer.KNN10_SIZE == (bench.KNN10["n_train"], bench.KNN10["n_features"]) and peer.TREE10_DEPTH == 10
+    assert bench.CANCER_TRAIN == len(peer.breast_cancer()[0])
