@@ -20,8 +20,10 @@ Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gi
 - tree, gbt, knn: ``crossfhe.apps.datasets.breast_cancer(seed=0)``: scikit-learn's table (569 x 30), a seeded
   permutation (NumPy PCG64, seed 0), the first 455 rows train, the other 114 test, each feature min-max scaled by
   the training rows (test clipped to [0, 1]); features quantized q = min(floor(x 2^b), 2^b - 1).
-  tree: DecisionTreeClassifier(max_depth=6 (``--tree-depth``), random_state=0) on 6-bit q, P6; tree10 the same at
-  max_depth=10 (the paper's size; it stops at depth 8 on these rows), its peer ``tree10`` at depth 10 too. gbt:
+  tree: DecisionTreeClassifier(max_depth=6 (``--tree-depth``), random_state=0) on 6-bit q, each feature sent as two
+  digits (q >> 2, q mod 4; crossfhe.apps.trees ``low_bits=2``), P4 (until 2026-12-01: whole 6-bit features, P6);
+  tree10 the same at max_depth=10 (the paper's size; it stops at depth 8 on these rows), its peer ``tree10`` at
+  depth 10 too. gbt:
   GradientBoostingClassifier(n_estimators=16, max_depth=3, learning_rate=0.3, random_state=0) on 6-bit q, leaf values
   rounded to one step (crossfhe.apps.trees), P6. knn (the paper's size): all 455 training points (``--knn
   TRAINxFEATURESxBITS``, default allx4x3; TRAIN points drawn with numpy.random.default_rng(0).choice(455, TRAIN,
@@ -206,13 +208,12 @@ KNN10 = {"n_train": 10, "n_features": 3, "bits": 2}
 
 MODELS = {
     "tree": lambda q: ("cancer", {"class": "DecisionTree", "max_depth": 3 if q else TREE["max_depth"],
-                                  "bits": 4 if q else 6,
-                                  "seed": 0, "preset": "P4" if q else "P6"}),
+                                  "bits": 4 if q else 6, "low_bits": 2, "seed": 0, "preset": "P4"}),
     "gbt": lambda q: ("cancer", {"class": "GradientBoostedTrees", "n_estimators": 4 if q else 16,
                                  "max_depth": 2 if q else 3, "learning_rate": 0.3, "bits": 3 if q else 6, "seed": 0,
                                  "preset": "P4" if q else "P6"}),
     "tree10": lambda q: ("cancer", {"class": "DecisionTree", "max_depth": 4 if q else 10, "bits": 4 if q else 6,
-                                    "seed": 0, "preset": "P4" if q else "P6"}),
+                                    "low_bits": 2, "seed": 0, "preset": "P4"}),
     "knn": lambda q: ("cancer", {"class": "KNN", "k": 3, "n_train": 40 if q else KNN_SIZE["n_train"],
                                  "n_features": 2 if q else KNN_SIZE["n_features"], "bits": 2 if q else KNN_SIZE["bits"],
                                  "ties": "class", "seed": 0}),

@@ -127,6 +127,52 @@ def test_decision_tree_encrypted(cancer, keys_p4):
     _check_encrypted(m, cancer.x_test[:6], keys_p4)
 
 
+def test_split_features_compare_every_value():
+    """compare() on split features: [x <= t] from the digits (x >> 2, x mod 4) of every 6-bit x, for every t, at P4
+    (both digits within 4 bits), in the clear through the compiler's reference evaluation."""
+    from crossfhe.api import compile as compile_circuit
+    from crossfhe.api.specs import TFHEInt
+    from crossfhe.apps.trees import compare
+
+    ts = list(range(63))
+
+    def fn(h, lo):
+        cache: dict = {}
+        return tuple(compare((h, lo), {0: 0}, 0, t, cache, 2) for t in ts)
+
+    c = compile_circuit(fn, TFHEInt(4), TFHEInt(2), params=P4)
+    x = np.arange(64)
+    outs = ct.evaluate_plain(c.graph, c.params, x >> 2, x & 3)
+    np.testing.assert_array_equal(np.stack(outs), (x[None, :] <= np.array(ts)[:, None]).astype(np.int64))
+    # t_l = 3: [h <= t_h], one lookup each (t_h 0..14); t_l < 3: g once per t_h (0..15, shared by its three t) and
+    # one lookup per t (48)
+    assert c.report[0][1]["bootstraps"] == 15 + 16 + 48
+
+
+def test_decision_tree_split_features_plain(cancer):
+    """Depth 10 on 6-bit features sent as digits of 4 and 2 bits: P4 instead of P6, the same tree and predictions."""
+    whole = DecisionTree(max_depth=10, bits=6).fit(cancer.x_train, cancer.y_train)
+    m = DecisionTree(max_depth=10, bits=6, low_bits=2).fit(cancer.x_train, cancer.y_train)
+    assert whole.params.name == "P6" and m.params.name == "P4" and m.input_bits == (4, 2) * len(m.features)
+    q = m.encode(cancer.x_test)
+    np.testing.assert_array_equal(m.quantized(q), whole.encode(cancer.x_test))
+    np.testing.assert_array_equal(m.predict_plain(cancer.x_test), whole.predict_plain(cancer.x_test))
+    np.testing.assert_array_equal(_plain_circuit(m, q), m.outputs_plain(q))
+    _check_counts(m)
+    with pytest.raises(ParameterError, match="low_bits must be in"):
+        DecisionTree(bits=4, low_bits=4)
+    with pytest.raises(ParameterError, match="low bits"):
+        DecisionTree(bits=6, low_bits=3, params=P4).fit(cancer.x_train, cancer.y_train)
+
+
+def test_split_features_encrypted(cancer, keys_p4):
+    m = GradientBoostedTrees(n_estimators=3, max_depth=2, bits=5, low_bits=2).fit(cancer.x_train, cancer.y_train)
+    assert m.params.name == "P4"
+    q = m.encode(cancer.x_test)
+    np.testing.assert_array_equal(_plain_circuit(m, q), m.outputs_plain(q))
+    _check_encrypted(m, cancer.x_test[:4], keys_p4)
+
+
 def test_gradient_boosting_plain(cancer):
     m = GradientBoostedTrees(n_estimators=16, max_depth=3, bits=6).fit(cancer.x_train, cancer.y_train)
     assert m.score_range <= 63
@@ -365,7 +411,8 @@ def test_nn20_trains_through_its_quantization(digits28):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", ["tree/P6", "gbt/P6", "knn/P6", "knn455/P6", "mlp/P8", "cnn/P8", "nn20/P6"])
+@pytest.mark.parametrize("workload", ["tree/P6", "tree10/P4", "gbt/P6", "knn/P6", "knn455/P6", "mlp/P8", "cnn/P8",
+                                      "nn20/P6"])
 def test_real_size_encrypted(workload, cancer, digits28):
     kind = workload.split("/")[0]
     if kind in ("mlp", "cnn", "nn20"):
@@ -373,7 +420,8 @@ def test_real_size_encrypted(workload, cancer, digits28):
                                                                                           digits28.y_train)
         x = digits28.x_test[:2]
     else:
-        m = {"tree": lambda: DecisionTree(max_depth=6, bits=6), "gbt": lambda: GradientBoostedTrees(
+        m = {"tree": lambda: DecisionTree(max_depth=6, bits=6),
+             "tree10": lambda: DecisionTree(max_depth=10, bits=6, low_bits=2), "gbt": lambda: GradientBoostedTrees(
             n_estimators=16, max_depth=3, bits=6), "knn": lambda: KNN(),
             "knn455": lambda: KNN(n_train=None, n_features=4, bits=3, ties="class")}[kind]().fit(cancer.x_train,
                                                                                                  cancer.y_train)

@@ -20,6 +20,12 @@ lookups instead of one per leaf. Exactly one leaf per tree is reached, so a tree
 terms; :func:`~crossfhe.apps.tfhe_ml.reduce_sum` adds them (and, for boosting, the trees) with clamping lookups
 min(m, b) where the compiler's interval bound (the sum of the terms' bounds) would leave [0, 2^p).
 
+Split features (``low_bits`` r > 0). A comparison lookup reads all of x_f, so ``bits``-bit features need p >= bits
+(P6 for 6 bits), where each bootstrap costs several times P4's. With ``low_bits`` the client sends each feature as
+two digits, h = q >> r (bits - r bits) and l = q mod 2^r, and b = [x_f <= t] takes two P4-sized lookups
+(:func:`compare`): g = 2 [h < t_h] + [h = t_h], then [g = 2] + [g = 1] [l <= t_l] from 2^r g + l < 3 2^r <= 2^p.
+6-bit features fit P4 with r = 2 (h of 4 bits). The rest of the circuit reads only the bits b.
+
 - :class:`DecisionTree`: one output per class c >= 1, the sum of the indicators [s_L = d_L] of the leaves of class
   c (their majority class): 1 if the sample reaches one, else 0 (all 0: class 0), bound 1 after clamping where
   more than 2^p - 1 leaves have one class. Two classes: one output, the class index. Bits: depth <= 2^p - 1
@@ -115,22 +121,46 @@ def cut_leaves(tree, params) -> list[list[int]]:
     return [under(node) for node, _, _ in cuts(tree, params)]
 
 
-def leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict, params) -> list[Term]:
+def compare(xs, column, f: int, t: int, cache: dict, low_bits: int = 0):
+    """The traced bit b = [x_f <= t], made once per (f, t) in ``cache``. Whole features (``low_bits`` 0): one
+    lookup of x_f. Split features (module docstring, "Split features"): x_f = 2^r h + l arrives as the inputs
+    ``xs[2 c]`` = h and ``xs[2 c + 1]`` = l (c = ``column[f]``, r = ``low_bits``), t = 2^r t_h + t_l; then
+    g = 2 [h < t_h] + [h = t_h] (one lookup of h, shared by every t with the same t_h) and
+    b = [g = 2] + [g = 1] [l <= t_l], one lookup of 2^r g + l in [0, 3 2^r) (noise 4^r + 1); where t_l = 2^r - 1,
+    b = [h <= t_h], one lookup of h."""
+    if (f, t) in cache:
+        return cache[f, t]
+    c = column[f]
+    if not low_bits:
+        cache[f, t] = xs[c].apply(lambda m, t=t: int(m <= t))
+        return cache[f, t]
+    r, mask = low_bits, (1 << low_bits) - 1
+    h, lo = xs[2 * c], xs[2 * c + 1]
+    th, tl = t >> r, t & mask
+    if tl == mask:
+        cache[f, t] = h.apply(lambda m, th=th: int(m <= th))
+        return cache[f, t]
+    if ("high", f, th) not in cache:
+        cache["high", f, th] = h.apply(lambda m, th=th: 2 if m < th else int(m == th))
+    g = cache["high", f, th]
+    cache[f, t] = (g * (1 << r) + lo).apply(lambda z, tl=tl: int(z >> r == 2 or (z >> r == 1 and (z & mask) <= tl)))
+    return cache[f, t]
+
+
+def leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict, params, low_bits: int = 0) -> list[Term]:
     """The traced contributions of one tree (module docstring, "Packed subtrees"): one lookup per cut node r
     whose subtree holds a leaf with ``values[leaf] > 0``. With d the depth of r, s_r its path sum (in [0, d]) and
     S the internal nodes of its subtree (preorder), the lookup maps m = 2^|S| s_r + sum_i 2^i b_{S_i} to the
     value of the leaf that the bits reach if s_r = d, else 0. A cut node is the shallowest on its path with
     (d + 1) 2^|S| <= 2^p and the noise sum_i 4^i + d 4^|S| within the budget (a leaf, |S| = 0, always is:
-    :func:`_fits_tree`). ``bits_cache`` shares the comparison lookups b = [x_f <= t] across trees."""
+    :func:`_fits_tree`). ``bits_cache`` shares the comparison lookups b = [x_f <= t] across trees (:func:`compare`,
+    ``low_bits`` for split features)."""
     internal, leaves = structure(tree)
     kids = children(leaves)
     size = 1 << params.message_bits
 
     def bit(node):
-        f, t = internal[node]
-        if (f, t) not in bits_cache:
-            bits_cache[f, t] = xs[column[f]].apply(lambda m, t=t: int(m <= t))
-        return bits_cache[f, t]
+        return compare(xs, column, *internal[node], bits_cache, low_bits)
 
     def reached(node, bits: dict) -> int:
         while node in internal:
@@ -150,10 +180,13 @@ def leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict, params) 
     return terms
 
 
-def _fits_tree(bits: int, depth: int, top: int):
+def _fits_tree(bits: int, depth: int, top: int, low_bits: int = 0):
     def fits(p):
-        if p.message_bits < bits:
-            return f"{bits}-bit features need at least {bits} message bits"
+        if p.message_bits < bits - low_bits:
+            return (f"{bits}-bit features need at least {bits} message bits" if not low_bits else
+                    f"{bits}-bit features split at {low_bits} low bits need {bits - low_bits} message bits")
+        if low_bits and (3 << low_bits > 1 << p.message_bits or 4**low_bits + 1 > budget(p)):
+            return f"a comparison of {low_bits} low bits reads 2^{low_bits} g + l up to {3 << low_bits}"
         if depth > (1 << p.message_bits) - 1 or depth > budget(p):
             return f"a path of depth {depth} sums {depth} bits"
         if top > (1 << p.message_bits) - 1:
@@ -165,9 +198,11 @@ def _fits_tree(bits: int, depth: int, top: int):
 class _Trees(TFHEModel):
     """What the tree models share: the quantization, the feature columns, the float twin."""
 
-    def __init__(self, *, bits: int, params, seed: int):
+    def __init__(self, *, bits: int, params, seed: int, low_bits: int = 0):
         super().__init__()
-        self.bits, self.seed, self._params_given = int(bits), int(seed), params
+        if not 0 <= low_bits < bits:
+            raise ParameterError(f"low_bits must be in [0, bits = {bits}), got {low_bits}")
+        self.bits, self.seed, self._params_given, self.low_bits = int(bits), int(seed), params, int(low_bits)
 
     def _columns(self, trees) -> None:
         used = sorted({int(f) for t in trees for f in t.tree_.feature if f >= 0})
@@ -175,11 +210,23 @@ class _Trees(TFHEModel):
             raise ParameterError(f"{self.name}: the fitted trees make no split (constant model)")
         self.features = np.array(used, dtype=np.int64)
         self.column = {f: i for i, f in enumerate(used)}
-        self.input_bits = (self.bits,) * len(used)
+        r = self.low_bits
+        self.input_bits = (self.bits,) * len(used) if not r else (self.bits - r, r) * len(used)
 
     def encode(self, x) -> np.ndarray:
-        """The client's inputs: the used features quantized, int64 [n, len(features)]."""
-        return quantize_unit(np.asarray(x)[:, self.features], self.bits)
+        """The client's inputs: the used features quantized, int64 [n, len(features)]; split (``low_bits`` r > 0),
+        each as its two digits (q >> r, q mod 2^r): int64 [n, 2 len(features)]."""
+        q = quantize_unit(np.asarray(x)[:, self.features], self.bits)
+        if not self.low_bits:
+            return q
+        return np.stack([q >> self.low_bits, q & ((1 << self.low_bits) - 1)], axis=2).reshape(len(q), -1)
+
+    def quantized(self, q) -> np.ndarray:
+        """The quantized features back from :meth:`encode`'s inputs (digits joined): int64 [n, len(features)]."""
+        q = np.asarray(q, dtype=np.int64)
+        if not self.low_bits:
+            return q
+        return (q[:, 0::2] << self.low_bits) | q[:, 1::2]
 
     def predict_float(self, x) -> np.ndarray:
         """The same scikit-learn model trained on the unquantized features (the float reference)."""
@@ -194,8 +241,9 @@ class DecisionTree(_Trees):
 
     name = "decision_tree"
 
-    def __init__(self, *, max_depth: int = 4, bits: int = 4, params=None, seed: int = 0, **tree_options):
-        super().__init__(bits=bits, params=params, seed=seed)
+    def __init__(self, *, max_depth: int = 4, bits: int = 4, params=None, seed: int = 0, low_bits: int = 0,
+                 **tree_options):
+        super().__init__(bits=bits, params=params, seed=seed, low_bits=low_bits)
         self.max_depth, self.tree_options = int(max_depth), tree_options
 
     def fit(self, x, y) -> DecisionTree:
@@ -210,7 +258,7 @@ class DecisionTree(_Trees):
         self.classes_ = self.model_.classes_
         self._columns([self.model_])
         depth = self.model_.tree_.max_depth
-        self.params = pick_params(_fits_tree(self.bits, depth, 1), self.name, self._params_given)
+        self.params = pick_params(_fits_tree(self.bits, depth, 1, self.low_bits), self.name, self._params_given)
         t = self.model_.tree_
         self.leaf_class = {leaf: int(np.argmax(t.value[leaf][0])) for leaf in structure(self.model_)[1]}
         return self
@@ -218,7 +266,7 @@ class DecisionTree(_Trees):
     def outputs_plain(self, q) -> np.ndarray:
         """[the leaf reached is of class c] for c = 1 .. classes - 1 (the tree walked with integer comparisons):
         int64 [n, classes - 1]."""
-        leaf = walk(self.model_, np.asarray(q), self.column)
+        leaf = walk(self.model_, self.quantized(q), self.column)
         cls = np.array([self.leaf_class[int(v)] for v in leaf], dtype=np.int64)
         return (cls[:, None] == np.arange(1, len(self.classes_))[None, :]).astype(np.int64)
 
@@ -231,7 +279,7 @@ class DecisionTree(_Trees):
         outs = []
         for c in range(1, len(self.classes_)):
             ind = {leaf: int(k == c) for leaf, k in self.leaf_class.items()}
-            terms = leaf_terms(xs, self.column, self.model_, ind, "tree", cache, self.params)
+            terms = leaf_terms(xs, self.column, self.model_, ind, "tree", cache, self.params, self.low_bits)
             value, _ = reduce_sum(terms, {"tree": max}, self.params, clamp_traced)
             outs.append(xs[0] * 0 if isinstance(value, int) else value)
         return tuple(outs)
@@ -246,8 +294,8 @@ class GradientBoostedTrees(_Trees):
     name = "gradient_boosting"
 
     def __init__(self, *, n_estimators: int = 8, max_depth: int = 2, learning_rate: float = 0.3, bits: int = 4,
-                 params=None, seed: int = 0):
-        super().__init__(bits=bits, params=params, seed=seed)
+                 params=None, seed: int = 0, low_bits: int = 0):
+        super().__init__(bits=bits, params=params, seed=seed, low_bits=low_bits)
         self.n_estimators, self.max_depth, self.learning_rate = int(n_estimators), int(max_depth), learning_rate
 
     def _sklearn(self):
@@ -267,8 +315,9 @@ class GradientBoostedTrees(_Trees):
         self.trees = [e[0] for e in self.model_.estimators_]
         self._columns(self.trees)
         depth = max(t.tree_.max_depth for t in self.trees)
-        self.params = pick_params(_fits_tree(self.bits, depth, 1), self.name, self._params_given or (
-            presets.P4 if self.bits <= 4 else presets.P6 if self.bits <= 6 else presets.P8))
+        whole = self.bits - self.low_bits
+        self.params = pick_params(_fits_tree(self.bits, depth, 1, self.low_bits), self.name, self._params_given or (
+            presets.P4 if whole <= 4 else presets.P6 if whole <= 6 else presets.P8))
         lr = self.learning_rate
         leaves = [structure(t)[1] for t in self.trees]
         raw = [{leaf: lr * float(t.tree_.value[leaf].ravel()[0]) for leaf in lv} for t, lv in zip(self.trees, leaves)]
@@ -302,7 +351,7 @@ class GradientBoostedTrees(_Trees):
 
     def scores_plain(self, q) -> np.ndarray:
         """The quantized raw score q_init + sum_t q_t(x) of each row (int64 [n]); positive: class 1."""
-        q = np.asarray(q)
+        q = self.quantized(q)
         s = np.full(len(q), self.init_q, dtype=np.int64)
         for t, d in zip(self.trees, self.leaf_q):
             s += np.array([d[int(v)] for v in walk(t, q, self.column)], dtype=np.int64)
@@ -320,7 +369,7 @@ class GradientBoostedTrees(_Trees):
         terms = []
         for i, (t, d, lo) in enumerate(zip(self.trees, self.leaf_q, self.tree_min)):
             terms += leaf_terms(xs, self.column, t, {leaf: v - lo for leaf, v in d.items()}, ("tree", i), cache,
-                                 self.params)
+                                 self.params, self.low_bits)
         caps = {("tree", i): max for i in range(len(self.trees))}
         s, _ = reduce_sum(terms, caps, self.params, clamp_traced)
         if isinstance(s, int):
@@ -328,4 +377,5 @@ class GradientBoostedTrees(_Trees):
         return s.apply(lambda m, off=self.offset: int(m + off > 0))
 
 
-__all__ = ["DecisionTree", "GradientBoostedTrees", "children", "cut_leaves", "cuts", "leaf_terms", "structure", "walk"]
+__all__ = ["DecisionTree", "GradientBoostedTrees", "children", "compare", "cut_leaves", "cuts", "leaf_terms",
+           "structure", "walk"]
