@@ -8,8 +8,9 @@
    :mod:`crossfhe.tfhe.params`), the other groups through the key's external-product kernel, a value carried by
    the prepared key (:class:`~crossfhe.tfhe.keys.PreparedKey`: NTT, XLA FFT or the native CPU FFT). Every item of
    the batch goes through step i together, so each step's GGSWs are read once per step for the whole batch
-   (Taurus's key reuse; on the ``NATIVE`` kernel set, once per chunk of :data:`CPU_BATCH_WORDS` accumulator words,
-   which keeps a step in a CPU's cache); with an extension nu the accumulator's 2^nu components of degree N share
+   (Taurus's key reuse; on the ``NATIVE`` kernel set, once per chunk of :data:`CPU_BATCH_WORDS` accumulator words
+   for the XLA products, which keeps a step in a CPU's cache, and of :data:`FUSED_BATCH_WORDS` for the native one,
+   which bounds its temporaries); with an extension nu the accumulator's 2^nu components of degree N share
    it too; with a grouping g > 1, n / g grouped steps, each reading the 2^g - 1 GGSWs of its group;
 5. sample extraction: back to dimension k N over Q.
 
@@ -68,6 +69,12 @@ CPU_BATCH_WORDS = 2**16
 """On the ``NATIVE`` kernel set (a CPU), the XLA blind rotations (NTT and XLA FFT products) run the batch in chunks
 of at most this many accumulator coefficients (items x tables x 2^nu x (k+1) x N), one after the other inside the
 program, so that a step's arrays stay in cache; the same words as one piece. Elsewhere the batch is not split."""
+
+FUSED_BATCH_WORDS = 2**21
+"""On the ``NATIVE`` kernel set, the native (fused) blind rotation runs the batch in chunks of at most this many
+accumulator coefficients (128 rows at P6, 512 at P4), one after the other inside the program: its temporaries grow
+with the rows of a launch (a KNN launch of 1,600 lookups at P6 held about 8 GB whole; benchmarks/README.md, "Native
+blind rotations in chunks"). The same words as one piece."""
 
 PROGRESS_CHUNKS = 20
 """With a ``progress`` callback, the blind rotation runs in this many chunks of steps (at most two compiled chunk
@@ -183,13 +190,13 @@ def _extract(acc, q, tcount: int, params: Params):
 
 
 def batch_chunks(params: Params, rows: int, kernels: KernelSet, product: type) -> tuple[int, int]:
-    """(count, size) of the batch chunks (:data:`CPU_BATCH_WORDS`) for ``rows`` accumulators (tables x items):
-    chunks only on the ``NATIVE`` set and only for the XLA products (not the fused native one); equal sizes, the
-    last one padded."""
-    if not kernels.native or product.FUSED:
+    """(count, size) of the batch chunks for ``rows`` accumulators (tables x items): on the ``NATIVE`` set only, at
+    most :data:`CPU_BATCH_WORDS` accumulator words per chunk for the XLA products and :data:`FUSED_BATCH_WORDS` for
+    the fused native one; equal sizes, the last one padded."""
+    if not kernels.native:
         return 1, rows
     per_row = (params.glwe_dim + 1) * params.acc_size
-    most = max(1, CPU_BATCH_WORDS // per_row)
+    most = max(1, (FUSED_BATCH_WORDS if product.FUSED else CPU_BATCH_WORDS) // per_row)
     count = -(-rows // most)
     return count, -(-rows // count)
 
@@ -258,7 +265,7 @@ def pbs(sk: ServerKey, ct: LWECiphertext, table, *, unroll: int = 1, progress=No
     or a callable on ints (:func:`lookup_table`), applied to every input; or an integer array of shape
     ``ct.batch_shape + (2^p,)``, one table per input (:func:`per_input_tables`). Either way the whole
     batch shares each pass over the bootstrapping key (on the ``NATIVE`` kernel set, each chunk of
-    :data:`CPU_BATCH_WORDS`). One compiled program (with ``progress``: one per chunk of steps).
+    :func:`batch_chunks`). One compiled program (with ``progress``: one per chunk of steps).
     ``progress``: :mod:`crossfhe.progress`; if given, called as the blind rotation advances (:data:`PROGRESS_CHUNKS`
     times); the result is the same either way. The external-product kernel is the key's (``sk.product``; another:
     :func:`crossfhe.tfhe.keys.prepare`). Under a caller's ``jax.jit`` or ``vmap`` the same words as eagerly, the
@@ -448,6 +455,7 @@ def _pbs_rows_program(key: PreparedKey, ksk, b, a, tv, *, params: Params, inputs
 
 __all__ = [
     "CPU_BATCH_WORDS",
+    "FUSED_BATCH_WORDS",
     "KS_BYTES_FROM",
     "PROGRESS_CHUNKS",
     "batch_chunks",

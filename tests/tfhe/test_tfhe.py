@@ -524,20 +524,22 @@ def test_phase_exact_beyond_2_16_terms():
 
 
 def test_batch_chunks_cover_the_batch():
-    """The NATIVE set's batch split of the XLA blind rotations: equal chunk sizes covering the rows (tables x
-    items), each chunk at most CPU_BATCH_WORDS accumulator words (or one row); one piece on the other sets and
-    for the native kernel (which runs items one at a time anyway)."""
+    """The NATIVE set's batch split of the blind rotations: equal chunk sizes covering the rows (tables x items),
+    each chunk at most CPU_BATCH_WORDS accumulator words for the XLA products and FUSED_BATCH_WORDS for the native
+    kernel (or one row); one piece on the other sets."""
     from crossfhe.kernels import MATRIX, NATIVE, VECTOR
 
     assert bootstrap.batch_chunks(P4, 100, VECTOR, ops.FFTProduct) == (1, 100)
     assert bootstrap.batch_chunks(P4, 100, MATRIX, ops.NTTProduct) == (1, 100)
     assert bootstrap.batch_chunks(P4, 100, NATIVE, ops.NativeProduct) == (1, 100)
-    for params, rows in ((P4, 1), (P4, 100), (P4, 111), (testing.INSECURE_TFHE_P6_EXT, 18)):
-        for product in (ops.FFTProduct, ops.NTTProduct):
+    assert bootstrap.batch_chunks(P4, 10**4, NATIVE, ops.NativeProduct)[0] > 1
+    for params, rows in ((P4, 1), (P4, 100), (P4, 111), (P4, 5000), (testing.INSECURE_TFHE_P6_EXT, 18)):
+        for product, most in ((ops.FFTProduct, ops.CPU_BATCH_WORDS), (ops.NTTProduct, ops.CPU_BATCH_WORDS),
+                              (ops.NativeProduct, bootstrap.FUSED_BATCH_WORDS)):
             count, size = bootstrap.batch_chunks(params, rows, NATIVE, product)
             per_row = (params.glwe_dim + 1) * params.acc_size
             assert count * size >= rows > (count - 1) * size
-            assert size == 1 or size * per_row <= ops.CPU_BATCH_WORDS
+            assert size == 1 or size * per_row <= most
 
 
 def test_split_batch_equals_one_piece(keys_p4, monkeypatch):
@@ -559,6 +561,17 @@ def test_split_batch_equals_one_piece(keys_p4, monkeypatch):
         np.testing.assert_array_equal(np.asarray(x.b), np.asarray(y.b))
         np.testing.assert_array_equal(np.asarray(x.a), np.asarray(y.a))
     np.testing.assert_array_equal(ops.decrypt(ck, split[1]), (np.arange(7) * m) % 16)
+    g2 = testing.INSECURE_TFHE_P4_G2  # the native kernel takes grouped key bits
+    ck2, sk2 = ops.keygen(g2, b"split-g2".ljust(32, b"\0"))
+    native = ops.prepare(sk2, product=ops.NativeProduct)
+    ct2 = ops.encrypt(ck2, m, key=b"split2".ljust(32, b"\0"))
+    monkeypatch.setattr(bootstrap, "batch_chunks", lambda params, rows, kernels, product: (1, rows))
+    whole = ops.pbs_many(native, ct2, tables)
+    monkeypatch.setattr(bootstrap, "batch_chunks", lambda params, rows, kernels, product: (-(-rows // 3), 3))
+    np.testing.assert_array_equal(ops.decrypt(ck2, whole[0]), (m * m) % 16)
+    for x, y in zip(whole, ops.pbs_many(native, ct2, tables), strict=True):  # the native kernel, chunked
+        np.testing.assert_array_equal(np.asarray(x.b), np.asarray(y.b))
+        np.testing.assert_array_equal(np.asarray(x.a), np.asarray(y.a))
 
 
 def test_keyswitch_through_key_bytes(keys_p4):
