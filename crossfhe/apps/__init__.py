@@ -13,9 +13,11 @@ Encrypted inference on multi-bit TFHE, compiled as circuits (Taurus §VI; :mod:`
 trees and gradient-boosted trees (:mod:`crossfhe.apps.trees`), k-nearest neighbours (:mod:`crossfhe.apps.knn`), a
 quantized MLP, a small CNN and Zama's deep networks NN-20 / NN-50 with lookup-table activations
 (:mod:`crossfhe.apps.qnn`): ``DecisionTree``, ``GradientBoostedTrees``, ``KNN``, ``QuantizedMLP``, ``QuantizedCNN``,
-``QuantizedDeepNN``."""
+``QuantizedDeepNN``; GPT-2's causal attention, one head or a block of heads with softmax through lookups
+(:mod:`crossfhe.apps.attention`: ``AttentionHead``, ``AttentionBlock``)."""
 
-from crossfhe.apps import beaver, cnn, datasets, helr, hetero_lr, knn, qnn, tfhe_ml, trees
+from crossfhe.apps import attention, beaver, cnn, datasets, helr, hetero_lr, knn, qnn, tfhe_ml, trees
+from crossfhe.apps.attention import AttentionBlock, AttentionHead
 from crossfhe.apps.beaver import Client, ClientTriple, Server, ServerTriple, generate_triples, shared_matvec
 from crossfhe.apps.cnn import CNN
 from crossfhe.apps.helr import LogisticRegression
@@ -38,6 +40,8 @@ __all__ = [
     "LR_N8192",
     "CNN",
     "KNN",
+    "AttentionBlock",
+    "AttentionHead",
     "DecisionTree",
     "GradientBoostedTrees",
     "QuantizedCNN",
@@ -53,6 +57,7 @@ __all__ = [
     "Server",
     "ServerTriple",
     "StepTranscript",
+    "attention",
     "beaver",
     "cnn",
     "datasets",

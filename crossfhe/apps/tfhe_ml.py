@@ -90,7 +90,7 @@ def group_bound(terms, caps: dict) -> int:
     return sum(caps.get(g, sum)(his) for g, his in by.items())
 
 
-def _pack(items, size, top: int, nmax: int) -> list[list]:
+def pack(items, size, top: int, nmax: int) -> list[list]:
     """Items in order into consecutive chunks whose ``size`` (bound, count) sums stay within (top, nmax)."""
     chunks, cur, hi, n = [], [], 0, 0
     for it in items:
@@ -127,10 +127,10 @@ def reduce_sum(terms: list[Term], caps: dict, params: Params, lookup) -> tuple[o
             if sum(t.hi for t in ts) <= top and len(ts) <= nmax:
                 blocks.append(ts)
                 continue
-            for chunk in _pack(ts, lambda t: (t.hi, 1), top, nmax):
+            for chunk in pack(ts, lambda t: (t.hi, 1), top, nmax):
                 b = group_bound(chunk, caps)
                 new.append(chunk[0] if len(chunk) == 1 else Term(lookup(sum(t.value for t in chunk), b), b, g))
-        packed = _pack(blocks, lambda ts: (sum(t.hi for t in ts), len(ts)), top, nmax)
+        packed = pack(blocks, lambda ts: (sum(t.hi for t in ts), len(ts)), top, nmax)
         for c, chunk in enumerate(packed):
             members = [t for ts in chunk for t in ts]
             if len(members) == 1:
@@ -307,5 +307,5 @@ def sixteen_lookups_reference(x, y) -> tuple[np.ndarray, ...]:
 
 
 __all__ = ["FEATURES", "PRESETS", "TFHEModel", "Term", "sixteen_lookups", "sixteen_lookups_eager",
-           "sixteen_lookups_reference", "budget", "clamp_plain", "clamp_traced", "group_bound", "pick_params",
+           "sixteen_lookups_reference", "budget", "clamp_plain", "clamp_traced", "group_bound", "pack", "pick_params",
            "quantize_unit", "reduce_sum"]
