@@ -94,6 +94,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 
@@ -105,10 +106,10 @@ def _worker_env() -> dict:
     from crossfhe.runtime import HEAP_ENV
 
     return dict(os.environ, **HEAP_ENV)
-WORKLOADS = ("tree", "tree10", "gbt", "knn", "knn10", "mlp", "cnn", "xgb", "nn20", "nn50")
-HEAVY = ("knn", "nn20", "nn50")
+WORKLOADS = ("tree", "tree10", "gbt", "knn", "knn10", "mlp", "cnn", "xgb", "nn20", "nn50", "gpt2_head", "gpt2_block")
+HEAVY = ("knn", "nn20", "nn50", "gpt2_head", "gpt2_block")
 """Workloads left out of the default ``--workloads`` (a minute or more per encrypted sample; NN-20's peer tens of
-minutes): named explicitly."""
+minutes; GPT-2's head most of an hour on one core): named explicitly."""
 OPTIONAL = {"xgb": "xgboost"}
 """Workloads that need a package crossfhe does not depend on: left out of the default ``--workloads`` where it is
 missing (named explicitly, they fail with the package's name)."""
@@ -167,6 +168,7 @@ def peer_spec(name: str, quick: bool = False) -> dict:
 
 
 def _model(name: str, quick: bool):
+    from crossfhe.apps.attention import AttentionBlock, AttentionHead
     from crossfhe.apps.knn import KNN
     from crossfhe.apps.qnn import QuantizedCNN, QuantizedDeepNN, QuantizedMLP
     from crossfhe.apps.trees import DecisionTree, GradientBoostedTrees
@@ -178,7 +180,8 @@ def _model(name: str, quick: bool):
         kw["params"] = presets.PRESETS[spec["preset"]]
     cls = {"DecisionTree": DecisionTree, "GradientBoostedTrees": GradientBoostedTrees, "KNN": KNN,
            "QuantizedMLP": QuantizedMLP, "QuantizedCNN": QuantizedCNN,
-           "QuantizedDeepNN": QuantizedDeepNN}[spec["class"]]
+           "QuantizedDeepNN": QuantizedDeepNN, "AttentionHead": AttentionHead,
+           "AttentionBlock": AttentionBlock}[spec["class"]]
     return cls(**kw)
 
 
@@ -195,6 +198,17 @@ def _deep(depth: int, quick: bool) -> dict:
             "input_bits": 2, "act_bits": 2, "weight_max": 3, "epochs": 10, "qat_epochs": 10, "percentile": 99.0,
             "seed": 0, "preset": "P6"}
 
+
+def _gpt2(cls: str, quick: bool) -> dict:
+    """GPT-2 small's attention (crossfhe.apps.attention): d_model 768, 12 heads of 64, 8 tokens, P6 with its
+    default widths (2-bit inputs, 3-bit operands); ``quick``: d_model 8, 2 heads of 4, 3 tokens, P4."""
+    size = {"d_model": 8, "n_heads": 2, "seq_len": 3} if quick else {"d_model": 768, "n_heads": 12, "seq_len": 8}
+    return {"class": cls, **size, "seed": 0, "preset": "P4" if quick else "P6"}
+
+
+GPT2_CALIBRATION = 32
+"""ln_1 outputs (random token sequences, seed 1) that calibrate the GPT-2 workloads' scales; the samples run are
+others (seed 7), and the error against the float model is over 16 more (seed 5)."""
 
 KNN_SIZE = {"n_train": None, "n_features": 4, "bits": 3}
 TREE = {"max_depth": 6}
@@ -229,6 +243,8 @@ MODELS = {
                                  "preset": "P4" if q else "P8"}),
     "nn20": lambda q: ("digits", _deep(20, q)),
     "nn50": lambda q: ("digits", _deep(50, q)),
+    "gpt2_head": lambda q: ("gpt2", _gpt2("AttentionHead", q)),
+    "gpt2_block": lambda q: ("gpt2", _gpt2("AttentionBlock", q)),
     "xgb": lambda q: ("diabetes", {"class": "XGBRegressor", "n_estimators": 5 if q else 50,
                                    "max_depth": 2 if q else 4, "learning_rate": 0.5 if q else 0.1, "base_score": 0.5,
                                    "tree_method": "exact", "bits": 4 if q else 6, "seed": 0,
@@ -283,7 +299,18 @@ def measure(name: str, args, key_cache: dict) -> dict:
 
     kind = MODELS[name](args.quick)[0]
     regression = kind == "diabetes"
-    if regression:  # xgb: an XGBoost regressor through crossfhe.ml.from_sklearn; its TreeEnsemble is the model
+    if kind == "gpt2":  # synthetic ln_1 outputs; the quality is the error against the float attention
+        model = _model(name, args.quick)
+        t0 = time.perf_counter()
+        model.fit(model.sample_inputs(GPT2_CALIBRATION))
+        fit_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        circuit = model.compile()
+        trace_s = time.perf_counter() - t0
+        data = SimpleNamespace(name="gpt2 ln_1 outputs of random tokens", y_train=np.zeros(GPT2_CALIBRATION),
+                               x_test=model.sample_inputs(max(args.batch, 1), seed=7))
+        predict_float, plain = model.float_outputs, None
+    elif regression:  # xgb: an XGBoost regressor through crossfhe.ml.from_sklearn; its TreeEnsemble is the model
         data = datasets.diabetes(seed=0)
         est, enc, fit_s, trace_s = xgb_model(MODELS[name](args.quick)[1], data)
         model, circuit = enc.trees, enc.circuit
@@ -301,7 +328,7 @@ def measure(name: str, args, key_cache: dict) -> dict:
         plain = model.predict_plain(data.x_test)
     counts = model.counts()
     keys, keygen_s = _keys(model.params, key_cache)
-    y = np.asarray(data.y_test)
+    y = None if kind == "gpt2" else np.asarray(data.y_test)
     x1 = data.x_test[:1]
     q1 = model.encode(x1)
 
@@ -325,14 +352,17 @@ def measure(name: str, args, key_cache: dict) -> dict:
             break
     xb = data.x_test[: args.batch]
     qb = model.encode(xb)
-    warm: dict = {}
-    t0 = time.perf_counter()
-    once(qb, warm)
-    batch_first_s = time.perf_counter() - t0
-    stb: dict = {}
-    t0 = time.perf_counter()
-    outb = once(qb, stb)
-    batch_s = time.perf_counter() - t0
+    if len(xb) == 1:  # --batch 1: the batch-1 runs above are the batched figures (heavy workloads: no extra runs)
+        outb, stb, batch_s, batch_first_s = out1, stages[-1], totals[-1], first_s
+    else:
+        warm: dict = {}
+        t0 = time.perf_counter()
+        once(qb, warm)
+        batch_first_s = time.perf_counter() - t0
+        stb = {}
+        t0 = time.perf_counter()
+        outb = once(qb, stb)
+        batch_s = time.perf_counter() - t0
     exact = bool((outb == model.outputs_plain(qb)).all() and (out1 == model.outputs_plain(q1)).all())
     unopt = None
     if name in args.unoptimized.split(","):
@@ -353,7 +383,10 @@ def measure(name: str, args, key_cache: dict) -> dict:
         EXPORTS[name] = Path(tempfile.mkdtemp(prefix="taurus-")) / f"{name}.npz"
         export_network(model, model.encode(data.x_test[: args.peer_samples]), EXPORTS[name])
     n = len(xb)
-    if regression:
+    if kind == "gpt2":
+        quality = {"error": model.error(model.sample_inputs(16, seed=5)), "lookups": model.lookup_breakdown(),
+                   "max_abs_error_encrypted": float(np.abs(enc_pred - predict_float(xb)).max())}
+    elif regression:
         quality = {"r2": {"float": _r2(y, predict_float(data.x_test)), "plain": _r2(y, plain),
                           "encrypted": _r2(y[:n], enc_pred), "plain_same_samples": _r2(y[:n], plain[:n]),
                           "float_same_samples": _r2(y[:n], predict_float(xb))},
@@ -367,11 +400,12 @@ def measure(name: str, args, key_cache: dict) -> dict:
                                 "plain_same_samples": float((plain[:n] == y[:n]).mean())}}
     return {
         "suite": "taurus", "name": name, "peer": "crossfhe", "workload": MODELS[name](args.quick)[1],
-        "data": data.name, "train": len(data.y_train), "test": len(y), "preset": model.params.name,
+        "data": data.name, "train": len(data.y_train), "test": len(data.x_test), "preset": model.params.name,
         "params": {"p": model.params.message_bits, "n": model.params.lwe_dim, "N": model.params.poly_size,
                    "extension": model.params.extension},
         "inputs": len(model.input_bits), "outputs": len(circuit.graph.outputs), **quality,
-        "agreement": float((enc_pred == plain[: len(xb)]).mean()), "exact": exact, "encrypted_samples": len(xb),
+        "agreement": float(exact) if plain is None else float((enc_pred == plain[: len(xb)]).mean()), "exact": exact,
+        "encrypted_samples": len(xb),
         "counts_before": counts["before"], "counts_after": counts["after"],
         "median_ms": 1e3 * statistics.median(totals), "min_ms": 1e3 * min(totals), "max_ms": 1e3 * max(totals),
         "reps": len(totals),
@@ -521,12 +555,13 @@ def run_peer(names: list[str], quick: bool, samples: int, threads: int) -> dict:
 
 
 def _table(records: list[dict]) -> None:
-    print(f"\n{'workload':<6}{'preset':>7}{'acc f/q/enc':>20}{'exact':>6}{'ms b=1':>10}{'ms/smp b':>10}"
+    print(f"\n{'workload':<10}{'preset':>7}{'acc f/q/enc':>20}{'exact':>6}{'ms b=1':>10}{'ms/smp b':>10}"
           f"{'PBS':>9}{'launch':>9}{'KS':>9}{'TV':>9}{'key MiB':>9}{'peer':>9}{'ratio':>7}")
     for r in records:
-        a, b, c = r.get("accuracy") or r["r2"], r["counts_before"], r["counts_after"]
-        acc = "/".join("-" if v is None else f"{v:.3f}" for v in (a["float"], a["plain"], a["encrypted"]))
-        print(f"{r['name']:<6}{r['preset']:>7}{acc:>20}{'yes' if r['exact'] else 'NO':>6}{r['median_ms']:>10.0f}"
+        a, b, c = r.get("accuracy") or r.get("r2"), r["counts_before"], r["counts_after"]
+        acc = (f"cos {r['error']['cosine']:.3f}" if a is None else
+               "/".join("-" if v is None else f"{v:.3f}" for v in (a["float"], a["plain"], a["encrypted"])))
+        print(f"{r['name']:<10}{r['preset']:>7}{acc:>20}{'yes' if r['exact'] else 'NO':>6}{r['median_ms']:>10.0f}"
               f"{r['ms_per_sample_batched']:>10.0f}{b['bootstraps']:>4}>{c['bootstraps']:<4}"
               f"{b['pbs_calls']:>4}>{c['pbs_calls']:<4}{b['key_switches']:>4}>{c['key_switches']:<4}"
               f"{b['test_vectors']:>4}>{c['test_vectors']:<4}{r['key_mib']['server']:>9.0f}"
@@ -540,7 +575,8 @@ def _table(records: list[dict]) -> None:
                      f"{r['same_model_ratio']:.2f}" if sm.get("ms_per_sample") else f"failed: {sm.get('error')}"))
         if not r["exact"]:
             print(f"       the decrypted outputs differ from the plain model's on {r['name']}")
-    print("acc: float model / quantized plain (whole test split) / encrypted (samples run), R^2 for xgb; counts "
+    print("acc: float model / quantized plain (whole test split) / encrypted (samples run), R^2 for xgb, for gpt2 the "
+          "cosine of the integer model's outputs with the float attention's (16 sequences); counts "
           "before>after the dedup and batching passes; b = --batch; ratio: ours / peer, ms per sample at batch 1")
 
 
@@ -586,7 +622,8 @@ def main(argv=None) -> int:
         if len(cpus) < 2:
             raise SystemExit("--peer-beside needs two CPUs at least")
         half = len(cpus) // 2
-        beside = start_peer(names, args.quick, args.peer_samples, half)
+        peered = [n for n in names if n in PEER_NAMES]
+        beside = start_peer(peered, args.quick, args.peer_samples, half) if peered else None
         os.sched_setaffinity(0, cpus[half:])  # before JAX starts its threads
     from crossfhe.cli.benchutil import enable_compilation_cache, write_json
 
@@ -598,8 +635,9 @@ def main(argv=None) -> int:
         print(f"# {name}: {rec['median_ms']:.0f} ms per sample at batch 1, exact {rec['exact']}", flush=True)
     if not args.no_peer:
         threads = records[0]["threads"] if records else 1
-        peers = (finish_peer(beside, names) if beside is not None
-                 else run_peer(names, args.quick, args.peer_samples, threads))
+        peered = [n for n in names if n in PEER_NAMES]
+        peers = (finish_peer(beside, peered) if beside is not None
+                 else run_peer(peered, args.quick, args.peer_samples, threads) if peered else {})
         for rec in records:
             peer = peers.get(rec["name"])
             if peer and peer.get("ms_per_sample"):

@@ -1,6 +1,7 @@
-"""The Taurus benchmark's paper-size tree and KNN (benchmarks/bench_taurus.py, workloads ``tree10``, ``knn`` and
-``knn10``): the knn of all 455 training points is left out of the default list but runs when named, ``--knn`` takes
-``all``, and the peer is asked for the same sizes (concrete_peer.py's ``tree10`` and ``knn10``)."""
+"""The Taurus benchmark's paper-size workloads (benchmarks/bench_taurus.py): ``tree10``, ``knn`` and ``knn10``, and
+GPT-2's attention (``gpt2_head``, ``gpt2_block``). The knn of all 455 training points and the GPT-2 workloads are
+left out of the default list but run when named, ``--knn`` takes ``all``, the peer is asked for the same sizes
+(concrete_peer.py's ``tree10`` and ``knn10``) and never for GPT-2 (no Concrete ML model of it)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,19 @@ def test_peer_gets_the_same_sizes(bench):
     assert bits["tree10"] == "6" and bits["knn"] == "3" and bits["knn10"] == str(bench.KNN10["bits"])
     assert peer.KNN10_SIZE == (bench.KNN10["n_train"], bench.KNN10["n_features"]) and peer.TREE10_DEPTH == 10
     assert bench.CANCER_TRAIN == len(peer.breast_cancer()[0])
+
+
+def test_gpt2_workloads(bench, capsys):
+    default = bench._workloads(None)
+    assert "gpt2_head" not in default and "gpt2_block" not in default
+    kind, spec = bench.MODELS["gpt2_head"](False)
+    assert kind == "gpt2" and (spec["d_model"], spec["n_heads"], spec["seq_len"]) == (768, 12, 8)
+    assert spec["class"] == "AttentionHead" and bench.MODELS["gpt2_block"](False)[1]["class"] == "AttentionBlock"
+    assert "gpt2_head" not in bench.PEER_NAMES and "gpt2_block" not in bench.PEER_NAMES
+    model = bench._model("gpt2_head", True)
+    assert (model.d_model, model.seq_len, model.params.name) == (8, 3, "P4")
+    counts = {"bootstraps": 1, "pbs_calls": 1, "key_switches": 1, "test_vectors": 1}
+    bench._table([{"name": "gpt2_head", "preset": "P4", "error": {"cosine": 0.5}, "exact": True, "median_ms": 1.0,
+                   "ms_per_sample_batched": 1.0, "counts_before": counts, "counts_after": counts,
+                   "key_mib": {"server": 1.0}}])
+    assert "cos 0.500" in capsys.readouterr().out
