@@ -402,43 +402,17 @@ def acc_dedup(g: Graph, params: Params) -> Graph:
     return ir.rebuild(g, visit)
 
 
-MAX_LAUNCH_WORDS = 2**25
-"""The most words of input ciphertexts one batched launch reads (rows x (k N' + 1) x primes): :func:`batch` splits
-a bootstrap depth with more rows into several launches, in order, so that the words a launch materializes (its
-inputs, their key switch) stay within a few GB: 2048 rows at P6, 8192 at P4, 512 at P8. A GPT-2 head's first depth
-of 45,536 lookups at P6 asked for one allocation of 53 GB whole (benchmarks/README.md, "GPT-2 attention on TFHE")."""
-
-
-def max_launch_rows(params: Params) -> int:
-    """The most rows of one batched launch on ``params`` (:data:`MAX_LAUNCH_WORDS`)."""
-    words = (params.glwe_dim * params.acc_size + 1) * len(params.moduli)
-    return max(1, MAX_LAUNCH_WORDS // words)
-
-
 def batch(g: Graph, params: Params) -> Graph:
     """Batched bootstraps: the launches at one bootstrap depth (none depends on another: a launch's result is one
     bootstrap deeper than its input) become one ``pbs`` over the distinct inputs of them all, one row per distinct
     (input, table), placed after every value of the depth below; each former result is a ``pick`` of its row.
-    A depth of more than :func:`max_launch_rows` rows becomes several such launches, of consecutive launches each.
     The nodes are reordered by (depth, launches first, position), a topological order."""
     depth = bootstrap_depth(g)
     levels: dict[int, list[int]] = {}
     for i, n in enumerate(g.nodes):
         if n.op in LAUNCHES:
             levels.setdefault(depth[i], []).append(i)
-    most = max_launch_rows(params)
-    groups: dict[int, list[int]] = {}  # launch -> the launches it is merged with
-    for ids in levels.values():
-        cur, rows = [], 0
-        for j in ids + [None]:
-            k = 0 if j is None else len(_rows(g.nodes[j]))
-            if j is None or (cur and rows + k > most):
-                for i in cur:
-                    groups[i] = cur
-                cur, rows = [], 0
-            if j is not None:
-                cur.append(j)
-                rows += k
+    merged = {d for d, ids in levels.items() if len(ids) > 1}
     order = sorted(range(len(g.nodes)), key=lambda i: (depth[i], g.nodes[i].op not in LAUNCHES, i))
     b = Builder(g.scheme, g.consts)
     where: dict[int, int] = {}
@@ -471,9 +445,9 @@ def batch(g: Graph, params: Params) -> Graph:
 
     for i in order:
         n = g.nodes[i]
-        if n.op in LAUNCHES and len(groups[i]) > 1:
+        if n.op in LAUNCHES and depth[i] in merged:
             if i not in rows_of:
-                merge(groups[i])
+                merge(levels[depth[i]])
             node, rows = rows_of[i]
             if n.op == "lookup":
                 where[i] = b.add("pick", (node,), {"index": rows[0], "range": n.attr("range")}, n.loc)
@@ -964,7 +938,6 @@ SCHEME = TFHEScheme()
 
 
 __all__ = ["LAUNCHES", "LINEAR", "LOG2_P_FAIL", "MAX_TABLE", "PASSES", "SCHEME", "SELECTABLE",
-           "Analysis", "Bound", "MAX_LAUNCH_WORDS", "TFHEScheme", "acc_dedup", "analyze", "apply_linear", "batch",
-           "bootstrap_depth", "max_launch_rows",
+           "Analysis", "Bound", "TFHEScheme", "acc_dedup", "analyze", "apply_linear", "batch", "bootstrap_depth",
            "constants", "cost", "cse", "dead_code", "describe", "evaluate_plain", "interpret", "ks_dedup",
            "noise_budget", "raw_table", "runtime", "table_for", "table_keys", "tables"]

@@ -314,26 +314,6 @@ def test_batch_pass():
     assert _counts(ct.batch(chain, P4))["pbs_calls"] == 3
 
 
-def test_batch_pass_splits_a_depth_beyond_the_launch_words(keys_p4, monkeypatch):
-    """A depth whose rows' input words pass MAX_LAUNCH_WORDS becomes several launches of consecutive launches (here
-    4 rows each: the sixteen lookups' two depths of 8 rows, after KS-dedup 4 + 4 and 2 + 2 + 2 + 2, in two launches
-    each instead of one): the same outputs in the clear and encrypted."""
-    words = (P4.glwe_dim * P4.acc_size + 1) * len(P4.moduli)
-    monkeypatch.setattr(ct, "MAX_LAUNCH_WORDS", 4 * words)
-    assert ct.max_launch_rows(P4) == 4
-    c = fhe.compile(tfhe_ml.sixteen_lookups, TFHEInt(4), TFHEInt(4), params=P4, cache=False)
-    assert c.cost["pbs_calls"] == 4 and c.cost["bootstraps"] == 16
-    assert sorted(len(n.attr("rows")) for n in c.graph.nodes if n.op == "pbs") == [4, 4, 4, 4]
-    x, y = _all_pairs(4)
-    want = tfhe_ml.sixteen_lookups_reference(x, y)
-    for got, ref in zip(ct.evaluate_plain(c.graph, P4, x, y), want, strict=True):
-        np.testing.assert_array_equal(got, ref)
-    c.keys = keys_p4
-    pick = np.array([0, 37, 255])
-    for got, ref in zip(c.encrypt_run_decrypt(x[pick], y[pick]), want, strict=True):
-        np.testing.assert_array_equal(got, ref[pick])
-
-
 def test_graph_round_trips_through_json():
     g = _compile(program, 3, 3).graph
     back = ir.graph_from_json(ir.graph_to_json(g))
