@@ -537,15 +537,22 @@ def start_peer(names: list[str], quick: bool, samples: int, threads: int):
 
 
 def finish_peer(proc, names: list[str]) -> dict:
-    """{our name: the peer's model record (``ms_per_sample``: median end-to-end ms per sample, one at a time)} of a
-    :func:`start_peer` process once it ends; empty where it failed."""
+    """{our name: the peer's model record (``ms_per_sample``: median end-to-end ms per sample, one at a time; or
+    ``error`` for a model it could not run)} of a :func:`start_peer` process once it ends; empty where it printed no
+    JSON (it crashed or was killed)."""
     if proc is None:
         return {}
     out, err = proc.communicate()
-    if proc.returncode:
-        print(f"# Concrete ML peer failed:\n{err[-2000:]}", file=sys.stderr)
+    lines = out.strip().splitlines()
+    try:
+        models = json.loads(lines[-1]).get("models", {}) if lines else None
+    except json.JSONDecodeError:
+        models = None
+    if proc.returncode:  # a model that failed (e.g. NoParametersFound) is a record with "error"; the others stand
+        print(f"# Concrete ML peer exited with status {proc.returncode}"
+              f"{'' if models is not None else ' and no JSON'}:\n{err[-2000:]}", file=sys.stderr)
+    if models is None:
         return {}
-    models = json.loads(out.strip().splitlines()[-1]).get("models", {})
     return {n: models[PEER_NAMES[n]] for n in names if PEER_NAMES[n] in models}
 
 
@@ -573,6 +580,8 @@ def _table(records: list[dict]) -> None:
             print(f"       {r['name']}, our integer network in concrete-python: "
                   + (f"{sm['ms_per_sample']:.0f} ms, exact {sm.get('exact')}, ours / it "
                      f"{r['same_model_ratio']:.2f}" if sm.get("ms_per_sample") else f"failed: {sm.get('error')}"))
+        if r.get("peer_error"):
+            print(f"       {r['name']}: the peer failed: {r['peer_error']}")
         if not r["exact"]:
             print(f"       the decrypted outputs differ from the plain model's on {r['name']}")
     print("acc: float model / quantized plain (whole test split) / encrypted (samples run), R^2 for xgb, for gpt2 the "
@@ -640,6 +649,8 @@ def main(argv=None) -> int:
                  else run_peer(peered, args.quick, args.peer_samples, threads) if peered else {})
         for rec in records:
             peer = peers.get(rec["name"])
+            if peer and peer.get("error"):
+                rec.update(peer_error=peer["error"], peer_record=peer)
             if peer and peer.get("ms_per_sample"):
                 rec.update(peer_name=peer.get("peer", "concrete-ml"), peer_median_ms=peer["ms_per_sample"],
                            peer_beside=beside is not None,

@@ -71,3 +71,18 @@ def test_gpt2_workloads(bench, capsys):
                    "ms_per_sample_batched": 1.0, "counts_before": counts, "counts_after": counts,
                    "key_mib": {"server": 1.0}}])
     assert "cos 0.500" in capsys.readouterr().out
+
+
+def test_a_failed_peer_model_keeps_the_others(bench):
+    """Concrete ML exits 1 when one model fails (knn at 455 points: NoParametersFound); the others' records stay."""
+    import json
+    import subprocess
+
+    out = {"models": {"tree10": {"ms_per_sample": 1200.0}, "knn": {"error": "RuntimeError: NoParametersFound"}}}
+    script = f"import sys; print({json.dumps(json.dumps(out))}); sys.exit(1)"
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got = bench.finish_peer(proc, ["tree10", "knn"])
+    assert got["tree10"]["ms_per_sample"] == 1200.0 and "NoParametersFound" in got["knn"]["error"]
+    crashed = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(9)"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    assert bench.finish_peer(crashed, ["tree10"]) == {}
