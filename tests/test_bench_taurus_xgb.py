@@ -83,7 +83,8 @@ def test_peer_gets_the_same_regressor():
         assert float(got["--xgbreg-learning-rate"]) == spec["learning_rate"]
         assert f"xgbreg={spec['bits']}" in got["--n-bits"]
     full = bench.MODELS["xgb"](False)[1]
-    assert (full["n_estimators"], full["max_depth"], full["bits"], full["preset"]) == (50, 4, 6, "P8")
+    assert (full["n_estimators"], full["max_depth"], full["bits"], full["preset"]) == (50, 4, 6, "P4")
+    assert (full["low_bits"], full["parts"]) == (2, 50)  # 6-bit features as 4 + 2 bits, up to 50 sums of 4 bits
     assert "--xgbreg-depth" not in bench.peer_args(["tree"], False, 2, 1)
 
 

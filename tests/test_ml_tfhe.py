@@ -214,8 +214,10 @@ def test_sklearn_errors_name_the_problem():
         from_sklearn(est, x, encoding="bins")
     with pytest.raises(ml.ModelError, match="not finite"):
         from_sklearn(est, np.where(x > 1e3, np.nan, x))
-    with pytest.raises(ml.ModelError, match="bits and encoding are options of tree models"):
+    with pytest.raises(ml.ModelError, match="bits, encoding, low_bits and parts are options of tree models"):
         from_sklearn(linear_model.LinearRegression().fit(x, y), x, bits=4)
+    with pytest.raises(ml.ModelError, match="low_bits and parts are options of tree models"):
+        from_sklearn(linear_model.LinearRegression().fit(x, y), x, parts=3)
 
 
 def test_compiling_reports_its_stages():
@@ -244,6 +246,82 @@ def test_xgboost_with_threshold_encoding_decides_as_xgboost():
 # --------------------------------------------------------------------------------------------------
 # Exported models
 # --------------------------------------------------------------------------------------------------
+
+
+def test_bins_hold_every_item_once_within_their_room():
+    from crossfhe.ml.estimators import _bins
+
+    sizes = [int(v) for v in RNG.integers(1, 16, size=200)]
+    bins = _bins(sizes, 15, 4)
+    assert sorted(i for b in bins for i in b) == list(range(200))
+    assert all(sum(sizes[i] for i in b) <= 15 and len(b) <= 4 for b in bins)
+    assert len(bins) >= -(-sum(sizes) // 15)
+
+
+def _boosted_regressor():
+    x, y = datasets.load_diabetes(return_X_y=True)
+    return x, ensemble.GradientBoostingRegressor(n_estimators=6, max_depth=3, random_state=0).fit(x, y)
+
+
+def test_split_features_and_parts_fit_a_boosted_regressor_on_p4(tmp_path):
+    """6-bit features on P4 as two digits each (low_bits 2), the trees' values in several encrypted sums (parts):
+    the encrypted decision equals the quantized model's, the parts' step is finer than one sum's, and the model
+    exports with its digits and parts."""
+    x, est = _boosted_regressor()
+    one = from_sklearn(est, x, params=presets.P4, bits=6, low_bits=2, check=0)
+    enc = from_sklearn(est, x, params=presets.P4, bits=6, low_bits=2, parts=12, check=0)
+    t = enc.trees
+    assert t.input_bits == (4, 2) * len(t.features)  # every feature as its high and low digits
+    assert 1 < len(t.part_of) <= 12 and len(one.trees.part_of) == 1
+    assert t.step[0] < one.trees.step[0] / 2  # several sums of 15: a finer step than one
+    q = t.encode(x)
+    assert np.array_equal(t.quantized(q), np.stack([e.quantize(x[:, f]) for f, e in zip(
+        t.features, t.encoders, strict=True)], axis=1))  # the digits join back to the 6-bit features
+    parts = t.outputs_plain(q)
+    assert parts.min() >= 0 and parts.max() <= 15  # each part fits P4's messages
+    assert np.allclose(enc.decision_approximated(x)[:, 0], t.lo[0] + t.step[0] * parts.sum(axis=1))
+    # the quantized regressor: 6-bit features move a few samples across a split by a whole leaf (the largest
+    # difference is about a fifth of the predictions' spread, on P8 too), so the mean: leaf values on the parts'
+    # step keep it within 1/20 of the spread (measured 1/70); one sum of 15 steps does not (1/19)
+    spread = np.ptp(est.predict(x))
+    assert np.mean(np.abs(enc.predict_approximated(x) - est.predict(x))) < spread / 20
+    assert np.mean(np.abs(one.predict_approximated(x) - est.predict(x))) > spread / 20
+    enc.keygen(seed=SEED)
+    rows = x[[0, 7, 100]]
+    assert np.array_equal(enc.decision(enc.run(enc.encrypt(rows))), enc.decision_approximated(rows))
+    path = enc.export(tmp_path / "gbr.cfhe", batch_shape=(3,))
+    loaded = ml.load(path)
+    assert loaded.spec.to_json() == enc.spec.to_json()
+    assert [e.digit for _, e in loaded.spec.encoders[:2]] == [(2, 4), (0, 2)]
+    keys = loaded.keygen(seed=SEED)
+    got = loaded.decrypt(loaded.run(loaded.encrypt(rows), keys=keys.public))
+    assert np.array_equal(got, enc.predict_approximated(rows))
+
+
+def test_split_features_and_parts_are_checked():
+    import json
+
+    from crossfhe.errors import SerializationError
+    from crossfhe.ml.client import ClientSpec
+
+    x, est = _boosted_regressor()
+    with pytest.raises(ml.ModelError, match="low_bits 3 does not fit P4"):
+        from_sklearn(est, x, params=presets.P4, bits=6, low_bits=3, check=0)
+    with pytest.raises(ml.ModelError, match=r"bits must be in \[1, 6\].*split at 2 low bits\), got 7"):
+        from_sklearn(est, x, params=presets.P4, bits=7, low_bits=2, check=0)
+    with pytest.raises(ml.ModelError, match=r"bits must be in \[1, 4\]"):
+        from_sklearn(est, x, params=presets.P4, bits=6, check=0)  # 6-bit features on P4 need low_bits
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ml.ModelError, match="parts is how many encrypted sums"):
+            from_sklearn(est, x, params=presets.P4, bits=4, parts=bad, check=0)
+    with pytest.raises(ml.ModelError, match="low_bits is an int >= 0"):
+        from_sklearn(est, x, params=presets.P4, bits=4, low_bits=-1, check=0)
+    good = from_sklearn(est, x, params=presets.P4, bits=6, low_bits=2, parts=4, check=0).spec.to_json()
+    first = good["input"]["encoders"][0]
+    for digit, what in [([2], "digit must be"), ([6, 1], "digit shift"), ([2, 5], "digit width")]:
+        change = {"input": {"encoders": [dict(first, digit=digit)] + good["input"]["encoders"][1:]}}
+        with pytest.raises(SerializationError, match=what):
+            ClientSpec.from_json(json.loads(json.dumps({**good, **change})), "gbr.cfhe")
 
 
 def test_an_exported_tfhe_model_runs_from_its_file(tmp_path):

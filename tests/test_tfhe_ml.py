@@ -138,7 +138,7 @@ def test_split_features_compare_every_value():
 
     def fn(h, lo):
         cache: dict = {}
-        return tuple(compare((h, lo), {0: 0}, 0, t, cache, 2) for t in ts)
+        return tuple(compare((h, lo), {0: (0, 1)}, 0, t, cache, 2) for t in ts)  # feature 0: inputs 0 and 1
 
     c = compile_circuit(fn, TFHEInt(4), TFHEInt(2), params=P4)
     x = np.arange(64)

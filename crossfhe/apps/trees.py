@@ -122,20 +122,22 @@ def cut_leaves(tree, params) -> list[list[int]]:
 
 
 def compare(xs, column, f: int, t: int, cache: dict, low_bits: int = 0):
-    """The traced bit b = [x_f <= t], made once per (f, t) in ``cache``. Whole features (``low_bits`` 0): one
-    lookup of x_f. Split features (module docstring, "Split features"): x_f = 2^r h + l arrives as the inputs
-    ``xs[2 c]`` = h and ``xs[2 c + 1]`` = l (c = ``column[f]``, r = ``low_bits``), t = 2^r t_h + t_l; then
-    g = 2 [h < t_h] + [h = t_h] (one lookup of h, shared by every t with the same t_h) and
-    b = [g = 2] + [g = 1] [l <= t_l], one lookup of 2^r g + l in [0, 3 2^r) (noise 4^r + 1); where t_l = 2^r - 1,
-    b = [h <= t_h], one lookup of h."""
+    """The traced bit b = [x_f <= t], made once per (f, t) in ``cache``. ``column[f]``: the index of feature f's
+    input (a whole feature: one lookup of x_f), or the pair of indices (i_h, i_l) of its two digits (a split
+    feature, module docstring "Split features"): x_f = 2^r h + l arrives as the inputs ``xs[i_h]`` = h and
+    ``xs[i_l]`` = l (r = ``low_bits``), t = 2^r t_h + t_l; then g = 2 [h < t_h] + [h = t_h] (one lookup of h, shared
+    by every t with the same t_h) and b = [g = 2] + [g = 1] [l <= t_l], one lookup of 2^r g + l in [0, 3 2^r)
+    (noise 4^r + 1); where t_l = 2^r - 1, b = [h <= t_h], one lookup of h."""
     if (f, t) in cache:
         return cache[f, t]
     c = column[f]
-    if not low_bits:
+    if not isinstance(c, tuple):
         cache[f, t] = xs[c].apply(lambda m, t=t: int(m <= t))
         return cache[f, t]
+    if not low_bits:
+        raise ParameterError(f"feature {f} arrives as two digits but low_bits is 0")
     r, mask = low_bits, (1 << low_bits) - 1
-    h, lo = xs[2 * c], xs[2 * c + 1]
+    h, lo = xs[c[0]], xs[c[1]]
     th, tl = t >> r, t & mask
     if tl == mask:
         cache[f, t] = h.apply(lambda m, th=th: int(m <= th))
@@ -153,8 +155,8 @@ def leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict, params, 
     S the internal nodes of its subtree (preorder), the lookup maps m = 2^|S| s_r + sum_i 2^i b_{S_i} to the
     value of the leaf that the bits reach if s_r = d, else 0. A cut node is the shallowest on its path with
     (d + 1) 2^|S| <= 2^p and the noise sum_i 4^i + d 4^|S| within the budget (a leaf, |S| = 0, always is:
-    :func:`_fits_tree`). ``bits_cache`` shares the comparison lookups b = [x_f <= t] across trees (:func:`compare`,
-    ``low_bits`` for split features)."""
+    :func:`_fits_tree`). ``column``: each feature's circuit input (:func:`compare`); ``bits_cache`` shares the
+    comparison lookups b = [x_f <= t] across trees (:func:`compare`, ``low_bits`` for split features)."""
     internal, leaves = structure(tree)
     kids = children(leaves)
     size = 1 << params.message_bits
@@ -170,7 +172,8 @@ def leaf_terms(xs, column, tree, values: dict, group, bits_cache: dict, params, 
     terms = []
     for node, path, sub in cuts(tree, params):
         d, k = len(path), len(sub)
-        table = [max(values[reached(node, {n: (c >> i) & 1 for i, n in enumerate(sub)})], 0) for c in range(1 << k)]
+        table = [max(values.get(reached(node, {n: (c >> i) & 1 for i, n in enumerate(sub)}), 0), 0)
+                 for c in range(1 << k)]
         table = [v if hit == d else 0 for hit in range(size >> k) for v in table]
         if max(table) <= 0:
             continue
@@ -209,8 +212,10 @@ class _Trees(TFHEModel):
         if not used:
             raise ParameterError(f"{self.name}: the fitted trees make no split (constant model)")
         self.features = np.array(used, dtype=np.int64)
-        self.column = {f: i for i, f in enumerate(used)}
         r = self.low_bits
+        self.column = {f: i for i, f in enumerate(used)}
+        # feature f's circuit input (compare's column): its index, or the indices of its two digits
+        self.inputs = {f: (2 * i, 2 * i + 1) if r else i for i, f in enumerate(used)}
         self.input_bits = (self.bits,) * len(used) if not r else (self.bits - r, r) * len(used)
 
     def encode(self, x) -> np.ndarray:
@@ -279,7 +284,7 @@ class DecisionTree(_Trees):
         outs = []
         for c in range(1, len(self.classes_)):
             ind = {leaf: int(k == c) for leaf, k in self.leaf_class.items()}
-            terms = leaf_terms(xs, self.column, self.model_, ind, "tree", cache, self.params, self.low_bits)
+            terms = leaf_terms(xs, self.inputs, self.model_, ind, "tree", cache, self.params, self.low_bits)
             value, _ = reduce_sum(terms, {"tree": max}, self.params, clamp_traced)
             outs.append(xs[0] * 0 if isinstance(value, int) else value)
         return tuple(outs)
@@ -368,7 +373,7 @@ class GradientBoostedTrees(_Trees):
         cache: dict = {}
         terms = []
         for i, (t, d, lo) in enumerate(zip(self.trees, self.leaf_q, self.tree_min)):
-            terms += leaf_terms(xs, self.column, t, {leaf: v - lo for leaf, v in d.items()}, ("tree", i), cache,
+            terms += leaf_terms(xs, self.inputs, t, {leaf: v - lo for leaf, v in d.items()}, ("tree", i), cache,
                                  self.params, self.low_bits)
         caps = {("tree", i): max for i in range(len(self.trees))}
         s, _ = reduce_sum(terms, caps, self.params, clamp_traced)

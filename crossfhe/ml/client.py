@@ -33,16 +33,32 @@ HOWS = ("", "value", "label", "binary_proba", "binary_raw")
 
 @dataclass(frozen=True)
 class Encoder:
-    """A feature's encoding as one TFHE input: ``cuts`` (sorted thresholds: q = how many are below x) or a uniform
-    grid ``lo + step q``, q in [0, 2^bits); ``strict``: the model splits on x < t (XGBoost) rather than x <= t."""
+    """A feature's encoding as a TFHE input: ``cuts`` (sorted thresholds: q = how many are below x) or a uniform
+    grid ``lo + step q``, q in [0, 2^bits); ``strict``: the model splits on x < t (XGBoost) rather than x <= t.
+    ``digit`` (shift s, width w): the input is one digit of q, (q >> s) mod 2^w (a feature sent as two inputs, its
+    high and low digits); None: q whole."""
 
     bits: int
     cuts: np.ndarray | None = None
     lo: float = 0.0
     step: float = 1.0
     strict: bool = False
+    digit: tuple[int, int] | None = None
+
+    @property
+    def input_bits(self) -> int:
+        """The width of the circuit input: the digit's, or ``bits``."""
+        return self.digit[1] if self.digit else self.bits
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        q = self.quantize(x)
+        if self.digit is None:
+            return q
+        s, w = self.digit
+        return (q >> s) & ((1 << w) - 1)
+
+    def quantize(self, x: np.ndarray) -> np.ndarray:
+        """q in [0, 2^bits) of the feature values ``x`` (int64, x's shape), before any digit is taken."""
         if self.cuts is not None:  # how many cuts lie below x (strict splits: at or below)
             return np.searchsorted(self.cuts, x, side="right" if self.strict else "left").astype(np.int64)
         return np.clip(np.rint((x - self.lo) / self.step), 0, (1 << self.bits) - 1).astype(np.int64)
@@ -57,6 +73,8 @@ class Encoder:
 
     def to_json(self, feature: int) -> dict:
         out = {"feature": int(feature), "bits": self.bits, "strict": self.strict}
+        if self.digit is not None:
+            out["digit"] = list(self.digit)
         if self.cuts is not None:
             out["cuts"] = self.cuts.tolist()
         else:
@@ -277,6 +295,12 @@ def _encoders_from_json(obj, n_in: int, floats, integer, fail) -> tuple:
             fail("each input encoder is an object with a boolean 'strict'")
         f = integer(e.get("feature"), "an encoder's feature", 0, n_in - 1)
         bits = integer(e.get("bits"), "an encoder's bits", 1, 16)
+        digit = e.get("digit")
+        if digit is not None:
+            if not (isinstance(digit, list) and len(digit) == 2):
+                fail(f"feature {f}: digit must be [shift, width]")
+            s = integer(digit[0], f"feature {f}'s digit shift", 0, bits - 1)
+            digit = (s, integer(digit[1], f"feature {f}'s digit width", 1, bits - s))
         if "cuts" in e:
             cuts = e["cuts"]
             if not isinstance(cuts, list) or not 1 <= len(cuts) < (1 << bits):
@@ -284,12 +308,12 @@ def _encoders_from_json(obj, n_in: int, floats, integer, fail) -> tuple:
             cuts = floats(cuts, len(cuts), f"feature {f}'s cuts")
             if np.any(np.diff(cuts) <= 0):
                 fail(f"feature {f}: cuts must be strictly increasing")
-            out.append((f, Encoder(bits, cuts, strict=e["strict"])))
+            out.append((f, Encoder(bits, cuts, strict=e["strict"], digit=digit)))
         else:
             lo, step = floats([e.get("lo"), e.get("step")], 2, f"feature {f}'s lo and step")
             if step <= 0:
                 fail(f"feature {f}: the step must be positive")
-            out.append((f, Encoder(bits, None, float(lo), float(step), strict=e["strict"])))
+            out.append((f, Encoder(bits, None, float(lo), float(step), strict=e["strict"], digit=digit)))
     return tuple(out)
 
 

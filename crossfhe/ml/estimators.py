@@ -28,6 +28,19 @@ quantizes them, q_tL = round(v_tL / Delta), with Delta the finest step for which
 2^p - 1, so the circuit's output S = sum_t (q_t(x) - min_L q_tL) fits p bits and the value is
 base + Delta (S + sum_t min_L q_tL). A single classification tree uses its leaves' classes (one-hot values, Delta 1:
 exactly the tree's decision). The encrypted outputs equal the quantized model's integers exactly.
+
+Small presets. A bootstrap's cost grows steeply with its message bits (one P4 lookup is several times cheaper than
+a P6 one, and P6's several times cheaper than P8's), and one preset serves the whole circuit. Two options let an
+ensemble run on P4 or P6 with wider features and a finer output:
+
+- ``low_bits`` r > 0: a feature of b > p bits is sent as two inputs, its digits q >> r (b - r bits) and q mod 2^r,
+  and each split compares them in two lookups (:func:`crossfhe.apps.trees.compare`); b <= p + r, 3 2^r <= 2^p.
+  6-bit features on P4: r = 2.
+- ``parts`` k > 1: each output is k encrypted sums instead of one, the trees split among them (first-fit
+  decreasing on R_t), each sum fitting p bits; the client adds them after decryption, so Delta is the finest step
+  with which the R_t fit k sums of 2^p - 1, about k times finer than one sum's. The client learns each part's sum
+  (sums of a few trees' values), not only the total. Concrete ML's tree models return every tree's value (k = the
+  number of trees).
 """
 
 from __future__ import annotations
@@ -38,7 +51,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from crossfhe.api import CircuitError
-from crossfhe.apps.tfhe_ml import Term, TFHEModel, clamp_traced, reduce_sum
+from crossfhe.apps.tfhe_ml import Term, TFHEModel, budget, clamp_traced, reduce_sum
 from crossfhe.apps.trees import cut_leaves, leaf_terms, walk
 from crossfhe.errors import ParameterError
 from crossfhe.ml.client import ClientSpec, Encoder, Runner, labels
@@ -137,33 +150,60 @@ def _int_tree(tree, thresholds: dict) -> SimpleNamespace:
 
 
 class TreeEnsemble(TFHEModel):
-    """Trees with integer splits on encoded features (module docstring). ``outputs``: per model output, a list of
-    (tree index, {leaf: value >= 0}); the circuit's output o is sum_t values_t[leaf_t(x)], and :meth:`values` maps it
-    to ``base[o] + step[o] * (S + shift[o])``."""
+    """Trees with integer splits on encoded features (module docstring). ``outputs``: per model output, its parts,
+    each a list of (tree index, {leaf: value >= 0}); the circuit returns one value per part (the outputs in order,
+    each one's parts in order), the sum of its trees' values[leaf_t(x)], and :meth:`values` maps the sum S of an
+    output's parts to ``base[o] + step[o] * (S + shift[o])``. ``low_bits`` r > 0: a feature of more than p bits is
+    sent as two inputs, its digits q >> r and q mod 2^r (:func:`crossfhe.apps.trees.compare`)."""
 
     name = "trees"
 
-    def __init__(self, trees, encoders: dict, outputs, base, step, shift, params: Params):
+    def __init__(self, trees, encoders: dict, outputs, base, step, shift, params: Params, low_bits: int = 0):
         super().__init__()
-        self.params = params
+        self.params, self.low_bits = params, int(low_bits)
         self.features = np.array(sorted(encoders), dtype=np.int64)
         self.column = {int(f): i for i, f in enumerate(self.features)}
         self.encoders = [encoders[int(f)] for f in self.features]
-        self.input_bits = tuple(e.bits for e in self.encoders)
+        p, r = params.message_bits, self.low_bits
+        inputs: list = []
+        self.inputs: dict = {}  # feature -> its circuit input, or its two digits' (crossfhe.apps.trees.compare)
+        for f, e in zip(self.features, self.encoders, strict=True):
+            if r and e.bits > p:
+                self.inputs[int(f)] = (len(inputs), len(inputs) + 1)
+                inputs += [(int(f), replace(e, digit=(r, e.bits - r))), (int(f), replace(e, digit=(0, r)))]
+            else:
+                self.inputs[int(f)] = len(inputs)
+                inputs.append((int(f), e))
+        self.input_encoders = tuple(inputs)  # (feature, Encoder) per circuit input: what the client encrypts
+        self.input_bits = tuple(e.input_bits for _, e in inputs)
         self.trees, self.outputs = trees, outputs
+        # the model output each circuit output (a part) adds to
+        self.part_of = np.array([o for o, parts in enumerate(outputs) for _ in parts], dtype=np.int64)
         self.base, self.step, self.shift = (np.asarray(v, np.float64) for v in (base, step, shift))
 
     def encode(self, x) -> np.ndarray:
+        """The circuit's inputs for samples ``x`` ``[n, features]``: int64 ``[n, inputs]``."""
         x = np.asarray(x, dtype=np.float64)
-        return np.stack([e(x[:, f]) for e, f in zip(self.encoders, self.features, strict=True)], axis=1)
+        return np.stack([e(x[:, f]) for f, e in self.input_encoders], axis=1)
+
+    def quantized(self, q) -> np.ndarray:
+        """The features' integers (digits joined) from :meth:`encode`'s inputs: int64 ``[n, len(features)]``."""
+        q = np.asarray(q, dtype=np.int64)
+        cols = [(q[:, i[0]] << self.low_bits) | q[:, i[1]] if isinstance(i, tuple) else q[:, i]
+                for i in (self.inputs[int(f)] for f in self.features)]
+        return np.stack(cols, axis=1)
 
     def outputs_plain(self, q) -> np.ndarray:
-        q = np.asarray(q, dtype=np.int64)
+        """The circuit's outputs in the clear: int64 ``[n, parts]``."""
+        q = self.quantized(q)
         leaves = [walk(t, q, self.column) for t in self.trees]
-        out = np.zeros((len(q), len(self.outputs)), dtype=np.int64)
-        for o, terms in enumerate(self.outputs):
-            for i, values in terms:
-                out[:, o] += np.array([values.get(int(v), 0) for v in leaves[i]], dtype=np.int64)
+        out = np.zeros((len(q), len(self.part_of)), dtype=np.int64)
+        c = 0
+        for parts in self.outputs:
+            for terms in parts:
+                for i, values in terms:
+                    out[:, c] += np.array([values.get(int(v), 0) for v in leaves[i]], dtype=np.int64)
+                c += 1
         return out
 
     @property
@@ -171,9 +211,17 @@ class TreeEnsemble(TFHEModel):
         """The value of output 0 per output: ``base + step shift``."""
         return self.base + self.step * self.shift
 
+    def sums(self, out) -> np.ndarray:
+        """Each output's sum S of its parts, from the circuit's outputs ``[n, parts]``: int64 ``[n, outputs]``."""
+        out = np.asarray(out, dtype=np.int64)
+        s = np.zeros((out.shape[0], len(self.outputs)), dtype=np.int64)
+        np.add.at(s.T, self.part_of, out.T)
+        return s
+
     def values(self, out) -> np.ndarray:
-        """``lo + step out`` per output (the client side's, :class:`~crossfhe.ml.client.ClientSpec`)."""
-        return self.lo + self.step * np.asarray(out, np.float64)
+        """``lo + step S`` per output (the client side's, :class:`~crossfhe.ml.client.ClientSpec`), from the
+        circuit's outputs ``[n, parts]``."""
+        return self.lo + self.step * self.sums(out).astype(np.float64)
 
     def decode(self, out) -> np.ndarray:
         return self.values(out)
@@ -181,39 +229,68 @@ class TreeEnsemble(TFHEModel):
     def circuit_fn(self, *xs):
         cache: dict = {}
         res = []
-        for terms in self.outputs:
-            found: list[Term] = []
-            for i, values in terms:
-                found += leaf_terms(xs, self.column, self.trees[i], values, ("tree", i), cache, self.params)
-            caps = {("tree", i): max for i, _ in terms}
-            s, _ = reduce_sum(found, caps, self.params, clamp_traced)
-            res.append(xs[0] * 0 + s if isinstance(s, int) else s)
+        for parts in self.outputs:
+            for terms in parts:
+                found: list[Term] = []
+                for i, values in terms:
+                    found += leaf_terms(xs, self.inputs, self.trees[i], values, ("tree", i), cache, self.params,
+                                        self.low_bits)
+                caps = {("tree", i): max for i, _ in terms}
+                s, _ = reduce_sum(found, caps, self.params, clamp_traced)
+                res.append(xs[0] * 0 + s if isinstance(s, int) else s)
         return tuple(res)
 
 
-def _quantized_sum(per_tree: list[dict], groups: list[list[list[int]]], top: int,
-                   step: float | None = None) -> tuple[float, list[dict], float]:
-    """(Delta, integer leaf values shifted to min 0 per tree, sum of the per-tree minima) of float leaf values
-    ``per_tree`` (module docstring). ``groups``: per tree, the leaves of each of its lookups
-    (:func:`crossfhe.apps.trees.cut_leaves`); a tree's lookups' largest values must add up to 2^p - 1 at most too,
-    since the compiler bounds their sum by the sum of their bounds. ``step``: a fixed Delta (one-hot values)."""
+def _bins(sizes: list[int], top: int, most: int) -> list[list[int]]:
+    """First-fit decreasing: the indices of ``sizes`` in bins whose sizes add up to ``top`` at most, ``most`` items
+    at most per bin (each index list ascending, the bins in order of their first index)."""
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        for b, left in enumerate(room):
+            if sizes[i] <= left and len(bins[b]) < most:
+                bins[b].append(i)
+                room[b] -= sizes[i]
+                break
+        else:
+            bins.append([i])
+            room.append(top - sizes[i])
+    return sorted(sorted(b) for b in bins)
+
+
+def _quantized_sum(per_tree: list[dict], groups: list[list[list[int]]], top: int, step: float | None = None,
+                   parts: int = 1, most: int = 1) -> tuple[float, list[dict], float, list[list[tuple[int, int]]]]:
+    """(Delta, integer leaf values shifted to min 0 per tree, sum of the per-tree minima, the lookups of each part)
+    of float leaf values ``per_tree`` (module docstring). ``groups``: per tree, the leaves of each of its lookups
+    (:func:`crossfhe.apps.trees.cut_leaves`), whose bound is their largest value. ``step``: a fixed Delta (one-hot
+    values). One part (``parts`` 1): the trees' ranges R_t add up to 2^p - 1 at most, and so do each tree's lookups'
+    bounds (the compiler bounds their sum by the sum of their bounds). Several: the lookups (tree j, group g), each
+    bounded by 2^p - 1, go into at most ``parts`` sums whose bounds add up to 2^p - 1 at most, ``most`` lookups
+    each (the noise budget); a part is a list of (j, g). Delta is the finest step for which they fit."""
 
     def quantized(step):
         raw = [{leaf: int(np.rint(v / step)) for leaf, v in d.items()} for d in per_tree]
         mins = [min(d.values()) for d in raw]
         q = [{leaf: v - m for leaf, v in d.items()} for d, m in zip(raw, mins, strict=True)]
-        total = sum(max(d.values()) for d in q)
-        per_tree_sum = max(sum(max(d[leaf] for leaf in g) for g in gs) for d, gs in zip(q, groups, strict=True))
-        return q, sum(mins), total <= top and per_tree_sum <= top
+        his = [[max(d[leaf] for leaf in g) for g in gs] for d, gs in zip(q, groups, strict=True)]
+        if parts == 1:
+            ok = sum(max(d.values()) for d in q) <= top and max(sum(h) for h in his) <= top
+            return q, sum(mins), [[(j, g) for j, h in enumerate(his) for g in range(len(h))]], ok
+        items = [(j, g) for j, h in enumerate(his) for g, v in enumerate(h) if v > 0]
+        sizes = [his[j][g] for j, g in items]
+        if sizes and max(sizes) > top:
+            return q, sum(mins), [], False
+        bins = [[items[i] for i in b] for b in _bins(sizes, top, most)]
+        return q, sum(mins), bins, len(bins) <= parts
 
     fixed = step is not None
     if step is None:
         spread = sum(max(v.values()) - min(v.values()) for v in per_tree)
-        step = spread / top if spread > 0 else 1.0
+        step = spread / (top * parts) if spread > 0 else 1.0
     while True:
-        q, mins, ok = quantized(step)
+        q, mins, bins, ok = quantized(step)
         if ok:
-            return step, q, float(mins)
+            return step, q, float(mins), bins
         if fixed:
             raise ModelError("a tree has more leaves of one class than its lookups can add up; use a wider preset")
         step *= 1.02
@@ -349,13 +426,25 @@ def _xgboost_spec(est, name: str, x: np.ndarray) -> _Spec:
     return _Spec(trees, per_out, tree_of, base, how, classes, strict=True)
 
 
-def _trees(est, name: str, x: np.ndarray, *, params: Params | None, bits: int | None, encoding: str):
+def _trees(est, name: str, x: np.ndarray, *, params: Params | None, bits: int | None, encoding: str,
+           low_bits: int = 0, parts: int = 1):
     """(TreeEnsemble, how to read its values: "label" / "binary_*" / "value", classes)."""
     spec = _xgboost_spec(est, name, x) if name in XGBOOST else _sklearn_spec(est, name, x)
     params = params or (presets.P4 if spec.single else presets.P8)
     p = params.message_bits
-    if bits is not None and not 1 <= bits <= p:
-        raise ModelError(f"{name}: bits must be in [1, {p}] ({params.name} carries {p}-bit messages), got {bits}")
+    if isinstance(low_bits, bool) or not isinstance(low_bits, int) or low_bits < 0:
+        raise ModelError(f"{name}: low_bits is an int >= 0 (0: features whole), got {low_bits!r}")
+    if low_bits and (3 << low_bits > 1 << p or 4**low_bits + 1 > budget(params)):
+        raise ModelError(f"{name}: low_bits {low_bits} does not fit {params.name}: a split comparison reads "
+                         f"2^{low_bits} g + l up to {3 << low_bits} (at most 2^{p} and noise 4^r + 1 within the "
+                         f"budget {budget(params)}); use low_bits <= {max(0, p - 2)}")
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+        raise ModelError(f"{name}: parts is how many encrypted sums each output may be split into, an int >= 1, "
+                         f"got {parts!r}")
+    widest = p + low_bits
+    if bits is not None and not 1 <= bits <= widest:
+        raise ModelError(f"{name}: bits must be in [1, {widest}] ({params.name} carries {p}-bit messages"
+                         + (f", features split at {low_bits} low bits" if low_bits else "") + f"), got {bits}")
     if encoding not in ("uniform", "thresholds"):
         raise ModelError(f"encoding is 'uniform' or 'thresholds', got {encoding!r}")
     depth = max(t.tree_.max_depth for t in spec.trees)
@@ -372,7 +461,7 @@ def _trees(est, name: str, x: np.ndarray, *, params: Params | None, bits: int | 
     encoders = {}
     for f, ts in splits.items():
         cuts = np.array(sorted(ts))
-        if encoding == "thresholds" and len(cuts) <= (1 << p) - 1:
+        if encoding == "thresholds" and len(cuts) <= (1 << widest) - 1:
             encoders[f] = Encoder(max(1, int(len(cuts)).bit_length()), cuts, strict=spec.strict)
         else:
             b = bits or p
@@ -388,11 +477,19 @@ def _trees(est, name: str, x: np.ndarray, *, params: Params | None, bits: int | 
     groups = [cut_leaves(t, params) for t in int_trees]
     outputs, steps, shifts = [], [], []
     for vals, idx in zip(spec.per_out, spec.tree_of, strict=True):
-        step, q, shift = _quantized_sum(vals, [groups[i] for i in idx], top, 1.0 if spec.single else None)
-        outputs.append([(i, d) for i, d in zip(idx, q, strict=True) if any(d.values())])
+        gs = [groups[i] for i in idx]
+        step, q, shift, bins = _quantized_sum(vals, gs, top, 1.0 if spec.single else None, parts,
+                                              budget(params))
+        out = []
+        for b in bins:  # a part: per tree, the values of the leaves of its lookups in the part
+            leaves: dict = {}
+            for j, g in b:
+                leaves.setdefault(j, {}).update({leaf: q[j][leaf] for leaf in gs[j][g]})
+            out.append([(idx[j], d) for j, d in sorted(leaves.items()) if any(d.values())])
+        outputs.append([o for o in out if o] or [[]])
         steps.append(step)
         shifts.append(shift)
-    model = TreeEnsemble(int_trees, encoders, outputs, spec.base, steps, shifts, params)
+    model = TreeEnsemble(int_trees, encoders, outputs, spec.base, steps, shifts, params, low_bits)
     return model, spec.how, spec.classes
 
 
@@ -449,10 +546,14 @@ class EncryptedEstimator(Runner):
                 self._spec = replace(self.model.spec, how=self.how, classes=classes)
             else:
                 t = self.trees
+                if len(t.part_of) == len(t.outputs):  # one sum per output: its grid
+                    out = dict(out_lo=t.lo, out_step=t.step)
+                else:  # parts added after decryption
+                    out = dict(out_parts=np.stack([t.part_of, np.zeros_like(t.part_of)], axis=1),
+                               out_scale=t.step, out_bias=t.lo)
                 self._spec = ClientSpec("tfhe", self.name, t.params.name, (self.estimator.n_features_in_,),
-                                        len(t.outputs), encoders=tuple((int(f), e) for f, e in zip(
-                                            t.features, t.encoders, strict=True)), out_lo=t.lo, out_step=t.step,
-                                        how=self.how, classes=classes)
+                                        len(t.outputs), encoders=t.input_encoders, how=self.how, classes=classes,
+                                        **out)
         return self._spec
 
     def _samples(self, x) -> np.ndarray:
@@ -532,12 +633,13 @@ def _agreement(a: np.ndarray, b: np.ndarray, classifier: bool) -> float:
 
 
 def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=None, bits: int | None = None,
-                 encoding: str = "uniform", check: int = 8, seed: bytes | None = None, progress="auto",
-                 **options) -> EncryptedEstimator:
+                 encoding: str = "uniform", low_bits: int = 0, parts: int = 1, check: int = 8,
+                 seed: bytes | None = None, progress="auto", **options) -> EncryptedEstimator:
     """Compile a fitted scikit-learn ``estimator`` (module docstring) to an encrypted program, calibrated on
     ``X_calibration`` (``[n, features]``, e.g. the training set). ``scheme``: ``"ckks"`` (default for linear
     models and perceptrons) or ``"tfhe"`` (trees: the only one). Trees: ``params`` a TFHE preset (default P4 for
-    one classification tree, P8 otherwise), ``bits`` and ``encoding`` as in the module docstring. Linear models and
+    one classification tree, P8 otherwise), ``bits`` and ``encoding`` as in the module docstring, ``low_bits`` and
+    ``parts`` as in its "Small presets" paragraph (e.g. 6-bit features on P4: ``low_bits=2``). Linear models and
     perceptrons: ``params`` and ``options`` as :func:`crossfhe.ml.compile_onnx`. ``check``: how many calibration
     samples to run encrypted now (0: none), compared in ``report``. ``progress``: as :func:`crossfhe.ml.compile_onnx`
     (the stages of compiling). ModelError for an estimator that is not
@@ -556,11 +658,13 @@ def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=
         if scheme not in (None, "tfhe"):
             raise ModelError(f"{name}: trees compile to TFHE only (comparisons are lookups); use scheme='tfhe'")
         if options:
-            raise ModelError(f"{name}: unknown options {sorted(options)} for trees (params, bits, encoding, check)")
+            raise ModelError(f"{name}: unknown options {sorted(options)} for trees (params, bits, encoding, "
+                             "low_bits, parts, check)")
         cb, what = progress_callback(progress), f"compiling {name} (TFHE)"
         steps = 3 if check else 2
         report_progress(cb, 0, steps, what)
-        model, how, classes = _trees(estimator, name, x, params=params, bits=bits, encoding=encoding)
+        model, how, classes = _trees(estimator, name, x, params=params, bits=bits, encoding=encoding,
+                                     low_bits=low_bits, parts=parts)
         model.name = name
         report_progress(cb, 1, steps, what)
         try:
@@ -570,7 +674,8 @@ def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=
         est = EncryptedEstimator(estimator, name, how, classes, trees=model, circuit=circuit)
         quant = est.predict_approximated(x)
         plain = estimator.predict(x)
-        est.report = TreeReport(name, model.params.name, encoding, model.input_bits, len(model.trees),
+        est.report = TreeReport(name, model.params.name, encoding, tuple(e.bits for e in model.encoders),
+                                len(model.trees),
                                 _agreement(quant, plain, classifier), cost=dict(circuit.cost),
                                 how_equal=classifier)
         report_progress(cb, 2, steps, what)
@@ -582,9 +687,9 @@ def from_sklearn(estimator, X_calibration, *, scheme: str | None = None, params=
             est.report.exact = bool(np.array_equal(got, est.decision_approximated(some)))
             report_progress(cb, 3, steps, what)
         return est
-    if bits is not None or encoding != "uniform":
-        raise ModelError(f"{name}: bits and encoding are options of tree models; a linear model or perceptron takes "
-                         "input_bits / act_bits (TFHE) or degree / precision (CKKS)")
+    if bits is not None or encoding != "uniform" or low_bits or parts != 1:
+        raise ModelError(f"{name}: bits, encoding, low_bits and parts are options of tree models; a linear model or "
+                         "perceptron takes input_bits / act_bits (TFHE) or degree / precision (CKKS)")
     net = _network(estimator, name, n)
     classes = getattr(estimator, "classes_", None) if classifier else None
     how = "value" if not classifier else ("binary_raw" if net.n_out == 1 else "label")
