@@ -78,11 +78,14 @@ rows unless ``--no-peer`` (arguments: :func:`peer_args`; same data, split and se
 model's record is attached as ``peer_record``, ``peer_median_ms`` and ``ratio`` (ours / peer, ms per sample at
 batch 1). xgb's peer is Concrete ML's XGBRegressor (model ``xgbreg``) with the same estimators, depth, learning
 rate, base score, tree method and seed, n_bits 6 (4 with ``--quick``) for its inputs and leaves, fitted on the same
-split; it sums the trees' decrypted leaf values in the clear (Concrete ML's default), ours sums them encrypted. For
-mlp and cnn a second peer runs our own integer network: :func:`export_network` writes it and
+split; it sums the trees' decrypted leaf values in the clear (Concrete ML's default), ours adds its 50 partial sums
+in the clear. For mlp and cnn a second peer runs our own integer network: :func:`export_network` writes it and
 benchmarks/concrete_python_peer.py compiles it with concrete-python (the same integers, its own TFHE parameters,
 outputs checked equal to ours): ``same_model_record``, ``same_model_ms`` and ``same_model_ratio``. This is the CNN
-comparison, since Concrete ML's own CNN compiles to wrong outputs.
+comparison, since Concrete ML's own CNN compiles to wrong outputs. For gpt2_head and gpt2_block (no Concrete ML
+model) the same-model peer is benchmarks/concrete_graph_peer.py: :func:`export_graph_for_peer` writes our
+unoptimized circuit (benchmarks/graph_export.py) and concrete-python compiles the same integer graph, lookup for
+lookup, where it has at most :data:`GRAPH_PEER_MAX_LOOKUPS` lookups (``--quick``, or a smaller ``--gpt2-size``).
 """
 
 from __future__ import annotations
@@ -136,6 +139,8 @@ def _parse(argv=None) -> argparse.Namespace:
                                                     "(the peer's too; Concrete ML 1.9 compiles 10x3x2 at most: knn10)")
     p.add_argument("--tree-depth", type=int, default=6, help="the decision tree's max_depth (the peer's too; "
                                                              "Taurus: 8 to 18)")
+    p.add_argument("--gpt2-size", default="768x12x8", help="the gpt2 workloads' D_MODELxHEADSxTOKENS without --quick "
+                                                         "(GPT-2 small: 768x12x8)")
     p.add_argument("--no-peer", action="store_true", help="skip the Concrete ML peer")
     p.add_argument("--peer-samples", type=int, default=5, help="samples the peer runs, one at a time")
     p.add_argument("--peer-beside", action="store_true",
@@ -201,11 +206,27 @@ def _deep(depth: int, quick: bool) -> dict:
             "seed": 0, "preset": "P6"}
 
 
+GPT2_SIZE = {"d_model": 768, "n_heads": 12, "seq_len": 8}
+"""The gpt2 workloads' shape without ``--quick`` (``--gpt2-size``): GPT-2 small's."""
+
+
 def _gpt2(cls: str, quick: bool) -> dict:
-    """GPT-2 small's attention (crossfhe.apps.attention): d_model 768, 12 heads of 64, 8 tokens, P6 with its
-    default widths (2-bit inputs, 3-bit operands); ``quick``: d_model 8, 2 heads of 4, 3 tokens, P4."""
-    size = {"d_model": 8, "n_heads": 2, "seq_len": 3} if quick else {"d_model": 768, "n_heads": 12, "seq_len": 8}
+    """GPT-2 small's attention (crossfhe.apps.attention): d_model 768, 12 heads of 64, 8 tokens (or
+    ``--gpt2-size``), P6 with its default widths (2-bit inputs, 3-bit operands); ``quick``: d_model 8, 2 heads of
+    4, 3 tokens, P4."""
+    size = {"d_model": 8, "n_heads": 2, "seq_len": 3} if quick else dict(GPT2_SIZE)
     return {"class": cls, **size, "seed": 0, "preset": "P4" if quick else "P6"}
+
+
+def gpt2_size(text: str) -> dict:
+    """``--gpt2-size`` DxHxT: d_model D, H heads (D divisible by H), T tokens."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(v.isdigit() and int(v) > 0 for v in parts):
+        raise SystemExit(f"--gpt2-size is D_MODELxHEADSxTOKENS (e.g. 768x12x8), got {text!r}")
+    d, h, t = (int(v) for v in parts)
+    if d % h:
+        raise SystemExit(f"--gpt2-size: d_model {d} is not divisible by {h} heads")
+    return {"d_model": d, "n_heads": h, "seq_len": t}
 
 
 GPT2_CALIBRATION = 32
@@ -329,6 +350,9 @@ def measure(name: str, args, key_cache: dict) -> dict:
         predict_float = model.predict_float
         plain = model.predict_plain(data.x_test)
     counts = model.counts()
+    if kind == "gpt2" and not args.no_peer:
+        export_graph_for_peer(name, model, model.encode(model.sample_inputs(args.peer_samples, seed=7)),
+                              counts["before"]["bootstraps"])
     keys, keygen_s = _keys(model.params, key_cache)
     y = None if kind == "gpt2" else np.asarray(data.y_test)
     x1 = data.x_test[:1]
@@ -495,6 +519,61 @@ def run_same_model(samples: int, threads: int) -> dict:
     return out
 
 
+GRAPH_EXPORTS: dict = {}
+"""Our workload name -> the graph :func:`export_graph_for_peer` wrote for concrete-python (this run's), or the
+reason none was written."""
+
+GRAPH_PEER_MAX_LOOKUPS = 5000
+"""The largest unoptimized circuit (lookups) handed to concrete-python: it compiles and runs one sample at a time,
+scalar operations (1424 lookups at P6: about a minute to compile); GPT-2 small's head (54k lookups) is not."""
+
+
+def export_graph_for_peer(name: str, model, q, lookups: int) -> None:
+    """The unoptimized graph of ``model`` with samples ``q`` for benchmarks/concrete_graph_peer.py
+    (benchmarks/graph_export.py), in :data:`GRAPH_EXPORTS`; a reason instead when the circuit has more than
+    :data:`GRAPH_PEER_MAX_LOOKUPS` lookups."""
+    if lookups > GRAPH_PEER_MAX_LOOKUPS:
+        GRAPH_EXPORTS[name] = f"{lookups} lookups, above GRAPH_PEER_MAX_LOOKUPS {GRAPH_PEER_MAX_LOOKUPS}"
+        return
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("graph_export", HERE / "graph_export.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    path = Path(tempfile.mkdtemp(prefix="taurus-")) / f"{name}.json"
+    mod.export_graph(model, q, path)
+    GRAPH_EXPORTS[name] = path
+
+
+def run_graph_peer(samples: int, threads: int) -> dict:
+    """benchmarks/concrete_graph_peer.py (concrete-python on our unoptimized graph, the same integers, outputs
+    checked equal to ours) on each graph in :data:`GRAPH_EXPORTS`, one process each: {our name: its record, or
+    {"skipped": reason}}; empty where the script or .venv-concrete is missing."""
+    script = HERE / "concrete_graph_peer.py"
+    python = HERE.parent / ".venv-concrete" / "bin" / "python"
+    if not GRAPH_EXPORTS or not script.exists() or not python.exists():
+        return {}
+    out = {}
+    for name, path in GRAPH_EXPORTS.items():
+        if not isinstance(path, Path):
+            out[name] = {"skipped": path}
+            continue
+        r = subprocess.run([str(python), str(script), str(path), "--samples", str(samples), "--threads",
+                            str(threads), "--warmup", "0"], capture_output=True, text=True, env=_worker_env())
+        lines = r.stdout.strip().splitlines()
+        try:
+            models = json.loads(lines[-1]).get("models", {}) if lines else {}
+        except json.JSONDecodeError:
+            models = {}
+        if path.stem in models:
+            out[name] = {"peer": "concrete-python", **models[path.stem]}
+        else:
+            print(f"# concrete-python graph peer failed on {name} (status {r.returncode}):\n{r.stderr[-2000:]}",
+                  file=sys.stderr)
+            out[name] = {"error": f"exit status {r.returncode}"}
+    return out
+
+
 PEER_NAMES = {"tree": "tree", "tree10": "tree10", "gbt": "xgb", "knn": "knn", "knn10": "knn10", "mlp": "mlp",
               "cnn": "cnn", "xgb": "xgbreg", "nn20": "nn20", "nn50": "nn50"}
 """Our workload names -> benchmarks/concrete_peer.py's model names."""
@@ -580,9 +659,11 @@ def _table(records: list[dict]) -> None:
             print(f"       {r['name']} compiled with optimize=False: {r['unoptimized_median_ms']:.0f} ms at batch 1")
         if r.get("same_model_record"):
             sm = r["same_model_record"]
-            print(f"       {r['name']}, our integer network in concrete-python: "
-                  + (f"{sm['ms_per_sample']:.0f} ms, exact {sm.get('exact')}, ours / it "
-                     f"{r['same_model_ratio']:.2f}" if sm.get("ms_per_sample") else f"failed: {sm.get('error')}"))
+            what = ("not run: " + sm["skipped"] if sm.get("skipped") else
+                    f"{sm['ms_per_sample']:.0f} ms, exact {sm.get('exact')}, ours / it {r['same_model_ratio']:.2f}"
+                    + (f", {sm['circuit']['pbs_count']} PBS" if (sm.get("circuit") or {}).get("pbs_count") else "")
+                    if sm.get("ms_per_sample") else f"failed: {sm.get('error')}")
+            print(f"       {r['name']}, our integer model in concrete-python: {what}")
         if r.get("peer_error"):
             print(f"       {r['name']}: the peer failed: {r['peer_error']}")
         if not r["exact"]:
@@ -624,6 +705,7 @@ def knn_size(text: str) -> dict:
 def main(argv=None) -> int:
     args = _parse(argv)
     KNN_SIZE.update(knn_size(args.knn))
+    GPT2_SIZE.update(gpt2_size(args.gpt2_size))
     TREE["max_depth"] = args.tree_depth
     if args.quick:
         args.batch, args.reps = min(args.batch, 2), min(args.reps, 3)
@@ -658,7 +740,7 @@ def main(argv=None) -> int:
                 rec.update(peer_name=peer.get("peer", "concrete-ml"), peer_median_ms=peer["ms_per_sample"],
                            peer_beside=beside is not None,
                            peer_record=peer, ratio=rec["median_ms"] / peer["ms_per_sample"])
-        same = run_same_model(args.peer_samples, threads)
+        same = {**run_same_model(args.peer_samples, threads), **run_graph_peer(args.peer_samples, threads)}
         for rec in records:
             peer = same.get(rec["name"])
             if peer:

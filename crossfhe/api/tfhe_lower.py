@@ -28,6 +28,8 @@ Traced ops: ``input {index[, bits]}``, ``add``, ``sub``, ``neg``, ``add_scalar {
 ``tables``     each lookup's table for p (``lookup {table}``: 2^p ints mod 2^p); every value annotated with its
                interval (``range``); raises for overflow or noise beyond the budget (required)
 ``cse``        merges equal values (operands of + ordered): equal (input, table mod 2^p) lookups become one
+``compose``    a lookup of c + w s, s one lookup's result and no other source, becomes one lookup of s's input
+               with the composed table (:func:`compose`): chains of lookups cost one bootstrap level
 ``ks_dedup``   the lookups of one input become one ``pbs`` node, its input key-switched once (Taurus §V
                KS-dedup), and a ``pick {index}`` per table
 ``acc_dedup``  the launches read the program's test vectors (``shared``): one per distinct table, however many
@@ -363,6 +365,74 @@ def tables(g: Graph, params: Params, *, check_outputs: bool = True) -> Graph:
     return Graph(out.scheme, out.nodes, out.inputs, out.outputs, {k: a for k, a in out.consts.items() if k in used})
 
 
+def _single_sources(g: Graph) -> list:
+    """Per node, its value as c + w s over at most one non-linear node s (an input, a lookup or a pick) as
+    (c, s, w), s None for a constant (w 0); None where it depends on several."""
+    form: list = []
+    for i, n in enumerate(g.nodes):
+        if n.op not in LINEAR:
+            form.append((0, i, 1))
+            continue
+        a = [form[x] for x in n.args]
+        if any(f is None for f in a):
+            form.append(None)
+        elif n.op in ("add", "sub"):
+            sign = 1 if n.op == "add" else -1
+            (c0, s0, w0), (c1, s1, w1) = a
+            if s0 is not None and s1 is not None and s0 != s1:
+                form.append(None)
+                continue
+            w = w0 + sign * w1
+            form.append((c0 + sign * c1, (s0 if s0 is not None else s1) if w else None, w))
+        elif n.op == "neg":
+            c, s_, w = a[0]
+            form.append((-c, s_, -w))
+        elif n.op == "add_scalar":
+            c, s_, w = a[0]
+            form.append((c + int(n.attr("c")), s_, w))
+        else:  # mul_int
+            c, s_, w = a[0]
+            k = int(n.attr("c"))
+            form.append((c * k, s_ if k else None, w * k))
+    return form
+
+
+def compose(g: Graph, params: Params) -> Graph:
+    """Lookup fusion (what Concrete's compiler does for chains of univariate operations): a lookup T_L whose input
+    is c + w s, with s = T_s[x] the result of one other lookup and no other source, becomes one lookup of x with the
+    table T[m] = T_L[c + w T_s[m]] for m in x's interval (0 elsewhere, never read). One bootstrap level less, and
+    T_s's bootstrap gone where nothing else reads s. Exact: the analysis bounded c + w s over the image of T_s on
+    x's interval (one source: that interval is exact) within [0, 2^p), so the composed index is the one the two
+    lookups read. Composed in order, so a chain of lookups becomes one. The noise is x's, which T_s read too."""
+    top = 1 << params.message_bits
+    form = _single_sources(g)
+    b = Builder(g.scheme, g.consts)
+    where: list[int] = []
+    for n in g.nodes:
+        args = [where[a] for a in n.args]
+        f = form[n.args[0]] if n.op == "lookup" else None
+        src = b.nodes[where[f[1]]] if f is not None and f[1] is not None else None
+        if src is not None and src.op == "lookup" and n.attr("table") and src.attr("table"):
+            c, _, w = f
+            x = src.args[0]
+            rng = b.nodes[x].attr("range")
+            if rng is not None:
+                m = np.arange(max(int(rng[0]), 0), min(int(rng[1]), top - 1) + 1)
+                inner = b.consts[src.attr("table")].astype(np.int64)[m]
+                idx = c + w * inner
+                if len(m) and idx.min() >= 0 and idx.max() < top:
+                    outer = g.consts[n.attr("table")]
+                    table = np.zeros(top, dtype=outer.dtype)
+                    table[m] = outer[idx]
+                    attrs = dict(n.attrs, table=b.const(table))
+                    where.append(b.add("lookup", (x,), attrs, n.loc))  # equal compositions merge
+                    continue
+        where.append(b.add(n.op, args, dict(n.attrs), n.loc, merge=False))
+    out = ir.dead_code(b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs]))
+    used = {v for n in out.nodes for _, v in n.attrs if isinstance(v, str)}
+    return Graph(out.scheme, out.nodes, out.inputs, out.outputs, {k: a for k, a in out.consts.items() if k in used})
+
+
 def ks_dedup(g: Graph, params: Params) -> Graph:
     """Taurus KS-dedup: the lookups of one value become one ``pbs`` node (its input key-switched once, a row per
     distinct table) placed at the first of them, and each lookup a ``pick {index}`` of its row."""
@@ -460,7 +530,7 @@ def batch(g: Graph, params: Params) -> Graph:
     return ir.dead_code(b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs]))
 
 
-PASSES = (("dead_code", dead_code), ("tables", tables), ("cse", cse), ("ks_dedup", ks_dedup),
+PASSES = (("dead_code", dead_code), ("tables", tables), ("cse", cse), ("compose", compose), ("ks_dedup", ks_dedup),
           ("acc_dedup", acc_dedup), ("batch", batch))
 """The passes of an optimized compile, in order (``optimize=False``: ``dead_code`` and ``tables``, what running
 needs: a value no output needs is neither checked nor computed)."""

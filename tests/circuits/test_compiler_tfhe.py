@@ -252,12 +252,45 @@ def test_pipeline_report():
         "dead_code": (6, 6, 6, 6, 5, 2),
         "tables": (6, 6, 6, 6, 5, 2),
         "cse": (5, 5, 5, 5, 5, 2),
+        "compose": (5, 5, 5, 5, 5, 2),  # u reads two lookups (h and c): nothing to compose
         "ks_dedup": (5, 3, 3, 5, 5, 2),
         "acc_dedup": (5, 3, 3, 2, 5, 2),
         "batch": (5, 2, 3, 2, 5, 2),
     }
     assert c.cost == dict(c.report)["batch"]
     _check_plain(c.graph)
+
+
+def chain(x, y):
+    a = x.apply(lambda v: (3 * v) % 8)
+    b = (a * 2 + 1).apply(lambda v: v // 3)  # one source, a: composes onto x
+    c = b.apply(lambda v: 15 - v)  # a chain: composes onto x too
+    d = (a + y).apply(lambda v: v % 5)  # two sources: stays, and keeps a alive
+    e = (y * 0 + b).apply(lambda v: v)  # y * 0 + b: b alone
+    return c, d, e, a
+
+
+def chain_reference(x, y):
+    a = 3 * x % 8
+    b = (2 * a + 1) // 3
+    return 15 - b, (a + y) % 5, b, a
+
+
+def test_compose_pass_fuses_lookups_of_one_lookup():
+    """A lookup of c + w s, s one lookup's result and no other source, becomes one lookup of s's input with the
+    composed table: b, c and e read x (depth 1), a stays for d and the output; the outputs are unchanged on every
+    input pair."""
+    c = _compile(chain, 3, 3)
+    rows = dict(c.report)
+    assert (rows["cse"]["bootstraps"], rows["cse"]["depth"]) == (5, 3)
+    assert (rows["compose"]["bootstraps"], rows["compose"]["depth"]) == (4, 2)  # b = e after composing: merged
+    g = c.graph
+    x, y = _all_pairs(3)
+    for got, want in zip(ct.evaluate_plain(g, P4, x, y), chain_reference(x, y), strict=True):
+        np.testing.assert_array_equal(got, want)
+    plain = ct.compose(ct.tables(c.traced, P4), P4)  # the pass alone: every composed lookup reads an input
+    reads = [plain.nodes[n.args[0]].op for n in plain.nodes if n.op == "lookup"]
+    assert reads.count("input") == 3 and len(reads) == 4
 
 
 def test_dead_code_pass():
