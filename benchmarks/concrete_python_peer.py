@@ -60,76 +60,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-P_ERROR_TFHE_RS = 2.0**-64  # TFHE-rs's default failure probability per PBS, the bound of our presets
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # concrete_common.py, also when loaded by path
 
-
-def _log(*a) -> None:
-    print(*a, file=sys.stderr, flush=True)
-
-
-def _load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
-
-
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def parse_probability(text: str) -> float:
-    """``tfhe-rs`` (2^-64), ``2^-64``, ``2**-64`` or a float."""
-    t = text.strip().lower()
-    if t in ("tfhe-rs", "tfhers", "tfhe_rs"):
-        return P_ERROR_TFHE_RS
-    for op in ("**", "^"):
-        if op in t:
-            base, exp = t.split(op, 1)
-            return float(base) ** float(exp)
-    return float(t)
-
-
-def set_threads(threads: int) -> dict:
-    """Thread-count variables (before concrete is imported) and affinity to ``threads`` of this process's CPUs."""
-    for var in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(threads)
-    cpus = None
-    if hasattr(os, "sched_setaffinity"):
-        allowed = sorted(os.sched_getaffinity(0))
-        try:
-            os.sched_setaffinity(0, set(allowed[:threads]))
-        except OSError:
-            pass
-        cpus = sorted(os.sched_getaffinity(0))
-    return {"threads": threads, "cpus": cpus}
-
-
-def _ms(ts: list[float]) -> dict:
-    if not ts:
-        return {"median": None, "min": None, "max": None}
-    return {"median": 1e3 * statistics.median(ts), "min": 1e3 * min(ts), "max": 1e3 * max(ts)}
-
-
-def _jsonable(v):
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        return float(v)
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    return str(v)
-
+from concrete_common import (  # noqa: E402
+    compile_and_run,
+    parse_probability,
+    set_threads,
+    statistics_of,
+)
+from concrete_common import jsonable as _jsonable  # noqa: E402
+from concrete_common import load_average as _load_average  # noqa: E402
+from concrete_common import log as _log  # noqa: E402
+from concrete_common import peak_rss_mib as _peak_rss_mib  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
 # The network
@@ -252,27 +200,15 @@ def circuit_info(circuit, p: int) -> dict:
         if pred.bounds is not None:
             tlu_ranges.append([int(pred.bounds[0]), int(pred.bounds[1])])
     max_enc = int(graph.maximum_integer_bit_width(is_encrypted_filter=True, assigned_bit_width=True))
-    st = circuit.statistics
     info = {
         "tlu_input_bits": tlu_bits, "tlu_input_range_measured": tlu_ranges, "max_encrypted_bits": max_enc,
         "bits_equal_p": bool(max_enc == p and all(b == p for b in tlu_bits)),
-        "p_error": float(circuit.p_error), "global_p_error": float(circuit.global_p_error),
-        "pbs_count": int(st["programmable_bootstrap_count"]), "ks_count": int(st["key_switch_count"]),
-        "packing_ks_count": int(st["packing_key_switch_count"]), "complexity": float(st["complexity"]),
-        "pbs_per_parameter": _jsonable(st["programmable_bootstrap_count_per_parameter"]),
-        "ks_per_parameter": _jsonable(st["key_switch_count_per_parameter"]),
-        "size_of_inputs": int(st["size_of_inputs"]), "size_of_outputs": int(st["size_of_outputs"]),
     }
-    for k in ("clear_addition_count", "encrypted_addition_count", "clear_multiplication_count",
-              "encrypted_negation_count"):
-        if k in st:
-            info[k] = int(st[k])
+    info.update(statistics_of(circuit))
     return info
 
 
 def run_model(path: Path, samples: int, warmup: int, p_error: float, threads: int, compress: bool) -> dict:
-    from concrete import fhe
-
     rec: dict = {"npz": str(path), "load_start": _load_average()}
     net = load_network(path)
     p = net["p"]
@@ -295,65 +231,9 @@ def run_model(path: Path, samples: int, warmup: int, p_error: float, threads: in
     if not all(pl["acc_in_range"] for pl in plans):
         _log(f"# {path.name}: interval bounds of some accumulator leave [0, 2^{p}) {rec['acc_ranges_analytic']}")
 
-    config = fhe.Configuration(
-        p_error=p_error, global_p_error=None, show_progress=False, loop_parallelize=threads > 1,
-        dataflow_parallelize=False, auto_parallelize=False, compress_evaluation_keys=compress)
-    compiler = fhe.Compiler(build_function(net, plans), {"x": "encrypted"})
-    data = inputset(net)
-    rec["inputset_size"] = len(data)
-    t0 = time.perf_counter()
-    circuit = compiler.compile(data, config)
-    rec["compile_s"] = time.perf_counter() - t0
-    try:
-        rec["circuit"] = circuit_info(circuit, p)
-        t0 = time.perf_counter()
-        circuit.keygen(force=True)
-        rec["keygen_s"] = time.perf_counter() - t0
-        keys = {"evaluation_keys_compressed": compress}
-        for name, get in (("evaluation_keys_bytes", lambda: len(circuit.client.evaluation_keys.serialize())),
-                          ("bootstrap_keys_bytes", lambda: int(circuit.size_of_bootstrap_keys)),
-                          ("keyswitch_keys_bytes", lambda: int(circuit.size_of_keyswitch_keys)),
-                          ("secret_keys_bytes", lambda: int(circuit.size_of_secret_keys))):
-            try:
-                keys[name] = get()
-            except Exception as e:  # report what this version offers
-                keys[name] = None
-                keys[f"{name}_error"] = f"{type(e).__name__}: {e}"
-        rec["keys"] = keys
-        ci = rec["circuit"]
-        _log(f"{path.stem}: compiled in {rec['compile_s']:.1f} s ({ci['pbs_count']} PBS, TLU inputs "
-             f"{sorted(set(ci['tlu_input_bits']))} bits, max {ci['max_encrypted_bits']}, p_error "
-             f"{ci['p_error']:.2e}), keys in {rec['keygen_s']:.1f} s")
-
-        q, expected = net["q"], net["expected"]
-        for i in range(warmup):  # untimed: the first run loads the compiled library and touches the keys
-            circuit.decrypt(circuit.run(circuit.encrypt(q[i % len(q)])))
-        n = min(samples, len(q))
-        times: dict[str, list[float]] = {"encrypt": [], "run": [], "decrypt": [], "total": []}
-        mismatches, bad_samples = 0, []
-        for i in range(n):
-            t0 = time.perf_counter()
-            enc = circuit.encrypt(q[i])
-            t1 = time.perf_counter()
-            res = circuit.run(enc)
-            t2 = time.perf_counter()
-            out = np.asarray(circuit.decrypt(res), dtype=np.int64).reshape(-1)
-            t3 = time.perf_counter()
-            for k, v in (("encrypt", t1 - t0), ("run", t2 - t1), ("decrypt", t3 - t2), ("total", t3 - t0)):
-                times[k].append(v)
-            diff = int(np.count_nonzero(out != expected[i]))
-            mismatches += diff
-            if diff:
-                bad_samples.append(i)
-            _log(f"{path.stem}: sample {i}: {1e3 * (t3 - t0):.0f} ms ({'exact' if not diff else f'{diff} differ'})")
-        rec.update(samples=n, warmup=warmup, exact=mismatches == 0, mismatches=mismatches,
-                   mismatched_samples=bad_samples, ms_per_sample=_ms(times["total"])["median"],
-                   total_ms=_ms(times["total"]), encrypt_ms=_ms(times["encrypt"]), run_ms=_ms(times["run"]),
-                   decrypt_ms=_ms(times["decrypt"]))
-    finally:
-        circuit.cleanup()
-    rec["load_end"] = _load_average()
-    rec["peak_rss_mib"] = _peak_rss_mib()
+    rec.update(compile_and_run(build_function(net, plans), inputset(net), p_error, threads, compress,
+                               net["q"], net["expected"], samples, warmup, path.stem,
+                               lambda circuit: circuit_info(circuit, p)))
     return rec
 
 
