@@ -62,13 +62,13 @@ statistics (PBS and key-switch counts, complexity, parameters), the program's si
 time after ``--warmup`` untimed runs, encrypt / run / decrypt / total ms (median, min, max); ``exact`` and
 ``mismatches`` (output values differing from ``expected`` over all samples run); load average and peak RSS.
 
-**What Concrete made of it** (concrete-python 2.10, ``--linear affine``, 2^-64 per PBS, one thread): the GPT-2
-head d_model 8, 2 heads, 3 tokens at P4 (242 lookups, 24 two-bit inputs): every encrypted value 4 bits, inputs
-included (``bits_equal_p``), 239 TLU nodes, 202 lookups in its MLIR, 80 PBS in its statistics (consistent with
-the run time; its compiler fuses lookups, e.g. two in a row are one PBS, but which fusions take 202 to 80 here was
-not traced), all 12 outputs equal ours. d_model 64, 4 heads, 4 tokens at P6 (1424 lookups, 161 of them reading
-one other lookup's result): every value 6 bits, 1264 PBS. With ``--linear nodes`` the small head's negative
-intermediates make 5-bit TLUs beside 4-bit ones (89 PBS).
+**What Concrete made of it** (concrete-python 2.10, ``--linear affine``, 2^-64 per PBS, one thread, through
+bench_taurus.py on 2026-12-01): the GPT-2 head d_model 8, 2 heads, 3 tokens at P4 (242 lookups, 24 two-bit
+inputs): every encrypted value 4 bits, inputs included (``bits_equal_p``), 239 TLU nodes, 80 PBS and 80 key
+switches in its statistics, 889 ms per sample (11 ms per reported PBS, 3.7 per TLU node; which of the two it runs
+was not determined), all outputs equal ours. d_model 64, 4 heads, 4 tokens at P6 (1424 lookups, 160 of them
+reading one other lookup's result alone): every value 6 bits, 1264 PBS (our ``compose`` pass gives the same
+count).
 
 **Caveats.** Concrete picks its own TFHE parameters for this circuit (optimizing for its norms and p_error), where
 our presets are fixed; a PBS failure (probability p_error each) would show as a mismatch; one sample per run (no
