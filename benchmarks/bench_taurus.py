@@ -62,7 +62,9 @@ Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gi
   (840 values) -> ReLU -> dense 840 -> 92 -> ReLU -> (depth - 3) x [dense 92 -> 92 -> ReLU] -> dense 92 -> 10;
   NumPy training, seed 0, 10 float epochs then 10 quantization-aware ones (Adam 1e-3, cosine decay), the 92 x 92
   layers started at the identity; 2-bit inputs and activations (s_h: 99th percentile), |w| <= 3, P6: one lookup
-  per conv output and hidden neuron (840 + 92 (depth - 2) per image), depth - 1 bootstrap levels. Not in the default
+  per conv output and hidden neuron (840 + 92 (depth - 2) per image), depth - 1 bootstrap levels, before the
+  passes. The 92 x 92 layers quantize to diagonal matrices, so the compose pass folds them into the layer below
+  (nn20: 825 lookups, 2 levels): the network is deep in shape only (benchmarks/README.md). Not in the default
   list (minutes per image; the peer tens of minutes): name them. The peer is Concrete ML's
   ``compile_torch_model`` on the same architecture in torch (concrete_peer.py ``nn20`` / ``nn50``: trained in
   float, 30 epochs, post-training quantized at n_bits 6, rounding to 6 bits, exact), warm-up 0 (Concrete compiles
