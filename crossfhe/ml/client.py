@@ -97,7 +97,8 @@ def labels(how: str, classes, scores: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class ClientSpec:
     """The client side of a compiled model (module docstring). ``out_parts``: int64 ``[parts, 2]`` (output index,
-    offset) when a TFHE model's outputs are accumulator parts, with ``out_scale`` / ``out_bias`` per output;
+    offset) when a TFHE model's outputs are parts added after decryption (a network's accumulator parts, a tree
+    model's partial sums), with ``out_scale`` / ``out_bias`` per output;
     ``out_lo`` / ``out_step`` when they are lookups' grid indices. A tree model's inputs: ``encoders``, (feature,
     :class:`Encoder`) per circuit input. An estimator's: ``how`` its decision values become predictions
     (:func:`labels`) and its ``classes``."""
