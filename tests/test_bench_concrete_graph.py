@@ -6,15 +6,14 @@ concrete-python compiles a tiny GPT-2 attention head and decrypts our outputs (s
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _benchmarks import load as _load
 
 from crossfhe.api import TFHEInt
 from crossfhe.api import compile as compile_circuit
@@ -27,12 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 _VENV_PYTHON = Path(os.environ.get("CROSSFHE_CONCRETE_PYTHON", ROOT / ".venv-concrete" / "bin" / "python"))
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +185,8 @@ def test_bench_taurus_hands_small_gpt2_graphs_to_the_peer(export, head, tmp_path
             bench.gpt2_size(bad)
 
 
-# concrete-python lives in its own environment (benchmarks/setup_concrete.sh); skipped where it is absent.
+# concrete-python is not a crossfhe dependency: it lives in its own environment (benchmarks/setup_concrete.sh,
+# Concrete ML's pinned numpy and torch), which CI does not build; skipped where it is absent, run where it exists.
 @pytest.mark.slow
 @pytest.mark.skipif(not _VENV_PYTHON.exists(), reason="no .venv-concrete (bash benchmarks/setup_concrete.sh)")
 def test_concrete_runs_attention_head(export, head, tmp_path):

@@ -5,15 +5,14 @@ benchmarks/setup_concrete.sh), concrete-python compiles a tiny export and its en
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _benchmarks import load as _load
 
 pytest.importorskip("sklearn")  # the digits and the MLP come from scikit-learn (the `ml` extra)
 
@@ -25,12 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 _VENV_PYTHON = Path(os.environ.get("CROSSFHE_CONCRETE_PYTHON", ROOT / ".venv-concrete" / "bin" / "python"))
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")

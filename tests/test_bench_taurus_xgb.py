@@ -5,31 +5,22 @@ and ``exact``; the peer is asked for the same model."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _benchmarks import load as _load
 
 pytest.importorskip("sklearn")  # the diabetes table comes from scikit-learn (the `ml` extra)
 
 from crossfhe.apps import datasets  # noqa: E402
 from crossfhe.testing import INSECURE_TFHE_P4  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 SEED = bytes(range(32))
 TINY = {"class": "XGBRegressor", "n_estimators": 3, "max_depth": 2, "learning_rate": 0.5, "base_score": 0.5,
         "tree_method": "exact", "bits": 3, "seed": 0, "preset": "INSECURE_TFHE_P4"}
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _xgboost():

@@ -428,9 +428,7 @@ def compose(g: Graph, params: Params) -> Graph:
                     where.append(b.add("lookup", (x,), attrs, n.loc))  # equal compositions merge
                     continue
         where.append(b.add(n.op, args, dict(n.attrs), n.loc, merge=False))
-    out = ir.dead_code(b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs]))
-    used = {v for n in out.nodes for _, v in n.attrs if isinstance(v, str)}
-    return Graph(out.scheme, out.nodes, out.inputs, out.outputs, {k: a for k, a in out.consts.items() if k in used})
+    return ir.dead_code(b.graph([where[i] for i in g.inputs], [where[o] for o in g.outputs]))  # drops unused tables
 
 
 def ks_dedup(g: Graph, params: Params) -> Graph:
