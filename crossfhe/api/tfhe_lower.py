@@ -46,10 +46,14 @@ position, table position) pair of each result. :func:`cost` counts ``bootstraps`
 Lowering (:func:`interpret`): one item's circuit, each launch one :func:`crossfhe.tfhe.ops.pbs_rows`. The linear
 operations between launches are not lowered one by one: :func:`linear_plan` writes each value a launch or an
 output reads as integer coefficients over the sources (inputs, lookups, picks) plus its constants, and each such
-segment runs as one int32 matrix product on the sources' words split into bytes (exact mod q; the coefficients and
-constants are arguments, ``linear`` in the runtime). A launch's results stay one array, gathered by runs of rows.
-A network layer of 92 neurons over 840 inputs is then one product, not 77,000 additions in the program (a
-four-layer network compiled in 5.5 s instead of 84 s, benchmarks/README.md). The runtime
+segment runs either as one int32 matrix product on the sources' words split into bytes (:func:`_fused`) or, where
+few coefficients are nonzero, as one gathered source row per nonzero term on the words' 16-bit halves
+(:func:`_sparse`); both exact mod q, the coefficients and constants arguments (``linear`` in the runtime). A
+launch's results stay one array, gathered by runs of rows. A network layer of 92 neurons over 840 inputs is then
+one product, not 77,000 additions in the program (a four-layer network compiled in 5.5 s instead of 84 s,
+benchmarks/README.md). A launch of more than :data:`LAUNCH_ROWS` rows runs in chunks of rows inside the program
+(:func:`jax.lax.map`; per chunk its sparse segment rows and :func:`crossfhe.tfhe.ops.pbs_each`), so the program's
+working memory follows the chunk, not the circuit. The runtime
 (:func:`runtime`) is :func:`crossfhe.tfhe.ops.program_key` of the server key (the route of the eager ``pbs``,
 decided there on the host) and the tables, int32 ``[T, 2^p]``. The FFT routes' float64 arrays need
 ``jax.enable_x64``: :meth:`TFHEScheme.scope`.
@@ -60,6 +64,7 @@ from __future__ import annotations
 import weakref
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -678,9 +683,42 @@ def linear_plan(g: Graph) -> dict | None:
     return plan
 
 
+SPARSE_L1 = 1 << 15
+"""A segment runs sparse (:func:`_sparse`) only where every row's sum of |c| is below this: its products with a
+word's 16-bit halves then fit int32."""
+
+SPARSE_GAIN = 10
+"""A segment runs sparse where its nonzero coefficients, times this, are fewer than its dense matrix's entries:
+measured on one CPU core on P6 words (benchmarks/README.md, "Sparse segments"), a sparse term (a gathered row, two
+16-bit products) costs about as much as ten dense ones (four byte planes through int32 matrix products)."""
+
+LAUNCH_ROWS = 2048
+"""A launch of more rows runs as chunks of this many rows, one after another (:func:`jax.lax.map`): its segment
+and its bootstraps per chunk, so the program's temporary memory follows the chunk, not the launch (GPT-2 small's
+projections are 45,536 rows of 16,385 words)."""
+
+
+def _sparse_form(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(idx int32 [rows, K], coef int32 [rows, K]): each row's nonzero coefficients and their columns, K the most
+    in a row (at least 1), padded with coefficient 0 on column 0."""
+    nnz = (mat != 0).sum(axis=1)
+    most = max(1, int(nnz.max()) if len(nnz) else 1)
+    idx = np.zeros((len(mat), most), np.int32)
+    coef = np.zeros((len(mat), most), np.int32)
+    for r, row in enumerate(mat):
+        cols = np.flatnonzero(row)
+        idx[r, :len(cols)], coef[r, :len(cols)] = cols, row[cols]
+    return idx, coef
+
+
 def _plan_constants(g: Graph, params: Params, plan: dict) -> dict:
-    """The fused segments' arguments by consumer: ``coef`` int32 [rows, sources], ``const`` uint32 [rows, limbs]
-    (sum_k d_k e_k mod each q, e_k the encoded constants) and ``radix`` uint32 [4, limbs] (2^(8k) mod q)."""
+    """The fused segments' arguments by consumer, ``const`` uint32 [rows, limbs] (sum_k d_k e_k mod each q, e_k the
+    encoded constants) and either ``coef`` int32 [rows, sources] (dense: :func:`_fused`) or ``idx`` and ``coef``
+    int32 [rows, K] (sparse, :func:`_sparse_form`: :func:`_sparse`, where every row's sum |c| < :data:`SPARSE_L1`
+    and the nonzeros are fewer than 1 / :data:`SPARSE_GAIN` of the entries). A launch of more than
+    :data:`LAUNCH_ROWS` rows whose segment can run sparse gets its rows' forms instead (row r: its input's), padded
+    to whole chunks, [chunks, LAUNCH_ROWS, ...], with ``slot`` int32 [chunks, LAUNCH_ROWS]: row r's table among the
+    launch's (:func:`_launch_tables`). ``radix`` uint32 [4, limbs]: 2^(8k) mod q."""
     q = [int(x) for x in params.moduli]
     out = {"radix": np.array([[pow(2, 8 * k, x) for x in q] for k in range(4)], dtype=np.uint32)}
     for key, (_, mat, consts) in plan.items():
@@ -691,7 +729,25 @@ def _plan_constants(g: Graph, params: Params, plan: dict) -> dict:
                 e = ops.encode(params, g.nodes[node].attr("c"))
                 acc = [(a + d * int(w)) % x for a, w, x in zip(acc, e, q)]
             const[r] = acc
-        out[str(key)] = {"coef": mat.astype(np.int32), "const": const}
+        small = mat.size == 0 or int(np.abs(mat).sum(axis=1).max()) < SPARSE_L1
+        rows = _rows(g.nodes[key]) if key != "out" else ()
+        if small and len(rows) > LAUNCH_ROWS:
+            idx, coef = _sparse_form(mat)
+            pick = np.array([r[0] for r in rows], np.int64)
+            pad = -len(rows) % LAUNCH_ROWS
+
+            def chunked(x, pick=pick, pad=pad):
+                x = np.concatenate([x[pick], np.zeros((pad,) + x.shape[1:], x.dtype)])
+                return x.reshape((-1, LAUNCH_ROWS) + x.shape[1:])
+
+            slot = np.concatenate([np.array([r[1] for r in rows], np.int32), np.zeros(pad, np.int32)])
+            out[str(key)] = {"idx": chunked(idx), "coef": chunked(coef), "const": chunked(const),
+                             "slot": slot.reshape(-1, LAUNCH_ROWS)}
+        elif small and SPARSE_GAIN * int((mat != 0).sum()) < mat.size:
+            idx, coef = _sparse_form(mat)
+            out[str(key)] = {"idx": idx, "coef": coef, "const": const}
+        else:
+            out[str(key)] = {"coef": mat.astype(np.int32), "const": const}
     return out
 
 
@@ -714,24 +770,71 @@ def _fused(words, seg: dict, radix, moduli):
     return add_mod(total[..., 0], seg["const"], qa.reshape(-1)), total[..., 1:]
 
 
+def _sparse(words, seg: dict, moduli):
+    """One sparse segment (:func:`_sparse_form`): row r is sum_j coef[r, j] x_idx[r, j] + const[r] of the sources'
+    words ``words`` uint32 [m, L, 1 + kN], exact mod each q: (b [rows, L], a [rows, L, kN]). Each word is split into
+    16-bit halves, each half's sum an int32 (sum |c| < 2^15), reduced mod q and the high one weighted by 2^16 mod q;
+    one gathered row per term, the K terms unrolled."""
+    qa = np.array(moduli, np.uint32).reshape(-1, 1)
+    t = ModulusTable.create(moduli)
+    idx, coef = seg["idx"], seg["coef"]
+    lo = hi = None
+    for j in range(idx.shape[1]):
+        x = words[idx[:, j]]
+        c = coef[:, j][:, None, None]
+        tl, th = c * (x & np.uint32(0xFFFF)).astype(jnp.int32), c * (x >> np.uint32(16)).astype(jnp.int32)
+        lo, hi = (tl, th) if lo is None else (lo + tl, hi + th)
+    q32 = qa.astype(np.int32)[None]
+    lo = jnp.remainder(lo, q32).astype(jnp.uint32)
+    hi = jnp.remainder(hi, q32).astype(jnp.uint32)
+    shift = np.array([pow(2, 16, int(x)) for x in moduli], np.uint32)[:, None]
+    total = add_mod(lo, barrett_mul(hi, shift, t.q, t.barrett_mu, t.bits), qa)
+    return add_mod(total[..., 0], seg["const"], qa.reshape(-1)), total[..., 1:]
+
+
+def _segment_words(words, seg: dict, radix, moduli):
+    """A segment's rows by the form its arguments hold: :func:`_sparse` or :func:`_fused`."""
+    return _sparse(words, seg, moduli) if "idx" in seg else _fused(words, seg, radix, moduli)
+
+
 def _launcher(g: Graph, params: Params, rt, items: int):
     """run(node, b [m, L], a [m, L, kN]) -> (b [R, L], a [R, L, kN]): a launch as one
     :func:`crossfhe.tfhe.ops.pbs_rows`, its test vectors made from ``rt["tables"]`` (the ``shared`` ones once per
-    program, here)."""
+    program, here); ``run.chunked(node, words, seg)``: a launch of more than :data:`LAUNCH_ROWS` rows from its
+    sources' words and its chunked sparse segment."""
     index = {k: t for t, k in enumerate(table_keys(g))}
     shared = sorted({index[k] for n in g.nodes if n.op in LAUNCHES and n.attr("shared") for k in _launch_tables(n)})
     tv_shared = ops.make_test_vectors(params, rt["tables"][np.asarray(shared, np.int32)]) if shared else None
 
-    def run(n: Node, b, a):
-        keys, rows = _launch_tables(n), _rows(n)
+    def vectors(n: Node):
+        keys = _launch_tables(n)
         if n.attr("shared"):
-            tv, slot = tv_shared, [shared.index(index[k]) for k in keys]
-        else:
-            tv = ops.make_test_vectors(params, rt["tables"][np.asarray([index[k] for k in keys], np.int32)])
-            slot = list(range(len(keys)))
+            return tv_shared, [shared.index(index[k]) for k in keys]
+        return ops.make_test_vectors(params, rt["tables"][np.asarray([index[k] for k in keys], np.int32)]), \
+            list(range(len(keys)))
+
+    def run(n: Node, b, a):
+        rows = _rows(n)
+        tv, slot = vectors(n)
         return ops.pbs_rows(rt["key"], b, a, tv, tuple(r[0] for r in rows), tuple(slot[r[1]] for r in rows),
                             params=params, items=items)
 
+    def chunked(n: Node, words, seg: dict):
+        """A launch of more than :data:`LAUNCH_ROWS` rows: per chunk of rows, their segment rows (sparse) and
+        their bootstraps (:func:`crossfhe.tfhe.ops.pbs_each`), the chunks one after another."""
+        tv, slot = vectors(n)
+        if slot != list(range(len(slot))):
+            tv = tv[np.asarray(slot, np.int32)]
+
+        def one(xs):
+            b, a = _sparse(words, {"idx": xs[0], "coef": xs[1], "const": xs[2]}, params.moduli)
+            return ops.pbs_each(rt["key"], b, a, tv, xs[3], params=params, items=items)
+
+        ob, oa = jax.lax.map(one, (seg["idx"], seg["coef"], seg["const"], seg["slot"]))
+        total = len(_rows(n))
+        return ob.reshape((-1,) + ob.shape[2:])[:total], oa.reshape((-1,) + oa.shape[2:])[:total]
+
+    run.chunked = chunked
     return run
 
 
@@ -779,20 +882,25 @@ def _interpret_fused(g: Graph, params: Params, inputs, rt, items: int, plan: dic
             return parts[0]
         return jnp.concatenate([p[0] for p in parts]), jnp.concatenate([p[1] for p in parts])
 
+    def words_of(sources):
+        b, a = gather(sources)
+        return jnp.concatenate([b[..., None], a], axis=-1)
+
     def segment(key):
         sources, mat, consts = plan[key]
-        b, a = gather(sources)
         if not any(consts) and (mat.sum(axis=1) == 1).all() and (np.abs(mat).sum(axis=1) == 1).all():
+            b, a = gather(sources)
             pick = mat.argmax(axis=1)  # each row one source as it is
             return (b, a) if (pick == np.arange(len(sources))).all() else (b[pick], a[pick])
-        words = jnp.concatenate([b[..., None], a], axis=-1)
-        return _fused(words, rt["linear"][str(key)], rt["linear"]["radix"], moduli)
+        return _segment_words(words_of(sources), rt["linear"][str(key)], rt["linear"]["radix"], moduli)
 
     for i, n in enumerate(g.nodes):
         if n.op in LINEAR:
             continue  # computed where a launch or an output reads it
         if n.op == "input":
             vals[i] = inputs[g.inputs.index(i)]
+        elif n.op in LAUNCHES and "slot" in rt["linear"][str(i)]:
+            vals[i] = launch.chunked(n, words_of(plan[i][0]), rt["linear"][str(i)])
         elif n.op in LAUNCHES:
             ob, oa = launch(n, *segment(i))
             vals[i] = (ob[0], oa[0]) if n.op == "lookup" else (ob, oa)

@@ -437,6 +437,19 @@ def pbs_rows(key: PreparedKey, b, a, tv, inputs: tuple[int, ...], tables_of: tup
                              unroll=unroll, chunks=chunks)
 
 
+def pbs_each(key: PreparedKey, b, a, tv, slots, *, params: Params, unroll: int = 1, items: int = 1):
+    """Bootstraps of m inputs, input i against the test vector ``tv[slots[i]]`` (traceable): :func:`pbs_rows` with
+    one row per input and the tables picked by an array, ``slots`` int32 ``[m]`` in [0, T) (an argument of the
+    caller's program, not a static tuple: one program serves every chunk of a large launch). ``b`` uint32
+    ``[m, L]``, ``a`` uint32 ``[m, L, kN]``, ``tv`` :func:`make_test_vectors` ``[T, 2^nu, L, N]``; returns
+    (b ``[m, L]``, a ``[m, L, kN]``), the same words as :func:`pbs_rows` with ``inputs`` = 0 .. m - 1 and
+    ``tables_of`` = ``slots``."""
+    chunks = batch_chunks(params, int(b.shape[0]), key.kernels, type(key.product))
+    bt, at = keyswitch_words(b, a, ks_key(key, int(items) * int(b.shape[0])), key.ms_plan, params=params)
+    ob, oa = _bootstrap(key, bt, at, tv[slots][None], params=params, unroll=unroll, chunks=chunks)
+    return ob[0], oa[0]
+
+
 @partial(jit, static_argnames=("params", "inputs", "tables_of", "unroll", "chunks"))
 def _pbs_rows_program(key: PreparedKey, ksk, b, a, tv, *, params: Params, inputs: tuple, tables_of: tuple,
                       unroll: int, chunks: tuple[int, int]):
@@ -463,6 +476,7 @@ __all__ = [
     "lookup_table",
     "make_test_vectors",
     "pbs",
+    "pbs_each",
     "pbs_many",
     "pbs_rows",
     "per_input_tables",

@@ -9,7 +9,8 @@
   :func:`add_scalar`, :func:`mul_scalar` (``add_const``, ``mul_const``: their deprecated names);
 * key switching (:mod:`crossfhe.tfhe.keyswitch`): :func:`keyswitch`;
 * bootstrapping (:mod:`crossfhe.tfhe.bootstrap`): :func:`pbs`, :func:`pbs_many`, :func:`lookup_table`,
-  :func:`per_input_tables`, and for programs :func:`program_key`, :func:`pbs_rows`, :func:`make_test_vectors`.
+  :func:`per_input_tables`, and for programs :func:`program_key`, :func:`pbs_rows`, :func:`pbs_each`,
+  :func:`make_test_vectors`.
 
 Ciphertexts are :class:`crossfhe.core.lwe.LWECiphertext` of dimension k N over the GLWE modulus Q (the long key:
 the coefficients of the GLWE secret), phase b + <a, s> = m Delta + e, Delta = round(Q / 2^(p+1))
@@ -24,6 +25,7 @@ from crossfhe.tfhe.bootstrap import (
     lookup_table,
     make_test_vectors,
     pbs,
+    pbs_each,
     pbs_many,
     pbs_rows,
     per_input_tables,
@@ -73,6 +75,7 @@ __all__ = [
     "noise",
     "patterns",
     "pbs",
+    "pbs_each",
     "pbs_many",
     "pbs_rows",
     "per_input_tables",

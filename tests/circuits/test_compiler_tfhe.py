@@ -429,6 +429,81 @@ def test_linear_segments_fused_and_their_fallback(keys_p4):
     assert ct.linear_plan(ir.Graph("tfhe", tuple(nodes), c.graph.inputs, c.graph.outputs, c.graph.consts)) is None
 
 
+def _nine_lookups(*x):
+    """Nine lookups of three-term sums of five inputs (one launch of nine rows), then sums of their results."""
+    outs = [(x[j % 5] + x[(j + 1) % 5] * 2 - x[(j + 2) % 5] + 3).apply(lambda v, j=j: (v * (j + 1) + 1) % 8)
+            for j in range(9)]
+    return tuple(o + outs[0] for o in outs[1:]) + (outs[0] - outs[1] + 7,)
+
+
+def _nine_reference(*x):
+    outs = [((x[j % 5] + 2 * x[(j + 1) % 5] - x[(j + 2) % 5] + 3) * (j + 1) + 1) % 8 for j in range(9)]
+    return [o + outs[0] for o in outs[1:]] + [outs[0] - outs[1] + 7]
+
+
+def test_sparse_segments_and_chunked_launches_give_the_same_words(keys_p4, monkeypatch):
+    """A segment runs dense (int32 matrix products of byte planes), sparse (gathered rows, 16-bit halves) or, for a
+    launch of more than LAUNCH_ROWS rows, sparse per chunk of rows with each chunk's bootstraps (lax.map): the same
+    words on arbitrary words below q in all three forms, and exact encrypted in the chunked one."""
+    c = _compile(_nine_lookups, 2, 2, 2, 2, 2)
+    launch = next(i for i, n in enumerate(c.graph.nodes) if n.op == "pbs")
+    assert len(c.graph.nodes[launch].attr("rows")) == 9
+    rng = np.random.default_rng(8)
+    q = np.array(P4.moduli, dtype=np.uint64)
+    words = [((rng.integers(0, 2**31, len(q)) % q).astype(np.uint32),
+              (rng.integers(0, 2**31, (len(q), P4.long_dim)) % q[:, None]).astype(np.uint32)) for _ in range(5)]
+    rt_key = ops.program_key(ct._key_for(keys_p4.public, P4))
+    results = {}
+    for form, gain, rows in [("dense", 10**9, 2048), ("sparse", 0, 2048), ("chunked", 0, 4)]:
+        monkeypatch.setattr(ct, "SPARSE_GAIN", gain)
+        monkeypatch.setattr(ct, "LAUNCH_ROWS", rows)
+        lin = ct.constants(c.graph, P4)["linear"]
+        assert ("idx" in lin[str(launch)]) == (form != "dense")
+        assert ("slot" in lin[str(launch)]) == (form == "chunked")
+        if form == "chunked":
+            assert lin[str(launch)]["slot"].shape == (3, 4)  # 9 rows in chunks of 4, the last padded
+        with jax.enable_x64(bool(ops.product_for(P4).X64)):
+            results[form] = ct.interpret(c.graph, P4, words, {**ct.constants(c.graph, P4), "key": rt_key})
+    for form in ("sparse", "chunked"):
+        for (fb, fa), (db, da) in zip(results[form], results["dense"], strict=True):
+            np.testing.assert_array_equal(fb, db)
+            np.testing.assert_array_equal(fa, da)
+    xs = [rng.integers(0, 4, 3) for _ in range(5)]
+    c2 = _compile(_nine_lookups, 2, 2, 2, 2, 2)
+    c2.keys = keys_p4
+    for got, want in zip(c2.encrypt_run_decrypt(*xs), _nine_reference(*xs), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_sparse_segment_is_exact_at_its_coefficient_bound():
+    """ct._sparse against ct._fused on words just below q, rows whose |c| sum to 2^15 - 1 (the most a sparse
+    segment takes: its 16-bit halves' sums then fit int32); a row at 2^15 stays dense."""
+    rng = np.random.default_rng(9)
+    q = np.array(P4.moduli, dtype=np.int64)
+    m, width = 6, 1 + P4.long_dim
+    words = (q[None, :, None] - 1 - rng.integers(0, 3, (m, len(q), width))).astype(np.uint32)
+    mat = np.zeros((3, m), np.int64)
+    mat[0, [0, 3]] = [ct.SPARSE_L1 - 2, -1]
+    mat[1, [1, 2, 5]] = [-(ct.SPARSE_L1 // 2), ct.SPARSE_L1 // 4, 5]
+    mat[2, 4] = 1
+    const = rng.integers(0, 2**31, (3, len(q))).astype(np.uint32) % q.astype(np.uint32)
+    radix = np.array([[pow(2, 8 * k, int(x)) for x in q] for k in range(4)], dtype=np.uint32)
+    idx, coef = ct._sparse_form(mat)
+    assert idx.shape == (3, 3) and np.abs(mat).sum(axis=1).max() < ct.SPARSE_L1
+    sparse = ct._sparse(jax.numpy.asarray(words), {"idx": idx, "coef": coef, "const": const}, P4.moduli)
+    dense = ct._fused(jax.numpy.asarray(words), {"coef": mat.astype(np.int32), "const": const}, radix, P4.moduli)
+    want = (mat.astype(object) @ words.reshape(m, -1).astype(object)).reshape(3, len(q), width)
+    want = np.array(want % q.astype(object)[None, :, None], dtype=np.int64)
+    want[..., 0] = (want[..., 0] + const) % q
+    for got in (sparse, dense):
+        np.testing.assert_array_equal(np.asarray(got[0]), want[..., 0])
+        np.testing.assert_array_equal(np.asarray(got[1]), want[..., 1:])
+    wide = mat.copy()
+    wide[0, 0] = ct.SPARSE_L1 - 1
+    g = _compile(lambda x: x + 1, 2).graph
+    assert "idx" not in ct._plan_constants(g, P4, {"out": ((0, 1, 2, 3, 4, 5), wide, ((),) * 3)})["out"]
+
+
 @pytest.mark.parametrize("passes", [("tables",), ("tables", "cse", "ks_dedup")], ids=["lookups", "ks_dedup"])
 def test_unbatched_launches_run(keys_p4, passes):
     """The other forms the lowering meets: single lookups with their own test vectors; pbs nodes of one input."""
