@@ -666,17 +666,20 @@ def linear_plan(g: Graph) -> dict | None:
                           {"add": (c, c), "sub": (c, -c), "neg": (-c,), "add_scalar": (c,)}[n.op])
                 for y, cy in zip(n.args, spread):
                     coef[y] = coef.get(y, 0) + cy
-            rows.append(({k: v for k, v in src.items() if v}, consts))
-        sources = sorted({x for r, _ in rows for x in r})
-        col = {x: j for j, x in enumerate(sources)}
-        mat = np.zeros((len(rows), len(sources)), dtype=object)
-        for r, (terms, _) in enumerate(rows):
-            for x, c in terms.items():
-                mat[r, col[x]] = c
-        if len(sources) and np.abs(mat).sum(axis=1).max() >= FUSE_L1:
-            plan = None
-            break
-        plan[key] = (tuple(sources), mat.astype(np.int64), tuple(tuple(c) for _, c in rows))
+            terms = {k: v for k, v in src.items() if v}
+            if sum(abs(v) for v in terms.values()) >= FUSE_L1:
+                break
+            rows.append((terms, consts))
+        else:
+            sources = sorted({x for r, _ in rows for x in r})
+            col = {x: j for j, x in enumerate(sources)}
+            mat = np.zeros((len(rows), len(sources)), dtype=np.int64)  # |c| < FUSE_L1: int64 holds them
+            for r, (terms, _) in enumerate(rows):
+                mat[r, [col[x] for x in terms]] = list(terms.values())
+            plan[key] = (tuple(sources), mat, tuple(tuple(c) for _, c in rows))
+            continue
+        plan = None
+        break
     if len(_PLANS) > 8:
         _PLANS.clear()
     _PLANS[id(g)] = (g, plan)
