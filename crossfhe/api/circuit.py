@@ -546,9 +546,10 @@ class Circuit:
             leaves = [jax.device_put(x) for x in leaves]
         expected = self.__dict__.get("_runtime_digest")
         if expected is not None and hashlib.sha256(str(treedef).encode()).hexdigest() != expected:
-            raise ParameterError(f"{self.name}: these evaluation keys are laid out differently from the ones the "
-                                 "circuit was exported with (another dnum, key set or kernel set); export it again "
-                                 "with these keys")
+            raise ParameterError(f"{self.name}: these evaluation keys and constants are laid out differently from "
+                                 "the ones the circuit was exported with (another dnum, key set or kernel set, or a "
+                                 "crossfhe version that lays out the program's constants differently); export it "
+                                 "again with these keys and this version")
         self.__dict__["_runtime_cache"] = (public, leaves, treedef)
         return leaves, treedef
 

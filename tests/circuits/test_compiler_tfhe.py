@@ -578,6 +578,21 @@ def test_export_and_load(keys_p4, tmp_path):
         np.testing.assert_array_equal(got, want)
 
 
+# slow: an export lowers the program (seconds); test_export_and_load above is the same kind
+@pytest.mark.slow
+def test_exported_circuit_refuses_another_layout_of_its_constants(keys_p4, tmp_path, monkeypatch):
+    """A circuit exported where its segments ran sparse, loaded where they run dense (as a file from a version
+    with another rule would be): refused with a ParameterError saying to export it again, nothing run."""
+    c = _compile(_nine_lookups, 2, 2, 2, 2, 2)
+    c.keys = keys_p4
+    monkeypatch.setattr(ct, "SPARSE_GAIN", 0)
+    path = c.export(tmp_path / "nine.cfhe")
+    monkeypatch.setattr(ct, "SPARSE_GAIN", 10**9)
+    server = fhe.load(path, P4)
+    with pytest.raises(ParameterError, match="laid out differently.*export it again"):
+        server.run(*c.encrypt(*[np.array([1])] * 5), keys=keys_p4.public)
+
+
 @pytest.mark.slow
 def test_pbs_rows_matches_pbs_through_the_ntt(keys_p4):
     ck, sk = keys_p4.secret, keys_p4.public
