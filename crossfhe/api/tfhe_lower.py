@@ -695,6 +695,11 @@ SPARSE_GAIN = 10
 measured on one CPU core on P6 words (benchmarks/README.md, "Sparse segments"), a sparse term (a gathered row, two
 16-bit products) costs about as much as ten dense ones (four byte planes through int32 matrix products)."""
 
+SPARSE_TERMS = 24
+"""A segment below :data:`LAUNCH_ROWS` rows runs sparse only where no row has more nonzero terms than this: the
+terms are unrolled, and each adds about 35 ms to the program's compile on a CPU (a 4 x 784 segment with 100
+terms: 3.4 s against 0.3 s dense), which a circuit compiled once and run a few times does not win back."""
+
 LAUNCH_ROWS = 2048
 """A launch of more rows runs as chunks of this many rows, one after another (:func:`jax.lax.map`): its segment
 and its bootstraps per chunk, so the program's temporary memory follows the chunk, not the launch (GPT-2 small's
@@ -717,9 +722,10 @@ def _sparse_form(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _plan_constants(g: Graph, params: Params, plan: dict) -> dict:
     """The fused segments' arguments by consumer, ``const`` uint32 [rows, limbs] (sum_k d_k e_k mod each q, e_k the
     encoded constants) and either ``coef`` int32 [rows, sources] (dense: :func:`_fused`) or ``idx`` and ``coef``
-    int32 [rows, K] (sparse, :func:`_sparse_form`: :func:`_sparse`, where every row's sum |c| < :data:`SPARSE_L1`
-    and the nonzeros are fewer than 1 / :data:`SPARSE_GAIN` of the entries). A launch of more than
-    :data:`LAUNCH_ROWS` rows whose segment can run sparse gets its rows' forms instead (row r: its input's), padded
+    int32 [rows, K] (sparse, :func:`_sparse_form`: :func:`_sparse`, where every row's sum |c| < :data:`SPARSE_L1`,
+    K <= :data:`SPARSE_TERMS` and the nonzeros are fewer than 1 / :data:`SPARSE_GAIN` of the entries). A launch of
+    more than :data:`LAUNCH_ROWS` rows whose segment can run sparse gets its rows' forms instead (row r: its input's,
+    any K), padded
     to whole chunks, [chunks, LAUNCH_ROWS, ...], with ``slot`` int32 [chunks, LAUNCH_ROWS]: row r's table among the
     launch's (:func:`_launch_tables`). ``radix`` uint32 [4, limbs]: 2^(8k) mod q."""
     q = [int(x) for x in params.moduli]
@@ -746,7 +752,8 @@ def _plan_constants(g: Graph, params: Params, plan: dict) -> dict:
             slot = np.concatenate([np.array([r[1] for r in rows], np.int32), np.zeros(pad, np.int32)])
             out[str(key)] = {"idx": chunked(idx), "coef": chunked(coef), "const": chunked(const),
                              "slot": slot.reshape(-1, LAUNCH_ROWS)}
-        elif small and SPARSE_GAIN * int((mat != 0).sum()) < mat.size:
+        elif (small and SPARSE_GAIN * int((mat != 0).sum()) < mat.size
+              and int((mat != 0).sum(axis=1).max()) <= SPARSE_TERMS):
             idx, coef = _sparse_form(mat)
             out[str(key)] = {"idx": idx, "coef": coef, "const": const}
         else:
