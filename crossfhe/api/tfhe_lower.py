@@ -709,13 +709,13 @@ projections are 45,536 rows of 16,385 words)."""
 def _sparse_form(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(idx int32 [rows, K], coef int32 [rows, K]): each row's nonzero coefficients and their columns, K the most
     in a row (at least 1), padded with coefficient 0 on column 0."""
-    nnz = (mat != 0).sum(axis=1)
+    rows, cols = np.nonzero(mat)  # row-major: each row's columns increasing
+    nnz = np.bincount(rows, minlength=len(mat))
     most = max(1, int(nnz.max()) if len(nnz) else 1)
+    slot = np.arange(len(rows)) - np.repeat(np.cumsum(nnz) - nnz, nnz)
     idx = np.zeros((len(mat), most), np.int32)
     coef = np.zeros((len(mat), most), np.int32)
-    for r, row in enumerate(mat):
-        cols = np.flatnonzero(row)
-        idx[r, :len(cols)], coef[r, :len(cols)] = cols, row[cols]
+    idx[rows, slot], coef[rows, slot] = cols, mat[rows, cols]
     return idx, coef
 
 
