@@ -60,11 +60,10 @@ Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gi
 - nn20, nn50 (Taurus's CNN-20 and CNN-50: Zama's NN-20 and NN-50, Chillotti, Joye and Paillier 2021):
   ``crossfhe.apps.qnn.QuantizedDeepNN(depth=20 or 50)`` on digits(28): conv 2 maps of 10 x 11, stride 1, padding 1
   (840 values) -> ReLU -> dense 840 -> 92 -> ReLU -> (depth - 3) x [dense 92 -> 92 -> ReLU] -> dense 92 -> 10;
-  NumPy training, seed 0, 10 float epochs then 10 quantization-aware ones (Adam 1e-3, cosine decay), the 92 x 92
-  layers started at the identity; 2-bit inputs and activations (s_h: 99th percentile), |w| <= 3, P6: one lookup
-  per conv output and hidden neuron (840 + 92 (depth - 2) per image), depth - 1 bootstrap levels, before the
-  passes. The 92 x 92 layers quantize to diagonal matrices, so the compose pass folds them into the layer below
-  (nn20: 825 lookups, 2 levels): the network is deep in shape only (benchmarks/README.md). Not in the default
+  JAX training, seed 0, 30 float epochs then 60 quantization-aware ones (Adam 1e-3, then 3e-3, cosine decay), the
+  92 x 92 layers started looks-linear ([[U, -U], [-U, U]], U orthogonal), batch normalization folded into each
+  lookup; 2-bit inputs and activations, |w| <= 3, P8: one lookup per conv output and hidden neuron (840 + 92
+  (depth - 2) per image), depth - 1 bootstrap levels; the 92 x 92 layers stay dense. Not in the default
   list (minutes per image; the peer tens of minutes): name them. The peer is Concrete ML's
   ``compile_torch_model`` on the same architecture in torch (concrete_peer.py ``nn20`` / ``nn50``: trained in
   float, 30 epochs, post-training quantized at n_bits 6, rounding to 6 bits, exact), warm-up 0 (Concrete compiles
@@ -196,7 +195,8 @@ def _model(name: str, quick: bool):
 
 def _deep(depth: int, quick: bool) -> dict:
     """Zama's NN-``depth`` (crossfhe.apps.qnn.QuantizedDeepNN: conv 2 x 10 x 11, padding 1, then 92-wide dense
-    layers; ``depth`` layers), 2-bit inputs and activations, |w| <= 3, P6; ``quick``: depth 4, width 8, one map of
+    layers; ``depth`` layers), 2-bit inputs and activations, |w| <= 3, batch normalization folded into the
+    lookups, looks-linear start, P8; ``quick``: depth 4, width 8, one map of
     24 x 24 (25 windows), 1-bit inputs, P4, a few epochs."""
     if quick:
         return {"class": "QuantizedDeepNN", "depth": 4 if depth == 20 else 5, "width": 8, "channels": 1,
@@ -204,8 +204,8 @@ def _deep(depth: int, quick: bool) -> dict:
                 "input_bits": 1, "act_bits": 1, "weight_max": 3, "epochs": 2, "qat_epochs": 1, "seed": 0,
                 "preset": "P4"}
     return {"class": "QuantizedDeepNN", "depth": depth, "width": 92, "channels": 2, "kernel": [10, 11], "padding": 1,
-            "input_bits": 2, "act_bits": 2, "weight_max": 3, "epochs": 10, "qat_epochs": 10, "percentile": 99.0,
-            "seed": 0, "preset": "P6"}
+            "input_bits": 2, "act_bits": 2, "weight_max": 3, "epochs": 30, "qat_epochs": 60, "start": "looks-linear",
+            "seed": 0, "preset": "P8"}
 
 
 GPT2_SIZE = {"d_model": 768, "n_heads": 12, "seq_len": 8}

@@ -376,35 +376,46 @@ class QuantizedDeepNN(_Network):
     CNN-20 and CNN-50): a convolution of ``channels`` maps, kernel ``kernel`` (10 x 11), stride 1, zero padding
     ``padding`` (1), so 2 x 21 x 20 = 840 values, then a dense layer 840 -> ``width`` (92), ``depth`` - 3 dense
     layers ``width`` -> ``width``, and a dense output layer -> 10: ``depth`` layers, every one but the last
-    followed by ReLU, which with the requantization to ``act_bits`` bits is one lookup per neuron. Lookups per
-    image: 840 + (``depth`` - 2) ``width``; ``depth`` - 1 bootstrap levels.
+    followed by ReLU, which is one lookup per neuron. Lookups per image: 840 + (``depth`` - 2) ``width``;
+    ``depth`` - 1 bootstrap levels.
 
-    Training (NumPy, seeded, cross-entropy, Adam, batches of 64, the rate decaying to 0 along a cosine in each
-    phase): ``epochs`` epochs in float, then ``qat_epochs`` epochs through the integer model's function (module
-    docstring: weights as :func:`quantize_neurons` makes them for each neuron, activations
-    clamp(round(relu(z) / s_h)) s_h, s_h refreshed per epoch; straight-through gradients). The ``width`` x
-    ``width`` layers start as the identity plus N(0, 0.01 / width) noise (He initialisation elsewhere): a plain
-    stack of 20 or 50 ReLU layers trained from He initialisation alone does not survive its quantization (chance
-    accuracy at depth 20 here), while from the identity each layer starts by passing its inputs on, which the
-    2-bit requantization keeps exactly. The activation scale is the 99th percentile (``percentile``; 99.9 for the
-    shallow networks above): at 2 bits the coarser top step costs less than the clipped tail. The convolution stays
-    a convolution while training (one kernel per map; a window's row of the dense matrix is the kernel without the
-    positions on padding); it is quantized as the dense matrix it is, per neuron, so windows on the border may get
-    their own scale. ``predict_float`` is the float network before the quantization-aware epochs.
+    Every hidden neuron's pre-activation is batch-normalized while training, and the normalization is folded into
+    its lookup, so it costs nothing encrypted. Neuron j of a hidden layer reads integers a_i in [0, A] (A = 2^b - 1:
+    the quantized pixels, then the activations), has integer weights w_ji and scale s_j from
+    :func:`quantize_neurons` (|w| <= ``weight_max``, A sum_i |w_ji| <= 2^p - 1, sum_i w_ji^2 within the noise
+    budget), and its lookup is
 
-    Sizes for the presets: the accumulator of a neuron must fit the lookup, A sum_i |w_ji| <= 2^p - 1 (A = 2^b - 1
-    of its inputs), which for ``act_bits`` 2 at P6 leaves sum |w| <= 21 per neuron whatever its fan-in (840 for the
-    first dense layer): this, with 2-bit activations, is what the quantized model loses against the float one
-    (benchmarks/README.md, "NN-20 and NN-50")."""
+        T_j(acc) = clamp(round(g_j (s_j (acc - o_j) - mu_j) + beta_j), 0, 2^h - 1),   g_j = gamma_j / sqrt(var_j + eps),
+
+    over acc = sum_i w_ji a_i + o_j in [0, 2^p) (o_j = A sum_{w<0} |w_ji|): the normalization with the population
+    mean mu_j and variance var_j of s_j (acc - o_j) over the training set (the integer model's own, in float64),
+    ReLU, and the rounding to ``act_bits`` bits with a step of 1 (the learned gain gamma_j sets the scale). The
+    output layer has no lookup: s_k sum_parts (acc - o) + b_k in the clear (:meth:`scores`).
+
+    Training (JAX, seeded, cross-entropy, Adam, batches of 64, the rate along a cosine to 0 in each phase):
+    ``epochs`` epochs in float (ReLU, batch statistics), then ``qat_epochs`` through the integer model's function
+    (weights w s_j with s_j refreshed every step, activations clamp(round(y), 0, 2^h - 1); straight-through
+    gradients: through the roundings, and through the clamp where -1/2 < y < 2^h - 1/2); the lookups then use the
+    population statistics. ``start``: "looks-linear" (default) starts each ``width`` x ``width`` layer as
+    [[U, -U], [-U, U]] with U a random orthogonal matrix of half the width (Balduzzi et al. 2017), so that with ReLU
+    the stack starts as a linear map of its first layer's outputs and still trains at depth 50, with dense weights;
+    "he" is He initialisation everywhere (no ``width`` x ``width`` layer is special), which trains at depth 20 but
+    not at 50 here. ``noise`` adds that many He deviations to the looks-linear start. ``predict_float`` is the
+    float network after its float epochs (normalization at its population statistics).
+
+    Sizes for the presets: at P8 a hidden neuron's 92 inputs of 2 bits leave sum |w| <= 85, so |w| <= 3 keeps most
+    weights; the 840 -> 92 layer is the one the width bounds (benchmarks/README.md, "NN-20 and NN-50")."""
 
     name = "nn"
+    eps = 1e-5
+    """Batch normalization's epsilon."""
 
     def __init__(self, *, depth: int = 20, width: int = 92, channels: int = 2, kernel=(10, 11), padding: int = 1,
                  input_bits: int = 2, act_bits: int = 2, weight_max: int = 3, params=None, seed: int = 0,
-                 epochs: int = 10, qat_epochs: int = 10, rate: float = 1e-3, qat_rate: float = 1e-3,
-                 percentile: float = 99.0):
+                 epochs: int = 30, qat_epochs: int = 60, rate: float = 1e-3, qat_rate: float = 3e-3,
+                 start: str = "looks-linear", noise: float = 0.0):
         super().__init__(input_bits=input_bits, act_bits=act_bits, weight_max=weight_max,
-                         params=params or presets.P6, seed=seed)
+                         params=params or presets.P8, seed=seed)
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 3:
             raise ParameterError(f"depth must be an int >= 3 (a convolution, a dense layer and the output layer), "
                                  f"got {depth!r}")
@@ -413,14 +424,17 @@ class QuantizedDeepNN(_Network):
             raise ParameterError(f"kernel {kernel} with padding {padding} does not fit a {SIDE} x {SIDE} image")
         if int(width) < 1 or int(channels) < 1 or int(epochs) < 0 or int(qat_epochs) < 0:
             raise ParameterError("width and channels must be >= 1, epochs and qat_epochs >= 0")
+        if start not in ("he", "looks-linear") or (start == "looks-linear" and int(width) % 2):
+            raise ParameterError(f"start must be 'he' or 'looks-linear' (an even width), got {start!r} at width "
+                                 f"{width}")
+        if not 0.0 <= float(noise) <= 10.0:
+            raise ParameterError(f"noise must be in [0, 10] (times He's deviation), got {noise!r}")
         self.depth, self.width, self.channels = int(depth), int(width), int(channels)
         self.kernel, self.padding = kernel, int(padding)
         self.epochs, self.qat_epochs = int(epochs), int(qat_epochs)
         self.rate, self.qat_rate = float(rate), float(qat_rate)
+        self.start, self.noise = start, float(noise)
         self.name = f"nn{self.depth}"
-        if not 50.0 <= float(percentile) <= 100.0:
-            raise ParameterError(f"percentile must be in [50, 100], got {percentile!r}")
-        self.percentile = float(percentile)
 
     # -- the convolution in its two forms ------------------------------------------------------------------
 
@@ -444,92 +458,84 @@ class QuantizedDeepNN(_Network):
 
     # -- training --------------------------------------------------------------------------------------
 
-    def _fake(self, rows: np.ndarray, a_max: int, last: bool) -> np.ndarray:
-        w, s = quantize_neurons(rows, a_max, self.params, self.weight_max, split=last)
-        return w * s[:, None]
+    def _matrices(self, par: dict, win: np.ndarray) -> list:
+        """The float weight matrices, the convolution as its rows over kernel positions: float64 each."""
+        return [self._conv_rows(np.asarray(par["k"], np.float64), win)] + [
+            np.asarray(par[f"w{i}"], np.float64) for i in range(self.depth - 1)]
 
-    def _train(self, x, y, epochs: int, rate: float, quantized: bool, state: dict) -> None:
-        """``epochs`` epochs of Adam on ``state`` (kernel, conv bias, dense weights and biases), in float or through
-        the integer model (class docstring)."""
-        rng = np.random.default_rng(self.seed + (1 if quantized else 0))
-        win = state["win"]
-        rix, kix, pix = self._scatter(win)
-        cix = rix // len(win)
-        xs = self._scaled(x)
-        onehot = np.eye(10)[np.asarray(y)]
-        names = ["k", "bk"] + [f"{t}{i}" for i in range(len(state["dense"])) for t in "wb"]
-        par = {"k": state["k"], "bk": state["bk"]}
-        for i, (w, b) in enumerate(state["dense"]):
-            par[f"w{i}"], par[f"b{i}"] = w, b
-        mom = {n: np.zeros_like(par[n]) for n in names}
-        sec = {n: np.zeros_like(par[n]) for n in names}
+    def _scales(self, par: dict, win: np.ndarray) -> list:
+        """s_j of every layer as :func:`quantize_neurons` sets it for the current weights (the zeros of a window
+        on padding change nothing): float32 [rows] each."""
         h_max, in_max = (1 << self.act_bits) - 1, (1 << self.in_bits) - 1
-        depth, nw, kk = len(state["dense"]), len(win), win.shape[1]
-        step, batches = 0, max(1, len(xs) // 64)
-        total = max(1, epochs * batches)
+        mats = self._matrices(par, win)
+        return [np.asarray(quantize_neurons(m, in_max if n == 0 else h_max, self.params, self.weight_max,
+                                            split=n == len(mats) - 1)[1], np.float32) for n, m in enumerate(mats)]
 
-        def weights():
-            rows = self._conv_rows(par["k"], win)
-            if quantized:
-                rows = self._fake(rows, in_max, False)
-                ws = [self._fake(par[f"w{i}"], h_max, i == depth - 1) for i in range(depth)]
-            else:
-                ws = [par[f"w{i}"] for i in range(depth)]
-            dense = np.zeros((len(rows), SIDE * SIDE))
-            dense[rix, pix] = rows[rix, kix]
-            return [dense] + ws, [np.repeat(par["bk"], nw)] + [par[f"b{i}"] for i in range(depth)]
+    def _train(self, x, y, epochs: int, rate: float, state: dict, quantized: bool) -> None:
+        """``epochs`` epochs of Adam on ``state["par"]`` (class docstring), in float or through the integer
+        model."""
+        import jax
+        import jax.numpy as jnp
 
-        def act(z, s):
-            return np.clip(np.rint(np.maximum(z, 0) / s), 0, h_max) * s if quantized else np.maximum(z, 0)
-
-        def forward(xb, ws, bs, scales):
-            acts, pres = [xb], []
-            for i in range(depth + 1):
-                z = acts[-1] @ ws[i].T + bs[i]
-                pres.append(z)
-                if i < depth:
-                    acts.append(act(z, scales[i]))
-            return acts, pres
-
+        if not epochs:
+            return
+        rng = np.random.default_rng(self.seed + quantized)
+        xs, ys = self.encode(x).astype(np.float32), np.asarray(y)
+        geo = state["geometry"]
+        par = {n: jnp.asarray(v, jnp.float32) for n, v in state["par"].items()}
+        mom = jax.tree_util.tree_map(jnp.zeros_like, par)
+        sec = jax.tree_util.tree_map(jnp.zeros_like, par)
+        batches = max(1, len(xs) // 64)
+        total, step = epochs * batches, 0
+        ones = [np.ones(1, np.float32)] * self.depth
+        grad, _, adam = _deep_steps(self.channels, (1 << self.act_bits) - 1, self.eps)
         for _ in range(epochs):
-            scales = [1.0] * depth
-            if quantized:  # s_h per layer, as _quantize sets it: the percentile of relu(z) over 2^h - 1
-                ws, bs = weights()
-                scales, a = [], xs
-                for i in range(depth):
-                    z = a @ ws[i].T + bs[i]
-                    scales.append(max(float(np.percentile(np.maximum(z, 0), self.percentile)), 1e-9) / h_max)
-                    a = act(z, scales[-1])
             for idx in np.array_split(rng.permutation(len(xs)), batches):
-                ws, bs = weights()
-                acts, pres = forward(xs[idx], ws, bs, scales)
-                logits = pres[-1]
-                prob = np.exp(logits - logits.max(1, keepdims=True))
-                g = (prob / prob.sum(1, keepdims=True) - onehot[idx]) / len(idx)
-                grads = {}
-                for i in range(depth, -1, -1):
-                    gw, gb = g.T @ acts[i], g.sum(0)
-                    if i == 0:
-                        grads["k"] = np.bincount(cix * kk + kix, weights=gw[rix, pix],
-                                                 minlength=self.channels * kk).reshape(self.channels, kk)
-                        grads["bk"] = gb.reshape(self.channels, nw).sum(1)
-                        break
-                    grads[f"w{i - 1}"], grads[f"b{i - 1}"] = gw, gb
-                    z = pres[i - 1]
-                    g = (g @ ws[i]) * ((z > 0) & (z < (h_max + 0.5) * scales[i - 1]) if quantized else (z > 0))
-                lr = rate * 0.5 * (1 + np.cos(np.pi * step / total))  # cosine decay to 0
+                scales = self._scales(par, state["win"]) if quantized else ones
+                g = grad(par, geo, xs[idx], ys[idx], scales, None, quantized=quantized)
                 step += 1
-                for n in names:
-                    mom[n] = 0.9 * mom[n] + 0.1 * grads[n]
-                    sec[n] = 0.999 * sec[n] + 0.001 * grads[n] ** 2
-                    par[n] = par[n] - lr * (mom[n] / (1 - 0.9**step)) / (np.sqrt(sec[n] / (1 - 0.999**step)) + 1e-8)
-        state["k"], state["bk"] = par["k"], par["bk"]
-        state["dense"] = [(par[f"w{i}"], par[f"b{i}"]) for i in range(depth)]
+                lr = np.float32(rate * 0.5 * (1 + np.cos(np.pi * (step - 1) / total)))
+                par, mom, sec = adam(par, mom, sec, g, lr, np.float32(step))
+        state["par"] = {n: np.asarray(v, np.float64) for n, v in par.items()}
 
-    def _layers(self, state: dict) -> list:
-        win = state["win"]
-        conv = self._conv_dense(self._conv_rows(state["k"], win), win)
-        return [(conv, np.repeat(state["bk"], len(win)))] + [(w.copy(), b.copy()) for w, b in state["dense"]]
+    def _float_statistics(self, state: dict) -> list:
+        """The float network's normalization at its population statistics on the training images: (mu, var) per
+        hidden layer, float64 [rows] each."""
+        import jax.numpy as jnp
+
+        _, forward, _ = _deep_steps(self.channels, (1 << self.act_bits) - 1, self.eps)
+        par = {n: jnp.asarray(v, jnp.float32) for n, v in state["par"].items()}
+        ones = [np.ones(1, np.float32)] * self.depth
+        stats = forward(par, state["geometry"], state["x"], ones, None, quantized=False)[1]
+        return [(np.asarray(m, np.float64), np.asarray(v, np.float64)) for m, v in stats]
+
+    def _quantize_folded(self, state: dict, x) -> None:
+        """The integer model (class docstring): weights per neuron, then each hidden layer's tables with its
+        normalization folded in, from the integer model's own statistics."""
+        par = state["par"]
+        h_max, in_max = (1 << self.act_bits) - 1, (1 << self.in_bits) - 1
+        size = 1 << self.params.message_bits
+        mats = self._matrices(par, state["win"])
+        mats[0] = self._conv_dense(mats[0], state["win"])
+        a, a_max = self.encode(x), in_max
+        self.layers = []
+        for n, wf in enumerate(mats):
+            if n == len(mats) - 1:
+                w, s = quantize_neurons(wf, a_max, self.params, self.weight_max, split=True)
+                self.layers.append(Layer(w, None, s, np.asarray(par["bout"], np.float64), None,
+                                         split_parts(w, a_max, self.params)))
+                break
+            w, s = quantize_neurons(wf, a_max, self.params, self.weight_max)
+            off = a_max * np.where(w < 0, -w, 0).sum(axis=1)
+            z = s * (a @ w.T)
+            mu, var = z.mean(axis=0), z.var(axis=0)
+            gain = np.asarray(par[f"g{n}"], np.float64) / np.sqrt(var + self.eps)
+            beta = np.asarray(par[f"be{n}"], np.float64)
+            grid = s[:, None] * (np.arange(size)[None, :] - off[:, None])
+            tables = np.clip(np.rint(gain[:, None] * (grid - mu[:, None]) + beta[:, None]), 0, h_max).astype(np.int64)
+            self.layers.append(Layer(w, off, gain * s, beta - gain * mu, tables))  # T = clamp(round(.))
+            a = tables[np.arange(len(w))[None, :], a @ w.T + off]
+            a_max = h_max
 
     def fit(self, x, y) -> QuantizedDeepNN:
         y = np.asarray(y)
@@ -539,15 +545,95 @@ class QuantizedDeepNN(_Network):
         win = _padded_windows(self.kernel, self.padding)
         kk = win.shape[1]
         sizes = [self.channels * len(win)] + [self.width] * (self.depth - 2) + [10]
-        state = {"win": win, "k": rng.normal(0, np.sqrt(2 / kk), (self.channels, kk)), "bk": np.zeros(self.channels),
-                 "dense": [(np.eye(m) + rng.normal(0, 0.1 / np.sqrt(n), (m, n)) if m == n else
-                            rng.normal(0, np.sqrt(2 / n), (m, n)), np.zeros(m)) for n, m in zip(sizes, sizes[1:])]}
-        self._train(x, y, self.epochs, self.rate, False, state)
-        self.float_layers = self._layers(state)
-        if self.qat_epochs:
-            self._train(x, y, self.qat_epochs, self.qat_rate, True, state)
-        self._quantize(self._layers(state), x)
+        par = {"k": rng.normal(0, np.sqrt(2 / kk), (self.channels, kk))}
+        for i, (n, m) in enumerate(zip(sizes, sizes[1:])):
+            w = rng.normal(0, np.sqrt(2 / n), (m, n))
+            if m == n and self.start == "looks-linear":
+                u, _ = np.linalg.qr(rng.normal(size=(m // 2, m // 2)))
+                w = np.block([[u, -u], [-u, u]]) + self.noise * w
+            par[f"w{i}"] = w
+        for i, m in enumerate(sizes[:-1]):
+            par[f"g{i}"], par[f"be{i}"] = np.ones(m), np.zeros(m)
+        par["bout"] = np.zeros(10)
+        geometry = ((win >= 0).astype(np.float32), np.where(win >= 0, win, SIDE * SIDE).astype(np.int32))
+        state = {"par": par, "win": win, "geometry": geometry, "x": self.encode(x).astype(np.float32)}
+        self._train(x, y, self.epochs, self.rate, state, False)
+        self.float_state = {"par": dict(state["par"]), "stats": self._float_statistics(state), "win": win}
+        self._train(x, y, self.qat_epochs, self.qat_rate, state, True)
+        self._quantize_folded(state, x)
         return self
+
+    def predict_float(self, x) -> np.ndarray:
+        """The float network after its float epochs, normalization at its population statistics: labels [n]."""
+        par, stats, win = self.float_state["par"], self.float_state["stats"], self.float_state["win"]
+        mats = self._matrices(par, win)
+        mats[0] = self._conv_dense(mats[0], win)
+        a = self.encode(x).astype(np.float64)
+        for n, w in enumerate(mats):
+            z = a @ w.T
+            if n == len(mats) - 1:
+                return np.argmax(z + par["bout"], axis=1)
+            mu, var = stats[n]
+            a = np.maximum(par[f"g{n}"] * (z - mu) / np.sqrt(var + self.eps) + par[f"be{n}"], 0)
+
+
+def _deep_steps(channels: int, h_max: int, eps: float):
+    """The jitted training steps of :class:`QuantizedDeepNN`: (gradient, forward, Adam update). The network's
+    geometry (the windows' mask and pixel indices) and the weight scales are arguments, never closed over."""
+    key = (channels, h_max, eps)
+    if key not in _STEPS:
+        _STEPS[key] = _make_deep_steps(channels, h_max, eps)
+    return _STEPS[key]
+
+
+_STEPS: dict = {}
+
+
+def _make_deep_steps(channels: int, h_max: int, eps: float):
+    import jax
+    import jax.numpy as jnp
+
+    def fake(w, s):  # w s_j round(w / s_j), the gradient straight through
+        return w + jax.lax.stop_gradient(jnp.rint(w / s[:, None]) * s[:, None] - w)
+
+    def forward(par, geometry, x, scales, stats, *, quantized):
+        mask, pixels = geometry
+        depth = len(scales)
+        rows = (par["k"][:, None, :] * mask[None]).reshape(-1, mask.shape[1])
+        if quantized:
+            rows = fake(rows, scales[0])
+        xp = jnp.concatenate([x, jnp.zeros((x.shape[0], 1), x.dtype)], axis=1)
+        z = jnp.einsum("npk,cpk->ncp", xp[:, pixels], rows.reshape(channels, *mask.shape)).reshape(len(x), -1)
+        used = []
+        for i in range(depth):
+            if i:
+                w = fake(par[f"w{i - 1}"], scales[i]) if quantized else par[f"w{i - 1}"]
+                z = a @ w.T
+            if i == depth - 1:
+                return z + par["bout"], used
+            mu, var = (z.mean(axis=0), z.var(axis=0)) if stats is None else stats[i]
+            used.append((mu, var))
+            yv = par[f"g{i}"] * (z - mu) / jnp.sqrt(var + eps) + par[f"be{i}"]
+            if quantized:
+                c = jnp.clip(yv, 0, h_max)
+                a = c + jax.lax.stop_gradient(jnp.rint(c) - c)
+            else:
+                a = jnp.maximum(yv, 0)
+
+    def loss(par, geometry, x, y, scales, stats, quantized):
+        logits, _ = forward(par, geometry, x, scales, stats, quantized=quantized)
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1).mean()
+
+    def adam(par, mom, sec, g, lr, step):
+        mom = jax.tree_util.tree_map(lambda m, d: 0.9 * m + 0.1 * d, mom, g)
+        sec = jax.tree_util.tree_map(lambda v, d: 0.999 * v + 0.001 * d * d, sec, g)
+        par = jax.tree_util.tree_map(lambda p, m, v: p - lr * (m / (1 - 0.9**step)) / (
+            jnp.sqrt(v / (1 - 0.999**step)) + 1e-8), par, mom, sec)
+        return par, mom, sec
+
+    grad = jax.jit(jax.grad(loss), static_argnames="quantized")
+    return (lambda *a, quantized: grad(*a, quantized=quantized),
+            jax.jit(forward, static_argnames="quantized"), jax.jit(adam))
 
 
 __all__ = ["Layer", "QuantizedCNN", "QuantizedDeepNN", "QuantizedLayers", "QuantizedMLP", "quantize_neurons",
