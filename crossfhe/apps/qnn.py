@@ -605,20 +605,17 @@ def _make_deep_steps(channels: int, h_max: int, eps: float):
         xp = jnp.concatenate([x, jnp.zeros((x.shape[0], 1), x.dtype)], axis=1)
         z = jnp.einsum("npk,cpk->ncp", xp[:, pixels], rows.reshape(channels, *mask.shape)).reshape(len(x), -1)
         used = []
-        for i in range(depth):
-            if i:
-                w = fake(par[f"w{i - 1}"], scales[i]) if quantized else par[f"w{i - 1}"]
-                z = a @ w.T
-            if i == depth - 1:
-                return z + par["bout"], used
-            mu, var = (z.mean(axis=0), z.var(axis=0)) if stats is None else stats[i]
+        for i in range(1, depth):
+            mu, var = (z.mean(axis=0), z.var(axis=0)) if stats is None else stats[i - 1]
             used.append((mu, var))
-            yv = par[f"g{i}"] * (z - mu) / jnp.sqrt(var + eps) + par[f"be{i}"]
+            yv = par[f"g{i - 1}"] * (z - mu) / jnp.sqrt(var + eps) + par[f"be{i - 1}"]
             if quantized:
                 c = jnp.clip(yv, 0, h_max)
                 a = c + jax.lax.stop_gradient(jnp.rint(c) - c)
             else:
                 a = jnp.maximum(yv, 0)
+            z = a @ (fake(par[f"w{i - 1}"], scales[i]) if quantized else par[f"w{i - 1}"]).T
+        return z + par["bout"], used
 
     def loss(par, geometry, x, y, scales, stats, quantized):
         logits, _ = forward(par, geometry, x, scales, stats, quantized=quantized)
