@@ -46,7 +46,8 @@ SIDE = 28
 class Layer:
     """One quantized dense layer: ``w`` int64 [out, in], ``off`` int64 [out], ``scale`` float [out] (s_a s_j),
     ``bias`` float [out], ``tables`` int64 [out, 2^p] or None (the output layer), ``parts`` (the output layer):
-    (neuron, input indices, offset) per circuit output."""
+    (neuron, input indices, offset) per circuit output. In :class:`QuantizedDeepNN`'s hidden layers, ``scale`` and
+    ``bias`` are the folded normalization: tables = clamp(round(scale (acc - off) + bias), 0, 2^h - 1)."""
 
     def __init__(self, w, off, scale, bias, tables, parts=None):
         self.w, self.off, self.scale, self.bias, self.tables, self.parts = w, off, scale, bias, tables, parts
@@ -533,7 +534,7 @@ class QuantizedDeepNN(_Network):
             beta = np.asarray(par[f"be{n}"], np.float64)
             grid = s[:, None] * (np.arange(size)[None, :] - off[:, None])
             tables = np.clip(np.rint(gain[:, None] * (grid - mu[:, None]) + beta[:, None]), 0, h_max).astype(np.int64)
-            self.layers.append(Layer(w, off, gain * s, beta - gain * mu, tables))  # T = clamp(round(.))
+            self.layers.append(Layer(w, off, gain * s, beta - gain * mu, tables))
             a = tables[np.arange(len(w))[None, :], a @ w.T + off]
             a_max = h_max
 
