@@ -532,9 +532,10 @@ class QuantizedDeepNN(_Network):
             mu, var = z.mean(axis=0), z.var(axis=0)
             gain = np.asarray(par[f"g{n}"], np.float64) / np.sqrt(var + self.eps)
             beta = np.asarray(par[f"be{n}"], np.float64)
-            grid = s[:, None] * (np.arange(size)[None, :] - off[:, None])
-            tables = np.clip(np.rint(gain[:, None] * (grid - mu[:, None]) + beta[:, None]), 0, h_max).astype(np.int64)
-            self.layers.append(Layer(w, off, gain * s, beta - gain * mu, tables))
+            scale, bias = gain * s, beta - gain * mu
+            grid = np.arange(size)[None, :] - off[:, None]
+            tables = np.clip(np.rint(scale[:, None] * grid + bias[:, None]), 0, h_max).astype(np.int64)
+            self.layers.append(Layer(w, off, scale, bias, tables))
             a = tables[np.arange(len(w))[None, :], a @ w.T + off]
             a_max = h_max
 
