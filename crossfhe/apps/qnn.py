@@ -34,6 +34,8 @@ two lookups read one value), one test vector per distinct table.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from crossfhe.apps.tfhe_ml import TFHEModel, budget, quantize_unit
@@ -472,7 +474,7 @@ class QuantizedDeepNN(_Network):
         return [np.asarray(quantize_neurons(m, in_max if n == 0 else h_max, self.params, self.weight_max,
                                             split=n == len(mats) - 1)[1], np.float32) for n, m in enumerate(mats)]
 
-    def _train(self, x, y, epochs: int, rate: float, state: dict, quantized: bool) -> None:
+    def _train(self, y, epochs: int, rate: float, state: dict, quantized: bool) -> None:
         """``epochs`` epochs of Adam on ``state["par"]`` (class docstring), in float or through the integer
         model."""
         import jax
@@ -481,7 +483,7 @@ class QuantizedDeepNN(_Network):
         if not epochs:
             return
         rng = np.random.default_rng(self.seed + quantized)
-        xs, ys = self.encode(x).astype(np.float32), np.asarray(y)
+        xs, ys = state["x"], np.asarray(y)
         geo = state["geometry"]
         par = {n: jnp.asarray(v, jnp.float32) for n, v in state["par"].items()}
         mom = jax.tree_util.tree_map(jnp.zeros_like, par)
@@ -559,9 +561,9 @@ class QuantizedDeepNN(_Network):
         par["bout"] = np.zeros(10)
         geometry = ((win >= 0).astype(np.float32), np.where(win >= 0, win, SIDE * SIDE).astype(np.int32))
         state = {"par": par, "win": win, "geometry": geometry, "x": self.encode(x).astype(np.float32)}
-        self._train(x, y, self.epochs, self.rate, state, False)
+        self._train(y, self.epochs, self.rate, state, False)
         self.float_state = {"par": dict(state["par"]), "stats": self._float_statistics(state), "win": win}
-        self._train(x, y, self.qat_epochs, self.qat_rate, state, True)
+        self._train(y, self.qat_epochs, self.qat_rate, state, True)
         self._quantize_folded(state, x)
         return self
 
@@ -579,19 +581,11 @@ class QuantizedDeepNN(_Network):
             a = np.maximum(par[f"g{n}"] * (z - mu) / np.sqrt(var + self.eps) + par[f"be{n}"], 0)
 
 
+@functools.cache
 def _deep_steps(channels: int, h_max: int, eps: float):
-    """The jitted training steps of :class:`QuantizedDeepNN`: (gradient, forward, Adam update). The network's
-    geometry (the windows' mask and pixel indices) and the weight scales are arguments, never closed over."""
-    key = (channels, h_max, eps)
-    if key not in _STEPS:
-        _STEPS[key] = _make_deep_steps(channels, h_max, eps)
-    return _STEPS[key]
-
-
-_STEPS: dict = {}
-
-
-def _make_deep_steps(channels: int, h_max: int, eps: float):
+    """The jitted training steps of :class:`QuantizedDeepNN`, made once per shape: (gradient, forward, Adam
+    update). The network's geometry (the windows' mask and pixel indices) and the weight scales are arguments,
+    never closed over."""
     import jax
     import jax.numpy as jnp
 
@@ -631,8 +625,7 @@ def _make_deep_steps(channels: int, h_max: int, eps: float):
         return par, mom, sec
 
     grad = jax.jit(jax.grad(loss), static_argnames="quantized")
-    return (lambda *a, quantized: grad(*a, quantized=quantized),
-            jax.jit(forward, static_argnames="quantized"), jax.jit(adam))
+    return grad, jax.jit(forward, static_argnames="quantized"), jax.jit(adam)
 
 
 __all__ = ["Layer", "QuantizedCNN", "QuantizedDeepNN", "QuantizedLayers", "QuantizedMLP", "quantize_neurons",
