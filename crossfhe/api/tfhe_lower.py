@@ -91,7 +91,7 @@ LAUNCHES = ("lookup", "pbs")
 
 
 
-SELECTABLE = (presets.P2, presets.P4, presets.P6, presets.P8, presets.P10)
+SELECTABLE = (presets.P2, presets.P4, presets.P6, presets.P7, presets.P8, presets.P10)
 """The secure presets :meth:`TFHEScheme.select` chooses from, smallest first."""
 
 

@@ -40,8 +40,8 @@ from crossfhe.errors import ParameterError
 from crossfhe.tfhe import ops, presets
 from crossfhe.tfhe.params import Params
 
-PRESETS = (presets.P4, presets.P6, presets.P8)
-"""The presets the workloads choose from (smallest that fits first): 4-, 6- and 8-bit messages."""
+PRESETS = (presets.P4, presets.P6, presets.P7, presets.P8)
+"""The presets the workloads choose from (smallest that fits first): 4-, 6-, 7- and 8-bit messages."""
 
 
 def quantize_unit(x, bits: int) -> np.ndarray:

@@ -322,7 +322,7 @@ class GradientBoostedTrees(_Trees):
         depth = max(t.tree_.max_depth for t in self.trees)
         whole = self.bits - self.low_bits
         self.params = pick_params(_fits_tree(self.bits, depth, 1, self.low_bits), self.name, self._params_given or (
-            presets.P4 if whole <= 4 else presets.P6 if whole <= 6 else presets.P8))
+            presets.P4 if whole <= 4 else presets.P6 if whole <= 6 else presets.P7 if whole == 7 else presets.P8))
         lr = self.learning_rate
         leaves = [structure(t)[1] for t in self.trees]
         raw = [{leaf: lr * float(t.tree_.value[leaf].ravel()[0]) for leaf in lv} for t, lv in zip(self.trees, leaves)]

@@ -20,6 +20,7 @@ preset     p    n     k x N x 2^nu  grouping  pbs b x l   ks b x l  p_fail    BS
 P2         2    781   4x512         1         23 x 1      3 x 4     2^-120.2  80 MB       26 MB
 P4         4    833   1x2048        2         23 x 1      2 x 7     2^-108.0  82 MB       48 MB
 P6         6    977   1x2048x2^2    2         16 x 2      3 x 6     2^-135.8  192 MB      48 MB
+P7         7    977   1x2048x2^3    2         16 x 2      2 x 10    2^-129.4  192 MB      80 MB
 P8         8    1110  1x2048x2^4    2         16 x 2      2 x 11    2^-128.4  218 MB      100 MB
 P10        10   1110  1x2048x2^7    1         16 x 2      2 x 11    2^-176.6  145 MB      100 MB
 P2_128     2    781   1x2048        2         23 x 1      4 x 3     2^-175.0  77 MB       19 MB
@@ -40,9 +41,9 @@ P2_128 is P4's shape (k = 1, N = 2048, two key bits per step) with P2's short ke
 here, as the native kernel has unrolled key products for k = 1 only (the search's ``W_GENERIC``). Measured (batch 1,
 one thread, ``bench_tfhe.py --presets P2,P2_128,P4,P4_128,P6,P6_128 --batches 1``): see benchmarks/README.md.
 
-**P6, P8 and P10 use the extended blind rotation** (``extension`` nu, :mod:`crossfhe.tfhe.params`): their
-keys are those of N = 2048, and the accumulator has N' = 2^nu N coefficients (2^13 for P6, 2^15 for P8, 2^18
-for P10), so the rounding to 2N' leaves room for 6, 8 and 10 bits. Without it, 10 bits cannot meet 2^-64 at
+**P6, P7, P8 and P10 use the extended blind rotation** (``extension`` nu, :mod:`crossfhe.tfhe.params`): their
+keys are those of N = 2048, and the accumulator has N' = 2^nu N coefficients (2^13 for P6, 2^14 for P7, 2^15 for
+P8, 2^18 for P10), so the rounding to 2N' leaves room for 6, 7, 8 and 10 bits. Without it, 10 bits cannot meet 2^-64 at
 N <= 2^17: the rounding to 2N alone, (n/2 + 1) / (12 (2N)^2) at the n = 1267 that a key switch from a
 2^17-dimensional key needs, is above the budget (the best plain set reaches 2^-58.8 with 21 GB of keys).
 
@@ -54,7 +55,12 @@ margin for the model's approximations. P8 and P10 share n, N and the gadgets (P8
 form costs 16x less key and measured 30% less time per CMux on the dev box (6.9 vs 9.9 ms, batch 1, one
 CPU, load ~1).
 
-**P4, P6 and P8 take the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): P4 has 417
+P7 sits between P6 and P8 for accumulators of 7 bits (a dense layer of 92 two-bit inputs with sum |w| <= 42: the
+deep networks of :mod:`crossfhe.apps.qnn`). It is P6's short key and bootstrapping gadget over twice P6's
+accumulator, with the cheapest key switch of that short key that meets 2^-128 (2 x 10 digits, 2^-129.4; 3 x 7
+gives 2^-108.7). Its time against P6's and P8's: benchmarks/README.md, "P7".
+
+**P4, P6, P7 and P8 take the key's bits two at a time** (``grouping`` 2, :mod:`crossfhe.tfhe.params`): P4 has 417
 steps, each one forward and one inverse transform of the accumulator and three key products, instead of 833
 CMux steps; 1.5x the bootstrapping key (3 GGSWs per 2 bits) and three times its key and FFT noise (p_fail
 2^-68.8 -> 2^-68.2). Measured on the dev box (one CPU, per bootstrap, the two runs back to back): 37.6 against
@@ -149,6 +155,23 @@ def _extended(p: int, extension: int, grouping: int) -> Params:
     )
 
 
+P7 = make(
+    7,
+    lwe_dim=977,
+    glwe_dim=1,
+    poly_size=2048,
+    glwe_log2_rate=-48.32,
+    lwe_log2_rate=-21.66,
+    pbs=(16, 2),
+    ks=(2, 10),
+    max_norm2=2**7 + 1,
+    name="P7",
+    extension=3,
+    grouping=2,
+)
+"""7-bit messages: P6's short key and bootstrapping gadget (n 977, N 2048, 16 x 2) over N' = 2^14 (8 components),
+a key switch of 2 x 10 digits; meets 2^-128 too (2^-129.4)."""
+
 P8 = _extended(8, 4, 2)
 """8-bit messages: n 1110, N 2048, extended blind rotation over N' = 2^15 (16 components), the key's bits two
 at a time."""
@@ -195,6 +218,7 @@ PRESETS: dict[str, Params] = {
     "P2": P2,
     "P4": P4,
     "P6": P6,
+    "P7": P7,
     "P8": P8,
     "P10": P10,
     "P2_128": P2_128,

@@ -22,7 +22,8 @@ PRESETS = list(presets.PRESETS.values())
 IDS = [p.name for p in PRESETS]
 
 # the table of crossfhe/tfhe/presets.py: log2 p_fail, BSK and KSK sizes in MB (10^6 bytes)
-DOCUMENTED = {"P2": (-120.2, 80, 26), "P4": (-108.0, 82, 48), "P6": (-135.8, 192, 48), "P8": (-128.4, 218, 100),
+DOCUMENTED = {"P2": (-120.2, 80, 26), "P4": (-108.0, 82, 48), "P6": (-135.8, 192, 48),
+              "P7": (-129.4, 192, 80), "P8": (-128.4, 218, 100),
               "P10": (-176.6, 145, 100), "P2_128": (-175.0, 77, 19), "P4_128": (-128.9, 96, 24),
               "P6_128": (-135.8, 192, 48)}
 
@@ -54,12 +55,16 @@ def test_preset_documented_figures(params):
 
 
 def test_presets_distinct_and_p10():
-    """One preset per p in 2..10 (even); P8 and P10 by the extended blind rotation, whose rounding to 2N'
-    is what p = 10 needs: the same keys without it (nu = 0) miss even 2^-1, with half the ring (nu = 6) 2^-128."""
+    """One preset per even p in 2..10, and P7; P6 to P10 by the extended blind rotation, whose rounding to 2N'
+    is what p = 10 needs: the same keys without it (nu = 0) miss even 2^-1, with half the ring (nu = 6) 2^-128.
+    P7 is P6's short key and gadget over twice its accumulator; at P6's accumulator it misses 2^-64."""
     base = [k for k in presets.PRESETS if not k.endswith("_128")]  # the 2^-64 family (the 2^-128 one: its own file)
-    assert sorted(base, key=lambda k: int(k[1:])) == ["P2", "P4", "P6", "P8", "P10"]
+    assert sorted(base, key=lambda k: int(k[1:])) == ["P2", "P4", "P6", "P7", "P8", "P10"]
     family = [presets.PRESETS[k] for k in base]
-    assert [p.message_bits for p in family] == [2, 4, 6, 8, 10]
+    assert [p.message_bits for p in family] == [2, 4, 6, 7, 8, 10]
+    assert (presets.P7.lwe_dim, presets.P7.pbs_gadget) == (presets.P6.lwe_dim, presets.P6.pbs_gadget)
+    assert presets.P7.acc_size == 2 * presets.P6.acc_size == 2**14
+    assert dataclasses.replace(presets.P7, extension=2).log2_p_fail() > -64
     # P6_128 is P6's parameters under the 2^-128 name (test_presets_128.py): one digest for both
     assert len({p.digest() for p in PRESETS}) == len(PRESETS) - 1
     assert presets.P10.acc_size == 2**18 and presets.P8.acc_size == 2**15
