@@ -408,8 +408,8 @@ def test_deep_nn_rejects_bad_shapes():
         QuantizedDeepNN(start="identity")
     with pytest.raises(ParameterError, match="even width"):
         QuantizedDeepNN(width=91)  # looks-linear pairs the neurons
-    with pytest.raises(ParameterError, match="9-bit activations"):
-        QuantizedDeepNN(act_bits=9)  # P8 carries 8-bit messages
+    with pytest.raises(ParameterError, match="8-bit activations"):
+        QuantizedDeepNN(act_bits=8)  # its default P7 carries 7-bit messages
 
 
 # slow: about a minute of training on two cores
@@ -434,13 +434,13 @@ def test_nn20_trains_through_its_quantization(digits28):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", ["tree/P6", "tree10/P4", "gbt/P6", "knn/P6", "knn455/P6", "mlp/P8", "cnn/P8",
-                                      "nn20/P8"])
+                                      "nn20/P7"])
 def test_real_size_encrypted(workload, cancer, digits28):
     kind = workload.split("/")[0]
     if kind in ("mlp", "cnn", "nn20"):
         m = {"mlp": QuantizedMLP, "cnn": QuantizedCNN, "nn20": QuantizedDeepNN}[kind]().fit(digits28.x_train,
                                                                                           digits28.y_train)
-        x = digits28.x_test[:1 if kind == "nn20" else 2]  # nn20 at P8: about 13 minutes per image on one core
+        x = digits28.x_test[:1 if kind == "nn20" else 2]  # nn20 at P7: about 5 minutes per image on one core
     else:
         m = {"tree": lambda: DecisionTree(max_depth=6, bits=6),
              "tree10": lambda: DecisionTree(max_depth=10, bits=6, low_bits=2), "gbt": lambda: GradientBoostedTrees(

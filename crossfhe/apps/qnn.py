@@ -406,8 +406,10 @@ class QuantizedDeepNN(_Network):
     not at 50 here. ``noise`` adds that many He deviations to the looks-linear start. ``predict_float`` is the
     float network after its float epochs (normalization at its population statistics).
 
-    Sizes for the presets: at P8 a hidden neuron's 92 inputs of 2 bits leave sum |w| <= 85, so |w| <= 3 keeps most
-    weights; the 840 -> 92 layer is the one the width bounds (benchmarks/README.md, "NN-20 and NN-50")."""
+    Sizes for the presets: ``params`` default P7 up to depth 20 and P8 deeper. At P7 a hidden neuron's 92 inputs of
+    2 bits leave sum |w| <= 42 (85 at P8, 21 at P6); the quantization-aware epochs train through that bound at
+    depth 20 but not at 50, whose integer model keeps far less of its float accuracy at P7 than at P8
+    (benchmarks/README.md, "NN-20 on P7")."""
 
     name = "nn"
     eps = 1e-5
@@ -417,11 +419,11 @@ class QuantizedDeepNN(_Network):
                  input_bits: int = 2, act_bits: int = 2, weight_max: int = 3, params=None, seed: int = 0,
                  epochs: int = 30, qat_epochs: int = 60, rate: float = 1e-3, qat_rate: float = 3e-3,
                  start: str = "looks-linear", noise: float = 0.0):
-        super().__init__(input_bits=input_bits, act_bits=act_bits, weight_max=weight_max,
-                         params=params or presets.P8, seed=seed)
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 3:
             raise ParameterError(f"depth must be an int >= 3 (a convolution, a dense layer and the output layer), "
                                  f"got {depth!r}")
+        super().__init__(input_bits=input_bits, act_bits=act_bits, weight_max=weight_max,
+                         params=params or (presets.P7 if depth <= 20 else presets.P8), seed=seed)
         kernel = tuple(int(k) for k in kernel)
         if len(kernel) != 2 or min(kernel) < 1 or max(kernel) > SIDE + 2 * int(padding) or int(padding) < 0:
             raise ParameterError(f"kernel {kernel} with padding {padding} does not fit a {SIDE} x {SIDE} image")
