@@ -196,8 +196,8 @@ def _model(name: str, quick: bool):
 def _deep(depth: int, quick: bool) -> dict:
     """Zama's NN-``depth`` (crossfhe.apps.qnn.QuantizedDeepNN: conv 2 x 10 x 11, padding 1, then 92-wide dense
     layers; ``depth`` layers), 2-bit inputs and activations, |w| <= 3, batch normalization folded into the
-    lookups, looks-linear start, P7 for NN-20 and P8 for NN-50 (the class's defaults); ``quick``: depth 4, width 8, one map of
-    24 x 24 (25 windows), 1-bit inputs, P4, a few epochs."""
+    lookups, looks-linear start, P7 for NN-20 and P8 for NN-50 (the class's defaults); ``quick``: depth 4, width 8,
+    one map of 24 x 24 (25 windows), 1-bit inputs, P4, a few epochs."""
     if quick:
         return {"class": "QuantizedDeepNN", "depth": 4 if depth == 20 else 5, "width": 8, "channels": 1,
                 "kernel": [24, 24], "padding": 0,

@@ -415,15 +415,16 @@ def test_deep_nn_rejects_bad_shapes():
 # slow: about a minute of training on two cores
 @pytest.mark.slow
 def test_nn20_trains_through_its_quantization(digits28):
-    """NN-20 at its real shape (P8, 2-bit activations, |w| <= 3): the integer model is within 1 point of the float
-    network on the test split (issue 49's requirement; measured 0.986 against 0.986), the 92 x 92 layers stay dense
-    (measured: at least 27 nonzero weights per row, 60 on average), and the circuit equals the plain model on a
-    few images."""
+    """NN-20 at its real shape (P7, 2-bit activations, |w| <= 3): the integer model is within 1 point of the float
+    network on the test split (issue 49's requirement; measured 0.983 against 0.986), the 92 x 92 layers stay dense
+    (measured: at least 28 nonzero weights per row, 39.3 on average; P7's bound is sum |w| <= 42), and the circuit
+    equals the plain model on a few images."""
     m = QuantizedDeepNN(depth=20).fit(digits28.x_train, digits28.y_train)
     q = m.encode(digits28.x_test)
     quantized = (m.decode(m.outputs_plain(q)) == digits28.y_test).mean()
     assert quantized >= (m.predict_float(digits28.x_test) == digits28.y_test).mean() - 0.01
-    assert _dense_middle(m).min() >= 10 and _dense_middle(m).mean() >= 40
+    assert m.params.name == "P7"
+    assert _dense_middle(m).min() >= 10 and _dense_middle(m).mean() >= 30
     np.testing.assert_array_equal(_plain_circuit(m, q[:8]), m.outputs_plain(q[:8]))
 
 

@@ -106,7 +106,8 @@ def test_p2_k4_all_inputs(keys_preset_p2):
 @pytest.mark.parametrize("name, batch", [("P6", 8), ("P7", 4), ("P8", 4)])
 def test_extended_preset_one_batch(name, batch):
     """P6 (N 2048, accumulator 2^13, grouping 2, keys 240 MB), P7 (accumulator 2^14, keys 272 MB) and P8
-    (accumulator 2^15, grouping 2, keys 318 MB): keygen, one batch of inputs through one random table; every error below 6 sqrt(var_pbs)."""
+    (accumulator 2^15, grouping 2, keys 318 MB): keygen, one batch of inputs through one random table; every error
+    below 6 sqrt(var_pbs)."""
     params = presets.PRESETS[name]
     size = 2**params.message_bits
     ck, sk = ops.keygen(params, _seed(params.message_bits))
