@@ -55,7 +55,7 @@ MAX_QUERIES = 1 << 16
 class KNN(TFHEModel):
     """``k``-nearest-neighbour classifier (two classes) over ``n_train`` training points (None: the whole training
     set) and ``n_features`` features of ``bits`` bits, ties broken by ``ties`` ("index" or "class"; module
-    docstring). ``params``: default the smallest of P4, P6, P8 that fits the circuit's bounds."""
+    docstring). ``params``: default the smallest of P4, P6, P7, P8 that fits the circuit's bounds."""
 
     name = "knn"
 

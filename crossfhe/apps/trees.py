@@ -242,7 +242,7 @@ class DecisionTree(_Trees):
     """A scikit-learn ``DecisionTreeClassifier`` (``max_depth``, seeded) on ``bits``-bit features, evaluated on
     encrypted features: one comparison lookup per internal node, one lookup per packed subtree holding a leaf of a
     nonzero class, one output per nonzero class (module docstring). ``params``: default the smallest of P4, P6,
-    P8 that fits (bits <= p, depth <= 2^p - 1)."""
+    P7, P8 that fits (bits <= p, depth <= 2^p - 1)."""
 
     name = "decision_tree"
 
@@ -293,8 +293,8 @@ class DecisionTree(_Trees):
 class GradientBoostedTrees(_Trees):
     """A scikit-learn ``GradientBoostingClassifier`` (binary; ``n_estimators`` trees of ``max_depth``, seeded) on
     ``bits``-bit features, its leaf values quantized to integers with one step (module docstring), evaluated on
-    encrypted features. Output: the class index (0 or 1). ``params``: default P4 for bits <= 4, else P6, else P8
-    (more message bits: a finer step for the leaf values)."""
+    encrypted features. Output: the class index (0 or 1). ``params``: default P4 for bits <= 4, else P6, else P7
+    for 7 bits, else P8 (more message bits: a finer step for the leaf values)."""
 
     name = "gradient_boosting"
 
