@@ -63,7 +63,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # tfhers.py, also when run through `crossfhe bench tfhe`
 
-PRESET_NAMES = ("P2", "P4", "P6", "P8", "P10")
+PRESET_NAMES = ("P2", "P4", "P6", "P7", "P8", "P10")
 QUICK_PRESETS = ("P2", "P4")
 BATCHES = (1, 8, 16, 32, 64)
 BATCHES_OF = {"P8": (1, 8), "P10": (1,)}
