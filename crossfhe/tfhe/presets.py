@@ -89,6 +89,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from crossfhe.math.decompose import Gadget
 from crossfhe.tfhe.params import Params, make
 
 P2 = make(
@@ -155,20 +156,7 @@ def _extended(p: int, extension: int, grouping: int) -> Params:
     )
 
 
-P7 = make(
-    7,
-    lwe_dim=977,
-    glwe_dim=1,
-    poly_size=2048,
-    glwe_log2_rate=-48.32,
-    lwe_log2_rate=-21.66,
-    pbs=(16, 2),
-    ks=(2, 10),
-    max_norm2=2**7 + 1,
-    name="P7",
-    extension=3,
-    grouping=2,
-)
+P7 = dataclasses.replace(P6, message_bits=7, max_norm2=2**7 + 1, ks_gadget=Gadget(2, 10), extension=3, name="P7")
 """7-bit messages: P6's short key and bootstrapping gadget (n 977, N 2048, 16 x 2) over N' = 2^14 (8 components),
 a key switch of 2 x 10 digits; meets 2^-128 too (2^-129.4)."""
 
