@@ -63,6 +63,8 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--heap", choices=("kept", "default"), default="kept",
                    help="allocator settings of every worker, ours and the peer's: crossfhe.runtime.HEAP_ENV (kept, "
                         "what the CLI and the other benchmarks use) or glibc's defaults (ours with one arena only)")
+    p.add_argument("--peer-first", action="store_true", help="run OpenFHE before ours at each thread count "
+                   "(default: after); the first process to use memory pays for it on some virtual machines")
     p.add_argument("--json", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -244,6 +246,25 @@ def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | Non
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def _run_peer(python, args, name: str, t: int, log_n: int, slots: int, levels_left: int):
+    """OpenFHE's general bootstrap at ``name``'s shape on ``t`` threads (its record, or None)."""
+    of = openfhe_boot_peer.run_bootstrap(python, log_n=log_n, slots=slots, levels_left=levels_left,
+                                         level_budget=(3, 3), threads=t, reps=args.reps, repeats=args.repeats,
+                                         security="none")
+    if of:
+        of.update(peer="openfhe", preset=name, threads=t, allocator=_allocator(), ran="first" if args.peer_first
+                  else "second")
+    return of
+
+
+def _shape(args, name: str) -> dict:
+    """The peer's shape for preset ``name``: log2 of its ring degree (12 for ``--quick``), slots (``--slots`` or
+    full) and the levels left after a bootstrap (ours)."""
+    params = _params(name)
+    log_n = 12 if args.quick else params.n.bit_length() - 1
+    return {"log_n": log_n, "slots": args.slots or (1 << (log_n - 1)), "levels_left": params.user_levels}
+
+
 def main(argv=None) -> int:
     args = _parse(argv)
     if args.worker:
@@ -259,6 +280,9 @@ def main(argv=None) -> int:
     records = []
     for name in names:
         for t in threads:
+            if python and args.peer_first:  # the peer's general bootstrap first, on the same preset's shape
+                shape = _shape(args, name)
+                early = _run_peer(python, args, name, t, shape["log_n"], shape["slots"], shape["levels_left"])
             ours = _run_ours(name, t, args.reps, args.repeats, args.slots, args.precise)
             if ours is None:
                 continue
@@ -272,13 +296,11 @@ def main(argv=None) -> int:
                     print(f"# {name} {t} thread(s), {other['keys']} keys: {other['median_ms']:.0f} ms, "
                           f"{other['key_mib']:.0f} MiB of keys", flush=True)
             if python:
-                log_n = 12 if args.quick else ours["n"].bit_length() - 1
-                slots = ours["slots"] if args.slots else (1 << (log_n - 1))
-                of = openfhe_boot_peer.run_bootstrap(python, log_n=log_n, slots=slots, levels_left=ours["levels_left"],
-                                                     level_budget=(3, 3), threads=t, reps=args.reps,
-                                                     repeats=args.repeats, security="none")
+                shape = _shape(args, name)
+                log_n, slots = shape["log_n"], shape["slots"]
+                of = early if args.peer_first else _run_peer(python, args, name, t, log_n, slots,
+                                                                           ours["levels_left"])
                 if of:
-                    of.update(peer="openfhe", preset=name, threads=t, allocator=_allocator())
                     records.append(of)
                     for mine in [r for r in records if r["peer"] == "crossfhe" and r["preset"] == name
                                  and r["threads"] == t]:
