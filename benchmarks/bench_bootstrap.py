@@ -2,7 +2,8 @@
 
     python benchmarks/bench_bootstrap.py [--presets N16_BOOT_L3,N16_BOOT_L9] [--threads 1,2] [--reps 2]
                                          [--repeats 10] [--slots N] [--precise] [--other-keys] [--no-peer]
-                                         [--openfhe-python PATH] [--quick] [--heap kept|default] [--json PATH]
+                                         [--openfhe-python PATH] [--peer-first] [--quick] [--heap kept|default]
+                                         [--json PATH]
 
 For each preset and thread count, ours runs in its own process (pinned to that many CPUs before JAX starts, as
 ``crossfhe.cli.benchutil.pin_threads`` does): key generation (seconds, MiB of bootstrapping keys), then a full-slot
@@ -18,7 +19,8 @@ against the input's own decryption (``N16_BOOT_HP`` is the preset made for it). 
 the preset names (``Params.compact_keys``: compact at N16_BOOT_L3, whole at the others); ``--other-keys`` (or
 ``--compact``, its old name): each preset and thread count once more in a process of its own with the other form
 from key generation on; each record says which (``"keys": "compact"`` or ``"full"``). OpenFHE 1.6.1
-(``openfhe_boot_peer.py``, its own interpreter) runs after ours at the same N, slots and levels left, level budget
+(``openfhe_boot_peer.py``, its own interpreter) runs after ours (``--peer-first``: before; its record says which,
+``"ran"``) at the same N, slots and levels left, level budget
 (3, 3) like our CoeffToSlot and SlotToCoeff, ``FLEXIBLEAUTO`` with 59/60-bit moduli, at the same thread count.
 OpenFHE refuses these chains at HEStd_128_classic at N 2^16 (its bootstrap is deeper for a uniform ternary secret:
 log PQ 2491 for 9 levels left), so its runs use HEStd_NotSet: the comparison is ours at 128 bits against OpenFHE
@@ -274,6 +276,17 @@ def main(argv=None) -> int:
         return 0
     if args.heap == "kept":  # inherited by every worker, ours and the peer's (the parent computes nothing)
         os.environ.update(HEAP_ENV)
+    records = collect(args)
+    _report(records)
+    print(json.dumps(records))
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1))
+    return 0
+
+
+def collect(args) -> list[dict]:
+    """Ours and the peer's records for every preset and thread count of ``args``, ours with their ratios to the
+    peer's (each side in worker processes of its own)."""
     names = ["TEST_N11"] if args.quick else args.presets.split(",")
     threads = [int(t) for t in args.threads.split(",")]
     python = None if args.no_peer else openfhe_boot_peer.find_python(args.openfhe_python)
@@ -320,6 +333,11 @@ def main(argv=None) -> int:
                         records.append(it)
                         for rec in ours["precise"].values():
                             rec["ratio_openfhe_iterative"] = rec["median_ms"] / it["bootstrap_ms"]["median"]
+    return records
+
+
+def _report(records: list[dict]) -> None:
+    """The records as a table on standard output."""
     print(f"\n{'preset':<13}{'thr':>4}{'peer':>10}{'boot ms':>10}{'bits':>7}{'left':>6}{'keys MiB':>10}"
           f"{'keygen s':>10}{'ours/OFHE':>10}")
     for r in records:
@@ -360,10 +378,6 @@ def main(argv=None) -> int:
             if r.get("precision_curve_bits"):
                 print(f"{'':<17}bits over {len(r['precision_curve_bits'])} bootstraps: "
                       + " ".join(f"{b:.2f}" for b in r["precision_curve_bits"]))
-    print(json.dumps(records))
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1))
-    return 0
 
 
 if __name__ == "__main__":
