@@ -47,14 +47,15 @@ def test_options_only_at_top_level_on_cpu(enabled):
     user's jit or vmap) use the plain jit, which JAX requires (it refuses options on a nested jit)."""
     seen = []
     f = xla.jit(lambda a: a * 3 + 1)
-    g = f._pick
 
-    def spy(args, kwargs):
-        choice = g(args, kwargs)
-        seen.append("cpu" if choice is f._cpu else "plain")
-        return choice
+    def spy(name, fn):
+        def call(*args, **kwargs):
+            seen.append(name)
+            return fn(*args, **kwargs)
 
-    f._pick = spy
+        return call
+
+    f._cpu, f._plain = spy("cpu", f._cpu), spy("plain", f._plain)
     x = jnp.arange(8, dtype=jnp.uint32)
     xla.ENABLED = True
     top = f(x)
