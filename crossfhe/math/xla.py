@@ -49,17 +49,6 @@ ENABLED = True
 """Whether :func:`jit` functions use :data:`CPU_OPTIONS` on the CPU backend (read at each call; for A/B
 measurements)."""
 
-_CPU = [False]
-"""[whether JAX's default backend is the CPU], set by the first :func:`_on_cpu` (the backend does not change once
-JAX has started)."""
-
-
-def _on_cpu() -> bool:
-    """Whether JAX's default backend is the CPU, asked of JAX once per process (a :func:`jit` call reads it)."""
-    if not _CPU[0] and jax.default_backend() == "cpu":
-        _CPU[0] = True
-    return _CPU[0]
-
 
 class _Jit:
     """Two :func:`jax.jit` wrappers of one function, with and without :data:`CPU_OPTIONS`, picked per call; with
@@ -72,7 +61,7 @@ class _Jit:
         functools.update_wrapper(self, fun)
 
     def _pick(self, args, kwargs):
-        if not ENABLED or not _on_cpu():
+        if not ENABLED or jax.default_backend() != "cpu":
             return self._plain
         if _top_level is not None:
             return self._cpu if _top_level() else self._plain
@@ -80,13 +69,9 @@ class _Jit:
         return self._plain if traced else self._cpu
 
     def __call__(self, *args, **kwargs):
-        if self._persist is None and _top_level is not None and ENABLED and _CPU[0] and _top_level():
-            # the common call: a top-level call on the CPU, nothing persisted (the same choice as _pick's)
-            fn = self._cpu
-        else:
-            fn = self._pick(args, kwargs)
-            if self._persist is not None and _store() is not None and (_top_level is None or _top_level()):
-                return self._persist(fn, fn is self._cpu, args, kwargs)
+        fn = self._pick(args, kwargs)
+        if self._persist is not None and _store() is not None and (_top_level is None or _top_level()):
+            return self._persist(fn, fn is self._cpu, args, kwargs)
         if not getattr(_MATERIALIZE, "on", False):
             return fn(*args, **kwargs)
         _MATERIALIZE.on = False  # this call is a step of a materializing Program: the calls inside it are not
