@@ -66,7 +66,7 @@ def _parse(argv=None) -> argparse.Namespace:
                    help="allocator settings of every worker, ours and the peer's: crossfhe.runtime.HEAP_ENV (kept, "
                         "what the CLI and the other benchmarks use) or glibc's defaults (ours with one arena only)")
     p.add_argument("--peer-first", action="store_true", help="run OpenFHE before ours at each thread count "
-                   "(default: after); the first process to use memory pays for it on some virtual machines")
+                   "(default: after), to see whether the order matters on a machine where fresh memory is costly")
     p.add_argument("--json", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -248,9 +248,10 @@ def _run_ours(name: str, threads: int, reps: int, repeats: int, slots: int | Non
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def _run_peer(python, args, name: str, t: int, log_n: int, slots: int, levels_left: int):
-    """OpenFHE's general bootstrap at ``name``'s shape on ``t`` threads (its record, or None)."""
-    of = openfhe_boot_peer.run_bootstrap(python, log_n=log_n, slots=slots, levels_left=levels_left,
+def _run_peer(python, args, name: str, t: int, shape: dict):
+    """OpenFHE's general bootstrap at ``name``'s shape (:func:`_shape`) on ``t`` threads (its record, or None)."""
+    of = openfhe_boot_peer.run_bootstrap(python, log_n=shape["log_n"], slots=shape["slots"],
+                                         levels_left=shape["levels_left"],
                                          level_budget=(3, 3), threads=t, reps=args.reps, repeats=args.repeats,
                                          security="none")
     if of:
@@ -292,10 +293,10 @@ def collect(args) -> list[dict]:
     python = None if args.no_peer else openfhe_boot_peer.find_python(args.openfhe_python)
     records = []
     for name in names:
+        shape = _shape(args, name)
         for t in threads:
-            if python and args.peer_first:  # the peer's general bootstrap first, on the same preset's shape
-                shape = _shape(args, name)
-                early = _run_peer(python, args, name, t, shape["log_n"], shape["slots"], shape["levels_left"])
+            if python and args.peer_first:  # the peer's general bootstrap first
+                early = _run_peer(python, args, name, t, shape)
             ours = _run_ours(name, t, args.reps, args.repeats, args.slots, args.precise)
             if ours is None:
                 continue
@@ -309,10 +310,7 @@ def collect(args) -> list[dict]:
                     print(f"# {name} {t} thread(s), {other['keys']} keys: {other['median_ms']:.0f} ms, "
                           f"{other['key_mib']:.0f} MiB of keys", flush=True)
             if python:
-                shape = _shape(args, name)
-                log_n, slots = shape["log_n"], shape["slots"]
-                of = early if args.peer_first else _run_peer(python, args, name, t, log_n, slots,
-                                                                           ours["levels_left"])
+                of = early if args.peer_first else _run_peer(python, args, name, t, shape)
                 if of:
                     records.append(of)
                     for mine in [r for r in records if r["peer"] == "crossfhe" and r["preset"] == name
@@ -324,8 +322,8 @@ def collect(args) -> list[dict]:
                         if peer_peak:  # the peer's worker runs the general path alone
                             mine["peak_ratio_openfhe"] = mine["peak_general_rss_mib"] / peer_peak
                 if ours["precise"]:  # OpenFHE's iterative bootstrap (two iterations, one level more in its chain)
-                    it = openfhe_boot_peer.run_bootstrap(python, log_n=log_n, slots=slots,
-                                                         levels_left=ours["levels_left"], level_budget=(3, 3),
+                    it = openfhe_boot_peer.run_bootstrap(python, log_n=shape["log_n"], slots=shape["slots"],
+                                                         levels_left=shape["levels_left"], level_budget=(3, 3),
                                                          threads=t, reps=args.reps, repeats=1, security="none",
                                                          iterations=2)
                     if it:

@@ -33,7 +33,7 @@ def test_peer_first_orders_the_workers(bench, monkeypatch, first):
                 "median_ms": 1.0, "precision_bits": 30.0, "keys": "full", "real_path": None, "precise": {},
                 "peak_general_rss_mib": 100.0}
 
-    def peer(python, args, name, t, log_n, slots, levels_left):
+    def peer(python, args, name, t, shape):
         calls.append(("peer", t))
         return {"peer": "openfhe", "preset": name, "threads": t, "bootstrap_ms": {"median": 4.0},
                 "ran": "first" if args.peer_first else "second"}
