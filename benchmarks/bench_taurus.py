@@ -12,7 +12,9 @@ plain model (exact integer arithmetic) and of the encrypted model on the samples
 equal the plain model's: ``exact``); latency per sample at batch 1 (median of >= 3 runs after a warm-up run that
 compiles; encrypt, run, decrypt apart) and per sample at ``--batch`` (one run after its warm-up); PBS (bootstraps),
 launches, key switches and test vectors before and after the compiler's dedup and batching passes; the preset and
-its key sizes; for ``--unoptimized`` workloads also the batch-1 latency of the circuit compiled with
+its key sizes; the process's peak resident memory after the workload (``peak_rss_gib``: a high-water mark over
+the workloads run so far in this process, so a workload's own figure is that of a run naming it alone); for
+``--unoptimized`` workloads also the batch-1 latency of the circuit compiled with
 ``optimize=False`` (one launch and one key switch per lookup).
 
 Data, split, seed and quantization (what a peer must reproduce; ``peer_spec`` gives them as JSON):
@@ -94,6 +96,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -445,6 +448,7 @@ def measure(name: str, args, key_cache: dict) -> dict:
         "batch_stage_ms": {k: 1e3 * v for k, v in stb.items()},
         "ms_per_pbs_batched": 1e3 * stb["run"] / max(1, len(xb) * counts["after"]["bootstraps"]),
         "fit_s": fit_s, "trace_s": trace_s, "keygen_s": keygen_s,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "key_mib": {"server": sk.nbytes / 2**20, "bsk": int(sk.bsk.nbytes) / 2**20, "ksk": int(sk.ksk.nbytes) / 2**20},
         "device": jax.devices()[0].platform,
         "backend": getattr(model.params.kernels.resolve(), "name", str(model.params.kernels.resolve())),
