@@ -386,7 +386,8 @@ def test_deep_nn_plain(digits28):
 def test_deep_nn_tables_fold_the_normalization(digits28):
     """Each hidden lookup is clamp(round(scale (acc - off) + bias), 0, 2^h - 1) with the layer's folded
     normalization (Layer.scale, Layer.bias): the tables equal that formula at every accumulator value."""
-    m = _small_deep(depth=4, act_bits=2, input_bits=2, params=presets.P6).fit(digits28.x_train, digits28.y_train)
+    m = _small_deep(depth=4, act_bits=2, input_bits=2, params=presets.P6, qat_batch=128).fit(digits28.x_train,
+                                                                                          digits28.y_train)
     grid = np.arange(1 << m.params.message_bits)
     for layer in m.layers[:-1]:
         want = np.clip(np.rint(layer.scale[:, None] * (grid[None, :] - layer.off[:, None]) + layer.bias[:, None]),
@@ -410,6 +411,9 @@ def test_deep_nn_rejects_bad_shapes():
         QuantizedDeepNN(width=91)  # looks-linear pairs the neurons
     with pytest.raises(ParameterError, match="8-bit activations"):
         QuantizedDeepNN(act_bits=8)  # its default P7 carries 7-bit messages
+    for bad in (0, 1.5, True):
+        with pytest.raises(ParameterError, match="qat_batch"):
+            QuantizedDeepNN(qat_batch=bad)
 
 
 # slow: about a minute of training on two cores

@@ -395,8 +395,9 @@ class QuantizedDeepNN(_Network):
     ReLU, and the rounding to ``act_bits`` bits with a step of 1 (the learned gain gamma_j sets the scale). The
     output layer has no lookup: s_k sum_parts (acc - o) + b_k in the clear (:meth:`scores`).
 
-    Training (JAX, seeded, cross-entropy, Adam, batches of 64, the rate along a cosine to 0 in each phase):
-    ``epochs`` epochs in float (ReLU, batch statistics), then ``qat_epochs`` through the integer model's function
+    Training (JAX, seeded, cross-entropy, Adam, the rate along a cosine to 0 in each phase): ``epochs`` epochs in
+    float (ReLU, batch statistics, batches of 64), then ``qat_epochs`` in batches of ``qat_batch`` (about that many
+    images each; the batch statistics normalize over them) through the integer model's function
     (weights w s_j with s_j refreshed every step, activations clamp(round(y), 0, 2^h - 1); straight-through
     gradients: through the roundings, and through the clamp where -1/2 < y < 2^h - 1/2); the lookups then use the
     population statistics. ``start``: "looks-linear" (default) starts each ``width`` x ``width`` layer as
@@ -418,7 +419,7 @@ class QuantizedDeepNN(_Network):
     def __init__(self, *, depth: int = 20, width: int = 92, channels: int = 2, kernel=(10, 11), padding: int = 1,
                  input_bits: int = 2, act_bits: int = 2, weight_max: int = 3, params=None, seed: int = 0,
                  epochs: int = 30, qat_epochs: int = 60, rate: float = 1e-3, qat_rate: float = 3e-3,
-                 start: str = "looks-linear", noise: float = 0.0):
+                 start: str = "looks-linear", noise: float = 0.0, qat_batch: int = 64):
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 3:
             raise ParameterError(f"depth must be an int >= 3 (a convolution, a dense layer and the output layer), "
                                  f"got {depth!r}")
@@ -432,12 +433,15 @@ class QuantizedDeepNN(_Network):
         if start not in ("he", "looks-linear") or (start == "looks-linear" and int(width) % 2):
             raise ParameterError(f"start must be 'he' or 'looks-linear' (an even width), got {start!r} at width "
                                  f"{width}")
+        if isinstance(qat_batch, bool) or not isinstance(qat_batch, (int, np.integer)) or qat_batch < 1:
+            raise ParameterError(f"qat_batch must be an int >= 1 (images per quantization-aware step), got "
+                                 f"{qat_batch!r}")
         if not 0.0 <= float(noise) <= 10.0:
             raise ParameterError(f"noise must be in [0, 10] (times He's deviation), got {noise!r}")
         self.depth, self.width, self.channels = int(depth), int(width), int(channels)
         self.kernel, self.padding = kernel, int(padding)
         self.epochs, self.qat_epochs = int(epochs), int(qat_epochs)
-        self.rate, self.qat_rate = float(rate), float(qat_rate)
+        self.rate, self.qat_rate, self.qat_batch = float(rate), float(qat_rate), int(qat_batch)
         self.start, self.noise = start, float(noise)
         self.name = f"nn{self.depth}"
 
@@ -490,7 +494,7 @@ class QuantizedDeepNN(_Network):
         par = {n: jnp.asarray(v, jnp.float32) for n, v in state["par"].items()}
         mom = jax.tree_util.tree_map(jnp.zeros_like, par)
         sec = jax.tree_util.tree_map(jnp.zeros_like, par)
-        batches = max(1, len(xs) // 64)
+        batches = max(1, len(xs) // (self.qat_batch if quantized else 64))
         total, step = epochs * batches, 0
         ones = [np.ones(1, np.float32)] * self.depth
         grad, _, adam = _deep_steps(self.channels, (1 << self.act_bits) - 1, self.eps)
