@@ -30,6 +30,8 @@ PY=${PY:-python3}
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv || true
   $PY -c "import jax, jaxlib, numpy; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'numpy', numpy.__version__, jax.devices())"
+  # the library's compile options (crossfhe.math.xla.CPU_OPTIONS) go to every backend's compiler: check the GPU's takes them
+  $PY -c "import jax.numpy as jnp; from crossfhe.math import xla; print('compile options', xla.CPU_OPTIONS, 'taken:', int(xla.jit(lambda a: a + 1)(jnp.arange(4))[3]) == 4)"
   nproc
 } 2>&1 | tee "$OUT/env.txt"
 

@@ -245,12 +245,12 @@ def _platform(device) -> str:
     return device.platform
 
 
-def _options(platform: str) -> dict:
-    """The library's XLA:CPU compile options (:data:`crossfhe.math.xla.CPU_OPTIONS`) for a program that runs on the
-    ``platform`` of the devices the circuit was given."""
+def _options() -> dict:
+    """The library's compile options (:data:`crossfhe.math.xla.CPU_OPTIONS`: XLA:CPU code generation, read by no
+    other backend) for a circuit's program, wherever it runs."""
     from crossfhe.math import xla
 
-    return {"compiler_options": xla.CPU_OPTIONS} if xla.ENABLED and platform == "cpu" else {}
+    return {"compiler_options": xla.CPU_OPTIONS} if xla.ENABLED else {}
 
 
 def _versions() -> str:
@@ -626,9 +626,9 @@ class Circuit:
             mesh = Mesh(np.array(devices), ("batch",))
             shard, repl = NamedSharding(mesh, PartitionSpec("batch")), NamedSharding(mesh, PartitionSpec())
             jitted = jax.jit(fn, in_shardings=(repl, shard, repl), out_shardings=shard,
-                             **_options(_platform(devices[0])))
+                             **_options())
         else:
-            jitted = jax.jit(fn, **_options(_platform(devices[0])))
+            jitted = jax.jit(fn, **_options())
         self._programs[key] = jitted
         self.timings[key] = time.perf_counter() - t0
         return jitted

@@ -6,11 +6,15 @@ process-wide setting: a user's own jitted code, and JAX's configuration, stay as
 
 :data:`CPU_OPTIONS` asks XLA:CPU to prefer 512-bit vectors where the CPU has them (its default is
 256-bit; a CPU without 512-bit vectors keeps its widest); the words are the same either way, and what it
-gained is in benchmarks/README.md. Set :data:`ENABLED` to False to compare.
+gained is in benchmarks/README.md. Set :data:`ENABLED` to False to compare. The options are one constant value
+on every backend: XLA's compile options are fields of one set shared by all its compilers, and a GPU's reads
+none of the XLA:CPU ones, so nothing here asks which backend or device runs a program.
 
-On another backend (GPU, TPU) a :func:`jit` function is a plain :func:`jax.jit` one, and so it is when
-called while a trace is in progress (under a caller's ``jax.jit``, ``vmap`` or ``grad``): JAX refuses compile
-options on a nested jit, and XLA compiles the enclosing computation with the caller's options anyway.
+JAX takes compile options only on the outermost program: called while a trace is in progress (under a caller's
+``jax.jit``, ``vmap`` or ``grad``, or inside a :class:`Program`) a :func:`jit` function is a plain :func:`jax.jit`
+one, its operations part of the caller's program, which XLA compiles with the caller's options. That is the one
+thing :func:`jit` asks of JAX at a call (whether its trace state is clean), and it picks no route: both forms
+compile the same computation to the same words.
 
 **Executables kept across processes.** JAX's persistent compilation cache saves the compile, but a new process
 still traces and lowers every program before it can look one up, most of the README's first example's program loading
@@ -39,20 +43,21 @@ from crossfhe import runtime
 
 try:  # True when no trace is in progress (compile options are refused on a jit nested in a trace)
     from jax._src.core import trace_state_clean as _top_level
-except ImportError:  # pragma: no cover - a JAX without it: only the arguments tell
+except ImportError:  # pragma: no cover - a JAX without it: no options (module docstring)
     _top_level = None
 
 CPU_OPTIONS: dict[str, object] = {"xla_cpu_prefer_vector_width": 512}
-"""The compile options of :func:`jit` functions on the CPU backend."""
+"""The compile options of the programs :func:`jit` functions and :class:`Program` make (XLA:CPU code generation;
+other backends' compilers do not read them)."""
 
 ENABLED = True
-"""Whether :func:`jit` functions use :data:`CPU_OPTIONS` on the CPU backend (read at each call; for A/B
-measurements)."""
+"""Whether :func:`jit` functions use :data:`CPU_OPTIONS` (read at each call; for A/B measurements)."""
 
 
 class _Jit:
-    """Two :func:`jax.jit` wrappers of one function, with and without :data:`CPU_OPTIONS`, picked per call; with
-    ``persist``, top-level calls run executables kept across processes (module docstring)."""
+    """Two :func:`jax.jit` wrappers of one function, with and without :data:`CPU_OPTIONS`: the first for a call at
+    the top level, the second for one while a trace is in progress (module docstring); with ``persist``, top-level
+    calls run executables kept across processes."""
 
     def __init__(self, fun, kwargs: dict, persist: bool = False):
         self._plain = jax.jit(fun, **kwargs)
@@ -60,16 +65,13 @@ class _Jit:
         self._persist = _Persisted(fun, kwargs) if persist else None
         functools.update_wrapper(self, fun)
 
-    def _pick(self, args, kwargs):
-        if not ENABLED or jax.default_backend() != "cpu":
-            return self._plain
-        if _top_level is not None:
-            return self._cpu if _top_level() else self._plain
-        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs)))
-        return self._plain if traced else self._cpu
+    def _pick(self):
+        """The options-carrying jit at the top level (where JAX accepts options), else the plain one. A JAX without
+        ``trace_state_clean`` gets the plain one everywhere: the same words, without the options."""
+        return self._cpu if ENABLED and _top_level is not None and _top_level() else self._plain
 
     def __call__(self, *args, **kwargs):
-        fn = self._pick(args, kwargs)
+        fn = self._pick()
         if self._persist is not None and _store() is not None and (_top_level is None or _top_level()):
             return self._persist(fn, fn is self._cpu, args, kwargs)
         if not getattr(_MATERIALIZE, "on", False):
@@ -82,10 +84,10 @@ class _Jit:
         return _materialized(out, (args, kwargs))
 
     def lower(self, *args, **kwargs):
-        return self._pick(args, kwargs).lower(*args, **kwargs)
+        return self._pick().lower(*args, **kwargs)
 
     def trace(self, *args, **kwargs):
-        return self._pick(args, kwargs).trace(*args, **kwargs)
+        return self._pick().trace(*args, **kwargs)
 
     def __get__(self, obj, objtype=None):  # as a method: bind like a function
         return self if obj is None else functools.partial(self, obj)
@@ -134,7 +136,7 @@ def _materialized(out, inputs):
 
 
 def jit(fun=None, /, *, persist: bool = False, **kwargs):
-    """:func:`jax.jit` (same keyword arguments) with :data:`CPU_OPTIONS` on the CPU backend; usable as
+    """:func:`jax.jit` (same keyword arguments) with :data:`CPU_OPTIONS` at the top level; usable as
     ``@jit``, ``@partial(jit, static_argnames=...)`` or ``jit(f, ...)``. ``persist``: top-level calls run
     executables kept across processes (module docstring), for a module-level function whose static arguments are
     plain values (numbers, strings, tuples of them, enums, frozen dataclasses of them)."""
