@@ -414,6 +414,9 @@ def test_deep_nn_rejects_bad_shapes():
     for bad in (0, 1.5, True):
         with pytest.raises(ParameterError, match="qat_batch"):
             QuantizedDeepNN(qat_batch=bad)
+    # the default batch of the quantization-aware epochs: 64 up to depth 20, 128 deeper
+    assert [QuantizedDeepNN(depth=d).qat_batch for d in (20, 21, 50)] == [64, 128, 128]
+    assert QuantizedDeepNN(depth=50, qat_batch=64).qat_batch == 64
 
 
 # slow: about a minute of training on two cores

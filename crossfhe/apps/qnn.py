@@ -397,7 +397,9 @@ class QuantizedDeepNN(_Network):
 
     Training (JAX, seeded, cross-entropy, Adam, the rate along a cosine to 0 in each phase): ``epochs`` epochs in
     float (ReLU, batch statistics, batches of 64), then ``qat_epochs`` in batches of ``qat_batch`` (about that many
-    images each; the batch statistics normalize over them) through the integer model's function
+    images each; the batch statistics normalize over them; default 64 up to depth 20 and 128 deeper, where the
+    larger batch trains the integer model better: benchmarks/README.md, "NN-50's quantization-aware epochs")
+    through the integer model's function
     (weights w s_j with s_j refreshed every step, activations clamp(round(y), 0, 2^h - 1); straight-through
     gradients: through the roundings, and through the clamp where -1/2 < y < 2^h - 1/2); the lookups then use the
     population statistics. ``start``: "looks-linear" (default) starts each ``width`` x ``width`` layer as
@@ -419,7 +421,7 @@ class QuantizedDeepNN(_Network):
     def __init__(self, *, depth: int = 20, width: int = 92, channels: int = 2, kernel=(10, 11), padding: int = 1,
                  input_bits: int = 2, act_bits: int = 2, weight_max: int = 3, params=None, seed: int = 0,
                  epochs: int = 30, qat_epochs: int = 60, rate: float = 1e-3, qat_rate: float = 3e-3,
-                 start: str = "looks-linear", noise: float = 0.0, qat_batch: int = 64):
+                 start: str = "looks-linear", noise: float = 0.0, qat_batch: int | None = None):
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 3:
             raise ParameterError(f"depth must be an int >= 3 (a convolution, a dense layer and the output layer), "
                                  f"got {depth!r}")
@@ -433,8 +435,10 @@ class QuantizedDeepNN(_Network):
         if start not in ("he", "looks-linear") or (start == "looks-linear" and int(width) % 2):
             raise ParameterError(f"start must be 'he' or 'looks-linear' (an even width), got {start!r} at width "
                                  f"{width}")
+        if qat_batch is None:
+            qat_batch = 64 if depth <= 20 else 128
         if isinstance(qat_batch, bool) or not isinstance(qat_batch, (int, np.integer)) or qat_batch < 1:
-            raise ParameterError(f"qat_batch must be an int >= 1 (images per quantization-aware step), got "
+            raise ParameterError(f"qat_batch must be an int >= 1 (images per quantization-aware step) or None, got "
                                  f"{qat_batch!r}")
         if not 0.0 <= float(noise) <= 10.0:
             raise ParameterError(f"noise must be in [0, 10] (times He's deviation), got {noise!r}")
