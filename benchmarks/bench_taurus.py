@@ -199,8 +199,9 @@ def _model(name: str, quick: bool):
 def _deep(depth: int, quick: bool) -> dict:
     """Zama's NN-``depth`` (crossfhe.apps.qnn.QuantizedDeepNN: conv 2 x 10 x 11, padding 1, then 92-wide dense
     layers; ``depth`` layers), 2-bit inputs and activations, |w| <= 3, batch normalization folded into the
-    lookups, looks-linear start, P7 for NN-20 and P8 for NN-50 (the class's defaults); ``quick``: depth 4, width 8,
-    one map of 24 x 24 (25 windows), 1-bit inputs, P4, a few epochs."""
+    lookups, looks-linear start, P7 for NN-20 and P8 for NN-50, quantization-aware batches of 64 and 128 (the
+    class's defaults); ``quick``: depth 4, width 8, one map of 24 x 24 (25 windows), 1-bit inputs, P4, a few
+    epochs."""
     if quick:
         return {"class": "QuantizedDeepNN", "depth": 4 if depth == 20 else 5, "width": 8, "channels": 1,
                 "kernel": [24, 24], "padding": 0,
@@ -208,7 +209,7 @@ def _deep(depth: int, quick: bool) -> dict:
                 "preset": "P4"}
     return {"class": "QuantizedDeepNN", "depth": depth, "width": 92, "channels": 2, "kernel": [10, 11], "padding": 1,
             "input_bits": 2, "act_bits": 2, "weight_max": 3, "epochs": 30, "qat_epochs": 60, "start": "looks-linear",
-            "seed": 0, "preset": "P7" if depth <= 20 else "P8"}
+            "seed": 0, "preset": "P7" if depth <= 20 else "P8", "qat_batch": 64 if depth <= 20 else 128}
 
 
 GPT2_SIZE = {"d_model": 768, "n_heads": 12, "seq_len": 8}

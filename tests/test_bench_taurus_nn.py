@@ -36,6 +36,7 @@ def test_deep_network_specs(bench):
         assert kind == "digits" and spec["depth"] == depth and spec["width"] == 92 and spec["kernel"] == [10, 11]
         # the class's defaults: NN-50's integer model keeps its accuracy at P8 only (benchmarks/README.md)
         assert spec["preset"] == ("P7" if depth == 20 else "P8")
+        assert spec["qat_batch"] == bench._model(name, False).qat_batch == (64 if depth == 20 else 128)
         assert spec["act_bits"] == 2 and spec["start"] == "looks-linear"
         quick = bench.MODELS[name](True)[1]
         assert quick["preset"] == "P4" and quick["depth"] < 6
