@@ -152,6 +152,29 @@ def test_static_arguments_name_their_programs(store):
     assert xla._stable(_Opaque()) is None and xla._stable((1, _Opaque())) is None
 
 
+def test_the_optimization_setting_names_the_executable(store, monkeypatch):
+    """An executable compiled with JAX's optimizations off (``jax_disable_most_optimizations``) or other
+    ``XLA_FLAGS`` is machine code of another quality: a process with other settings never loads it."""
+    import jax
+
+    parts = ["a program", "its structure"]
+    optimized = xla.executable_path(parts)
+    jax.config.update("jax_disable_most_optimizations", True)
+    try:
+        unoptimized = xla.executable_path(parts)
+    finally:
+        jax.config.update("jax_disable_most_optimizations", False)
+    assert optimized != unoptimized and xla.executable_path(parts) == optimized
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1")
+    xla._machine.cache_clear()
+    try:
+        assert xla.executable_path(parts) not in (optimized, unoptimized)
+    finally:
+        monkeypatch.delenv("XLA_FLAGS")
+        xla._machine.cache_clear()
+    assert xla.executable_path(parts) == optimized
+
+
 def test_a_nested_function_cannot_be_persisted():
     def inner(x):
         return x

@@ -154,8 +154,9 @@ _FORMAT = "crossfhe-executable-1"
 
 @functools.cache
 def _machine() -> str:
-    """The host CPU's model and feature flags (an XLA:CPU executable is machine code for them) and the library's
-    and JAX's versions."""
+    """The host CPU's model and feature flags (an XLA:CPU executable is machine code for them), the library's and
+    JAX's versions, and ``XLA_FLAGS`` (read once, when XLA starts: flags that change the code it makes, such as its
+    optimization level)."""
     cpu = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -166,7 +167,8 @@ def _machine() -> str:
 
         cpu = platform.processor() or platform.machine()
     versions = f"jax {jax.__version__}, jaxlib {jax.lib.__version__}"
-    return f"{_FORMAT}, cpu {cpu}, sources {runtime.source_digest()}, {versions}"
+    flags = os.environ.get("XLA_FLAGS", "")
+    return f"{_FORMAT}, cpu {cpu}, sources {runtime.source_digest()}, {versions}, xla flags {flags!r}"
 
 
 def _device() -> str:
@@ -192,7 +194,8 @@ def executable_path(parts) -> os.PathLike | None:
     root = _store()
     if root is None:
         return None
-    text = "|".join([*parts, _device(), _machine()])
+    optimized = "unoptimized" if jax.config.values.get("jax_disable_most_optimizations") else "optimized"
+    text = "|".join([*parts, _device(), _machine(), optimized])
     return root / (hashlib.sha256(text.encode()).hexdigest()[:40] + ".exe")
 
 

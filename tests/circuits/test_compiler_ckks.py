@@ -485,4 +485,7 @@ def test_batched_ckks_circuits_stay_vectorized_when_compiled_for_a_gpu(monkeypat
         return cpu.count("stablehlo.while("), gpu.count("stablehlo.while(")
 
     (cpu, gpu), (cpu_plain, gpu_plain) = loops(True), loops(False)
-    assert cpu == 1 < cpu_plain and gpu == gpu_plain
+    # The plain CPU program loops once per native kernel that batches item by item (the basis conversion, built
+    # where the CPU has AVX-512 IFMA) and not at all where every native kernel takes the batch whole (CPUs without
+    # IFMA): either way it is not the materializing program's one loop.
+    assert cpu == 1 != cpu_plain and gpu == gpu_plain
