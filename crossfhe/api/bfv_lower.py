@@ -40,7 +40,7 @@ import jax
 import numpy as np
 
 from crossfhe.api import ir
-from crossfhe.api.circuit import RingScheme
+from crossfhe.api.circuit import RingScheme, key_switch_counts
 from crossfhe.api.ir import Builder, CircuitError, Graph, Node
 from crossfhe.api.passes import cse, dead_code, hoist_rotations
 from crossfhe.api.specs import BFVVector
@@ -225,13 +225,8 @@ def cost(g: Graph, params: Params, annotated: bool = True) -> dict:
     (multiplicative depth in ciphertext products); annotated, ``budget``: the smallest estimated noise budget of the
     outputs, in bits."""
     c = g.counts()
-    relins = c["relin"] + c["mul"]
-    rotations = c["rotate"] + c["swap_rows"] + sum(len(n.attr("ks")) for n in g.nodes if n.op == "rotate_many")
     out = {
-        "key_switches": relins + rotations,
-        "relinearizations": relins,
-        "rotations": rotations,
-        "modups": relins + c["rotate"] + c["swap_rows"] + c["rotate_many"],
+        **key_switch_counts(g, c["relin"] + c["mul"], ("rotate", "swap_rows")),
         "tensor_products": c["mul"] + c["tensor"],
         "plain_products": c["mul_plain"],
         "scalar_products": c["mul_int"],

@@ -211,6 +211,16 @@ class RingScheme(Scheme):
         return ntt.native_build() if params.kernels.native else ""
 
 
+def key_switch_counts(g: Graph, relins: int, rotations: tuple[str, ...]) -> dict:
+    """A ring graph's key switches: ``relins`` relinearizations, one per node whose op is in ``rotations`` and one per
+    step of each ``rotate_many``. ``modups``: the key switches' ModUps, where a ``rotate_many``'s steps share one."""
+    c = g.counts()
+    single = sum(c[op] for op in rotations)
+    rots = single + sum(len(n.attr("ks")) for n in g.nodes if n.op == "rotate_many")
+    return {"key_switches": relins + rots, "relinearizations": relins, "rotations": rots,
+            "modups": relins + single + c["rotate_many"]}
+
+
 def schemes() -> dict[str, Scheme]:
     """The schemes by name (imported on first use)."""
     import importlib

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from crossfhe.api import ir
-from crossfhe.api.circuit import RingScheme
+from crossfhe.api.circuit import RingScheme, key_switch_counts
 from crossfhe.api.ir import Builder, CircuitError, Graph, Node
 from crossfhe.api.passes import cse, hoist_rotations
 from crossfhe.api.specs import CKKSVector
@@ -484,13 +484,8 @@ def cost(g: Graph, params: Params, annotated: bool = True) -> dict:
     annotated graphs only), ``bootstraps`` (a precise one counts twice: two iterations) and ``depth`` (multiplicative
     depth; annotated: levels consumed from the top)."""
     c = g.counts()
-    relins = c["relin"] + (c["mul"] if "tensor" not in c else 0)
-    rotations = c["rotate"] + c["conjugate"] + sum(len(n.attr("ks")) for n in g.nodes if n.op == "rotate_many")
     out = {
-        "key_switches": relins + rotations,
-        "relinearizations": relins,
-        "rotations": rotations,
-        "modups": relins + c["rotate"] + c["conjugate"] + c["rotate_many"],
+        **key_switch_counts(g, c["relin"] + (c["mul"] if "tensor" not in c else 0), ("rotate", "conjugate")),
         "rescales": c["rescale"],
         "tensor_products": c["tensor"] + c["mul"],
         "plain_products": c["mul_plain"] + c["mul_scalar"] + c["mul_int"],

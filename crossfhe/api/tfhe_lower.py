@@ -1035,25 +1035,27 @@ class TFHEScheme(Scheme):
     def keygen(self, params, req, seed):
         return ops.keygen(params, seed)
 
+    @staticmethod
+    def _check_key(key, kind, params, expected: str) -> None:
+        """Refuse a ``key`` that is not a ``kind`` (``expected`` says what to pass) or not made for ``params``."""
+        if not isinstance(key, kind):
+            raise TypeError(f"{expected}, got {type(key).__name__}")
+        if key.params.digest() != params.digest():
+            what = "server key" if kind is ops.ServerKey else "client key"
+            raise ParameterError(f"the {what} was made for {key.params.name or 'other parameters'}, the circuit for "
+                                 f"{params.name or 'other ones'} (their digests differ)")
+
     def check_keys(self, graph, params, public, key_id) -> None:
-        if not isinstance(public, ops.ServerKey):
-            raise TypeError(f"a TFHE circuit runs with a tfhe ServerKey (circuit.keys.public), got "
-                            f"{type(public).__name__}")
-        if public.params.digest() != params.digest():
-            raise ParameterError(f"the server key was made for {public.params.name or 'other parameters'}, the "
-                                 f"circuit for {params.name or 'other ones'} (their digests differ)")
+        self._check_key(public, ops.ServerKey, params,
+                        "a TFHE circuit runs with a tfhe ServerKey (circuit.keys.public)")
         if key_id is not None and public.key_id is not None and public.key_id != key_id:
             raise KeyMismatchError(f"the inputs were encrypted under key pair {key_id}, the server key is of "
                                    f"{public.key_id}: run with the server key of the client key that encrypted them")
 
     def check_client_key(self, params, secret) -> None:
         """Refuse what is not a client key of ``params`` (TFHE encrypts with the secret key)."""
-        if not isinstance(secret, ops.ClientKey):
-            raise TypeError(f"TFHE encrypts with the client key (circuit.keys, or its .secret), got "
-                            f"{type(secret).__name__}")
-        if secret.params.digest() != params.digest():
-            raise ParameterError(f"the client key was made for {secret.params.name or 'other parameters'}, the "
-                                 f"circuit for {params.name or 'other ones'}")
+        self._check_key(secret, ops.ClientKey, params,
+                        "TFHE encrypts with the client key (circuit.keys, or its .secret)")
 
     def encrypt(self, params, secret, spec: TFHEInt, values):
         self.check_client_key(params, secret)
