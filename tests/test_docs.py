@@ -122,6 +122,9 @@ SLOW_PAGES = {
     "docs/architecture.md": "tests/test_front_end.py, tests/test_one_program.py (73 s)",
     "docs/tutorials/bfv-matvec.md": "tests/test_hmvp.py, tests/test_diagonal.py (72 s)",
     "docs/tutorials/integers.md": "tests/tfhe/test_integer.py (55 s)",
+    # these two took 199 and 69 s in a cold 2-core CI run (2026-12-03)
+    "docs/tutorials/encrypted-integers.md": "tests/test_api_integer.py, tests/tfhe/test_integer_ops.py",
+    "docs/tutorials/serving.md": "tests/test_serve.py, tests/test_bench_serve.py",
     # compiles at N 2^14 (the smallest secure preset with the model's depth); the default run compiles the same
     # model at an insecure N 2^11
     "docs/tutorials/your-own-model.md": "tests/test_ml_onnx.py",

@@ -154,25 +154,31 @@ def test_static_arguments_name_their_programs(store):
 
 def test_the_optimization_setting_names_the_executable(store, monkeypatch):
     """An executable compiled with JAX's optimizations off (``jax_disable_most_optimizations``) or other
-    ``XLA_FLAGS`` is machine code of another quality: a process with other settings never loads it."""
+    ``XLA_FLAGS`` is machine code of another quality: a process with other settings never loads it. The test starts
+    from the run's own setting (``make test`` turns optimizations off) and restores it."""
     import jax
 
     parts = ["a program", "its structure"]
-    optimized = xla.executable_path(parts)
-    jax.config.update("jax_disable_most_optimizations", True)
+    setting = bool(jax.config.values.get("jax_disable_most_optimizations"))
+    here = xla.executable_path(parts)
+    jax.config.update("jax_disable_most_optimizations", not setting)
     try:
-        unoptimized = xla.executable_path(parts)
+        other = xla.executable_path(parts)
     finally:
-        jax.config.update("jax_disable_most_optimizations", False)
-    assert optimized != unoptimized and xla.executable_path(parts) == optimized
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1")
+        jax.config.update("jax_disable_most_optimizations", setting)
+    assert here != other and xla.executable_path(parts) == here
+    flags = os.environ.get("XLA_FLAGS")
+    monkeypatch.setenv("XLA_FLAGS", f"{flags or ''} --xla_backend_optimization_level=1".strip())
     xla._machine.cache_clear()
     try:
-        assert xla.executable_path(parts) not in (optimized, unoptimized)
+        assert xla.executable_path(parts) not in (here, other)
     finally:
-        monkeypatch.delenv("XLA_FLAGS")
+        if flags is None:
+            monkeypatch.delenv("XLA_FLAGS")
+        else:
+            monkeypatch.setenv("XLA_FLAGS", flags)
         xla._machine.cache_clear()
-    assert xla.executable_path(parts) == optimized
+    assert xla.executable_path(parts) == here
 
 
 def test_a_nested_function_cannot_be_persisted():
