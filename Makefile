@@ -26,6 +26,9 @@ lint: $(STAMP)
 # are marked slow, each with its cold time and what the default run keeps of it (the default run then took 39.1 min
 # of pytest from a fresh clone on a 2-core AMD EPYC without AVX-512, 2026-11-29; 54.3 before, in a run that shared
 # the machine with other tests for about half its time; 13.5 min on a 2-core AMD EPYC with AVX-512, 2026-11-29).
+# 2026-12-03, on a faster 2-core AMD EPYC without AVX-512: 41.2 min cold, 37.2 after six more tests and pages became
+# slow; with JAX_DISABLE_MOST_OPTIMIZATIONS=1, 0.92x (compiles shorter, TFHE runs 1.5-1.7x longer): not used
+# (benchmarks/README.md, "The default test run: optimizations off against on").
 test: lint
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile
 
