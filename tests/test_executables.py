@@ -155,7 +155,7 @@ def test_static_arguments_name_their_programs(store):
 def test_the_optimization_setting_names_the_executable(store, monkeypatch):
     """An executable compiled with JAX's optimizations off (``jax_disable_most_optimizations``) or other
     ``XLA_FLAGS`` is machine code of another quality: a process with other settings never loads it. The test starts
-    from the run's own setting (``make test`` turns optimizations off) and restores it."""
+    from the run's own setting (JAX_DISABLE_MOST_OPTIMIZATIONS=1 turns optimizations off) and restores it."""
     import jax
 
     parts = ["a program", "its structure"]
