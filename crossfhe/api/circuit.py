@@ -668,6 +668,18 @@ class Circuit:
             return export.export(jax.jit(run), platforms=(platform,), disabled_checks=checks)(
                 shapes, *self._abstract(batch, leaves))
 
+    def _exported_for(self, batch, leaves, platform: str):
+        """The program this circuit already holds for ``batch`` on ``platform`` (run through the cache, or loaded)
+        whose arguments have the shapes and dtypes of ``leaves``' runtime, else None: what :meth:`export` writes
+        without lowering again. A file written from it and loaded on this machine compiles to the executable the
+        run compiled (the same module), which the compilation cache then gives back."""
+        # the program's arguments: its constants (none, :meth:`_traced`), the inputs, the runtime leaves
+        want = [(tuple(a.shape), str(a.dtype)) for a in jax.tree_util.tree_leaves(self._abstract(batch, leaves))]
+        for (b, _, p), exp in self._exported.items():
+            if b == batch and p == platform and [(tuple(a.shape), str(a.dtype)) for a in exp.in_avals] == want:
+                return exp
+        return None
+
     def _export_to_cache(self, batch, devices, leaves, treedef):
         root = cache_dir()
         runtime.enable_compilation_cache()
@@ -715,8 +727,9 @@ class Circuit:
         public = self._key_material(keys, "export")
         self.scheme.check_keys(self.graph, self.params, public, None)  # keys that cannot run it: the user's error
         leaves, treedef = self._runtime(public)
-        body = bytes(self._lower_exported(batch, leaves, treedef,
-                                          platform or _platform(jax.local_devices()[0])).serialize())
+        platform = platform or _platform(jax.local_devices()[0])
+        exported = self._exported_for(batch, leaves, platform) or self._lower_exported(batch, leaves, treedef, platform)
+        body = bytes(exported.serialize())
         header = {
             "scheme": self.scheme.name, "name": self.name, "digest": self.digest,
             "params": self.scheme.params_digest(self.params),

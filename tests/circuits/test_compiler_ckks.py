@@ -282,6 +282,26 @@ def test_sharded_batch_equals_one_device():
 # ---------------------------------------------------------------------------------------------------
 
 
+def test_export_after_a_run_writes_the_program_it_ran(tmp_path, monkeypatch):
+    """A circuit run through the circuit cache (the autouse fixture's temporary one) holds its exported program;
+    export writes that program (the cache entry's bytes) for the batch shape and keys it ran with, without lowering
+    it again; another batch shape is lowered anew."""
+    from crossfhe.io import circuit_file
+
+    c = fhe.compile(lambda x, y: x * y + x.rotate(1), fhe.CKKSVector(8), fhe.CKKSVector(8), params=presets.N13_L3)
+    c.keygen(seed=bytes(32))
+    a, b = np.linspace(-1, 1, 8), np.linspace(1, 0, 8)
+    assert np.abs(c.decrypt(*c.run(*c.encrypt(a, b))) - (a * b + np.roll(a, -1))).max() < TOL13
+    assert c.timings["sources"] == ["exported"]
+    lowered, lower = [], c._lower_exported
+    monkeypatch.setattr(c, "_lower_exported", lambda batch, *a: lowered.append(batch) or lower(batch, *a))
+    _, body = circuit_file.read_circuit_file(c.export(tmp_path / "f.circuit"))
+    (cached,) = (tmp_path / "cache" / "circuits").glob("*.jaxexport")
+    assert cached.read_bytes()[:-32] == body and lowered == []
+    _, batched = circuit_file.read_circuit_file(c.export(tmp_path / "g.circuit", batch_shape=(2,)))
+    assert batched != body and lowered == [(2,)]
+
+
 def test_export_and_load(tmp_path):
     c = _trace(lambda x, y: x * y + x.rotate(1), 8, 8)
     c.keygen(seed=bytes(32))
