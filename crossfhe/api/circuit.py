@@ -670,9 +670,8 @@ class Circuit:
 
     def _exported_for(self, batch, leaves, platform: str):
         """The program this circuit already holds for ``batch`` on ``platform`` (run through the cache, or loaded)
-        whose arguments have the shapes and dtypes of ``leaves``' runtime, else None: what :meth:`export` writes
-        without lowering again. A file written from it and loaded on this machine compiles to the executable the
-        run compiled (the same module), which the compilation cache then gives back."""
+        whose arguments have the shapes and dtypes of ``leaves``' runtime (the circuit cache's own key: the graph
+        fixes the runtime's structure), else None: what :meth:`export` writes without lowering again."""
         # the program's arguments: its constants (none, :meth:`_traced`), the inputs, the runtime leaves
         want = [(tuple(a.shape), str(a.dtype)) for a in jax.tree_util.tree_leaves(self._abstract(batch, leaves))]
         for (b, _, p), exp in self._exported.items():
@@ -722,7 +721,9 @@ class Circuit:
         ``path``; :func:`load` reads it in a server process without the function or a trace. ``keys``: evaluation
         keys to take the argument shapes from (default the circuit's own). ``platform``: where the server runs it
         ("cpu", "cuda", ...; default that of this process's first local device). ``model``: a JSON object stored
-        with it (:mod:`crossfhe.ml`'s client side), given back by :func:`load` as ``circuit.model``."""
+        with it (:mod:`crossfhe.ml`'s client side), given back by :func:`load` as ``circuit.model``. A program the
+        circuit already holds for this batch shape, platform and key shapes (run through the circuit cache, or
+        loaded) is written as it is, not lowered again."""
         batch = tuple(int(b) for b in batch_shape)
         public = self._key_material(keys, "export")
         self.scheme.check_keys(self.graph, self.params, public, None)  # keys that cannot run it: the user's error
