@@ -28,7 +28,9 @@ lint: $(STAMP)
 # the machine with other tests for about half its time; 13.5 min on a 2-core AMD EPYC with AVX-512, 2026-11-29).
 # 2026-12-03, on a faster 2-core AMD EPYC without AVX-512: 41.2 min cold, 37.2 after six more tests and pages became
 # slow; with JAX_DISABLE_MOST_OPTIMIZATIONS=1, 0.92x (compiles shorter, TFHE runs 1.5-1.7x longer): not used
-# (benchmarks/README.md, "The default test run: optimizations off against on").
+# (benchmarks/README.md, "The default test run: optimizations off against on"). Compiles are 62% of the run's worker
+# time (benchmarks/README.md, "Where the default test run's time goes"; 54.8 min on 2026-12-03 on the same machine
+# running 1.26x slower).
 test: lint
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile
 
