@@ -570,3 +570,28 @@ def test_native_conversion_gives_the_float64_products_words(bits):
     got5 = jax.jit(conv.convert_centered)(y5, tables)
     assert np.array_equal(np.asarray(got5)[..., :n], np.asarray(want))
     assert np.array_equal(np.asarray(got5)[..., n:], np.asarray(want)[..., :5])
+
+
+@pytest.mark.parametrize("n_src", [40, 130])
+def test_native_conversion_blocks_many_sources(n_src):
+    """conv.convert_centered with many source limbs, where the kernel takes blocks of fewer coefficients so that a
+    block's sources stay in a 32 KiB cache (40 sources: blocks of 64; 130: the smallest, 32), over a length that is
+    not a multiple of the block (its last block partly vector, partly scalar): the float64 product's words."""
+    from crossfhe.math import conv
+    from crossfhe.math.modular import centered_gemm_rows, gemm_chunk, gemm_weights
+
+    _native_conv_or_skip()
+    rng = np.random.default_rng(n_src)
+    n = 1000  # 15 blocks of 64 and 40 more; 31 blocks of 32 and 8 more
+    src = np.array(primes.ntt_primes(30, 2048, n_src), dtype=np.uint64).reshape(1, n_src)
+    dst = np.array(primes.ntt_primes(31, 2048, 5, exclude=[int(x) for x in src.ravel()]), dtype=np.uint64)[None]
+    half = src // 2
+    w = rng.integers(0, 2**62, (1, 5, n_src), dtype=np.uint64) % dst[:, :, None]
+    y = rng.integers(0, 2**62, (2, 1, n_src, n), dtype=np.uint64) % src[None, :, :, None]
+    y32 = jax.numpy.asarray(y.astype(np.uint32))
+    u32 = lambda a: jax.numpy.asarray(a.astype(np.uint32))  # noqa: E731
+    want = centered_gemm_rows(y32, u32(half[..., None]), u32(src[..., None]),
+                              jax.numpy.asarray(gemm_weights(w.astype(np.uint32), dst.astype(np.uint32)[..., None])),
+                              u32(dst[..., None]), chunk=gemm_chunk(dst.astype(np.uint32)[0, :, None]))
+    got = jax.jit(conv.convert_centered)(y32, conv.ConvTables.create(w, src, half, dst))
+    assert got.shape == (2, 1, 5, n) and np.array_equal(np.asarray(got), np.asarray(want))

@@ -4,8 +4,9 @@ them), in one pass over the source rows instead of XLA's float64 product and the
 
 The NATIVE kernel set's ModUp and ModDown take it where its build has AVX-512 IFMA (:func:`fast`: products summed
 as their low and high 52 bits in 64-bit lanes, 8 per instruction); elsewhere they keep the float64 product, which
-the portable path does not beat. Measured: benchmarks/README.md ("Key switching on the CPU: radix-4 transforms, a
-native multiply-accumulate and conversionand conversion")."""
+neither the portable path nor an AVX2 form (two FMAs per term on split weights) beats. Measured: benchmarks/README.md
+("Key switching on the CPU: radix-4 transforms, a native multiply-accumulate and conversion"; "The basis
+conversion's blocks sized to the level-1 cache")."""
 
 from __future__ import annotations
 

@@ -13,8 +13,9 @@
 
    Operands: y uint32 [G, S, N] (G groups: the batch times D digits, digit d = g mod D), half and c uint32 [D, S],
    w uint32 [D, M, S] (in [0, q_j)), negk and q uint32 [D, M] (q below 2^31); S below 2^10. Result: uint32
-   [G, M, N]. Groups and blocks of 512 coefficients go to XLA's intra-op threads; a block's u (S rows of 512 64-bit
-   words) is made once and stays in cache while each target row is summed. */
+   [G, M, N]. Groups and blocks of coefficients go to XLA's intra-op threads; a block's u (S rows of 64-bit words, at
+   most 32 KiB: 256 coefficients for S = 15, block_size()) is made once and stays in the level-1 cache while each
+   target row is summed. */
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,7 +31,15 @@ namespace ffi = xla::ffi;
 
 namespace {
 
-constexpr int64_t kBlock = 512;
+/* Coefficients per block: the largest power of two from 32 to 512 whose u (S rows of 64-bit words) fits in 32 KiB,
+   a level-1 data cache, since every target row reads all of it again (block_size()). */
+constexpr int64_t kMaxBlock = 512, kMinBlock = 32, kCacheBytes = 32768;
+
+int64_t block_size(int64_t s) {
+    int64_t b = kMaxBlock;
+    while (b > kMinBlock && s * b * 8 > kCacheBytes) b /= 2;
+    return b;
+}
 
 inline uint64_t reduce64(uint64_t s, uint32_t q, double qinv) {
     uint64_t e = static_cast<uint64_t>(static_cast<double>(s) * qinv);
@@ -44,8 +53,8 @@ inline uint64_t reduce64(uint64_t s, uint32_t q, double qinv) {
    all targets; then z_j[t] = sum_i u_i[t] w_ji + negk_j mod q_j, negk_j = -sum_i c_i w_ji mod q_j. Each product is
    below 2^63: its low 52 bits go to one accumulator, the rest to another, so a sum of S terms stays below S 2^52 and
    S 2^11; lo + hi [2^52]_q + negk < 2^63 for S < 2^10 is reduced once. */
-void block(const uint32_t *yg, int64_t n, int64_t s, int64_t m, int64_t len, const uint32_t *half, const uint32_t *c,
-           const uint32_t *w, const uint32_t *negk, const uint32_t *q, uint32_t *og, uint64_t *u) {
+void block(const uint32_t *yg, int64_t n, int64_t s, int64_t m, int64_t len, int64_t blk, const uint32_t *half,
+           const uint32_t *c, const uint32_t *w, const uint32_t *negk, const uint32_t *q, uint32_t *og, uint64_t *u) {
     for (int64_t i = 0; i < s; i++) {
         int64_t t = 0;
 #ifdef __AVX512IFMA__
@@ -53,13 +62,13 @@ void block(const uint32_t *yg, int64_t n, int64_t s, int64_t m, int64_t len, con
         for (; t + 8 <= len; t += 8) {  // branch-free: a data-dependent branch here mispredicts half the time
             const __m512i x = _mm512_maskz_cvtepu32_epi64(
                 0xFF, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(yg + i * n + t)));
-            _mm512_storeu_si512(reinterpret_cast<void *>(u + i * kBlock + t),
+            _mm512_storeu_si512(reinterpret_cast<void *>(u + i * blk + t),
                                 _mm512_mask_add_epi64(x, _mm512_cmple_epu64_mask(x, vh), x, vc));
         }
 #endif
         for (; t < len; t++) {
             const uint64_t x = yg[i * n + t];
-            u[i * kBlock + t] = x + (x > half[i] ? 0 : c[i]);
+            u[i * blk + t] = x + (x > half[i] ? 0 : c[i]);
         }
     }
     for (int64_t j = 0; j < m; j++) {
@@ -77,7 +86,7 @@ void block(const uint32_t *yg, int64_t n, int64_t s, int64_t m, int64_t len, con
             for (int k = 0; k < 4; k++) lo[k] = hi[k] = _mm512_setzero_si512();
             for (int64_t i = 0; i < s; i++) {
                 const __m512i wi = _mm512_set1_epi64(wj[i]);
-                const uint64_t *ui = u + i * kBlock + t;
+                const uint64_t *ui = u + i * blk + t;
                 for (int k = 0; k < 4; k++) {
                     const __m512i x = _mm512_loadu_si512(reinterpret_cast<const void *>(ui + 8 * k));
                     lo[k] = _mm512_madd52lo_epu64(lo[k], x, wi);
@@ -97,7 +106,7 @@ void block(const uint32_t *yg, int64_t n, int64_t s, int64_t m, int64_t len, con
         for (; t < len; t++) {
             uint64_t lo = 0, hi = 0;
             for (int64_t i = 0; i < s; i++) {
-                const uint64_t p = u[i * kBlock + t] * wj[i];  // < 2^63
+                const uint64_t p = u[i * blk + t] * wj[i];  // < 2^63
                 lo += p & ((uint64_t{1} << 52) - 1);
                 hi += p >> 52;
             }
@@ -129,14 +138,14 @@ ffi::Error conv_centered(ffi::ThreadPool pool, ffi::Buffer<ffi::U32> y, ffi::Buf
     for (int64_t k = 0; k < digits * m; k++)
         if (qp[k] < 2 || qp[k] >= (1u << 31)) return ffi::Error::InvalidArgument(who + ": a modulus is out of range");
     uint32_t *op = out->typed_data();
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
+    const int64_t blk = block_size(s), blocks = (n + blk - 1) / blk;
     crossfhe::parallel_for(pool, groups * blocks, 1, [&](int64_t lo, int64_t hi) {
-        std::vector<uint64_t> u(static_cast<size_t>(s * kBlock));
+        std::vector<uint64_t> u(static_cast<size_t>(s * blk));
         for (int64_t item = lo; item < hi; item++) {
-            const int64_t g = item / blocks, b0 = (item % blocks) * kBlock;
-            const int64_t len = n - b0 < kBlock ? n - b0 : kBlock;
+            const int64_t g = item / blocks, b0 = (item % blocks) * blk;
+            const int64_t len = n - b0 < blk ? n - b0 : blk;
             const int64_t d = g % digits;
-            block(yp + g * s * n + b0, n, s, m, len, hp + d * s, cp + d * s, wp + d * m * s, kp + d * m, qp + d * m,
+            block(yp + g * s * n + b0, n, s, m, len, blk, hp + d * s, cp + d * s, wp + d * m * s, kp + d * m, qp + d * m,
                   op + g * m * n + b0, u.data());
         }
     });
