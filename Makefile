@@ -30,7 +30,7 @@ lint: $(STAMP)
 # slow; with JAX_DISABLE_MOST_OPTIMIZATIONS=1, 0.92x (compiles shorter, TFHE runs 1.5-1.7x longer): not used
 # (benchmarks/README.md, "The default test run: optimizations off against on"). Compiles are 62% of the run's worker
 # time (benchmarks/README.md, "Where the default test run's time goes"; 54.8 min on 2026-12-03 on the same machine
-# running 1.26x slower).
+# running 1.26x slower). 34.7 min cold on a 2-core AMD EPYC Zen 4 with AVX-512 IFMA, 2026-12-03 (c634648).
 test: lint
 	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile
 
