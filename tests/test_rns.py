@@ -530,13 +530,23 @@ def _native_conv_or_skip():
         pytest.skip("no native CPU kernels here (a GPU backend, or no compiler)")
 
 
+def _float64_conversion(y32, half, src, w, q):
+    """centered_gemm_rows (the float64 product) of y32 with the tables the native kernel takes: half and src [D, S],
+    w [D, M, S], q [D, M]."""
+    from crossfhe.math.modular import centered_gemm_rows, gemm_chunk, gemm_weights
+
+    u32 = lambda a: jax.numpy.asarray(np.asarray(a).astype(np.uint32))  # noqa: E731
+    return centered_gemm_rows(y32, u32(half[..., None]), u32(src[..., None]),
+                              jax.numpy.asarray(gemm_weights(w.astype(np.uint32), q.astype(np.uint32)[..., None])),
+                              u32(q[..., None]), chunk=gemm_chunk(q.astype(np.uint32)[0, :, None]))
+
+
 @pytest.mark.parametrize("bits", [20, 30, 31])
 def test_native_conversion_gives_the_float64_products_words(bits):
     """conv.convert_centered: the words of centered_gemm_rows (canonical residues) for 2 digit groups of 5 and 4
     source limbs (one padding row: half 2^32 - 1, weight 0), 7 targets of ``bits`` bits (31: the wide moduli near
     2^31), leading batch axes, values at the centering boundary half and half + 1, under jit and vmap."""
     from crossfhe.math import conv
-    from crossfhe.math.modular import centered_gemm_rows, gemm_chunk, gemm_weights
 
     _native_conv_or_skip()
     rng = np.random.default_rng(bits)
@@ -554,11 +564,7 @@ def test_native_conversion_gives_the_float64_products_words(bits):
     y[0, :, :, :2] = np.stack([half, half + 1], axis=-1)
     y32 = jax.numpy.asarray(y.astype(np.uint32))
     tables = conv.ConvTables.create(w, src, half, q)
-    want = centered_gemm_rows(y32, jax.numpy.asarray(half.astype(np.uint32)[..., None]),
-                              jax.numpy.asarray(src.astype(np.uint32)[..., None]),
-                              jax.numpy.asarray(gemm_weights(w.astype(np.uint32), q.astype(np.uint32)[..., None])),
-                              jax.numpy.asarray(q.astype(np.uint32)[..., None]),
-                              chunk=gemm_chunk(q.astype(np.uint32)[0, :, None]))
+    want = _float64_conversion(y32, half, src, w, q)
     got = jax.jit(conv.convert_centered)(y32, tables)
     assert got.shape == (3, 2, 7, n) and np.array_equal(np.asarray(got), np.asarray(want))
     one = jax.vmap(conv.convert_centered, in_axes=(0, None))(y32, tables)
@@ -578,7 +584,6 @@ def test_native_conversion_blocks_many_sources(n_src):
     block's sources stay in a 32 KiB cache (40 sources: blocks of 64; 130: the smallest, 32), over a length that is
     not a multiple of the block (its last block partly vector, partly scalar): the float64 product's words."""
     from crossfhe.math import conv
-    from crossfhe.math.modular import centered_gemm_rows, gemm_chunk, gemm_weights
 
     _native_conv_or_skip()
     rng = np.random.default_rng(n_src)
@@ -589,9 +594,6 @@ def test_native_conversion_blocks_many_sources(n_src):
     w = rng.integers(0, 2**62, (1, 5, n_src), dtype=np.uint64) % dst[:, :, None]
     y = rng.integers(0, 2**62, (2, 1, n_src, n), dtype=np.uint64) % src[None, :, :, None]
     y32 = jax.numpy.asarray(y.astype(np.uint32))
-    u32 = lambda a: jax.numpy.asarray(a.astype(np.uint32))  # noqa: E731
-    want = centered_gemm_rows(y32, u32(half[..., None]), u32(src[..., None]),
-                              jax.numpy.asarray(gemm_weights(w.astype(np.uint32), dst.astype(np.uint32)[..., None])),
-                              u32(dst[..., None]), chunk=gemm_chunk(dst.astype(np.uint32)[0, :, None]))
+    want = _float64_conversion(y32, half, src, w, dst)
     got = jax.jit(conv.convert_centered)(y32, conv.ConvTables.create(w, src, half, dst))
     assert got.shape == (2, 1, 5, n) and np.array_equal(np.asarray(got), np.asarray(want))
