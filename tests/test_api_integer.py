@@ -215,6 +215,45 @@ def test_bad_input_is_refused_in_the_users_terms(ctx, u8):
         crossfhe.compile(lambda a: a + np.arange(3), TFHEInteger("uint8"), params=P)
 
 
+def test_powers_batch_items_and_what_integers_lack(ctx):
+    """x ** k wraps as NumPy's integer power; x[i], slices, masks, len and iteration select items of the batch (no
+    cryptographic work); NumPy operators and functions with no encrypted counterpart raise TypeError naming what
+    exists (before: Python's or NumPy's bare messages, and np.asarray made an object array)."""
+    v = np.array([[3, 200, 7], [1, 2, 255]], dtype=np.uint8)
+    x = ctx.encrypt(v, dtype=np.uint8)
+    with np.errstate(over="ignore"):
+        _same(ctx.decrypt(x ** 3), v ** 3, "x ** 3")
+        _same(ctx.decrypt(x ** 0), v ** 0, "x ** 0")
+        s = np.array([-128, -3, 11], dtype=np.int8)
+        _same(ctx.decrypt(np.power(ctx.encrypt(s, dtype=np.int8), 2)), s ** 2, "np.power, int8")
+    _same(ctx.decrypt(x[1, 2]), v[1, 2])
+    _same(ctx.decrypt(x[:, 1]), v[:, 1])
+    _same(ctx.decrypt(x[np.array([False, True])]), v[np.array([False, True])])
+    assert len(x) == 2 and x[0].shape == (3,) and [ctx.decrypt(r).tolist() for r in x] == v.tolist()
+    refusals = {r"x / y is true division": lambda: x / 2, "c \\*\\* x with an encrypted exponent": lambda: 2 ** x,
+                "@ is not defined": lambda: x @ x, "numpy.sum is not defined": lambda: np.sum(x),
+                r"numpy.exp \(__call__\) is not defined": lambda: np.exp(x)}
+    for what, op in refusals.items():
+        with pytest.raises(TypeError, match=f"{what}.*what exists: \\+ - \\* //"):
+            op()
+    with pytest.raises(TypeError, match="not a NumPy array .* decrypt it first"):
+        np.asarray(x)
+    with pytest.raises(ParameterError, match="negative integer powers"):
+        x ** -1
+    with pytest.raises(TypeError, match="exponent is an int constant"):
+        x ** 1.5
+    with pytest.raises(TypeError, match="ints, slices and public integer or boolean arrays"):
+        x[..., 0]
+    with pytest.raises(IndexError, match=r"too many indices for an encrypted batch of shape \(2, 3\)"):
+        x[0, 0, 0]
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[2]
+    with pytest.raises(TypeError, match="only a batch has a length"):
+        len(x[0, 0])
+    with pytest.raises(crossfhe.CircuitError, match="one item of the circuit's batch"):
+        crossfhe.compile(lambda a: a[0], TFHEInteger("uint8"), params=P)
+
+
 def test_values_travel_without_secrets(ctx, u8):
     x, y = u8
     z = x * y + 1  # lazy carries: the blob keeps its bookkeeping

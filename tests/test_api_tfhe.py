@@ -6,6 +6,7 @@ owner.
 Parameters: INSECURE_TFHE_P4 (4-bit messages). Batches keep to two shapes, () and (16,), each compiled once."""
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -58,9 +59,26 @@ def test_lookups_and_comparisons(ctx, batch):
     assert np.array_equal(r.decrypt(), 15 - a) and r.range == (12, 15)
     for name, got, want in (("x < y", x < y, a < b), ("x <= y", x <= y, a <= b), ("x > y", x > y, a > b),
                             ("x >= y", x >= y, a >= b), ("x < 2", x < 2, a < 2), ("2 < x", 2 < x, 2 < a),
-                            ("x >= 3", x >= 3, a >= 3)):
+                            ("x >= 3", x >= 3, a >= 3), ("x == y", x == y, a == b), ("x != y", x != y, a != b),
+                            ("x == 2", x == 2, a == 2), ("1 != x", 1 != x, a != 1)):
         assert np.array_equal(got.decrypt(), want.astype(np.int64)), name
         assert got.range[0] >= 0 and got.range[1] <= 1
+
+
+def test_what_lookup_integers_lack_is_refused(ctx, batch):
+    """Operators that are lookups here raise TypeError pointing to apply (before: Python's bare messages), and
+    np.asarray refuses instead of wrapping the value in an object array."""
+    _, _, x, y = batch
+    for what, op in {"abs(x)": lambda: abs(x), "//": lambda: x // 2, "%": lambda: 7 % x, "/": lambda: x / y,
+                     "**": lambda: x ** 2, "&": lambda: x & y, "~": lambda: ~x, "<<": lambda: x << 1,
+                     "@": lambda: x @ y}.items():
+        with pytest.raises(TypeError, match=rf"^{re.escape(what)} is not an operator of lookup-table integers: .*"
+                           r"x\.apply"):
+            op()
+    with pytest.raises(TypeError, match="not a NumPy array"):
+        np.asarray(x)
+    with pytest.raises(TypeError, match="compared with an int or another encrypted integer, got float"):
+        x == 1.5  # noqa: B015 - the comparison raises
 
 
 def test_overflow_is_refused_with_the_bound(ctx, batch):

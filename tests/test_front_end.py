@@ -4,6 +4,8 @@ executable; NumPy's habits on the value classes; errors in the user's terms."""
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -273,6 +275,34 @@ def test_numpy_habits_on_bfv(bfv):
         np.mean(x)
     with pytest.raises(TypeError, match="comparisons of BFV vectors"):
         x > 1  # noqa: B015 - the comparison raises
+
+
+@pytest.mark.parametrize("scheme", ["ckks", "bfv"])
+def test_what_vectors_lack_is_refused_not_answered(scheme, ckks, bfv):
+    """NumPy operators with no encrypted counterpart raise TypeError naming what exists. Before, x == 1 answered
+    False (Python's identity comparison: a silently wrong result), np.asarray(x) failed inside NumPy and abs, // or &
+    gave Python's bare message."""
+    ctx = ckks if scheme == "ckks" else bfv
+    x = ctx.encrypt(np.arange(8) % 3)
+    refusals = {"==": lambda: x == 1, "!=": lambda: x != x, "abs(x)": lambda: abs(x), "//": lambda: x // 2,
+                "%": lambda: 3 % x, "&": lambda: x & 1, "|": lambda: 1 | x, "^": lambda: x ^ x, "~": lambda: ~x,
+                "<<": lambda: x << 1, ">>": lambda: x >> 1, "divmod": lambda: divmod(x, 2)}
+    for what, op in refusals.items():
+        with pytest.raises(TypeError, match=rf"^{re.escape(what)} is not defined on encrypted vectors: .*; what "
+                           "exists: \\+ - \\*"):
+            op()
+    for op in (lambda: np.asarray(x), lambda: float(x[0]), lambda: int(x[0]), lambda: complex(x), lambda: round(x)):
+        with pytest.raises(TypeError, match="not a number nor a NumPy array .* decrypt it first"):
+            op()
+    with pytest.raises(TypeError, match="can't multiply sequence"):  # no __index__: Python's own message
+        "a" * x
+    assert x in [x] and len({x, x}) == 1  # identity still works where Python uses it
+    assert (x.shape, x.ndim, x.size) == ((8,), 1, 8) and x.dtype == ctx.decrypt(x).dtype
+    if scheme == "ckks":  # CKKS encrypts a batch of vectors at once, BFV one vector
+        batch = ctx.encrypt(np.ones((3, 5)))
+        assert (batch.shape, batch.ndim, batch.size) == ((3, 5), 2, 15) == (ctx.decrypt(batch).shape, 2, 15)
+        z = ctx.encrypt(np.array([1 + 2j, 3]))
+        assert z.dtype == ctx.decrypt(z).dtype == np.complex128
 
 
 def test_depth_errors_say_what_fits(ckks):

@@ -230,6 +230,10 @@ class EncryptedIntVector(KeyOwned, SlotVector):
 
     scheme = "bfv"
     _MASK_DTYPE = np.int64
+    _EQUALITY = ("equality mod t is not a low-degree polynomial; decrypt first, or compare TFHE integers "
+                 "(crossfhe.TFHEContext: ctx.encrypt(values, dtype=np.int32), then x == y)")
+    _INTEGER_OPS = ("BFV values are integers mod t under + - * only; integer division, remainders, abs and bitwise "
+                    "operators exist on TFHE integers (crossfhe.TFHEContext: ctx.encrypt(values, dtype=np.int32))")
 
     _FIELDS = ("ct", "ctx", "length", "width", "clean", "trace", "node")
 

@@ -258,6 +258,12 @@ class EncryptedVector(KeyOwned, SlotVector):
 
     scheme = "ckks"
     _FIELDS = ("ct", "ctx", "complex", "length", "width", "clean", "bound", "trace", "node")
+    _EQUALITY = ("CKKS values are approximate, so == would compare their noise; compare the decrypted values with "
+                 "np.isclose, or order encrypted ones with x > y and x < y through a crossfhe.SchemeSwitch")
+    _INTEGER_OPS = ("CKKS values are real numbers; functions that are not polynomials go through a "
+                    "crossfhe.SchemeSwitch (sw.apply(x, np.abs, interval)) or a polynomial approximation "
+                    "(crossfhe.ckks.activations.from_function(f, interval, degree)); integer division and bitwise "
+                    "operators exist on TFHE integers (crossfhe.TFHEContext)")
 
     def __init__(self, ct: Ciphertext | None = None, ctx: CKKSPublicContext | None = None, complex: bool = False,
                  length: int = 1, width: int = 1, clean: bool = True, *, bound: float | None = math.inf, trace=None,
@@ -277,6 +283,11 @@ class EncryptedVector(KeyOwned, SlotVector):
     def symbolic(cls, trace, node: int, spec) -> EncryptedVector:
         """The traced value of an input node (:class:`~crossfhe.api.specs.CKKSVector` ``spec``)."""
         return cls(None, None, spec.complex, spec.length, spec.width, True, bound=None, trace=trace, node=node)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy type of the decrypted values: complex128 for a complex vector, else float64."""
+        return np.dtype(np.complex128 if self.complex else np.float64)
 
     @property
     def level(self) -> int:

@@ -45,7 +45,7 @@ from crossfhe.api._owner import set_owner as _set_owner
 from crossfhe.api.specs import integer_dtype
 from crossfhe.api.tfhe import INTEGER_TYPES, TFHEContext, TFHEPublicContext
 from crossfhe.api.trace import Value, register_value
-from crossfhe.api.vector import scalar_operand
+from crossfhe.api.vector import is_int, power, scalar_operand
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import ParameterError, SerializationError
 from crossfhe.io import format as fmt
@@ -60,6 +60,10 @@ blocks (batch shape ``(*shape, B)``) with one more header field, ``radix``: ``{"
 "norms"}`` (a loaded value is checked against the parameters' bounds)."""
 
 _ARRAYS = (np.ndarray, list, tuple)
+
+SUPPORTED = ("+ - * // % divmod ** (int exponents) & | ^ ~ << >> rotl rotr == != < <= > >= abs, np.minimum, "
+             "np.maximum, crossfhe.where (np.where), astype, overflowing_add/_sub/_mul, x[i] and len over the batch")
+"""What encrypted integers support, named by the errors that refuse the rest."""
 
 
 class EncryptedInteger(KeyOwned, Value):
@@ -122,6 +126,44 @@ class EncryptedInteger(KeyOwned, Value):
 
     def __index__(self):
         raise self._error(TypeError, "an encrypted integer is not a Python int: decrypt it first (ctx.decrypt(x))")
+
+    def __array__(self, *args, **kwargs):
+        raise self._error(TypeError, "an encrypted integer is not a NumPy array (its values are secret): decrypt it "
+                          "first (ctx.decrypt(x))")
+
+    # The batch -------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise self._error(TypeError, "len() of one encrypted integer (batch shape ()): only a batch has a length")
+        return self.shape[0]
+
+    def __getitem__(self, index):
+        """Items of the batch, as NumPy indexes an array of this shape (ints, slices, integer or boolean arrays, one
+        per batch axis at most): no cryptographic work, the blocks' words are selected. A traced value is one item
+        of the circuit's batch and takes no index."""
+        if self.traced:
+            raise self._error(TypeError, "a traced encrypted integer is one item of the circuit's batch; index the "
+                              "batch outside the circuit")
+        parts = index if isinstance(index, tuple) else (index,)
+        if any(p is None or p is Ellipsis or isinstance(p, (EncryptedInteger, Value)) for p in parts):
+            raise self._error(TypeError, f"encrypted integers take ints, slices and public integer or boolean arrays "
+                              f"as indexes of their batch axes, got {index!r}")
+        parts = tuple(np.asarray(p) if isinstance(p, (list, jnp.ndarray)) else p for p in parts)
+        axes = sum(p.ndim if isinstance(p, np.ndarray) and p.dtype == bool else 1 for p in parts)
+        if axes > len(self.shape):
+            raise IndexError(f"too many indices for an encrypted batch of shape {self.shape}: {index!r}")
+        try:
+            np.empty(self.shape, dtype=np.int8)[parts]  # NumPy's own checks of the index against the batch
+        except IndexError as e:
+            raise IndexError(f"{e} (an encrypted batch of shape {self.shape})") from None
+        b, a = self.ct.b[parts], self.ct.a[parts]
+        out = EncryptedInteger(LWECiphertext(b, a, self.ct.moduli, self.ct.key_id), self.ctx, self.meta)
+        return _set_owner(out, self._owner_of((self,)))
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
 
     __hash__ = object.__hash__
 
@@ -245,6 +287,38 @@ class EncryptedInteger(KeyOwned, Value):
     def __abs__(self):
         self._numeric("abs(x)")
         return self._run("abs") if il.is_signed(self.meta[0]) else self
+
+    def __pow__(self, k):
+        """x ** k for an int constant k >= 0, wrapping mod 2^bits as NumPy's integer power does: repeated squaring,
+        floor(log2 k) squarings and one product more per further set bit of k (each a product of blocks); x ** 0 is
+        1 for every item."""
+        self._numeric("x ** k")
+        if not isinstance(k, Value):
+            k = scalar_operand(k)
+        if not is_int(k):
+            raise self._error(TypeError, f"x ** k: the exponent is an int constant >= 0, got {type(k).__name__} "
+                              f"{k!r}" + ("; an encrypted exponent is not an operator here (1 << k shifts by an "
+                                          "encrypted amount)" if isinstance(k, Value) else ""))
+        if k < 0:
+            raise self._error(ValueError, f"x ** k: integers to negative integer powers are not allowed (NumPy's "
+                              f"rule), got k = {k}")
+        return (self - self) + 1 if k == 0 else power(self, int(k))
+
+    def __rpow__(self, c):
+        raise self._error(TypeError, f"c ** x with an encrypted exponent is not defined on encrypted integers (1 << x "
+                          f"shifts by one); what exists: {SUPPORTED}")
+
+    def __truediv__(self, other):
+        raise self._error(TypeError, f"x / y is true division, which gives floats; encrypted integers divide with // "
+                          f"and % (flooring, as NumPy's); what exists: {SUPPORTED}")
+
+    __rtruediv__ = __truediv__
+
+    def __matmul__(self, other):
+        raise self._error(TypeError, f"@ is not defined on encrypted integers (a batch is not a vector to contract); "
+                          f"multiply and add explicitly; what exists: {SUPPORTED}")
+
+    __rmatmul__ = __matmul__
 
     def divmod(self, other):
         """(x // y, x % y) in one division (module docstring: floor semantics, division by zero)."""
@@ -402,34 +476,40 @@ class EncryptedInteger(KeyOwned, Value):
                "remainder": "__mod__", "bitwise_and": "__and__", "bitwise_or": "__or__", "bitwise_xor": "__xor__",
                "left_shift": "__lshift__", "right_shift": "__rshift__", "equal": "__eq__", "not_equal": "__ne__",
                "less": "__lt__", "less_equal": "__le__", "greater": "__gt__", "greater_equal": "__ge__",
-               "minimum": "minimum", "maximum": "maximum", "divmod": "divmod"}
+               "minimum": "minimum", "maximum": "maximum", "divmod": "divmod", "power": "__pow__",
+               "true_divide": "__truediv__", "matmul": "__matmul__"}
     _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__", "floor_divide": "__rfloordiv__",
                   "remainder": "__rmod__", "bitwise_and": "__rand__", "bitwise_or": "__ror__",
                   "bitwise_xor": "__rxor__", "equal": "__eq__", "not_equal": "__ne__", "less": "__gt__",
                   "less_equal": "__ge__", "greater": "__lt__", "greater_equal": "__le__", "minimum": "minimum",
-                  "maximum": "maximum", "divmod": "__rdivmod__"}
+                  "maximum": "maximum", "divmod": "__rdivmod__", "power": "__rpow__", "true_divide": "__rtruediv__",
+                  "matmul": "__rmatmul__"}
     _UNARY = {"negative": "__neg__", "invert": "__invert__", "bitwise_not": "__invert__", "absolute": "__abs__",
               "positive": "__pos__"}
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        """NumPy's ufuncs on encrypted integers (``np.maximum(x, y)``, ``np.add(3, x)``, ...): the operators."""
-        if method != "__call__" or kwargs:
-            return NotImplemented
-        if len(inputs) == 1 and ufunc.__name__ in self._UNARY:
-            return getattr(inputs[0], self._UNARY[ufunc.__name__])()
-        if len(inputs) == 2:
-            a, b = inputs
-            if isinstance(a, EncryptedInteger) and ufunc.__name__ in self._UFUNCS:
-                return getattr(a, self._UFUNCS[ufunc.__name__])(b)
-            if isinstance(b, EncryptedInteger) and ufunc.__name__ in self._REFLECTED:
-                return getattr(b, self._REFLECTED[ufunc.__name__])(a)
-        return NotImplemented
+        """NumPy's ufuncs on encrypted integers (``np.maximum(x, y)``, ``np.add(3, x)``, ...): the operators; any
+        other ufunc, method or keyword raises TypeError naming what exists."""
+        if method == "__call__" and not kwargs:
+            if len(inputs) == 1 and ufunc.__name__ in self._UNARY:
+                return getattr(inputs[0], self._UNARY[ufunc.__name__])()
+            if len(inputs) == 2:
+                a, b = inputs
+                if isinstance(a, EncryptedInteger) and ufunc.__name__ in self._UFUNCS:
+                    return getattr(a, self._UFUNCS[ufunc.__name__])(b)
+                if isinstance(b, EncryptedInteger) and ufunc.__name__ in self._REFLECTED:
+                    return getattr(b, self._REFLECTED[ufunc.__name__])(a)
+        extra = f" with {sorted(kwargs)}" if kwargs else ""
+        raise self._error(TypeError, f"numpy.{ufunc.__name__} ({method}{extra}) is not defined on encrypted integers; "
+                          f"what exists: {SUPPORTED}")
 
     def __array_function__(self, func, types, args, kwargs):
-        """``np.where(cond, a, b)`` on encrypted values (:func:`where`)."""
+        """``np.where(cond, a, b)`` on encrypted values (:func:`where`); any other NumPy function raises TypeError
+        naming what exists."""
         if func is np.where and len(args) == 3 and not kwargs:
             return where(*args)
-        return NotImplemented
+        raise self._error(TypeError, f"numpy.{func.__name__} is not defined on encrypted integers; what exists: "
+                          f"{SUPPORTED}")
 
     # Serialization ---------------------------------------------------------------------------------
 

@@ -222,10 +222,11 @@ class EncryptedInt(KeyOwned, Value):
     ``ctx`` its public context and ``bound`` its :class:`Bound`; each operator runs at once) or symbolic inside
     :func:`crossfhe.compile` (each operator recorded; the compiler's analysis computes the same bounds). ``+`` and
     ``-`` with another EncryptedInt, an int or an int array; ``*`` by an int; unary ``-``; :meth:`apply` (a lookup
-    table, one bootstrap); ``<``, ``<=``, ``>``, ``>=`` (encrypted 0/1, one bootstrap). Linear operations are exact
-    mod 2^(p+1), so a value in between may leave [0, 2^p) (``x - y + 8`` is fine); what a lookup reads and what is
-    decrypted must lie in [0, 2^p) with noise within :func:`noise_budget`, else ParameterError names the bound.
-    No ``==`` (identity, as for any object) and no product of two values (pack them and apply a table, see ``*``)."""
+    table, one bootstrap); ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` (encrypted 0/1, one bootstrap). Linear
+    operations are exact mod 2^(p+1), so a value in between may leave [0, 2^p) (``x - y + 8`` is fine); what a lookup
+    reads and what is decrypted must lie in [0, 2^p) with noise within :func:`noise_budget`, else ParameterError
+    names the bound. No product of two values (pack them and apply a table, see ``*``); other operators (``//``,
+    ``abs``, bitwise ones) are lookups written with :meth:`apply`, and raise TypeError saying so."""
 
     scheme = "tfhe"
     __array_ufunc__ = None  # a NumPy operand on the left defers to the reflected operators here
@@ -271,6 +272,18 @@ class EncryptedInt(KeyOwned, Value):
                           "select arithmetically with a lookup table")
 
     __hash__ = object.__hash__
+
+    def _lookup_instead(self, what: str):
+        def refuse(*args):
+            raise self._error(TypeError, f"{what} is not an operator of lookup-table integers: write it as a table, "
+                              f"x.apply(lambda m: ...) (one bootstrap); what exists: + - (values, ints, int arrays), "
+                              f"* by an int, apply, == != < <= > >=; NumPy's integer types with every operator: "
+                              f"ctx.encrypt(values, dtype=np.uint8)")
+        return refuse
+
+    def __array__(self, *args, **kwargs):
+        raise self._error(TypeError, "an encrypted integer is not a NumPy array (its values are secret): decrypt it "
+                          "first (ctx.decrypt(x))")
 
     # Serialization ---------------------------------------------------------------------------------
 
@@ -468,9 +481,13 @@ class EncryptedInt(KeyOwned, Value):
         other = scalar_operand(other)
         if is_int(other):
             c = int(other)
-            test = {"<": lambda v: v < c, "<=": lambda v: v <= c, ">": lambda v: v > c, ">=": lambda v: v >= c}[op]
+            test = {"<": lambda v: v < c, "<=": lambda v: v <= c, ">": lambda v: v > c, ">=": lambda v: v >= c,
+                    "==": lambda v: v == c, "!=": lambda v: v != c}[op]
             return self.apply(lambda v: int(test(v)))
         if not isinstance(other, EncryptedInt):
+            if op in ("==", "!="):
+                raise self._error(TypeError, f"x {op} y: an encrypted integer is compared with an int or another "
+                                  f"encrypted integer, got {type(other).__name__}")
             return NotImplemented
         if op in (">", ">="):
             return other._compare(self, {">": "<", ">=": "<="}[op])
@@ -489,7 +506,17 @@ class EncryptedInt(KeyOwned, Value):
                 f"holds, so one lookup cannot compare them; encrypt with fewer bits (at most {self.bits - 1} each) or "
                 "reduce the operands with .apply(...) first")
         d = self - other + shift
-        return d.apply((lambda v: int(v < shift)) if op == "<" else (lambda v: int(v <= shift)))
+        tests = {"<": lambda v: int(v < shift), "<=": lambda v: int(v <= shift), "==": lambda v: int(v == shift),
+                 "!=": lambda v: int(v != shift)}
+        return d.apply(tests[op])
+
+    def __eq__(self, other):
+        """1 where the message equals ``other`` (an int, or another encrypted integer: a lookup on their difference
+        as for ``<``), else 0: encrypted, one bootstrap."""
+        return self._compare(other, "==")
+
+    def __ne__(self, other):
+        return self._compare(other, "!=")
 
     def __lt__(self, other):
         return self._compare(other, "<")
@@ -503,6 +530,17 @@ class EncryptedInt(KeyOwned, Value):
     def __ge__(self, other):
         return self._compare(other, ">=")
 
+
+_LOOKUP_OPERATORS = {"__abs__": "abs(x)", "__floordiv__": "//", "__rfloordiv__": "//", "__mod__": "%",
+                     "__rmod__": "%", "__divmod__": "divmod", "__rdivmod__": "divmod", "__truediv__": "/",
+                     "__rtruediv__": "/", "__pow__": "**", "__rpow__": "**", "__and__": "&", "__rand__": "&",
+                     "__or__": "|", "__ror__": "|", "__xor__": "^", "__rxor__": "^", "__invert__": "~",
+                     "__lshift__": "<<", "__rlshift__": "<<", "__rshift__": ">>", "__rrshift__": ">>",
+                     "__matmul__": "@", "__rmatmul__": "@"}
+"""Operators a NumPy user writes that lookup-table integers express as tables (:meth:`EncryptedInt.apply`)."""
+for _name, _what in _LOOKUP_OPERATORS.items():
+    setattr(EncryptedInt, _name, lambda self, *args, _what=_what: self._lookup_instead(_what)())
+del _name, _what
 
 register_value(EncryptedInt)
 SCHEME.value_class = TFHEContext.VALUE = EncryptedInt

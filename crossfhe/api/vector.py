@@ -21,14 +21,19 @@ NumPy's habits (each with its cost, the scheme's primitives underneath):
                         the width adds every slot's noise: CKKS keeps about log2(width) / 2 bits less).
 ``x[a:b]``              values a .. b-1 (step 1): one rotation, one mask product, log2(width / new width) rotations.
 ``np.where(m, x, y)``   m a public 0/1 (or boolean) array: m x + (1 - m) y, two mask products.
-``len(x)``              the length.
+``len(x)``              the length; ``x.shape`` (batch axes, then the length), ``x.ndim``, ``x.size``, ``x.dtype``:
+                        those of the decrypted values.
 ======================  ===============================================================================================
 
-Anything else NumPy might dispatch here raises TypeError naming what exists instead.
+Anything else NumPy might dispatch here raises TypeError naming what exists instead, and so do the operators with no
+encrypted counterpart (``==`` and ``!=``, whose Python default would compare the objects and answer False or True,
+``abs``, ``//``, ``%``, the bitwise ones) and the conversions ``np.asarray(x)``, ``float(x)``, ``int(x)``,
+``round(x)`` (decrypt first).
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 
@@ -49,10 +54,24 @@ def is_int(c) -> bool:
 
 def scalar_operand(other):
     """A 0-d array operand as the Python number it holds (it then acts as a scalar); others unchanged."""
-    if isinstance(other, np.generic) or (hasattr(other, "shape") and hasattr(other, "dtype") and np.ndim(other) == 0
-                                          and not isinstance(other, Value)):
+    if isinstance(other, Value):
+        return other
+    if isinstance(other, np.generic) or (hasattr(other, "shape") and hasattr(other, "dtype") and np.ndim(other) == 0):
         return np.asarray(other).item()
     return other
+
+
+def power(x, k: int):
+    """x ** k for an int k >= 1 by repeated squaring: floor(log2 k) squarings and one product more per further set
+    bit of k (multiplicative depth ceil(log2 k)), with the value's own ``*``."""
+    result, base = None, x
+    while k:
+        if k & 1:
+            result = base if result is None else result * base
+        k >>= 1
+        if k:
+            base = base * base
+    return result
 
 
 def padding_clean(op: str, length: int, width: int, a: tuple[int, bool], b: tuple[int, bool] | None = None) -> bool:
@@ -177,6 +196,27 @@ class SlotVector(Value):
 
     def __len__(self) -> int:
         return self.length
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """NumPy's shape of the decrypted values: the batch axes, then the length (a traced value is one item of the
+        circuit's batch: ``(length,)``)."""
+        if self.traced:
+            return (self.length,)
+        return tuple(self.ct.c0.data.shape[:-2]) + (self.length,)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy type of the decrypted values."""
+        return np.dtype(self._MASK_DTYPE)
 
     def __bool__(self):
         raise self._error(TypeError, "an encrypted vector has no truth value (it would depend on secret data): "
@@ -332,17 +372,53 @@ class SlotVector(Value):
         """x ** k for an integer k >= 1, by repeated squaring (multiplicative depth ceil(log2 k))."""
         if not is_int(k) or k < 1:
             raise self._error(TypeError, f"**: the exponent must be an integer >= 1, got {k!r}")
-        result, base = None, self
-        while k:
-            if k & 1:
-                result = base if result is None else result * base
-            k >>= 1
-            if k:
-                base = base * base
-        return result
+        return power(self, int(k))
 
     def __pos__(self):
         return self
+
+    # What NumPy has and encrypted vectors do not --------------------------------------------------------
+
+    _EQUALITY = "equality of encrypted values is not a polynomial operation; decrypt first"
+    """Why ``==`` and ``!=`` are refused, in the scheme's terms (Python's default would compare identities and
+    answer False or True for any values: a silently wrong result)."""
+    _INTEGER_OPS = "decrypt first"
+    """What to use instead of ``//``, ``%``, ``abs`` and the bitwise operators, in the scheme's terms."""
+
+    def _refuse(self, what: str, instead: str):
+        raise self._error(TypeError, f"{what} is not defined on encrypted vectors: {instead}; what exists: "
+                          f"{SUPPORTED}")
+
+    def __eq__(self, other):
+        self._refuse("==", self._EQUALITY)
+
+    def __ne__(self, other):
+        self._refuse("!=", self._EQUALITY)
+
+    def __abs__(self):
+        self._refuse("abs(x)", self._INTEGER_OPS)
+
+    def _integer_op(what):  # noqa: N805 - makes the refusing methods below
+        def refuse(self, *args):
+            self._refuse(what, self._INTEGER_OPS)
+        return refuse
+
+    __floordiv__ = __rfloordiv__ = _integer_op("//")
+    __mod__ = __rmod__ = _integer_op("%")
+    __divmod__ = __rdivmod__ = _integer_op("divmod")
+    __and__ = __rand__ = _integer_op("&")
+    __or__ = __ror__ = _integer_op("|")
+    __xor__ = __rxor__ = _integer_op("^")
+    __invert__ = _integer_op("~")
+    __lshift__ = __rlshift__ = _integer_op("<<")
+    __rshift__ = __rrshift__ = _integer_op(">>")
+    del _integer_op
+
+    def _not_a_number(self, *args):
+        raise self._error(TypeError, "an encrypted vector is not a number nor a NumPy array (its values are "
+                          "secret): decrypt it first (ctx.decrypt(x))")
+
+    __array__ = __float__ = __int__ = __complex__ = __round__ = _not_a_number
 
     # Indexing --------------------------------------------------------------------------------------
 
@@ -466,4 +542,4 @@ def _np_where(condition, x=None, y=None):
 _FUNCTIONS = {np.sum: _np_sum, np.mean: _np_mean, np.dot: _np_dot, np.matmul: lambda a, b, **k: a @ b,
               np.roll: _np_roll, np.where: _np_where}
 
-__all__ = ["ARRAYS", "SUPPORTED", "SlotVector", "is_int", "padding_clean", "scalar_operand"]
+__all__ = ["ARRAYS", "SUPPORTED", "SlotVector", "is_int", "padding_clean", "power", "scalar_operand"]
