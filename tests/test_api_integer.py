@@ -238,6 +238,8 @@ def test_powers_batch_items_and_what_integers_lack(ctx):
             op()
     with pytest.raises(TypeError, match="not a NumPy array .* decrypt it first"):
         np.asarray(x)
+    with pytest.raises(TypeError, match="x == y: an encrypted uint8 is compared with .* got str"):
+        x == "3"  # noqa: B015 - the comparison raises (it answered False)
     with pytest.raises(ParameterError, match="negative integer powers"):
         x ** -1
     with pytest.raises(TypeError, match="exponent is an int constant"):

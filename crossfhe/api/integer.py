@@ -430,11 +430,20 @@ class EncryptedInteger(KeyOwned, Value):
 
     # Comparisons, selects ----------------------------------------------------------------------------
 
+    def _equality(self, op: str, other, what: str):
+        """``==`` / ``!=``: an encrypted bool; an operand of no numeric kind is refused (Python's fallback would
+        compare identities and answer False or True)."""
+        out = self._binary(op, other, what)
+        if out is NotImplemented:
+            raise self._error(TypeError, f"{what}: an encrypted {self.meta[0]} is compared with encrypted "
+                              f"{self.meta[0]} values and int constants, got {type(other).__name__}")
+        return out
+
     def __eq__(self, other):
-        return self._binary("eq", other, "x == y")
+        return self._equality("eq", other, "x == y")
 
     def __ne__(self, other):
-        return self._binary("ne", other, "x != y")
+        return self._equality("ne", other, "x != y")
 
     def __lt__(self, other):
         return self._binary("lt", other, "x < y")
