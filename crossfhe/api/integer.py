@@ -146,7 +146,7 @@ class EncryptedInteger(KeyOwned, Value):
             raise self._error(TypeError, "a traced encrypted integer is one item of the circuit's batch; index the "
                               "batch outside the circuit")
         parts = index if isinstance(index, tuple) else (index,)
-        if any(p is None or p is Ellipsis or isinstance(p, (EncryptedInteger, Value)) for p in parts):
+        if any(p is None or p is Ellipsis or isinstance(p, Value) for p in parts):
             raise self._error(TypeError, f"encrypted integers take ints, slices and public integer or boolean arrays "
                               f"as indexes of their batch axes, got {index!r}")
         parts = tuple(np.asarray(p) if isinstance(p, (list, jnp.ndarray)) else p for p in parts)

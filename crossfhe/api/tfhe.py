@@ -274,12 +274,10 @@ class EncryptedInt(KeyOwned, Value):
     __hash__ = object.__hash__
 
     def _lookup_instead(self, what: str):
-        def refuse(*args):
-            raise self._error(TypeError, f"{what} is not an operator of lookup-table integers: write it as a table, "
-                              f"x.apply(lambda m: ...) (one bootstrap); what exists: + - (values, ints, int arrays), "
-                              f"* by an int, apply, == != < <= > >=; NumPy's integer types with every operator: "
-                              f"ctx.encrypt(values, dtype=np.uint8)")
-        return refuse
+        raise self._error(TypeError, f"{what} is not an operator of lookup-table integers: write it as a table, "
+                          f"x.apply(lambda m: ...) (one bootstrap); what exists: + - (values, ints, int arrays), "
+                          f"* by an int, apply, == != < <= > >=; NumPy's integer types with every operator: "
+                          f"ctx.encrypt(values, dtype=np.uint8)")
 
     def __array__(self, *args, **kwargs):
         raise self._error(TypeError, "an encrypted integer is not a NumPy array (its values are secret): decrypt it "
@@ -539,7 +537,7 @@ _LOOKUP_OPERATORS = {"__abs__": "abs(x)", "__floordiv__": "//", "__rfloordiv__":
                      "__matmul__": "@", "__rmatmul__": "@"}
 """Operators a NumPy user writes that lookup-table integers express as tables (:meth:`EncryptedInt.apply`)."""
 for _name, _what in _LOOKUP_OPERATORS.items():
-    setattr(EncryptedInt, _name, lambda self, *args, _what=_what: self._lookup_instead(_what)())
+    setattr(EncryptedInt, _name, lambda self, *args, _what=_what: self._lookup_instead(_what))
 del _name, _what
 
 register_value(EncryptedInt)
