@@ -12,6 +12,10 @@
 #                                           no-copy checks on the device; everything in $OUT/all.tgz, a table printed
 #   bash benchmarks/gpu_session.sh tfhe     issue 29: batched TFHE bootstrapping throughput (2^-64 and 2^-128 presets)
 #   bash benchmarks/gpu_session.sh taurus   issue 29: the Taurus workloads' batch-1 latency and batched throughput
+#   bash benchmarks/gpu_session.sh fused    issue 46, requirements 1, 2 and 5: the GPU set's CUDA NTT (built with nvcc)
+#                                           exact against VECTOR and timed against its floor (bench_gpu_kernels), the
+#                                           CKKS operations on VECTOR and GPU against their floors (bench_profile),
+#                                           then the GPU set's tests on the device
 #   bash benchmarks/gpu_session.sh workloads  issue 46, requirement 4: HELR iterations and LoLa-MNIST images as one
 #                                           program each (the bootstrap and HMVP have their own stages)
 # Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
@@ -99,6 +103,18 @@ elif [ "$STAGE" = profile ]; then
    tar czf "$OUT/all.tgz" -C /tmp -T /tmp/trace_list bundle)
   cp /tmp/summary.txt "$OUT/summary.txt"
   cat "$OUT/summary.txt"
+elif [ "$STAGE" = fused ]; then
+  # issue 46: the fused NTT first (its exactness and time against the floor), then N16_L21_DNUM3's operations on both
+  # sets (HE-Mult+relin, rotate, rescale, HE-Add; batched throughput at 4), then the tests that need the device
+  { command -v nvcc || ls /usr/local/cuda/bin/nvcc; nvcc --version | tail -2; } 2>&1 | tee -a "$OUT/env.txt"
+  step 110 gpu_kernels $PY benchmarks/bench_gpu_kernels.py --reps 20 --json "$OUT/gpu_kernels.json"
+  step 200 profile $PY benchmarks/bench_profile.py --kernels vector,gpu --ops mul,rotate,rescale,add --batch 4 \
+    --tfhe "" --reps 10 --json "$OUT/profile.json"
+  step 100 gpu_tests $PY -m pytest -q -x -p no:cacheprovider -m "not slow" tests/test_kernels_gpu.py \
+    tests/test_kernel_sets.py -k "gpu"
+  tail -16 "$OUT/gpu_kernels.txt"
+  grep -A12 "^sch " "$OUT/profile.txt" | tail -12
+  tail -4 "$OUT/gpu_tests.txt"
 elif [ "$STAGE" = workloads ]; then
   # issue 46, requirement 4 (targets on the H200: an HELR-1024 iteration at most 100 ms, LoLa-MNIST at most 5 ms an
   # image batched); HELR's key generation and its first (compiling) iteration are most of the step

@@ -16,14 +16,18 @@ from crossfhe import testing
 from crossfhe.bfv import ops as bfv
 from crossfhe.ckks import ops as ckks
 from crossfhe.errors import ParameterError
-from crossfhe.kernels import AUTO, MATRIX, NATIVE, VECTOR, default_kernels
+from crossfhe.kernels import AUTO, GPU, MATRIX, NATIVE, VECTOR, default_kernels, gpu_native
 from crossfhe.math.random import seed_key
 from crossfhe.tfhe import ops as tfhe
 
 # NATIVE needs the C/C++ build on a CPU backend; on a GPU machine or without a compiler it cannot run (the fallback is
 # tests/test_ntt_native.py::test_fallback_without_compiler), so that case is skipped there, with the reason.
-OTHERS = [MATRIX, pytest.param(NATIVE, marks=pytest.mark.skipif(
+OTHERS = [pytest.param(MATRIX, id="matrix"), pytest.param(NATIVE, id="native", marks=pytest.mark.skipif(
     default_kernels() is not NATIVE, reason="no native CPU kernels here (a GPU backend, or no compiler)"))]
+# GPU needs a CUDA device and nvcc: it runs in benchmarks/gpu_session.sh on a lent GPU (on a CPU its kernel's exactness
+# is checked by tests/test_kernels_gpu.py through the CPU emulation of the same source)
+_NO_GPU = f"no GPU kernels here: {gpu_native.status()}"
+OTHERS.append(pytest.param(GPU, id="gpu", marks=pytest.mark.skipif(not gpu_native.available(), reason=_NO_GPU)))
 
 
 def _same(x, y):

@@ -337,8 +337,8 @@ class RingParams:
         return self.n.bit_length() - 1
 
     def with_kernels(self, kernels) -> RingParams:
-        """The same ring on another kernel set (:mod:`crossfhe.kernels`: VECTOR, NATIVE, MATRIX or AUTO). The kernel set
-        changes how plans compute, never what: it is not part of :meth:`canonical_encoding`."""
+        """The same ring on another kernel set (:mod:`crossfhe.kernels`: VECTOR, NATIVE, GPU, MATRIX or AUTO). The
+        kernel set changes how plans compute, never what: it is not part of :meth:`canonical_encoding`."""
         return dataclasses.replace(self, kernels=kernels)
 
     @property

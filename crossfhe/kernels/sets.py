@@ -1,4 +1,5 @@
-"""The kernel sets behind one interface: ``VECTOR`` (XLA radix-2), ``NATIVE`` (CPU custom calls), ``MATRIX`` (CROSS).
+"""The kernel sets behind one interface: ``VECTOR`` (XLA radix-2), ``NATIVE`` (CPU custom calls), ``GPU`` (CUDA custom
+calls), ``MATRIX`` (CROSS).
 
 A kernel set is a value chosen once, where the parameters of a scheme or a context are made
 (``ckks.Params.with_kernels(MATRIX)``, ``bfv.Params.with_kernels``, ``tfhe.Params.with_kernels``, the ``kernels=``
@@ -12,6 +13,9 @@ same exact functions, so a scheme gives bit-identical ciphertexts on any of them
 * ``NATIVE``: ``VECTOR`` with the NTT (and the TFHE blind rotation) replaced by the C kernels of the package,
   registered as XLA FFI custom calls on the CPU (:mod:`crossfhe.math.native`): the same words, inside the same
   compiled program. CPU only.
+* ``GPU``: ``VECTOR`` with the NTT replaced by the CUDA kernel of the package (:mod:`crossfhe.kernels.gpu_native`:
+  one or two passes over memory per transform, where XLA's radix-2 stages take about one pass per two stages),
+  registered as an XLA FFI custom call on the CUDA platform. CUDA GPUs only; built with nvcc on first use.
 * ``MATRIX``: the 4-step NTT as two BAT int8 matrix products (:mod:`crossfhe.kernels.ntt_matrix`) and the basis
   conversion's (N, l, l') modular matmul through BAT (:mod:`crossfhe.kernels.bconv_matrix`), the CROSS lowering
   for matrix engines (tensor cores, TPU MXUs).
@@ -31,10 +35,10 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from crossfhe.kernels import bconv_matrix, ntt_matrix
+from crossfhe.kernels import bconv_matrix, gpu_native, ntt_matrix
 from crossfhe.ring import ntt as ring_ntt
 
-_NAMES = ("vector", "native", "matrix", "auto")
+_NAMES = ("vector", "native", "gpu", "matrix", "auto")
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,8 @@ class KernelSet:
 
     def __post_init__(self):
         if self.name not in _NAMES:
-            raise ValueError(f"unknown kernel set {self.name!r}: use crossfhe.kernels.VECTOR, NATIVE, MATRIX or AUTO")
+            raise ValueError(f"unknown kernel set {self.name!r}: use crossfhe.kernels.VECTOR, NATIVE, GPU, MATRIX or "
+                             "AUTO")
 
     def __repr__(self) -> str:
         return self.name.upper()
@@ -60,13 +65,19 @@ class KernelSet:
         """True for NATIVE: the NTT and the TFHE blind rotation run as the CPU custom calls."""
         return self.name == "native"
 
+    @property
+    def gpu(self) -> bool:
+        """True for GPU: the NTT runs as the CUDA custom call."""
+        return self.name == "gpu"
+
     def resolve(self) -> KernelSet:
         """This set, with AUTO replaced by :func:`default_kernels`."""
         return default_kernels() if self.name == "auto" else self
 
     def for_plans(self) -> KernelSet | None:
         """What an NTT plan stores: None for VECTOR (its plain radix-2 kernels), else the resolved set. Asking for
-        NATIVE where the native build is missing raises RuntimeError with the reason."""
+        NATIVE where the native build is missing raises RuntimeError with the reason (GPU is checked when its kernel
+        is first traced: plans made on a host without the GPU stay usable there for everything but running)."""
         k = self.resolve()
         if k.name == "native":
             ring_ntt.NATIVE.require("the NATIVE kernel set")
@@ -86,11 +97,15 @@ class KernelSet:
         representative in [0, 2q))."""
         if self.name == "native":
             return ring_ntt.native_transform(x, plan, inverse=False, full=full)
+        if self.name == "gpu":
+            return gpu_native.transform(x, plan, inverse=False, full=full)
         return ntt_matrix.ntt(x, plan.matrix)
 
     def intt(self, x, plan):
         if self.name == "native":
             return ring_ntt.native_transform(x, plan, inverse=True)
+        if self.name == "gpu":
+            return gpu_native.transform(x, plan, inverse=True)
         return ntt_matrix.intt(x, plan.matrix)
 
     # Basis conversion ----------------------------------------------------------------------------------
@@ -108,9 +123,10 @@ class KernelSet:
 
 VECTOR = KernelSet("vector")
 NATIVE = KernelSet("native")
+GPU = KernelSet("gpu")
 MATRIX = KernelSet("matrix")
 AUTO = KernelSet("auto")
-_BY_NAME = {k.name: k for k in (VECTOR, NATIVE, MATRIX, AUTO)}
+_BY_NAME = {k.name: k for k in (VECTOR, NATIVE, GPU, MATRIX, AUTO)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -128,12 +144,12 @@ def native_status() -> str:
 
 
 def as_kernel_set(value) -> KernelSet:
-    """A KernelSet from a KernelSet or its name ('vector', 'native', 'matrix', 'auto'); ValueError otherwise."""
+    """A KernelSet from a KernelSet or its name ('vector', 'native', 'gpu', 'matrix', 'auto'); ValueError otherwise."""
     if isinstance(value, KernelSet):
         return value
     if isinstance(value, str):
         name = value.lower()
         return _BY_NAME.get(name) or KernelSet(name)  # an unknown name raises ValueError
     raise ValueError(
-        f"kernels must be crossfhe.kernels.VECTOR, NATIVE, MATRIX or AUTO (or their names), got {value!r}"
+        f"kernels must be crossfhe.kernels.VECTOR, NATIVE, GPU, MATRIX or AUTO (or their names), got {value!r}"
     )

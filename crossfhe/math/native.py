@@ -141,12 +141,15 @@ def register(lib: ctypes.CDLL, targets: dict[str, str]) -> None:
 class Native:
     """One native library, loaded (and its FFI targets registered) on the first :meth:`library` call of a process
     by ``load()``, which returns the library or None, and a status line; :meth:`reset` forgets it (the next call
-    loads again, with the environment of then)."""
+    loads again, with the environment of then). ``needs`` and ``instead`` word :meth:`require`'s error (what is
+    missing, what to use instead)."""
 
     _all: list[Native] = []
 
-    def __init__(self, load: Callable[[], tuple[ctypes.CDLL | None, str]]):
+    def __init__(self, load: Callable[[], tuple[ctypes.CDLL | None, str]], *, needs: str = "the native CPU kernels",
+                 instead: str = "the VECTOR kernel set (crossfhe.kernels.VECTOR)"):
         self._load = load
+        self._needs, self._instead = needs, instead
         self._lock = threading.Lock()
         self._state: dict = {}
         Native._all.append(self)
@@ -170,8 +173,8 @@ class Native:
         """The library, or RuntimeError naming ``what`` needed it and why there is none."""
         lib = self.library()
         if lib is None:
-            raise RuntimeError(f"{what} needs the native CPU kernels, which are not available: {self.status()}; "
-                               "use the VECTOR kernel set (crossfhe.kernels.VECTOR)")
+            raise RuntimeError(f"{what} needs {self._needs}, which are not available: {self.status()}; "
+                               f"use {self._instead}")
         return lib
 
     def reset(self) -> None:

@@ -567,11 +567,8 @@ def native_transform(x, plan: NTTPlan, *, inverse: bool, full: bool = True):
     :func:`intt` (``full=False``: the forward in [0, 2q), per modulus, so its words may differ from the radix-2
     kernel's lazy ones by q)."""
     NATIVE.require("the NATIVE kernel set's NTT")
-    if plan.n < 64:
-        plan = plan.expanded()  # the kernel's layout needs two rows of N2 = 32: smaller rings take the radix-2 kernels
-        if inverse:
-            return _intt_jit(x, plan.q, plan.wi, plan.wi_shoup, plan.inv_last, plan.inv_last_shoup, wide=plan.wide)
-        return (_ntt_jit if full else _forward_jit)(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
+    if plan.n < 64:  # the kernel's layout needs two rows of N2 = 32: smaller rings take the radix-2 kernels
+        return radix2_transform(x, plan, inverse=inverse, full=full)
     w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
     flags = {"inverse": np.int32(inverse), "full": np.int32(full)}
     if plan.table_moduli is not None:  # shared rows, read in place (NTTPlan.gathered)
@@ -580,6 +577,15 @@ def native_transform(x, plan: NTTPlan, *, inverse: bool, full: bool = True):
         return call(x, jnp.asarray(plan.q), tq, w, ws, plan.inv_last, plan.inv_last_shoup, **flags)
     call = jax.ffi.ffi_call(NATIVE_TARGET, jax.ShapeDtypeStruct(x.shape, U32), vmap_method="expand_dims")
     return call(x, jnp.asarray(plan.q), w, ws, plan.inv_last, plan.inv_last_shoup, **flags)
+
+
+def radix2_transform(x, plan: NTTPlan, *, inverse: bool, full: bool = True):
+    """The transform of x by this module's radix-2 kernels, whatever the plan's kernel set (the other sets' kernels
+    hand rings they do not take to it)."""
+    plan = plan.expanded()
+    if inverse:
+        return _intt_jit(x, plan.q, plan.wi, plan.wi_shoup, plan.inv_last, plan.inv_last_shoup, wide=plan.wide)
+    return (_ntt_jit if full else _forward_jit)(x, plan.q, plan.w, plan.w_shoup, wide=plan.wide)
 
 
 @partial(jit, static_argnames=("wide",))

@@ -1,0 +1,142 @@
+"""The GPU kernel set's fused NTT against XLA's radix-2 kernels (VECTOR) on the same device, with the memory floor.
+
+    python benchmarks/bench_gpu_kernels.py [--quick] [--reps 20] [--json PATH]
+
+First the device-memory rate, measured in this process: a fused uint32 pass z = x ^ 1 over 1 GiB (bytes read plus
+written per second; 64 MiB on a CPU). Then, for each shape (N, limbs, batch), forward and inverse:
+
+- ``exact``: the GPU kernel's words equal VECTOR's on random inputs (forward, and the inverse of the forward);
+- ``vector_us`` / ``gpu_us``: the median of ``--reps`` calls of a jitted transform, each over one of 8 input sets in
+  turn (so that the inputs do not sit in the L2 cache), blocked after each call: the latency a user's eager call
+  sees, dispatch included;
+- ``floor_us``: the bytes a transform must move (read x and its two twiddle tables, write the result) over the
+  measured rate; ``gpu / floor`` the gap.
+
+Also the library's build (``build_s``: nvcc on first use, then cached). Without a CUDA device the GPU rows say why
+and only VECTOR is timed (a smoke run of the script). Prints JSON records (``--json``) and a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from crossfhe.kernels import GPU, gpu_native  # noqa: E402
+from crossfhe.math.primes import ntt_primes  # noqa: E402
+from crossfhe.ring import ntt as T  # noqa: E402
+
+SHAPES = [(1 << 16, 22, 1), (1 << 16, 59, 1), (1 << 16, 22, 8), (1 << 12, 4, 64)]
+QUICK = [(1 << 12, 2, 2), (1 << 13, 3, 1)]
+SETS = 8
+
+
+def _median_us(fn, inputs, reps: int) -> float:
+    jax.block_until_ready(fn(inputs[0]))
+    times = []
+    for i in range(reps):
+        x = inputs[i % len(inputs)]
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(x))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+def memory_rate(reps: int) -> float:
+    """Bytes read plus written per second by one fused elementwise pass."""
+    on_cpu = jax.default_backend() == "cpu"
+    words = (64 << 20) // 4 if on_cpu else (1 << 30) // 4
+    x = jnp.arange(words, dtype=jnp.uint32)
+    f = jax.jit(lambda a: a ^ jnp.uint32(1))
+    us = _median_us(f, [x], reps)
+    return 2 * 4 * words / (us * 1e-6)
+
+
+def _inputs(plan, batch: int, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    q = np.asarray(plan.q).astype(np.uint64)
+    out = []
+    for _ in range(SETS):
+        x = rng.integers(0, 2**32, (batch, plan.limbs, plan.n), dtype=np.uint64) % q
+        out.append(jax.device_put(x.astype(np.uint32)))
+    return out
+
+
+def bench_shape(n: int, limbs: int, batch: int, rate: float, reps: int, gpu_ok: bool) -> list[dict]:
+    moduli = ntt_primes(30, n, limbs)
+    vector = T.NTTPlan.create(n, moduli)
+    gpu = T.NTTPlan.create(n, moduli, GPU)
+    inputs = _inputs(vector, batch, n + limbs + batch)
+    data = 4 * batch * limbs * n
+    tables = 2 * 4 * limbs * n
+    floor_us = (2 * data + tables) / rate * 1e6
+    recs = []
+    for direction in ("forward", "inverse"):
+        op = T.intt if direction == "inverse" else T.ntt
+        rec = {"bench": "gpu_ntt", "n": n, "limbs": limbs, "batch": batch, "direction": direction,
+               "bytes": 2 * data + tables, "floor_us": floor_us}
+        fv = jax.jit(lambda x, p, op=op: op(x, p))
+        rec["vector_us"] = _median_us(lambda x, fv=fv: fv(x, vector), inputs, reps)
+        if gpu_ok:
+            try:
+                fg = jax.jit(lambda x, p, op=op: op(x, p))
+                ref = np.asarray(fv(inputs[1], vector))
+                got = np.asarray(fg(inputs[1], gpu))
+                back = np.asarray(jax.jit(lambda x, p: T.intt(x, p))(jnp.asarray(ref), gpu)) if direction == "forward" \
+                    else None
+                rec["exact"] = bool(np.array_equal(ref, got) and (back is None or np.array_equal(back, inputs[1])))
+                rec["gpu_us"] = _median_us(lambda x, fg=fg: fg(x, gpu), inputs, reps)
+                rec["gpu_over_floor"] = rec["gpu_us"] / floor_us
+                rec["vector_over_gpu"] = rec["vector_us"] / rec["gpu_us"]
+            except Exception as e:  # noqa: BLE001 - one failing shape must leave the others' figures
+                rec["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+        rec["vector_over_floor"] = rec["vector_us"] / floor_us
+        recs.append(rec)
+        print(json.dumps(rec), flush=True)
+    return recs
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="two small shapes (a smoke run)")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args()
+    env = {"bench": "env", "device": str(jax.devices()[0]), "backend": jax.default_backend(),
+           "jax": jax.__version__, "machine": platform.processor() or platform.machine()}
+    t0 = time.perf_counter()
+    gpu_ok = gpu_native.available()
+    env.update(build_s=time.perf_counter() - t0, gpu_kernels=gpu_native.status())
+    env["hbm_bytes_per_s"] = rate = memory_rate(args.reps)
+    print(json.dumps(env), flush=True)
+    records = [env]
+    for n, limbs, batch in (QUICK if args.quick else SHAPES):
+        records += bench_shape(n, limbs, batch, rate, args.reps, gpu_ok)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(records, indent=1))
+    print(f"\ndevice {env['device']}; memory rate {rate / 1e9:.0f} GB/s (read + write); GPU kernels: "
+          f"{env['gpu_kernels']} (first use {env['build_s']:.1f} s)")
+    print(f"{'N':>6} {'limbs':>5} {'batch':>5} {'dir':8} {'exact':>5} {'vector us':>10} {'gpu us':>9} "
+          f"{'floor us':>9} {'vec/gpu':>8} {'gpu/floor':>9}")
+    for r in records[1:]:
+        cells = [format(r[key], fmt) if key in r else "-" for key, fmt in
+                 (("vector_us", "10.1f"), ("gpu_us", "9.1f"), ("floor_us", "9.1f"), ("vector_over_gpu", "8.2f"),
+                  ("gpu_over_floor", "9.2f"))]
+        print(f"{r['n']:>6} {r['limbs']:>5} {r['batch']:>5} {r['direction']:8} {str(r.get('exact', '-')):>5} "
+              + " ".join(f"{c:>9}" for c in cells) + (f"  {r['error']}" if "error" in r else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

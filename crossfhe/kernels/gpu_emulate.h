@@ -1,0 +1,21 @@
+// CUDA's few kernel-side names for a host C++ compiler, so that gpu_ntt.cu's kernels run on the CPU with one thread
+// per block (compiled with -DCROSSFHE_GPU_EMULATE -include gpu_emulate.h; tests only: crossfhe.kernels.gpu_native).
+#pragma once
+#include <cstdint>
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__
+
+struct EmulatedDim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+namespace {
+EmulatedDim3 threadIdx, blockIdx, blockDim;
+uint32_t tile[1 << 14];  // the kernels' dynamic shared memory (at most 8192 words)
+inline uint32_t __umulhi(uint32_t a, uint32_t b) { return static_cast<uint32_t>((uint64_t{a} * b) >> 32); }
+inline uint32_t __ldg(const uint32_t* p) { return *p; }
+inline void __syncthreads() {}
+}  // namespace

@@ -1,0 +1,187 @@
+"""The RNS NTT as a CUDA kernel (``gpu_ntt.cu``), an XLA FFI custom call on the GPU: the transform of the GPU set.
+
+``gpu_ntt.cu`` computes :func:`crossfhe.ring.ntt.ntt` and :func:`~crossfhe.ring.ntt.intt` (the same words: every
+output in [0, q)) in one or two passes over memory per transform, where XLA's radix-2 kernel takes about one pass
+per two stages (its docstring gives the schedule). It is one operation of a compiled program, so it runs under
+``jax.jit``, ``vmap`` and ``lax.scan``; the :data:`crossfhe.kernels.GPU` kernel set hands its transforms here and runs
+everything else as ``VECTOR`` does.
+
+Building: ``nvcc`` (``$NVCC``, else the one on ``PATH``, else ``/usr/local/cuda/bin/nvcc``) compiles the source for
+``sm_$CROSSFHE_CUDA_ARCH`` (default 90: the H100 and H200; PTX for the same architecture is embedded too) into one
+shared library in ``$CROSSFHE_NATIVE_CACHE``, under a name that hashes the source, the flags, nvcc's version and
+jaxlib's version, written to a temporary file that is renamed into place. The handler is registered for the CUDA
+platform as :data:`TARGET`. Without nvcc, or without a CUDA device, :func:`library` is None and :func:`status` says
+why.
+
+On a CPU, :func:`emulate` runs the same kernels and schedule with one thread per block (built with the host's C++
+compiler and ``gpu_emulate.h``): the tests' check that the CUDA source computes the transform exactly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from crossfhe.math import native
+
+SOURCE = Path(__file__).with_name("gpu_ntt.cu")
+EMULATE_HEADER = Path(__file__).with_name("gpu_emulate.h")
+ABI_VERSION = 1
+TARGET = "crossfhe_gpu_ntt"
+U32 = jnp.uint32
+
+
+def nvcc() -> str | None:
+    """The CUDA compiler to build with, or None."""
+    if os.environ.get("NVCC"):
+        return os.environ["NVCC"]
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return str(default) if default.exists() else None
+
+
+def flags() -> tuple[str, ...]:
+    arch = os.environ.get("CROSSFHE_CUDA_ARCH", "90")
+    return ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
+            f"-gencode=arch=compute_{arch},code=sm_{arch}", f"-gencode=arch=compute_{arch},code=compute_{arch}")
+
+
+def _hashed_target(stem: str, parts: list[bytes]) -> Path:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return native.cache_dir() / f"{stem}-{digest.hexdigest()[:20]}.so"
+
+
+def _compile(cmd_prefix: list[str], target: Path) -> None:
+    """Run ``cmd_prefix + ['-o', tmp]`` and rename tmp to ``target`` (nothing half-written is left)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        out = os.path.join(tmp, "lib.so")
+        proc = subprocess.run([*cmd_prefix, "-o", out], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise OSError(f"{cmd_prefix[0]} failed ({proc.returncode}): {proc.stderr.strip()[:1200]}")
+        os.replace(out, target)
+
+
+def _cuda_device() -> str | None:
+    """Why there is no CUDA device for the kernel, or None when there is one."""
+    try:
+        jax.devices("cuda")
+    except RuntimeError as e:
+        return f"no CUDA device ({str(e).splitlines()[0][:200]})"
+    return None
+
+
+def _load() -> tuple[ctypes.CDLL | None, str]:
+    missing = _cuda_device()
+    if missing:
+        return None, missing
+    compiler = nvcc()
+    if compiler is None:
+        return None, "no CUDA compiler (set NVCC, or put nvcc on PATH)"
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"{compiler} does not run: {e}"
+    import jaxlib
+
+    target = _hashed_target("gpu_ntt", [SOURCE.read_bytes(), " ".join(flags()).encode(), version.encode(),
+                                        jaxlib.__version__.encode()])
+    try:
+        if not target.exists():
+            _compile([compiler, *flags(), "-isystem", jax.ffi.include_dir(), str(SOURCE)], target)
+        lib = ctypes.CDLL(str(target))
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"build failed: {e}"
+    if lib.cf_gpu_abi_version() != ABI_VERSION:
+        return None, f"{target} has ABI {lib.cf_gpu_abi_version()}, expected {ABI_VERSION}"
+    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.cf_gpu_ntt_ffi), platform="CUDA")
+    return lib, f"built with {compiler} at {target}"
+
+
+GPU = native.Native(_load, needs="the CUDA kernels (crossfhe/kernels/gpu_ntt.cu)", instead="crossfhe.kernels.VECTOR")
+"""The CUDA library (built and registered on first use)."""
+
+
+def available() -> bool:
+    return GPU.available()
+
+
+def status() -> str:
+    """Where the CUDA kernels were built, or why there are none."""
+    return GPU.status()
+
+
+def transform(x, plan, *, inverse: bool, full: bool = True):
+    """The NTT (``inverse=False``) or its inverse of x ``uint32[..., limbs, N]`` on ``plan``, one custom call on the
+    GPU (:func:`crossfhe.ring.ntt.ntt` / :func:`~crossfhe.ring.ntt.intt`'s words; ``full`` is accepted: the outputs
+    are always in [0, q)). Rings below N = 64 take the radix-2 kernels. RuntimeError when the kernel is missing."""
+    from crossfhe.ring import ntt as ring_ntt
+
+    GPU.require("the GPU kernel set's NTT")
+    plan = plan.expanded()
+    if plan.n < 64:
+        return ring_ntt.radix2_transform(x, plan, inverse=inverse, full=full)
+    w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
+    shape = jax.ShapeDtypeStruct(x.shape, U32)
+    call = jax.ffi.ffi_call(TARGET, (shape, shape), vmap_method="expand_dims")
+    out, _ = call(x, jnp.asarray(plan.q), w, ws, plan.inv_last, plan.inv_last_shoup, inverse=np.int32(inverse),
+                  full=np.int32(full))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The same kernels on the CPU (tests)
+# --------------------------------------------------------------------------------------------------
+
+
+def _load_emulation() -> tuple[ctypes.CDLL | None, str]:
+    cxx = native.cxx_compiler()
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"no C++ compiler ({cxx}: {e})"
+    cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", *native.WARNINGS, "-DCROSSFHE_GPU_EMULATE", "-include",
+           str(EMULATE_HEADER), "-x", "c++", str(SOURCE)]
+    target = _hashed_target("gpu_ntt_emulated", [SOURCE.read_bytes(), EMULATE_HEADER.read_bytes(), version.encode(),
+                                                 " ".join(cmd[1:]).encode()])
+    try:
+        if not target.exists():
+            _compile(cmd, target)
+        return ctypes.CDLL(str(target)), f"built with {cxx} at {target}"
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"build failed: {e}"
+
+
+EMULATION = native.Native(_load_emulation, needs="the CPU emulation of the GPU kernels", instead="no emulation")
+
+
+def emulate(x, plan, *, inverse: bool) -> np.ndarray:
+    """:func:`transform` computed by ``gpu_ntt.cu``'s kernels and launch schedule on the CPU, one thread per block
+    (NumPy in and out; N >= 64)."""
+    lib = EMULATION.require("emulating the GPU NTT")
+    plan = plan.expanded()
+    x = np.ascontiguousarray(np.asarray(x), dtype=np.uint32)
+    if x.shape[-2:] != (plan.limbs, plan.n) or plan.n < 64:
+        raise ValueError(f"x of shape {x.shape} does not match the plan's [..., {plan.limbs}, {plan.n}] (N >= 64)")
+    out, scratch = np.zeros_like(x), np.zeros_like(x)
+    w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
+    tables = [np.ascontiguousarray(np.asarray(t), dtype=np.uint32)
+              for t in (plan.q, w, ws, plan.inv_last, plan.inv_last_shoup)]
+    ptr = ctypes.c_void_p
+    lib.cf_gpu_ntt_emulate(x.ctypes.data_as(ptr), out.ctypes.data_as(ptr), scratch.ctypes.data_as(ptr),
+                           ctypes.c_int64(x.size // plan.n), ctypes.c_int(plan.log_n), ctypes.c_int(plan.limbs),
+                           *[t.ctypes.data_as(ptr) for t in tables], ctypes.c_int(int(inverse)))
+    return out

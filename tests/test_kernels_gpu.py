@@ -1,0 +1,101 @@
+"""The GPU kernel set's NTT (crossfhe/kernels/gpu_ntt.cu, a CUDA custom call): on a CPU, the CUDA source's kernels
+and launch schedule run through their CPU emulation (one thread per block) and must give the radix-2 kernels' words;
+on a CUDA device, the custom call itself, eagerly and under jit and vmap (whole schemes on the GPU set against VECTOR:
+tests/test_kernel_sets.py). The kernel set is a value: asking for it where it cannot run raises, in the user's
+terms."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from crossfhe import testing
+from crossfhe.kernels import GPU, as_kernel_set, gpu_native
+from crossfhe.math import native
+from crossfhe.math.primes import ntt_primes
+from crossfhe.ring import ntt as T
+
+needs_emulation = pytest.mark.skipif(not gpu_native.EMULATION.available(),
+                                     reason=f"no C++ compiler for the emulation: {gpu_native.EMULATION.status()}")
+needs_device = pytest.mark.skipif(not gpu_native.available(), reason=f"no GPU kernels here: {gpu_native.status()}")
+
+
+def _plan(log_n: int, pattern: str) -> T.NTTPlan:
+    """Moduli below 2^30 ("n") and in [2^30, 2^31) ("w"), in the order of ``pattern``."""
+    n = 1 << log_n
+    narrow, wide = iter(ntt_primes(28, n, pattern.count("n"))), iter(ntt_primes(31, n, pattern.count("w")))
+    return T.NTTPlan.create(n, [next(narrow) if c == "n" else next(wide) for c in pattern])
+
+
+def _inputs(plan: T.NTTPlan, seed: int) -> np.ndarray:
+    """[5, limbs, N]: three random polynomials, one of q - 1 everywhere, one alternating q - 1 and 1."""
+    rng = np.random.default_rng(seed)
+    q = np.asarray(plan.q).astype(np.uint64)
+    x = (rng.integers(0, 2**32, (3, plan.limbs, plan.n), dtype=np.uint64) % q).astype(np.uint32)
+    top = np.broadcast_to(q - 1, (plan.limbs, plan.n)).astype(np.uint32)
+    alt = np.where(np.arange(plan.n) % 2 == 0, top, 1).astype(np.uint32)
+    return np.concatenate([x, top[None], alt[None]])
+
+
+# every path of the schedule: one block per row (2^6 .. 2^12), two passes with Na < Nb (2^13, 2^15, 2^17) and Na = Nb
+# (2^14, 2^16)
+@needs_emulation
+@pytest.mark.parametrize("log_n", [6, 9, 12, 13, 14, 15, 16, 17])
+def test_cuda_source_emulated_gives_the_radix2_words(log_n):
+    plan = _plan(log_n, "nwn")
+    x = _inputs(plan, log_n)
+    forward = np.asarray(T.ntt(jnp.asarray(x), plan))
+    np.testing.assert_array_equal(gpu_native.emulate(x, plan, inverse=False), forward)
+    np.testing.assert_array_equal(gpu_native.emulate(forward, plan, inverse=True), x)
+
+
+@needs_emulation
+def test_emulation_reads_shared_table_rows_and_batches():
+    # a plan sharing another's rows (ModUp's digits) is expanded first; batch axes fold into the rows
+    full = _plan(13, "nnw")
+    gathered = T.NTTPlan.gathered(full, [full.moduli[2], full.moduli[0]])
+    rng = np.random.default_rng(3)
+    q = np.asarray(gathered.q).astype(np.uint64)
+    x = (rng.integers(0, 2**32, (2, 3, 2, full.n), dtype=np.uint64) % q).astype(np.uint32)
+    np.testing.assert_array_equal(gpu_native.emulate(x, gathered, inverse=False),
+                                  np.asarray(T.ntt(jnp.asarray(x), gathered.expanded())))
+    with pytest.raises(ValueError, match="does not match"):
+        gpu_native.emulate(x[..., :1, :], gathered, inverse=False)
+
+
+def test_the_gpu_set_is_a_value_and_says_why_it_cannot_run(monkeypatch):
+    assert as_kernel_set("gpu") is GPU and GPU.gpu and not GPU.native and not GPU.uses_tables
+    params = testing.INSECURE_CKKS_N10.with_kernels(GPU)
+    assert params.kernels is GPU and params.digest() == testing.INSECURE_CKKS_N10.digest()
+    # without a CUDA compiler the library cannot be had, and the first transform says so (not a silent VECTOR run)
+    monkeypatch.setattr(gpu_native, "nvcc", lambda: None)
+    monkeypatch.setattr(gpu_native, "_cuda_device", lambda: None)
+    native.reset_all()
+    try:
+        assert not gpu_native.available()
+        assert "no CUDA compiler" in gpu_native.status()
+        plan = T.NTTPlan.create(1024, ntt_primes(28, 1024, 2), GPU)
+        assert plan.kernels is GPU
+        with pytest.raises(RuntimeError, match="GPU kernel set's NTT needs the CUDA kernels.*VECTOR"):
+            T.ntt(jnp.zeros((2, 1024), jnp.uint32), plan)
+    finally:
+        native.reset_all()
+
+
+@needs_device
+@pytest.mark.parametrize("log_n", [6, 11, 12, 13, 16, 17])
+def test_device_transform_is_exact_eager_jit_and_vmap(log_n):
+    vector = _plan(log_n, "nwnn")
+    gpu = T.NTTPlan.create(vector.n, vector.moduli, GPU)
+    x = jnp.asarray(_inputs(vector, 100 + log_n))
+    forward = np.asarray(T.ntt(x, vector))
+    np.testing.assert_array_equal(np.asarray(T.ntt(x, gpu)), forward)
+    np.testing.assert_array_equal(np.asarray(T.intt(jnp.asarray(forward), gpu)), np.asarray(x))
+    jitted = jax.jit(lambda a, p: T.intt(T.ntt(a, p), p))
+    np.testing.assert_array_equal(np.asarray(jitted(x, gpu)), np.asarray(x))
+    mapped = jax.vmap(lambda a: T.ntt(a, gpu))(x)
+    np.testing.assert_array_equal(np.asarray(mapped), forward)
+    lazy = np.asarray(T.ntt_lazy(x, gpu))  # any representative in [0, 2q): the kernel's are in [0, q)
+    np.testing.assert_array_equal(lazy, forward)
