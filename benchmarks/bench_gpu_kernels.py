@@ -9,8 +9,10 @@ written per second; 64 MiB on a CPU). Then, for each shape (N, limbs, batch), fo
 - ``vector_us`` / ``gpu_us``: the median of ``--reps`` calls of a jitted transform, each over one of 8 input sets in
   turn (so that the inputs do not sit in the L2 cache), blocked after each call: the latency a user's eager call
   sees, dispatch included;
+- ``vector_kernel_us`` / ``gpu_kernel_us``: the device time of the kernels of one call (a profiler trace of 3 calls,
+  :func:`crossfhe.testing.trace.profile`; absent on a CPU, whose trace lists no kernels), and ``kernels`` per call;
 - ``floor_us``: the bytes a transform must move (read x and its two twiddle tables, write the result) over the
-  measured rate; ``gpu / floor`` the gap.
+  measured rate; ``kernel / floor`` the gap of the GPU kernels.
 
 Also the library's build (``build_s``: nvcc on first use, then cached). Without a CUDA device the GPU rows say why
 and only VECTOR is timed (a smoke run of the script). Prints JSON records (``--json``) and a table last.
@@ -35,6 +37,7 @@ import numpy as np  # noqa: E402
 from crossfhe.kernels import GPU, gpu_native  # noqa: E402
 from crossfhe.math.primes import ntt_primes  # noqa: E402
 from crossfhe.ring import ntt as T  # noqa: E402
+from crossfhe.testing import trace  # noqa: E402
 
 SHAPES = [(1 << 16, 22, 1), (1 << 16, 59, 1), (1 << 16, 22, 8), (1 << 12, 4, 64)]
 QUICK = [(1 << 12, 2, 2), (1 << 13, 3, 1)]
@@ -72,10 +75,21 @@ def _inputs(plan, batch: int, seed: int) -> list:
     return out
 
 
+def _kernels(rec: dict, name: str, fn) -> None:
+    """The kernels and their device time per call, from a profiler trace (none listed on a CPU)."""
+    try:
+        prof = trace.profile(fn, calls=3)
+    except Exception as e:  # noqa: BLE001 - a profiler failure must leave the timings
+        rec[f"{name}_trace_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        return
+    if prof.kernels:
+        rec[f"{name}_kernel_us"], rec[f"{name}_kernels"] = prof.kernel_us, prof.kernels
+
+
 def bench_shape(n: int, limbs: int, batch: int, rate: float, reps: int, gpu_ok: bool) -> list[dict]:
     moduli = ntt_primes(30, n, limbs)
-    vector = T.NTTPlan.create(n, moduli)
-    gpu = T.NTTPlan.create(n, moduli, GPU)
+    vector = jax.device_put(T.NTTPlan.create(n, moduli))  # every leaf on the device: no copy per call
+    gpu = jax.device_put(T.NTTPlan.create(n, moduli, GPU))
     inputs = _inputs(vector, batch, n + limbs + batch)
     data = 4 * batch * limbs * n
     tables = 2 * 4 * limbs * n
@@ -87,6 +101,7 @@ def bench_shape(n: int, limbs: int, batch: int, rate: float, reps: int, gpu_ok: 
                "bytes": 2 * data + tables, "floor_us": floor_us}
         fv = jax.jit(lambda x, p, op=op: op(x, p))
         rec["vector_us"] = _median_us(lambda x, fv=fv: fv(x, vector), inputs, reps)
+        _kernels(rec, "vector", lambda fv=fv: fv(inputs[2], vector))
         if gpu_ok:
             try:
                 fg = jax.jit(lambda x, p, op=op: op(x, p))
@@ -96,6 +111,9 @@ def bench_shape(n: int, limbs: int, batch: int, rate: float, reps: int, gpu_ok: 
                     else None
                 rec["exact"] = bool(np.array_equal(ref, got) and (back is None or np.array_equal(back, inputs[1])))
                 rec["gpu_us"] = _median_us(lambda x, fg=fg: fg(x, gpu), inputs, reps)
+                _kernels(rec, "gpu", lambda fg=fg: fg(inputs[2], gpu))
+                if rec.get("gpu_kernel_us"):
+                    rec["kernel_over_floor"] = rec["gpu_kernel_us"] / floor_us
                 rec["gpu_over_floor"] = rec["gpu_us"] / floor_us
                 rec["vector_over_gpu"] = rec["vector_us"] / rec["gpu_us"]
             except Exception as e:  # noqa: BLE001 - one failing shape must leave the others' figures
@@ -127,12 +145,12 @@ def main() -> int:
         args.json.write_text(json.dumps(records, indent=1))
     print(f"\ndevice {env['device']}; memory rate {rate / 1e9:.0f} GB/s (read + write); GPU kernels: "
           f"{env['gpu_kernels']} (first use {env['build_s']:.1f} s)")
-    print(f"{'N':>6} {'limbs':>5} {'batch':>5} {'dir':8} {'exact':>5} {'vector us':>10} {'gpu us':>9} "
-          f"{'floor us':>9} {'vec/gpu':>8} {'gpu/floor':>9}")
+    print(f"{'N':>6} {'limbs':>5} {'batch':>5} {'dir':8} {'exact':>5} {'vector us':>9} {'gpu us':>9} "
+          f"{'vec kern':>9} {'gpu kern':>9} {'floor us':>9} {'vec/gpu':>9} {'kern/flr':>9}")
     for r in records[1:]:
         cells = [format(r[key], fmt) if key in r else "-" for key, fmt in
-                 (("vector_us", "10.1f"), ("gpu_us", "9.1f"), ("floor_us", "9.1f"), ("vector_over_gpu", "8.2f"),
-                  ("gpu_over_floor", "9.2f"))]
+                 (("vector_us", ".1f"), ("gpu_us", ".1f"), ("vector_kernel_us", ".1f"), ("gpu_kernel_us", ".1f"),
+                  ("floor_us", ".1f"), ("vector_over_gpu", ".2f"), ("kernel_over_floor", ".2f"))]
         print(f"{r['n']:>6} {r['limbs']:>5} {r['batch']:>5} {r['direction']:8} {str(r.get('exact', '-')):>5} "
               + " ".join(f"{c:>9}" for c in cells) + (f"  {r['error']}" if "error" in r else ""))
     return 0

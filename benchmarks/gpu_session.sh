@@ -108,7 +108,7 @@ elif [ "$STAGE" = fused ]; then
   # sets (HE-Mult+relin, rotate, rescale, HE-Add; batched throughput at 4), then the tests that need the device
   { command -v nvcc || ls /usr/local/cuda/bin/nvcc; nvcc --version | tail -2; } 2>&1 | tee -a "$OUT/env.txt"
   step 110 gpu_kernels $PY benchmarks/bench_gpu_kernels.py --reps 20 --json "$OUT/gpu_kernels.json"
-  step 200 profile $PY benchmarks/bench_profile.py --kernels vector,gpu --ops mul,rotate,rescale,add --batch 4 \
+  step 200 profile $PY benchmarks/bench_profile.py --kernels vector,gpu --ops mul,mul_rescale,rotate,rescale,add --batch 4 \
     --tfhe "" --reps 10 --json "$OUT/profile.json"
   step 100 gpu_tests $PY -m pytest -q -x -p no:cacheprovider -m "not slow" tests/test_kernels_gpu.py \
     tests/test_kernel_sets.py -k "gpu"

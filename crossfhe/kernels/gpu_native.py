@@ -153,7 +153,8 @@ def _load_emulation() -> tuple[ctypes.CDLL | None, str]:
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as e:
         return None, f"no C++ compiler ({cxx}: {e})"
-    cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", *native.WARNINGS, "-DCROSSFHE_GPU_EMULATE", "-include",
+    cmd = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", *native.WARNINGS, "-Wno-unknown-pragmas",  # CUDA's unroll
+           "-DCROSSFHE_GPU_EMULATE", "-include",
            str(EMULATE_HEADER), "-x", "c++", str(SOURCE)]
     target = _hashed_target("gpu_ntt_emulated", [SOURCE.read_bytes(), EMULATE_HEADER.read_bytes(), version.encode(),
                                                  " ".join(cmd[1:]).encode()])

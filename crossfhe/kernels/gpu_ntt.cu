@@ -70,52 +70,114 @@ struct Tables {
   int limbs;
 };
 
-// Butterflies of the stages log_m in [s0, s1) (forward, increasing) inside a shared-memory tile of `rows`
-// consecutive rows of nb words (row `hi0 + rr` of the Na x Nb matrix), stored padded.
-__device__ void row_stages_forward(uint32_t* t, int rows, int log_nb, int hi0, int s0, int s1, int log_n, int log_n1,
-                                   const uint32_t* w, const uint32_t* ws, uint32_t q) {
-  int half_row = 1 << (log_nb - 1);
-  int total = rows * half_row;
-  for (int s = s0; s < s1; ++s) {
-    int log_t = log_n - 1 - s;  // distance t = N / (2m) <= nb / 2
-    for (int k = threadIdx.x; k < total; k += blockDim.x) {
-      int rr = k >> (log_nb - 1), kk = k & (half_row - 1);
-      int blk = kk >> log_t, off = kk & ((1 << log_t) - 1);
-      int jl = (blk << (log_t + 1)) + off;
-      int i = ((hi0 + rr) << (log_nb - 1 - log_t)) + blk;
-      int ti = tw_index(s, i, log_n1);
-      int a = pad((rr << log_nb) + jl), b = pad((rr << log_nb) + jl + (1 << log_t));
-      uint32_t hi = t[a], v = shoup(t[b], __ldg(w + ti), __ldg(ws + ti), q);
-      t[a] = add_mod(hi, v, q);
-      t[b] = sub_mod(hi, v, q);
+// Where a tile's lines live: element jl of line `line` is shared word addr(line, jl) and natural index
+// global(line, jl) of the polynomial. Rows: `rows` consecutive rows of nb words (row hi0 + line of the Na x Nb
+// matrix), padded by one word in 32. Columns: kColumns adjacent columns (column lo0 + line), one row of kColumns words
+// per matrix row.
+struct RowLines {
+  int log_nb, hi0;
+  __device__ __forceinline__ int addr(int line, int jl) const { return pad((line << log_nb) + jl); }
+  __device__ __forceinline__ int global(int line, int jl) const { return ((hi0 + line) << log_nb) + jl; }
+};
+
+struct ColumnLines {
+  int log_nb, lo0;
+  __device__ __forceinline__ int addr(int line, int jl) const { return jl * kColumns + line; }
+  __device__ __forceinline__ int global(int line, int jl) const { return (jl << log_nb) + lo0 + line; }
+};
+
+// R consecutive stages (line stages u .. u + R - 1, whole-transform stages s_base + u ..) on every line of a tile:
+// each thread takes groups of 2^R elements (line index j0 + m dmin, m < 2^R, dmin = 2^(log_len - u - R)) into
+// registers and does the group's R 2^(R-1) butterflies there. Forward: Cooley-Tukey in increasing stage order;
+// inverse: Gentleman-Sande in decreasing order, whole-transform stage 0 folding in N^-1. The butterfly of stage s on
+// natural index j (its upper element) takes twiddle j >> (log_n - s) of that stage. kLineFastest: consecutive threads
+// take consecutive lines (columns: no bank conflicts), else consecutive groups of one line.
+template <int R, bool kLineFastest, bool kInverse, class Lines>
+__device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of, int lines, int log_len, int u,
+                                             int s_base, int log_n, int log_n1, const uint32_t* w,
+                                             const uint32_t* ws, const uint32_t* last, const uint32_t* lasts,
+                                             uint32_t q) {
+  constexpr int kSize = 1 << R;
+  const int log_dmin = log_len - u - R;
+  const int log_groups = log_len - R;  // groups per line
+  const int total = lines << log_groups;
+  for (int g = threadIdx.x; g < total; g += blockDim.x) {
+    int line, gid;
+    if (kLineFastest) {
+      line = g % lines;
+      gid = g / lines;
+    } else {
+      line = g >> log_groups;
+      gid = g & ((1 << log_groups) - 1);
     }
-    __syncthreads();
+    const int j0 = ((gid >> log_dmin) << (log_len - u)) + (gid & ((1 << log_dmin) - 1));
+    uint32_t v[kSize];
+    int a[kSize];
+#pragma unroll
+    for (int m = 0; m < kSize; ++m) {
+      a[m] = lines_of.addr(line, j0 + (m << log_dmin));
+      v[m] = t[a[m]];
+    }
+#pragma unroll
+    for (int step = 0; step < R; ++step) {
+      const int k = kInverse ? R - 1 - step : step;
+      const int half = 1 << (R - 1 - k);
+      const int s = s_base + u + k;
+      // the stage's 2^k twiddles: butterfly (m, m + half) takes number m >> (R - k), read at its first m
+      uint32_t tw[1 << (R - 1)], tws[1 << (R - 1)];
+      if (!kInverse || s != 0) {
+#pragma unroll
+        for (int p = 0; p < (1 << k); ++p) {
+          const int ti = tw_index(s, lines_of.global(line, j0 + ((p << (R - k)) << log_dmin)) >> (log_n - s), log_n1);
+          tw[p] = __ldg(w + ti);
+          tws[p] = __ldg(ws + ti);
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < kSize; ++m) {
+        if (m & half) continue;
+        const uint32_t hi = v[m], lo = v[m | half];
+        const int p = m >> (R - k);
+        if (!kInverse) {
+          const uint32_t x = shoup(lo, tw[p], tws[p], q);
+          v[m] = add_mod(hi, x, q);
+          v[m | half] = sub_mod(hi, x, q);
+        } else {
+          const uint32_t sum = add_mod(hi, lo, q), dif = sub_mod(hi, lo, q);
+          if (s == 0) {
+            v[m] = shoup(sum, __ldg(last), __ldg(lasts), q);
+            v[m | half] = shoup(dif, __ldg(last + 1), __ldg(lasts + 1), q);
+          } else {
+            v[m] = sum;
+            v[m | half] = shoup(dif, tw[p], tws[p], q);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kSize; ++m) t[a[m]] = v[m];
   }
 }
 
-__device__ void row_stages_inverse(uint32_t* t, int rows, int log_nb, int hi0, int s0, int s1, int log_n, int log_n1,
-                                   const uint32_t* w, const uint32_t* ws, const uint32_t* last,
-                                   const uint32_t* lasts, uint32_t q) {
-  int half_row = 1 << (log_nb - 1);
-  int total = rows * half_row;
-  for (int s = s1 - 1; s >= s0; --s) {
-    int log_t = log_n - 1 - s;
-    for (int k = threadIdx.x; k < total; k += blockDim.x) {
-      int rr = k >> (log_nb - 1), kk = k & (half_row - 1);
-      int blk = kk >> log_t, off = kk & ((1 << log_t) - 1);
-      int jl = (blk << (log_t + 1)) + off;
-      int a = pad((rr << log_nb) + jl), b = pad((rr << log_nb) + jl + (1 << log_t));
-      uint32_t hi = t[a], lo = t[b];
-      uint32_t sum = add_mod(hi, lo, q), dif = sub_mod(hi, lo, q);
-      if (s == 0) {
-        t[a] = shoup(sum, __ldg(last), __ldg(lasts), q);
-        t[b] = shoup(dif, __ldg(last + 1), __ldg(lasts + 1), q);
-      } else {
-        int i = ((hi0 + rr) << (log_nb - 1 - log_t)) + blk;
-        int ti = tw_index(s, i, log_n1);
-        t[a] = sum;
-        t[b] = shoup(dif, __ldg(w + ti), __ldg(ws + ti), q);
-      }
+// Every stage of a tile's lines, in groups of three (the last group takes what remains), a barrier after each.
+template <bool kLineFastest, bool kInverse, class Lines>
+__device__ void line_stages(uint32_t* t, const Lines& lines_of, int lines, int log_len, int s_base, int log_n,
+                            const uint32_t* w, const uint32_t* ws, const uint32_t* last, const uint32_t* lasts,
+                            uint32_t q) {
+  const int log_n1 = log_n - 5;
+  const int groups = (log_len + 2) / 3;
+  for (int step = 0; step < groups; ++step) {
+    const int u = 3 * (kInverse ? groups - 1 - step : step);
+    const int r = log_len - u < 3 ? log_len - u : 3;
+    if (r == 3) {
+      group_stages<3, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, log_n1, w, ws, last,
+                                              lasts, q);
+    } else if (r == 2) {
+      group_stages<2, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, log_n1, w, ws, last,
+                                              lasts, q);
+    } else {
+      group_stages<1, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, log_n1, w, ws, last,
+                                              lasts, q);
     }
     __syncthreads();
   }
@@ -143,7 +205,8 @@ __global__ void row_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__
   if (!inverse) {
     for (int j = threadIdx.x; j < size; j += blockDim.x) tile[pad(j)] = src[base + j];
     __syncthreads();
-    row_stages_forward(tile, rows, log_nb, base >> log_nb, s0, log_n, log_n, log_n1, w, ws, q);
+    line_stages<false, false>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws, nullptr, nullptr,
+                              q);
     for (int e = threadIdx.x; e < size; e += blockDim.x) {
       int c = e / per_c, rr = e - c * per_c;  // position c N1 + base / 32 + rr holds s = base + 32 rr + c
       dst[c * n1 + (base >> 5) + rr] = tile[pad((rr << 5) + c)];
@@ -154,8 +217,8 @@ __global__ void row_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__
       tile[pad((rr << 5) + c)] = src[c * n1 + (base >> 5) + rr];
     }
     __syncthreads();
-    row_stages_inverse(tile, rows, log_nb, base >> log_nb, s0, log_n, log_n, log_n1, w, ws,
-                       tab.last + 2 * limb, tab.lasts + 2 * limb, q);
+    line_stages<false, true>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws,
+                             tab.last + 2 * limb, tab.lasts + 2 * limb, q);
     for (int j = threadIdx.x; j < size; j += blockDim.x) dst[base + j] = tile[pad(j)];
   }
 }
@@ -166,7 +229,6 @@ __global__ void column_pass(const uint32_t* __restrict__ in, uint32_t* __restric
                             int log_na, int inverse) {
   extern __shared__ uint32_t tile[];
   int n = 1 << log_n, log_nb = log_n - log_na, nb = 1 << log_nb, na = 1 << log_na;
-  int log_n1 = log_n - 5;
   int tiles = nb / kColumns;
   long poly = blockIdx.x / tiles;
   int lo0 = (blockIdx.x % tiles) * kColumns;
@@ -182,34 +244,11 @@ __global__ void column_pass(const uint32_t* __restrict__ in, uint32_t* __restric
     tile[e] = src[h * nb + lo0 + c];
   }
   __syncthreads();
-  int total = size >> 1;
-  for (int step = 0; step < log_na; ++step) {
-    int s = inverse ? log_na - 1 - step : step;  // stage log2(m)
-    int log_th = log_na - 1 - s;                 // pair distance in rows
-    for (int k = threadIdx.x; k < total; k += blockDim.x) {
-      int c = k % kColumns, kh = k / kColumns;
-      int blk = kh >> log_th, off = kh & ((1 << log_th) - 1);
-      int h1 = (blk << (log_th + 1)) + off;
-      int a = h1 * kColumns + c, b = a + (kColumns << log_th);
-      uint32_t hi = tile[a], lo = tile[b];
-      if (!inverse) {
-        int ti = tw_index(s, blk, log_n1);
-        uint32_t v = shoup(lo, __ldg(w + ti), __ldg(ws + ti), q);
-        tile[a] = add_mod(hi, v, q);
-        tile[b] = sub_mod(hi, v, q);
-      } else {
-        uint32_t sum = add_mod(hi, lo, q), dif = sub_mod(hi, lo, q);
-        if (s == 0) {
-          tile[a] = shoup(sum, __ldg(tab.last + 2 * limb), __ldg(tab.lasts + 2 * limb), q);
-          tile[b] = shoup(dif, __ldg(tab.last + 2 * limb + 1), __ldg(tab.lasts + 2 * limb + 1), q);
-        } else {
-          int ti = tw_index(s, blk, log_n1);
-          tile[a] = sum;
-          tile[b] = shoup(dif, __ldg(w + ti), __ldg(ws + ti), q);
-        }
-      }
-    }
-    __syncthreads();
+  if (inverse) {
+    line_stages<true, true>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n, w, ws, tab.last + 2 * limb,
+                            tab.lasts + 2 * limb, q);
+  } else {
+    line_stages<true, false>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n, w, ws, nullptr, nullptr, q);
   }
   for (int e = threadIdx.x; e < size; e += blockDim.x) {
     int h = e / kColumns, c = e % kColumns;
