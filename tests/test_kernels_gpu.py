@@ -19,7 +19,7 @@ from crossfhe.math import native
 from crossfhe.math.primes import ntt_primes
 from crossfhe.ring import ntt as T
 
-# the emulation is built with the host's C++ compiler (CI has one); a failed build fails the tests, it does not skip them
+# the emulation is built with the host's C++ compiler (CI has one): a failed build fails the tests, never skips them
 needs_emulation = pytest.mark.skipif(shutil.which(native.cxx_compiler()) is None,
                                      reason=f"no C++ compiler ({native.cxx_compiler()}) for the emulation")
 needs_device = pytest.mark.skipif(not gpu_native.available(), reason=f"no GPU kernels here: {gpu_native.status()}")
