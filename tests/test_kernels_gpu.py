@@ -102,3 +102,22 @@ def test_device_transform_is_exact_eager_jit_and_vmap(log_n):
     np.testing.assert_array_equal(np.asarray(mapped), forward)
     lazy = np.asarray(T.ntt_lazy(x, gpu))  # any representative in [0, 2q): the kernel's are in [0, q)
     np.testing.assert_array_equal(lazy, forward)
+
+
+def test_a_gpu_set_circuit_exports_for_cuda_with_its_kernel(monkeypatch):
+    """A circuit on the GPU set lowers for CUDA (here without a device: the kernel's availability check is bypassed,
+    its lowering needs no library) with the custom call allowed by export and named in the program; its build id
+    is the kernel's ABI, the same wherever it was exported."""
+    import crossfhe as fhe
+
+    vector = fhe.compile(lambda x: (x * x).rotate(1) + x, fhe.CKKSVector(8), params=testing.INSECURE_CKKS_N10,
+                         cache=False)
+    vector.keygen(seed=bytes(32))
+    monkeypatch.setattr(gpu_native.GPU, "require", lambda what: None)
+    gpu = fhe.compile(lambda x: (x * x).rotate(1) + x, fhe.CKKSVector(8),
+                      params=testing.INSECURE_CKKS_N10.with_kernels(GPU), cache=False, keys=vector.keys)
+    assert gpu.scheme.custom_calls(gpu.params) == (gpu_native.TARGET,)
+    assert gpu.scheme.build_id(gpu.params) == f"gpu-abi{gpu_native.ABI_VERSION}"
+    leaves, treedef = gpu._runtime(gpu.keys.public)
+    text = gpu._lower_exported((), leaves, treedef, "cuda").mlir_module()
+    assert gpu_native.TARGET in text

@@ -201,14 +201,18 @@ class RingScheme(Scheme):
     """A scheme on the RNS substrate (CKKS, BFV): its programs may call the native NTT kernels."""
 
     def custom_calls(self, params) -> tuple[str, ...]:
+        from crossfhe.kernels import gpu_native
         from crossfhe.ring import ntt
 
-        return ntt.native_targets() if params.kernels.native else ()
+        kernels = params.kernels.resolve()
+        return ntt.native_targets() if kernels.native else gpu_native.targets() if kernels.gpu else ()
 
     def build_id(self, params) -> str:
+        from crossfhe.kernels import gpu_native
         from crossfhe.ring import ntt
 
-        return ntt.native_build() if params.kernels.native else ""
+        kernels = params.kernels.resolve()
+        return ntt.native_build() if kernels.native else gpu_native.build_id() if kernels.gpu else ""
 
 
 def key_switch_counts(g: Graph, relins: int, rotations: tuple[str, ...]) -> dict:

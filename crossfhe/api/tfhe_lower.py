@@ -76,7 +76,7 @@ from crossfhe.api.specs import TFHEInt
 from crossfhe.api.trace import source_line
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import KeyMismatchError, ParameterError
-from crossfhe.kernels import cpu_native
+from crossfhe.kernels import cpu_native, gpu_native
 from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul
 from crossfhe.tfhe import ops, presets
 from crossfhe.tfhe.bound import Bound
@@ -1107,7 +1107,8 @@ class TFHEScheme(Scheme):
     def custom_calls(self, params) -> tuple[str, ...]:
         from crossfhe.ring import ntt
 
-        out = ntt.native_targets() if params.kernels.resolve().native else ()
+        kernels = params.kernels.resolve()
+        out = ntt.native_targets() if kernels.native else gpu_native.targets() if kernels.gpu else ()
         return out + (cpu_native.targets() if ops.product_for(params) is ops.NativeProduct else ())
 
     def build_id(self, params) -> str:
@@ -1117,6 +1118,8 @@ class TFHEScheme(Scheme):
         if params.kernels.resolve().native:
             lib = ntt.NATIVE.library()
             parts.append(Path(lib._name).name if lib is not None else "none")
+        if params.kernels.resolve().gpu:
+            parts.append(gpu_native.build_id())
         if ops.product_for(params) is ops.NativeProduct:
             parts.append(cpu_native.targets()[0])
         return "|".join(parts)

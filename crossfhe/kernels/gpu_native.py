@@ -124,6 +124,19 @@ def status() -> str:
     return GPU.status()
 
 
+def targets() -> tuple[str, ...]:
+    """The custom-call targets a program on the GPU set may hold (what ``jax.export`` is told to accept)."""
+    return (TARGET,)
+
+
+def build_id() -> str:
+    """An identifier of the kernels a GPU-set program calls (their ABI: the target's operands and attributes). Also
+    loads and registers the library where it can be had, so that a program loaded from a file, which never traces
+    :func:`transform`, finds its handler."""
+    GPU.library()
+    return f"gpu-abi{ABI_VERSION}"
+
+
 def transform(x, plan, *, inverse: bool, full: bool = True):
     """The NTT (``inverse=False``) or its inverse of x ``uint32[..., limbs, N]`` on ``plan``, one custom call on the
     GPU (:func:`crossfhe.ring.ntt.ntt` / :func:`~crossfhe.ring.ntt.intt`'s words; ``full`` is accepted: the outputs
