@@ -25,11 +25,11 @@ needs_emulation = pytest.mark.skipif(shutil.which(native.cxx_compiler()) is None
 needs_device = pytest.mark.skipif(not gpu_native.available(), reason=f"no GPU kernels here: {gpu_native.status()}")
 
 
-def _plan(log_n: int, pattern: str) -> T.NTTPlan:
+def _plan(log_n: int, pattern: str, kernels=None) -> T.NTTPlan:
     """Moduli below 2^30 ("n") and in [2^30, 2^31) ("w"), in the order of ``pattern``."""
     n = 1 << log_n
     narrow, wide = iter(ntt_primes(28, n, pattern.count("n"))), iter(ntt_primes(31, n, pattern.count("w")))
-    return T.NTTPlan.create(n, [next(narrow) if c == "n" else next(wide) for c in pattern])
+    return T.NTTPlan.create(n, [next(narrow) if c == "n" else next(wide) for c in pattern], kernels)
 
 
 def _inputs(plan: T.NTTPlan, seed: int) -> np.ndarray:
@@ -47,23 +47,29 @@ def _inputs(plan: T.NTTPlan, seed: int) -> np.ndarray:
 @needs_emulation
 @pytest.mark.parametrize("log_n", [6, 9, 12, 13, 14, 15, 16, 17])
 def test_cuda_source_emulated_gives_the_radix2_words(log_n):
-    plan = _plan(log_n, "nwn")
+    plan, gpu = _plan(log_n, "nwn"), _plan(log_n, "nwn", GPU)
     x = _inputs(plan, log_n)
     forward = np.asarray(T.ntt(jnp.asarray(x), plan))
-    np.testing.assert_array_equal(gpu_native.emulate(x, plan, inverse=False), forward)
-    np.testing.assert_array_equal(gpu_native.emulate(forward, plan, inverse=True), x)
+    np.testing.assert_array_equal(gpu_native.emulate(x, gpu, inverse=False), forward)
+    np.testing.assert_array_equal(gpu_native.emulate(forward, gpu, inverse=True), x)
+    # the GPU set's plans hold the textbook order (the kernel's loads are consecutive words in every stage), the
+    # radix-2 kernels' plans their own arrangement: a plan of the other kind is refused, not misread
+    assert np.array_equal(np.asarray(gpu.w)[0, 1:], np.asarray(T._natural_tables(plan.n, plan.moduli[0])[0])[1:])
+    with pytest.raises(ValueError, match="GPU-set plan"):
+        gpu_native.emulate(x, plan, inverse=False)
 
 
 @needs_emulation
 def test_emulation_reads_shared_table_rows_and_batches():
     # a plan sharing another's rows (ModUp's digits) is expanded first; batch axes fold into the rows
-    full = _plan(13, "nnw")
+    full = _plan(13, "nnw", GPU)
     gathered = T.NTTPlan.gathered(full, [full.moduli[2], full.moduli[0]])
     rng = np.random.default_rng(3)
     q = np.asarray(gathered.q).astype(np.uint64)
     x = (rng.integers(0, 2**32, (2, 3, 2, full.n), dtype=np.uint64) % q).astype(np.uint32)
+    vector = T.NTTPlan.create(full.n, gathered.moduli)
     np.testing.assert_array_equal(gpu_native.emulate(x, gathered, inverse=False),
-                                  np.asarray(T.ntt(jnp.asarray(x), gathered.expanded())))
+                                  np.asarray(T.ntt(jnp.asarray(x), vector)))
     with pytest.raises(ValueError, match="does not match"):
         gpu_native.emulate(x[..., :1, :], gathered, inverse=False)
 

@@ -137,6 +137,11 @@ def build_id() -> str:
     return f"gpu-abi{ABI_VERSION}"
 
 
+def _check_natural(plan) -> None:
+    if plan.kernels is None or not plan.kernels.natural_twiddles:
+        raise ValueError(f"the GPU NTT reads a GPU-set plan's twiddles (textbook order); got a plan on {plan.kernels!r}")
+
+
 def transform(x, plan, *, inverse: bool, full: bool = True):
     """The NTT (``inverse=False``) or its inverse of x ``uint32[..., limbs, N]`` on ``plan``, one custom call on the
     GPU (:func:`crossfhe.ring.ntt.ntt` / :func:`~crossfhe.ring.ntt.intt`'s words; ``full`` is accepted: the outputs
@@ -145,8 +150,9 @@ def transform(x, plan, *, inverse: bool, full: bool = True):
 
     GPU.require("the GPU kernel set's NTT")
     plan = plan.expanded()
-    if plan.n < 64:
+    if plan.n < ring_ntt.NATURAL_FROM:
         return ring_ntt.radix2_transform(x, plan, inverse=inverse, full=full)
+    _check_natural(plan)
     w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
     shape = jax.ShapeDtypeStruct(x.shape, U32)
     call = jax.ffi.ffi_call(TARGET, (shape, shape), vmap_method="expand_dims")
@@ -184,9 +190,10 @@ EMULATION = native.Native(_load_emulation, needs="the CPU emulation of the GPU k
 
 def emulate(x, plan, *, inverse: bool) -> np.ndarray:
     """:func:`transform` computed by ``gpu_ntt.cu``'s kernels and launch schedule on the CPU, one thread per block
-    (NumPy in and out; N >= 64)."""
+    (NumPy in and out; N >= 64; ``plan`` on the GPU set, whose twiddles are in the textbook order)."""
     lib = EMULATION.require("emulating the GPU NTT")
     plan = plan.expanded()
+    _check_natural(plan)
     x = np.ascontiguousarray(np.asarray(x), dtype=np.uint32)
     if x.shape[-2:] != (plan.limbs, plan.n) or plan.n < 64:
         raise ValueError(f"x of shape {x.shape} does not match the plan's [..., {plan.limbs}, {plan.n}] (N >= 64)")

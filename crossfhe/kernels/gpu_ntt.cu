@@ -14,8 +14,8 @@
 // of the Na x Nb matrix, and the stages inside rows run on tiles of 2048 consecutive words. The slot-order
 // permutation out[(s mod 32) N/32 + s / 32] = A[s] is done when the row pass writes (forward) or reads (inverse)
 // global memory, through shared memory padded by one word in 32 (no bank conflicts), 128-byte runs per warp.
-// The tables are in the plan's kernel order (crossfhe.ring.ntt._arrange: rows of the transposed stages regrouped),
-// read through tw_index. Arithmetic: Shoup products with __umulhi (one instruction), every value kept in [0, q):
+// The plan's tables are in the textbook order (the GPU set's plans: crossfhe.ring.ntt.NATURAL_FROM): the twiddle of
+// block i of the stage with m blocks is word m + i, so a warp's twiddle loads are consecutive words in every stage. Arithmetic: Shoup products with __umulhi (one instruction), every value kept in [0, q):
 // moduli below 2^31.
 
 #include <cstdint>
@@ -50,16 +50,28 @@ __device__ __forceinline__ uint32_t sub_mod(uint32_t a, uint32_t b, uint32_t q) 
   return a >= b ? a - b : a + q - b;
 }
 
-// Index in the plan's table of the natural twiddle m + i (stage with m blocks, block i): the stages with
-// m >= N1 = N / 32 hold their twiddles regrouped from [N1, m / N1] to [m / N1, N1].
-__device__ __forceinline__ int tw_index(int log_m, int i, int log_n1) {
-  int m = 1 << log_m;
-  if (log_m < log_n1) return m + i;
-  int shift = log_m - log_n1;
-  return m + ((i & ((1 << shift) - 1)) << log_n1) + (i >> shift);
+__device__ __forceinline__ int pad(int j) { return j + (j >> 5); }
+
+// Four consecutive words at a 16-byte aligned address of global memory, as one access.
+__device__ __forceinline__ void load4(const uint32_t* p, uint32_t v[4]) {
+#ifdef CROSSFHE_GPU_EMULATE
+  for (int k = 0; k < 4; ++k) v[k] = p[k];
+#else
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  v[0] = u.x;
+  v[1] = u.y;
+  v[2] = u.z;
+  v[3] = u.w;
+#endif
 }
 
-__device__ __forceinline__ int pad(int j) { return j + (j >> 5); }
+__device__ __forceinline__ void store4(uint32_t* p, const uint32_t v[4]) {
+#ifdef CROSSFHE_GPU_EMULATE
+  for (int k = 0; k < 4; ++k) p[k] = v[k];
+#else
+  *reinterpret_cast<uint4*>(p) = make_uint4(v[0], v[1], v[2], v[3]);
+#endif
+}
 
 struct Tables {
   const uint32_t* q;      // [L]
@@ -94,7 +106,7 @@ struct ColumnLines {
 // take consecutive lines (columns: no bank conflicts), else consecutive groups of one line.
 template <int R, bool kLineFastest, bool kInverse, class Lines>
 __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of, int lines, int log_len, int u,
-                                             int s_base, int log_n, int log_n1, const uint32_t* w,
+                                             int s_base, int log_n, const uint32_t* w,
                                              const uint32_t* ws, const uint32_t* last, const uint32_t* lasts,
                                              uint32_t q) {
   constexpr int kSize = 1 << R;
@@ -128,7 +140,7 @@ __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of,
       if (!kInverse || s != 0) {
 #pragma unroll
         for (int p = 0; p < (1 << k); ++p) {
-          const int ti = tw_index(s, lines_of.global(line, j0 + ((p << (R - k)) << log_dmin)) >> (log_n - s), log_n1);
+          const int ti = (1 << s) + (lines_of.global(line, j0 + ((p << (R - k)) << log_dmin)) >> (log_n - s));
           tw[p] = __ldg(w + ti);
           tws[p] = __ldg(ws + ti);
         }
@@ -164,19 +176,18 @@ template <bool kLineFastest, bool kInverse, class Lines>
 __device__ void line_stages(uint32_t* t, const Lines& lines_of, int lines, int log_len, int s_base, int log_n,
                             const uint32_t* w, const uint32_t* ws, const uint32_t* last, const uint32_t* lasts,
                             uint32_t q) {
-  const int log_n1 = log_n - 5;
   const int groups = (log_len + 2) / 3;
   for (int step = 0; step < groups; ++step) {
     const int u = 3 * (kInverse ? groups - 1 - step : step);
     const int r = log_len - u < 3 ? log_len - u : 3;
     if (r == 3) {
-      group_stages<3, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, log_n1, w, ws, last,
+      group_stages<3, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last,
                                               lasts, q);
     } else if (r == 2) {
-      group_stages<2, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, log_n1, w, ws, last,
+      group_stages<2, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last,
                                               lasts, q);
     } else {
-      group_stages<1, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, log_n1, w, ws, last,
+      group_stages<1, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last,
                                               lasts, q);
     }
     __syncthreads();
@@ -202,24 +213,52 @@ __global__ void row_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__
   const uint32_t* src = in + poly * n;
   uint32_t* dst = out + poly * n;
   int per_c = size >> 5;  // tile words per residue class c = s mod 32
+  // 16-byte global accesses: every run of the tile (a row's words, a residue class's) is 4-aligned from N = 128
+  const bool vec = log_n >= 7;
   if (!inverse) {
-    for (int j = threadIdx.x; j < size; j += blockDim.x) tile[pad(j)] = src[base + j];
+    for (int j = 4 * threadIdx.x; j < size; j += 4 * blockDim.x) {
+      uint32_t v[4];
+      load4(src + base + j, v);
+      for (int k = 0; k < 4; ++k) tile[pad(j) + k] = v[k];  // pad(j + k) = pad(j) + k: j is a multiple of 4
+    }
     __syncthreads();
     line_stages<false, false>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws, nullptr, nullptr,
                               q);
-    for (int e = threadIdx.x; e < size; e += blockDim.x) {
-      int c = e / per_c, rr = e - c * per_c;  // position c N1 + base / 32 + rr holds s = base + 32 rr + c
-      dst[c * n1 + (base >> 5) + rr] = tile[pad((rr << 5) + c)];
+    if (vec) {
+      for (int e = 4 * threadIdx.x; e < size; e += 4 * blockDim.x) {
+        int c = e / per_c, rr = e - c * per_c;  // position c N1 + base / 32 + rr holds s = base + 32 rr + c
+        uint32_t v[4];
+        for (int k = 0; k < 4; ++k) v[k] = tile[pad(((rr + k) << 5) + c)];
+        store4(dst + c * n1 + (base >> 5) + rr, v);
+      }
+    } else {
+      for (int e = threadIdx.x; e < size; e += blockDim.x) {
+        int c = e / per_c, rr = e - c * per_c;
+        dst[c * n1 + (base >> 5) + rr] = tile[pad((rr << 5) + c)];
+      }
     }
   } else {
-    for (int e = threadIdx.x; e < size; e += blockDim.x) {
-      int c = e / per_c, rr = e - c * per_c;
-      tile[pad((rr << 5) + c)] = src[c * n1 + (base >> 5) + rr];
+    if (vec) {
+      for (int e = 4 * threadIdx.x; e < size; e += 4 * blockDim.x) {
+        int c = e / per_c, rr = e - c * per_c;
+        uint32_t v[4];
+        load4(src + c * n1 + (base >> 5) + rr, v);
+        for (int k = 0; k < 4; ++k) tile[pad(((rr + k) << 5) + c)] = v[k];
+      }
+    } else {
+      for (int e = threadIdx.x; e < size; e += blockDim.x) {
+        int c = e / per_c, rr = e - c * per_c;
+        tile[pad((rr << 5) + c)] = src[c * n1 + (base >> 5) + rr];
+      }
     }
     __syncthreads();
     line_stages<false, true>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws,
                              tab.last + 2 * limb, tab.lasts + 2 * limb, q);
-    for (int j = threadIdx.x; j < size; j += blockDim.x) dst[base + j] = tile[pad(j)];
+    for (int j = 4 * threadIdx.x; j < size; j += 4 * blockDim.x) {
+      uint32_t v[4];
+      for (int k = 0; k < 4; ++k) v[k] = tile[pad(j) + k];
+      store4(dst + base + j, v);
+    }
   }
 }
 
@@ -239,9 +278,9 @@ __global__ void column_pass(const uint32_t* __restrict__ in, uint32_t* __restric
   const uint32_t* src = in + poly * n;
   uint32_t* dst = out + poly * n;
   int size = na * kColumns;
-  for (int e = threadIdx.x; e < size; e += blockDim.x) {
+  for (int e = 4 * threadIdx.x; e < size; e += 4 * blockDim.x) {
     int h = e / kColumns, c = e % kColumns;
-    tile[e] = src[h * nb + lo0 + c];
+    load4(src + h * nb + lo0 + c, tile + e);
   }
   __syncthreads();
   if (inverse) {
@@ -250,9 +289,9 @@ __global__ void column_pass(const uint32_t* __restrict__ in, uint32_t* __restric
   } else {
     line_stages<true, false>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n, w, ws, nullptr, nullptr, q);
   }
-  for (int e = threadIdx.x; e < size; e += blockDim.x) {
+  for (int e = 4 * threadIdx.x; e < size; e += 4 * blockDim.x) {
     int h = e / kColumns, c = e % kColumns;
-    dst[h * nb + lo0 + c] = tile[e];
+    store4(dst + h * nb + lo0 + c, tile + e);
   }
 }
 

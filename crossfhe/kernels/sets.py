@@ -66,6 +66,12 @@ class KernelSet:
         return self.name == "native"
 
     @property
+    def natural_twiddles(self) -> bool:
+        """True when this set's NTT kernel reads its plans' twiddles in the textbook order (GPU: coalesced loads in
+        every stage), not in the radix-2 kernels' arranged order."""
+        return self.name == "gpu"
+
+    @property
     def gpu(self) -> bool:
         """True for GPU: the NTT runs as the CUDA custom call."""
         return self.name == "gpu"

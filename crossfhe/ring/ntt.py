@@ -54,6 +54,9 @@ MAX_LOG_N = 17
 MAX_LIMBS = 128
 TAIL = 32
 """N2: the last log2(N2) forward stages (first inverse stages) run in the transposed layout."""
+NATURAL_FROM = 64
+"""From this N a kernel set with ``natural_twiddles`` (GPU) gets its plans' twiddles in the textbook order; smaller
+rings go to the radix-2 kernels, which read the kernel order."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -118,13 +121,15 @@ def _arrange(table: np.ndarray, n: int) -> np.ndarray:
 
 
 @plan_cache(maxsize=64)
-def _limb_tables(n: int, q: int):
-    """Kernel-order forward and inverse twiddles of one limb with their Shoup companions."""
+def _limb_tables(n: int, q: int, natural: bool = False):
+    """Kernel-order forward and inverse twiddles of one limb with their Shoup companions (``natural``: in the
+    textbook order psi^brv(i), for kernels that read them so)."""
     w, wi = _natural_tables(n, q)
     n_inv = pow(n, -1, q)
     # The last inverse stage (one block) multiplies the sum by N^-1 and the difference by psi^-1 N^-1.
     last = np.array([n_inv, int(wi[1]) * n_inv % q], dtype=np.uint32)
-    w, wi = _arrange(w, n), _arrange(wi, n)
+    if not natural:
+        w, wi = _arrange(w, n), _arrange(wi, n)
     return w, shoup_precompute(w, q), wi, shoup_precompute(wi, q), last, shoup_precompute(last, q)
 
 
@@ -140,7 +145,8 @@ class NTTPlan:
 
     Arrays (leaves; uint32): ``q`` [limbs, 1] (NumPy); on the device ``w``, ``w_shoup`` [limbs, N], the
     forward twiddles psi^brv(i) and their Shoup companions, and ``wi``, ``wi_shoup``, the inverse twiddles
-    psi^-brv(i), all arranged in kernel order; ``inv_last``, ``inv_last_shoup`` [limbs, 2], the constants
+    psi^-brv(i), all arranged in kernel order (the textbook order i itself on a kernel set with
+    ``natural_twiddles``, from N = :data:`NATURAL_FROM`); ``inv_last``, ``inv_last_shoup`` [limbs, 2], the constants
     N^-1 and psi^-1 N^-1 of the last inverse stage. Static: ``n``, ``moduli``. Create with :meth:`create`
     (cached per (n, moduli, kernels)).
 
@@ -263,7 +269,9 @@ def _create_plan(n: int, moduli: tuple[int, ...], kernels) -> NTTPlan:
     for q in moduli:
         if not (2 < q < 2**31) or (q - 1) % (2 * n) or not is_prime(q):
             raise ParameterError(f"modulus {q} is not an NTT-friendly prime below 2^31 for N = {n} (q = 1 mod 2N)")
-    tables = [_limb_tables(n, q) for q in moduli]
+    # a set whose kernel reads the textbook order (GPU) gets it; rings it hands to the radix-2 kernels keep theirs
+    natural = kernels is not None and kernels.natural_twiddles and n >= NATURAL_FROM
+    tables = [_limb_tables(n, q, natural) for q in moduli]
     stacked = [np.stack([t[i] for t in tables]) for i in range(6)]
     qa = np.array(moduli, dtype=np.uint32).reshape(-1, 1)
     matrix = kernels.ntt_tables(n, moduli) if _has_tables(kernels) else None
