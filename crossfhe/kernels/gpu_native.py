@@ -139,7 +139,8 @@ def build_id() -> str:
 
 def _check_natural(plan) -> None:
     if plan.kernels is None or not plan.kernels.natural_twiddles:
-        raise ValueError(f"the GPU NTT reads a GPU-set plan's twiddles (textbook order); got a plan on {plan.kernels!r}")
+        raise ValueError(f"the GPU NTT reads a GPU-set plan's twiddles (textbook order); got a plan on "
+                         f"{plan.kernels!r}")
 
 
 def transform(x, plan, *, inverse: bool, full: bool = True):
