@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 
 BENCH_SUITES = ("ntt", "ckks", "hmvp", "tfhe", "kernels", "dispatch", "circuits", "bootstrap", "profile",
-                "activations", "ml", "switch", "taurus", "startup", "workload_programs", "byom", "integers", "serve")
+                "activations", "ml", "switch", "taurus", "startup", "workload_programs", "byom", "integers", "serve",
+                "gpu_kernels")
 
 SUITE_SUMMARIES = {
     "ntt": "the negacyclic NTT: the jitted radix-2 kernel against plain NumPy and Zama's tfhe-ntt",
@@ -32,6 +33,7 @@ SUITE_SUMMARIES = {
     "byom": "a user's PyTorch CNN through crossfhe.ml (TFHE and CKKS) against Concrete ML's compile_torch_model",
     "integers": "encrypted 8- to 64-bit integers: each radix operator against TFHE-rs's FheUint, on 1 and 2 threads",
     "serve": "crossfhe serve under load: concurrent clients on TFHE and CKKS, batched vs one at a time, all checked",
+    "gpu_kernels": "the GPU kernel set's CUDA NTT against XLA's radix-2 kernels on one device: exactness, time, floor",
 }
 """One line per suite for ``crossfhe bench`` (known without the benchmarks directory)."""
 
