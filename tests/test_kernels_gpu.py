@@ -127,3 +127,22 @@ def test_a_gpu_set_circuit_exports_for_cuda_with_its_kernel(monkeypatch):
     leaves, treedef = gpu._runtime(gpu.keys.public)
     text = gpu._lower_exported((), leaves, treedef, "cuda").mlir_module()
     assert gpu_native.TARGET in text
+
+
+def test_contexts_on_the_gpu_set_refuse_before_any_key_where_it_cannot_run(monkeypatch):
+    """CKKS and BFV contexts (every key needs the transform) refuse the GPU set at once where its kernel cannot be had,
+    saying why and what to use; nothing is made first."""
+    import crossfhe
+
+    monkeypatch.setattr(gpu_native, "_cuda_device", lambda: "no CUDA device (a test)")
+    native.reset_all()
+    made = []
+    monkeypatch.setattr(T.NTTPlan, "create", lambda *a, **k: made.append(a))
+    try:
+        with pytest.raises(RuntimeError, match=r"CKKSContext.create needs the CUDA kernels.*no CUDA device.*VECTOR"):
+            crossfhe.CKKSContext.create(testing.INSECURE_CKKS_N10, kernels="gpu", insecure=True, progress=False)
+        with pytest.raises(RuntimeError, match=r"BFVContext.create needs the CUDA kernels.*no CUDA device"):
+            crossfhe.BFVContext.create(testing.INSECURE_BFV_N256, kernels=GPU, insecure=True, progress=False)
+        assert made == []
+    finally:
+        native.reset_all()

@@ -196,7 +196,7 @@ class BFVContext(Context):
         progress = prepare_create("BFVContext", params, Params, insecure=insecure, progress=progress,
                                   presets="crossfhe.presets.bfv")
         _check_batching(params)
-        chosen = as_kernel_set(params.kernels if kernels is None else kernels).resolve()
+        chosen = as_kernel_set(params.kernels if kernels is None else kernels).require("BFVContext.create")
         params = params.with_kernels(chosen)
         half = params.n // 2
         wanted = {int(r) % half for r in rotations} - {0}

@@ -218,12 +218,13 @@ class CKKSContext(Context):
         ``CROSSFHE_JAX_CACHE=0`` opts out), so a later process loads what this one compiled.
 
         ``kernels``: the kernel set every operation of this context runs on (``crossfhe.kernels.VECTOR``,
-        ``NATIVE``, ``MATRIX``, or their names); by default the parameters' own, where AUTO is resolved here, once,
-        by :func:`crossfhe.kernels.default_kernels` (NATIVE on a CPU with the native build, else VECTOR). The
-        choice never changes a result, only its speed."""
+        ``NATIVE``, ``GPU``, ``MATRIX``, or their names); by default the parameters' own, where AUTO is resolved
+        here, once, by :func:`crossfhe.kernels.default_kernels` (NATIVE on a CPU with the native build, else
+        VECTOR). The choice never changes a result, only its speed; a set whose kernels cannot run here (NATIVE
+        without its build, GPU without a CUDA device or nvcc) raises RuntimeError before any key is made."""
         progress = prepare_create("CKKSContext", params, Params, insecure=insecure, progress=progress,
                                   presets="crossfhe.presets.ckks")
-        chosen = as_kernel_set(params.kernels if kernels is None else kernels).resolve()
+        chosen = as_kernel_set(params.kernels if kernels is None else kernels).require("CKKSContext.create")
         params = params.with_kernels(chosen)
         wanted = {int(r) % params.slots for r in rotations} - {0}  # 0: the identity, no key
         rotations = sorted(wanted | set(ops.power_of_two_rotations(params)))

@@ -80,6 +80,17 @@ class KernelSet:
         """This set, with AUTO replaced by :func:`default_kernels`."""
         return default_kernels() if self.name == "auto" else self
 
+    def require(self, what: str) -> KernelSet:
+        """This set resolved, or RuntimeError naming ``what`` and the reason where its kernels cannot run here
+        (NATIVE without its build; GPU without a CUDA device or nvcc): checked where work is about to start (the
+        contexts' ``create``), before any key is made."""
+        k = self.resolve()
+        if k.native:
+            ring_ntt.NATIVE.require(what)
+        if k.gpu:
+            gpu_native.GPU.require(what)
+        return k
+
     def for_plans(self) -> KernelSet | None:
         """What an NTT plan stores: None for VECTOR (its plain radix-2 kernels), else the resolved set. Asking for
         NATIVE where the native build is missing raises RuntimeError with the reason (GPU is checked when its kernel
