@@ -2,6 +2,8 @@
 # The GPU checks and measurements, in device calls that each fit one command's limit
 # (device/METHOD.md: fit the lease):
 #   bash benchmarks/gpu_session.sh tests   the default test suite on the GPU, the kernels' exactness and timings
+#                                           (CROSSFHE_KERNELS=gpu bash ... tests: the suite with AUTO on the GPU set,
+#                                           what making it the default on a GPU waits for)
 #   bash benchmarks/gpu_session.sh bench   CKKS (both kernel sets), TFHE and HMVP benchmarks, no peers
 #   bash benchmarks/gpu_session.sh eager   eager operations against the same under a user's jit (bench_dispatch)
 #   bash benchmarks/gpu_session.sh circuits  issue 26's targets: HE-Add and N16 HE-Mult+relin+rescale inside a circuit

@@ -9,6 +9,7 @@ programmable bootstrapping (the blind rotation's external products), all on inse
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
@@ -18,6 +19,7 @@ from crossfhe.ckks import ops as ckks
 from crossfhe.errors import ParameterError
 from crossfhe.kernels import AUTO, GPU, MATRIX, NATIVE, VECTOR, default_kernels, gpu_native
 from crossfhe.math.random import seed_key
+from crossfhe.ring import ntt as ring_ntt
 from crossfhe.tfhe import ops as tfhe
 
 # NATIVE needs the C/C++ build on a CPU backend; on a GPU machine or without a compiler it cannot run (the fallback is
@@ -149,3 +151,33 @@ def test_blobs_cross_kernel_sets():
     assert back.params.kernels is VECTOR and io_ckks.loads(blob).params.kernels is AUTO
     _same(back.c0.data, ct.c0.data)
     assert io_ckks.loads(io_ckks.dumps(back), params=mat).params.kernels == MATRIX
+
+
+def test_the_environment_names_what_auto_stands_for(monkeypatch):
+    # $CROSSFHE_KERNELS: the caller's choice for code left on AUTO, read once per process, checked like a name given
+    # to a context; unset, the rule of default_kernels again
+    from crossfhe.kernels import sets
+    from crossfhe.math import native
+
+    try:
+        for value, want in (("vector", VECTOR), (" MATRIX ", MATRIX)):
+            monkeypatch.setenv(sets.ENV, value)
+            sets.default_kernels.cache_clear()
+            assert sets.default_kernels() is want and AUTO.resolve() is want
+        for value, match in (("tensor", "CROSSFHE_KERNELS: unknown kernel set 'tensor'"), ("auto", "not auto")):
+            monkeypatch.setenv(sets.ENV, value)
+            sets.default_kernels.cache_clear()
+            with pytest.raises(ValueError, match=match):
+                sets.default_kernels()
+        monkeypatch.setenv(sets.ENV, "gpu")
+        monkeypatch.setattr(gpu_native, "_cuda_device", lambda: "no CUDA device (a test)")
+        native.reset_all()
+        sets.default_kernels.cache_clear()
+        with pytest.raises(RuntimeError, match=r"CROSSFHE_KERNELS=gpu needs the CUDA kernels.*no CUDA device"):
+            sets.default_kernels()
+    finally:
+        monkeypatch.delenv(sets.ENV, raising=False)
+        sets.default_kernels.cache_clear()
+        native.reset_all()
+    assert sets.default_kernels() is (NATIVE if ring_ntt.NATIVE.available() and jax.default_backend() == "cpu"
+                                      else VECTOR)

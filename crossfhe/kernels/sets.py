@@ -21,15 +21,18 @@ same exact functions, so a scheme gives bit-identical ciphertexts on any of them
   for matrix engines (tensor cores, TPU MXUs).
 * ``AUTO`` (the default of parameters): :func:`default_kernels`, resolved when plans are made.
 
-The rule of :func:`default_kernels`, applied once per process: on a CPU backend with the native build available,
-``NATIVE``; otherwise (a CPU without a C/C++ compiler, a GPU, a TPU) ``VECTOR``. On an H100 a whole N 2^16
-multiply+rescale measured faster on ``VECTOR`` than on ``MATRIX`` (benchmarks/README.md); a TPU, whose float64 is
-slow or absent, should be given ``MATRIX`` by the caller.
+The rule of :func:`default_kernels`, applied once per process: the set ``$CROSSFHE_KERNELS`` names, where it is set;
+else, on a CPU backend with the native build available, ``NATIVE``; otherwise (a CPU without a C/C++ compiler, a
+GPU, a TPU) ``VECTOR``. On a GPU, ``GPU`` is faster (benchmarks/README.md) but not yet the default: the whole test
+suite has not run on a device with it. On an H100 a whole N 2^16 multiply+rescale measured faster on ``VECTOR`` than
+on ``MATRIX`` (benchmarks/README.md); a TPU, whose float64 is slow or absent, should be given ``MATRIX`` by the
+caller.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 
 import jax
@@ -146,10 +149,25 @@ AUTO = KernelSet("auto")
 _BY_NAME = {k.name: k for k in (VECTOR, NATIVE, GPU, MATRIX, AUTO)}
 
 
+ENV = "CROSSFHE_KERNELS"
+"""Names the set AUTO stands for in a process (``vector``, ``native``, ``gpu``, ``matrix``), read once: the caller's
+choice for code that leaves its parameters on AUTO (a test suite run on another set, say)."""
+
+
 @functools.lru_cache(maxsize=1)
 def default_kernels() -> KernelSet:
-    """The kernel set AUTO stands for in this process (module docstring): NATIVE on a CPU backend where the native
-    build is available, else VECTOR. Evaluated once, outside any trace."""
+    """The kernel set AUTO stands for in this process (module docstring): the set ``$CROSSFHE_KERNELS`` names, if
+    set (checked: RuntimeError where it cannot run here); else NATIVE on a CPU backend where the native build is
+    available, else VECTOR. Evaluated once, outside any trace."""
+    chosen = os.environ.get(ENV, "").strip()
+    if chosen:
+        try:
+            kernels = as_kernel_set(chosen)
+        except ValueError as e:
+            raise ValueError(f"${ENV}: {e}") from None
+        if kernels.name == "auto":
+            raise ValueError(f"${ENV} names the set AUTO stands for: vector, native, gpu or matrix, not auto")
+        return kernels.require(f"${ENV}={chosen}")
     if jax.default_backend() == "cpu" and ring_ntt.NATIVE.available():
         return NATIVE
     return VECTOR
