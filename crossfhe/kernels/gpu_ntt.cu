@@ -356,6 +356,11 @@ ffi::Error NttImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
     return ffi::Error::InvalidArgument("crossfhe GPU NTT: the tables or results do not match x's limbs and N");
   int64_t polys = static_cast<int64_t>(x.element_count()) / n;
   if (polys == 0) return ffi::Error::Success();
+  for (const void* p : {static_cast<const void*>(x.typed_data()), static_cast<const void*>(out->typed_data()),
+                        static_cast<const void*>(scratch->typed_data())}) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)  // the passes' 16-byte accesses
+      return ffi::Error::InvalidArgument("crossfhe GPU NTT: a buffer is not 16-byte aligned");
+  }
   Tables tab{q.typed_data(), w.typed_data(), ws.typed_data(), last.typed_data(), lasts.typed_data(),
              static_cast<int>(limbs)};
   Pass passes[2];
