@@ -12,7 +12,10 @@ written per second; 64 MiB on a CPU). Then, for each shape (N, limbs, batch), fo
 - ``vector_kernel_us`` / ``gpu_kernel_us``: the device time of the kernels of one call (a profiler trace of 3 calls,
   :func:`crossfhe.testing.trace.profile`; absent on a CPU, whose trace lists no kernels), and ``kernels`` per call;
 - ``floor_us``: the bytes a transform must move (read x and its two twiddle tables, write the result) over the
-  measured rate; ``kernel / floor`` the gap of the GPU kernels.
+  measured rate; ``kernel / floor`` the gap of the GPU kernels;
+- ``variants_us``: each launch variant of the kernel (``gpu_native.VARIANTS``: 3 or 4 stages per group in registers,
+  256, 128 or 512 threads a block), the time per transform of 8 transforms in one program (``lax.map`` over the 8
+  input sets: no dispatch between them), each checked exact first; ``best_variant`` the fastest.
 
 Also the library's build (``build_s``: nvcc on first use, then cached). Without a CUDA device the GPU rows say why
 and only VECTOR is timed (a smoke run of the script). Prints JSON records (``--json``) and a table last.
@@ -86,6 +89,24 @@ def _kernels(rec: dict, name: str, fn) -> None:
         rec[f"{name}_kernel_us"], rec[f"{name}_kernels"] = prof.kernel_us, prof.kernels
 
 
+def _variants(rec: dict, inputs: list, plan, inverse: bool, ref, reps: int) -> None:
+    """Every launch variant: exact on input set 1, then its time per transform in a program of 8."""
+    stacked = jnp.stack(inputs)
+    ref = np.asarray(ref)
+    times = {}
+    for v in range(gpu_native.VARIANTS):
+        f = jax.jit(lambda xs, p, v=v: jax.lax.map(lambda a: gpu_native.transform(a, p, inverse=inverse, variant=v),
+                                                   xs))
+        out = f(stacked, plan)
+        if not np.array_equal(np.asarray(out[1]), ref):
+            rec.setdefault("variant_errors", []).append(v)
+            continue
+        times[v] = _median_us(lambda xs, f=f: f(xs, plan), [stacked], max(5, reps // 2)) / len(inputs)
+    rec["variants_us"] = times
+    if times:
+        rec["best_variant"] = min(times, key=times.get)
+
+
 def bench_shape(n: int, limbs: int, batch: int, rate: float, reps: int, gpu_ok: bool) -> list[dict]:
     moduli = ntt_primes(30, n, limbs)
     vector = jax.device_put(T.NTTPlan.create(n, moduli))  # every leaf on the device: no copy per call
@@ -114,6 +135,7 @@ def bench_shape(n: int, limbs: int, batch: int, rate: float, reps: int, gpu_ok: 
                 _kernels(rec, "gpu", lambda fg=fg: fg(inputs[2], gpu))
                 if rec.get("gpu_kernel_us"):
                     rec["kernel_over_floor"] = rec["gpu_kernel_us"] / floor_us
+                _variants(rec, inputs, gpu, direction == "inverse", fv(inputs[1], vector), reps)
                 rec["gpu_over_floor"] = rec["gpu_us"] / floor_us
                 rec["vector_over_gpu"] = rec["vector_us"] / rec["gpu_us"]
             except Exception as e:  # noqa: BLE001 - one failing shape must leave the others' figures
@@ -146,13 +168,16 @@ def main() -> int:
     print(f"\ndevice {env['device']}; memory rate {rate / 1e9:.0f} GB/s (read + write); GPU kernels: "
           f"{env['gpu_kernels']} (first use {env['build_s']:.1f} s)")
     print(f"{'N':>6} {'limbs':>5} {'batch':>5} {'dir':8} {'exact':>5} {'vector us':>9} {'gpu us':>9} "
-          f"{'vec kern':>9} {'gpu kern':>9} {'floor us':>9} {'vec/gpu':>9} {'kern/flr':>9}")
+          f"{'vec kern':>9} {'gpu kern':>9} {'floor us':>9} {'vec/gpu':>9} {'kern/flr':>9} {'best variant (us)':>18}")
     for r in records[1:]:
         cells = [format(r[key], fmt) if key in r else "-" for key, fmt in
                  (("vector_us", ".1f"), ("gpu_us", ".1f"), ("vector_kernel_us", ".1f"), ("gpu_kernel_us", ".1f"),
                   ("floor_us", ".1f"), ("vector_over_gpu", ".2f"), ("kernel_over_floor", ".2f"))]
         print(f"{r['n']:>6} {r['limbs']:>5} {r['batch']:>5} {r['direction']:8} {str(r.get('exact', '-')):>5} "
-              + " ".join(f"{c:>9}" for c in cells) + (f"  {r['error']}" if "error" in r else ""))
+              + " ".join(f"{c:>9}" for c in cells)
+              + (f" {r['best_variant']:>9} ({r['variants_us'][r['best_variant']]:.1f})" if "best_variant" in r else "")
+              + (f"  {r['error']}" if "error" in r else "")
+              + (f"  inexact variants {r['variant_errors']}" if r.get("variant_errors") else ""))
     return 0
 
 

@@ -113,7 +113,7 @@ elif [ "$STAGE" = fused ]; then
   # for the same process's comparison, then the tests that need the device
   { command -v nvcc || ls /usr/local/cuda/bin/nvcc; nvcc --version | tail -2; } 2>&1 | tee -a "$OUT/env.txt"
   rm -rf /tmp/traces
-  step 60 gpu_kernels $PY benchmarks/bench_gpu_kernels.py --reps 20 --json "$OUT/gpu_kernels.json"
+  step 110 gpu_kernels $PY benchmarks/bench_gpu_kernels.py --reps 20 --json "$OUT/gpu_kernels.json"
   step 120 profile $PY benchmarks/bench_profile.py --kernels gpu --ops mul,mul_rescale,rotate,rescale,add --batch 4 \
     --tfhe "" --reps 10 --json "$OUT/profile.json" --traces /tmp/traces/default
   step 60 profile_nocb env XLA_FLAGS=--xla_gpu_enable_command_buffer= $PY benchmarks/bench_profile.py --kernels gpu \

@@ -50,8 +50,9 @@ def test_cuda_source_emulated_gives_the_radix2_words(log_n):
     plan, gpu = _plan(log_n, "nwn"), _plan(log_n, "nwn", GPU)
     x = _inputs(plan, log_n)
     forward = np.asarray(T.ntt(jnp.asarray(x), plan))
-    np.testing.assert_array_equal(gpu_native.emulate(x, gpu, inverse=False), forward)
-    np.testing.assert_array_equal(gpu_native.emulate(forward, gpu, inverse=True), x)
+    for variant in (0, 1):  # 3 and 4 stages per group in registers (the thread counts do not change the schedule)
+        np.testing.assert_array_equal(gpu_native.emulate(x, gpu, inverse=False, variant=variant), forward)
+        np.testing.assert_array_equal(gpu_native.emulate(forward, gpu, inverse=True, variant=variant), x)
     # the GPU set's plans hold the textbook order (the kernel's loads are consecutive words in every stage), the
     # radix-2 kernels' plans their own arrangement: a plan of the other kind is refused, not misread
     assert np.array_equal(np.asarray(gpu.w)[0, 1:], np.asarray(T._natural_tables(plan.n, plan.moduli[0])[0])[1:])
@@ -106,6 +107,9 @@ def test_device_transform_is_exact_eager_jit_and_vmap(log_n):
     np.testing.assert_array_equal(np.asarray(jitted(x, gpu)), np.asarray(x))
     mapped = jax.vmap(lambda a: T.ntt(a, gpu))(x)
     np.testing.assert_array_equal(np.asarray(mapped), forward)
+    for variant in range(gpu_native.VARIANTS):
+        got = jax.jit(lambda a, p, v=variant: gpu_native.transform(a, p, inverse=False, variant=v))(x, gpu)
+        np.testing.assert_array_equal(np.asarray(got), forward)
     lazy = np.asarray(T.ntt_lazy(x, gpu))  # any representative in [0, 2q): the kernel's are in [0, q)
     np.testing.assert_array_equal(lazy, forward)
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #define __global__
+#define __host__
 #define __device__
 #define __forceinline__ inline
 #define __shared__

@@ -35,8 +35,11 @@ from crossfhe.math import native
 
 SOURCE = Path(__file__).with_name("gpu_ntt.cu")
 EMULATE_HEADER = Path(__file__).with_name("gpu_emulate.h")
-ABI_VERSION = 1
+ABI_VERSION = 2
 TARGET = "crossfhe_gpu_ntt"
+VARIANTS = 6
+"""Launch variants of the kernel (``gpu_ntt.cu``: 3 or 4 stages per group in registers, 256, 128 or 512 threads a
+block), all computing the same words; :func:`transform` runs variant 0 unless told (the benchmark times them all)."""
 U32 = jnp.uint32
 
 
@@ -143,10 +146,11 @@ def _check_natural(plan) -> None:
                          f"{plan.kernels!r}")
 
 
-def transform(x, plan, *, inverse: bool, full: bool = True):
+def transform(x, plan, *, inverse: bool, full: bool = True, variant: int = 0):
     """The NTT (``inverse=False``) or its inverse of x ``uint32[..., limbs, N]`` on ``plan``, one custom call on the
     GPU (:func:`crossfhe.ring.ntt.ntt` / :func:`~crossfhe.ring.ntt.intt`'s words; ``full`` is accepted: the outputs
-    are always in [0, q)). Rings below N = 64 take the radix-2 kernels. RuntimeError when the kernel is missing."""
+    are always in [0, q)). Rings below N = 64 take the radix-2 kernels. ``variant``: the launch (:data:`VARIANTS`).
+    RuntimeError when the kernel is missing."""
     from crossfhe.ring import ntt as ring_ntt
 
     GPU.require("the GPU kernel set's NTT")
@@ -157,8 +161,10 @@ def transform(x, plan, *, inverse: bool, full: bool = True):
     w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
     shape = jax.ShapeDtypeStruct(x.shape, U32)
     call = jax.ffi.ffi_call(TARGET, (shape, shape), vmap_method="expand_dims")
+    if not 0 <= variant < VARIANTS:
+        raise ValueError(f"variant must be in [0, {VARIANTS}), got {variant}")
     out, _ = call(x, jnp.asarray(plan.q), w, ws, plan.inv_last, plan.inv_last_shoup, inverse=np.int32(inverse),
-                  full=np.int32(full))
+                  full=np.int32(full), variant=np.int32(variant))
     return out
 
 
@@ -189,7 +195,7 @@ def _load_emulation() -> tuple[ctypes.CDLL | None, str]:
 EMULATION = native.Native(_load_emulation, needs="the CPU emulation of the GPU kernels", instead="no emulation")
 
 
-def emulate(x, plan, *, inverse: bool) -> np.ndarray:
+def emulate(x, plan, *, inverse: bool, variant: int = 0) -> np.ndarray:
     """:func:`transform` computed by ``gpu_ntt.cu``'s kernels and launch schedule on the CPU, one thread per block
     (NumPy in and out; N >= 64; ``plan`` on the GPU set, whose twiddles are in the textbook order)."""
     lib = EMULATION.require("emulating the GPU NTT")
@@ -205,5 +211,5 @@ def emulate(x, plan, *, inverse: bool) -> np.ndarray:
     ptr = ctypes.c_void_p
     lib.cf_gpu_ntt_emulate(x.ctypes.data_as(ptr), out.ctypes.data_as(ptr), scratch.ctypes.data_as(ptr),
                            ctypes.c_int64(x.size // plan.n), ctypes.c_int(plan.log_n), ctypes.c_int(plan.limbs),
-                           *[t.ctypes.data_as(ptr) for t in tables], ctypes.c_int(int(inverse)))
+                           *[t.ctypes.data_as(ptr) for t in tables], ctypes.c_int(int(inverse)), ctypes.c_int(variant))
     return out

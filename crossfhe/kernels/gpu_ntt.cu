@@ -3,7 +3,7 @@
 // Function: the forward transform maps coefficients a_0..a_{N-1} (uint32, [0, q)) of each row of x
 // uint32[..., L, N] to the evaluations at the odd powers of psi in slot order, and the inverse maps them back
 // (crossfhe/ring/ntt.py's docstring); row r uses modulus q[r mod L] and the plan's tables w, w_shoup [L, N]
-// (psi^brv(i) in kernel order, with their Shoup companions floor(w 2^32 / q)), and for the inverse inv_last,
+// (psi^brv(i) at index i, with their Shoup companions floor(w 2^32 / q)), and for the inverse inv_last,
 // inv_last_shoup [L, 2] (N^-1 and psi^-1 N^-1). Every output word is the canonical residue in [0, q), so the words
 // equal the radix-2 XLA kernel's and the CPU kernel's (`full` is accepted and ignored: [0, q) is inside the lazy
 // range [0, 2q) that full = 0 allows).
@@ -15,8 +15,10 @@
 // permutation out[(s mod 32) N/32 + s / 32] = A[s] is done when the row pass writes (forward) or reads (inverse)
 // global memory, through shared memory padded by one word in 32 (no bank conflicts), 128-byte runs per warp.
 // The plan's tables are in the textbook order (the GPU set's plans: crossfhe.ring.ntt.NATURAL_FROM): the twiddle of
-// block i of the stage with m blocks is word m + i, so a warp's twiddle loads are consecutive words in every stage. Arithmetic: Shoup products with __umulhi (one instruction), every value kept in [0, q):
-// moduli below 2^31.
+// block i of the stage with m blocks is word m + i, so a warp's twiddle loads are consecutive words in every stage.
+// Each thread does three (or, in the launch variants with bit 0 set, four) stages on 8 (16) elements in registers
+// between two barriers; the passes' global accesses are 16 bytes wide. Arithmetic: Shoup products with __umulhi
+// (one instruction), every value kept in [0, q): moduli below 2^31.
 
 #include <cstdint>
 #include <string>
@@ -31,7 +33,13 @@ namespace ffi = xla::ffi;
 
 namespace {
 
-constexpr int kThreads = 256;
+// Variants of the launch (the `variant` attribute; 0 the default): bit 0 chooses 3 (0) or 4 (1) stages per group in
+// registers, bits 1-2 the threads per block (0: 256, 1: 128, 2: 512). Every variant computes the same words.
+__host__ __device__ constexpr int variant_group(int variant) { return (variant & 1) ? 4 : 3; }
+__host__ __device__ constexpr int variant_threads(int variant) {
+  return ((variant >> 1) & 3) == 1 ? 128 : ((variant >> 1) & 3) == 2 ? 512 : 256;
+}
+constexpr int kVariants = 6;
 constexpr int kColumns = 32;      // columns per tile of the column pass
 constexpr int kRowTile = 2048;    // words per tile of the row pass (two-pass case)
 constexpr int kOneKernelLogN = 12;  // up to this log2(N) a row is transformed by one block
@@ -123,13 +131,9 @@ __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of,
       gid = g & ((1 << log_groups) - 1);
     }
     const int j0 = ((gid >> log_dmin) << (log_len - u)) + (gid & ((1 << log_dmin) - 1));
-    uint32_t v[kSize];
-    int a[kSize];
+    uint32_t v[kSize];  // addresses are recomputed at the store: kept, 16 of them went to local memory (R = 4)
 #pragma unroll
-    for (int m = 0; m < kSize; ++m) {
-      a[m] = lines_of.addr(line, j0 + (m << log_dmin));
-      v[m] = t[a[m]];
-    }
+    for (int m = 0; m < kSize; ++m) v[m] = t[lines_of.addr(line, j0 + (m << log_dmin))];
 #pragma unroll
     for (int step = 0; step < R; ++step) {
       const int k = kInverse ? R - 1 - step : step;
@@ -139,7 +143,8 @@ __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of,
       uint32_t tw[1 << (R - 1)], tws[1 << (R - 1)];
       if (!kInverse || s != 0) {
 #pragma unroll
-        for (int p = 0; p < (1 << k); ++p) {
+        for (int p = 0; p < (1 << (R - 1)); ++p) {  // a constant trip count, so that tw stays in registers
+          if (p >= (1 << k)) break;
           const int ti = (1 << s) + (lines_of.global(line, j0 + ((p << (R - k)) << log_dmin)) >> (log_n - s));
           tw[p] = __ldg(w + ti);
           tws[p] = __ldg(ws + ti);
@@ -167,28 +172,32 @@ __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of,
       }
     }
 #pragma unroll
-    for (int m = 0; m < kSize; ++m) t[a[m]] = v[m];
+    for (int m = 0; m < kSize; ++m) t[lines_of.addr(line, j0 + (m << log_dmin))] = v[m];
   }
 }
 
-// Every stage of a tile's lines, in groups of three (the last group takes what remains), a barrier after each.
-template <bool kLineFastest, bool kInverse, class Lines>
+// Every stage of a tile's lines, in groups of kGroup (3 or 4; the last group takes what remains), a barrier after
+// each. The group size is a template argument so that each kernel holds only its own groups' registers.
+template <int kGroup, bool kLineFastest, bool kInverse, class Lines>
 __device__ void line_stages(uint32_t* t, const Lines& lines_of, int lines, int log_len, int s_base, int log_n,
                             const uint32_t* w, const uint32_t* ws, const uint32_t* last, const uint32_t* lasts,
                             uint32_t q) {
-  const int groups = (log_len + 2) / 3;
+  const int groups = (log_len + kGroup - 1) / kGroup;
   for (int step = 0; step < groups; ++step) {
-    const int u = 3 * (kInverse ? groups - 1 - step : step);
-    const int r = log_len - u < 3 ? log_len - u : 3;
+    const int u = kGroup * (kInverse ? groups - 1 - step : step);
+    const int r = log_len - u < kGroup ? log_len - u : kGroup;
+    if constexpr (kGroup == 4) {
+      if (r == 4) {
+        group_stages<4, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last, lasts,
+                                                q);
+      }
+    }
     if (r == 3) {
-      group_stages<3, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last,
-                                              lasts, q);
+      group_stages<3, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last, lasts, q);
     } else if (r == 2) {
-      group_stages<2, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last,
-                                              lasts, q);
-    } else {
-      group_stages<1, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last,
-                                              lasts, q);
+      group_stages<2, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last, lasts, q);
+    } else if (r == 1) {
+      group_stages<1, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last, lasts, q);
     }
     __syncthreads();
   }
@@ -197,6 +206,7 @@ __device__ void line_stages(uint32_t* t, const Lines& lines_of, int lines, int l
 // Row pass. Each block: `rows` consecutive rows of nb words (one tile of `rows << log_nb` consecutive words s of
 // one polynomial), stages [s0, log_n). Forward: natural order in, slot order out; inverse: slot order in, natural
 // order out (stages [s0, log_n) in reverse, and the last stage when s0 = 0).
+template <int kGroup>
 __global__ void row_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, Tables tab, int log_n,
                          int log_nb, int rows, int s0, int inverse) {
   extern __shared__ uint32_t tile[];
@@ -222,8 +232,8 @@ __global__ void row_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__
       for (int k = 0; k < 4; ++k) tile[pad(j) + k] = v[k];  // pad(j + k) = pad(j) + k: j is a multiple of 4
     }
     __syncthreads();
-    line_stages<false, false>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws, nullptr, nullptr,
-                              q);
+    line_stages<kGroup, false, false>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws, nullptr,
+                                      nullptr, q);
     if (vec) {
       for (int e = 4 * threadIdx.x; e < size; e += 4 * blockDim.x) {
         int c = e / per_c, rr = e - c * per_c;  // position c N1 + base / 32 + rr holds s = base + 32 rr + c
@@ -252,8 +262,8 @@ __global__ void row_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__
       }
     }
     __syncthreads();
-    line_stages<false, true>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws,
-                             tab.last + 2 * limb, tab.lasts + 2 * limb, q);
+    line_stages<kGroup, false, true>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws,
+                                     tab.last + 2 * limb, tab.lasts + 2 * limb, q);
     for (int j = 4 * threadIdx.x; j < size; j += 4 * blockDim.x) {
       uint32_t v[4];
       for (int k = 0; k < 4; ++k) v[k] = tile[pad(j) + k];
@@ -264,6 +274,7 @@ __global__ void row_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__
 
 // Column pass: the stages log_m < log_na, whose pairs are na-row apart in the Na x Nb matrix of one polynomial;
 // each block transforms kColumns adjacent columns (a tile [na][kColumns], natural order in and out).
+template <int kGroup>
 __global__ void column_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, Tables tab, int log_n,
                             int log_na, int inverse) {
   extern __shared__ uint32_t tile[];
@@ -284,10 +295,11 @@ __global__ void column_pass(const uint32_t* __restrict__ in, uint32_t* __restric
   }
   __syncthreads();
   if (inverse) {
-    line_stages<true, true>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n, w, ws, tab.last + 2 * limb,
-                            tab.lasts + 2 * limb, q);
+    line_stages<kGroup, true, true>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n, w, ws,
+                                    tab.last + 2 * limb, tab.lasts + 2 * limb, q);
   } else {
-    line_stages<true, false>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n, w, ws, nullptr, nullptr, q);
+    line_stages<kGroup, true, false>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n, w, ws, nullptr,
+                                     nullptr, q);
   }
   for (int e = 4 * threadIdx.x; e < size; e += 4 * blockDim.x) {
     int h = e / kColumns, c = e % kColumns;
@@ -341,7 +353,8 @@ int log2_exact(int64_t v) {
 
 ffi::Error NttImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi::U32> q, ffi::Buffer<ffi::U32> w,
                    ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::U32> last, ffi::Buffer<ffi::U32> lasts, int32_t inverse,
-                   int32_t full, ffi::ResultBuffer<ffi::U32> out, ffi::ResultBuffer<ffi::U32> scratch) {
+                   int32_t full, int32_t variant, ffi::ResultBuffer<ffi::U32> out,
+                   ffi::ResultBuffer<ffi::U32> scratch) {
   (void)full;
   auto dims = x.dimensions();
   if (dims.size() < 2) return ffi::Error::InvalidArgument("crossfhe GPU NTT: x must be [..., limbs, N]");
@@ -363,6 +376,9 @@ ffi::Error NttImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
   }
   Tables tab{q.typed_data(), w.typed_data(), ws.typed_data(), last.typed_data(), lasts.typed_data(),
              static_cast<int>(limbs)};
+  if (variant < 0 || variant >= kVariants)
+    return ffi::Error::InvalidArgument("crossfhe GPU NTT: unknown launch variant");
+  const int group = variant_group(variant), threads = variant_threads(variant);
   Pass passes[2];
   int count = schedule(log_n, polys, inverse, passes);
   for (int i = 0; i < count; ++i) {
@@ -370,9 +386,17 @@ ffi::Error NttImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> x, ffi::Buffer<ffi
     const uint32_t* src = p.from_x ? x.typed_data() : scratch->typed_data();
     uint32_t* dst = p.to_out ? out->typed_data() : scratch->typed_data();
     if (p.column) {
-      column_pass<<<p.blocks, kThreads, p.shared, stream>>>(src, dst, tab, log_n, p.log_na, inverse);
+      if (group == 4) {
+        column_pass<4><<<p.blocks, threads, p.shared, stream>>>(src, dst, tab, log_n, p.log_na, inverse);
+      } else {
+        column_pass<3><<<p.blocks, threads, p.shared, stream>>>(src, dst, tab, log_n, p.log_na, inverse);
+      }
     } else {
-      row_pass<<<p.blocks, kThreads, p.shared, stream>>>(src, dst, tab, log_n, p.log_nb, p.rows, p.s0, inverse);
+      if (group == 4) {
+        row_pass<4><<<p.blocks, threads, p.shared, stream>>>(src, dst, tab, log_n, p.log_nb, p.rows, p.s0, inverse);
+      } else {
+        row_pass<3><<<p.blocks, threads, p.shared, stream>>>(src, dst, tab, log_n, p.log_nb, p.rows, p.s0, inverse);
+      }
     }
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
@@ -394,6 +418,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_gpu_ntt_ffi, NttImpl,
                                   .Arg<ffi::Buffer<ffi::U32>>()  // inv_last_shoup
                                   .Attr<int32_t>("inverse")
                                   .Attr<int32_t>("full")
+                                  .Attr<int32_t>("variant")
                                   .Ret<ffi::Buffer<ffi::U32>>()   // out
                                   .Ret<ffi::Buffer<ffi::U32>>());  // scratch (the pass between the two launches)
 
@@ -405,7 +430,7 @@ extern "C" int cf_gpu_abi_version(void) { return 1; }
 // a set of independent butterflies, so one thread doing all of them in turn computes what the block computes).
 extern "C" void cf_gpu_ntt_emulate(const uint32_t* x, uint32_t* out, uint32_t* scratch, int64_t polys, int log_n,
                                    int limbs, const uint32_t* q, const uint32_t* w, const uint32_t* ws,
-                                   const uint32_t* last, const uint32_t* lasts, int inverse) {
+                                   const uint32_t* last, const uint32_t* lasts, int inverse, int variant) {
   Tables tab{q, w, ws, last, lasts, limbs};
   Pass passes[2];
   int count = schedule(log_n, polys, inverse, passes);
@@ -418,9 +443,17 @@ extern "C" void cf_gpu_ntt_emulate(const uint32_t* x, uint32_t* out, uint32_t* s
     for (unsigned b = 0; b < p.blocks; ++b) {
       blockIdx.x = b;
       if (p.column) {
-        column_pass(src, dst, tab, log_n, p.log_na, inverse);
+        if (variant_group(variant) == 4) {
+          column_pass<4>(src, dst, tab, log_n, p.log_na, inverse);
+        } else {
+          column_pass<3>(src, dst, tab, log_n, p.log_na, inverse);
+        }
       } else {
-        row_pass(src, dst, tab, log_n, p.log_nb, p.rows, p.s0, inverse);
+        if (variant_group(variant) == 4) {
+          row_pass<4>(src, dst, tab, log_n, p.log_nb, p.rows, p.s0, inverse);
+        } else {
+          row_pass<3>(src, dst, tab, log_n, p.log_nb, p.rows, p.s0, inverse);
+        }
       }
     }
   }
