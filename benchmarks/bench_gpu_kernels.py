@@ -47,7 +47,8 @@ QUICK = [(1 << 12, 2, 2), (1 << 13, 3, 1)]
 SETS = 8
 
 
-def _median_us(fn, inputs, reps: int) -> float:
+def _median_us(fn, inputs, reps: int, rec: dict | None = None) -> float:
+    """Median us of ``reps`` blocked calls after a warm-up, over the inputs in turn (``rec``: gets min_ms, max_ms)."""
     jax.block_until_ready(fn(inputs[0]))
     times = []
     for i in range(reps):
@@ -55,6 +56,8 @@ def _median_us(fn, inputs, reps: int) -> float:
         t0 = time.perf_counter()
         jax.block_until_ready(fn(x))
         times.append(time.perf_counter() - t0)
+    if rec is not None:
+        rec["min_ms"], rec["max_ms"] = min(times) * 1e3, max(times) * 1e3
     return statistics.median(times) * 1e6
 
 
@@ -118,8 +121,10 @@ def bench_shape(n: int, limbs: int, batch: int, rate: float, reps: int, gpu_ok: 
     recs = []
     for direction in ("forward", "inverse"):
         op = T.intt if direction == "inverse" else T.ntt
-        rec = {"bench": "gpu_ntt", "n": n, "limbs": limbs, "batch": batch, "direction": direction,
-               "bytes": 2 * data + tables, "floor_us": floor_us}
+        rec = {"suite": "gpu_kernels", "name": f"ntt_{direction}", "params": {"N": n, "limbs": limbs, "batch": batch},
+               "device": str(jax.devices()[0]), "backend": "GPU", "jax": jax.__version__, "reps": reps,
+               "floor_ms": floor_us / 1e3, "bench": "gpu_ntt", "n": n, "limbs": limbs, "batch": batch,
+               "direction": direction, "bytes": 2 * data + tables, "floor_us": floor_us}
         fv = jax.jit(lambda x, p, op=op: op(x, p))
         rec["vector_us"] = _median_us(lambda x, fv=fv: fv(x, vector), inputs, reps)
         _kernels(rec, "vector", lambda fv=fv: fv(inputs[2], vector))
@@ -131,7 +136,8 @@ def bench_shape(n: int, limbs: int, batch: int, rate: float, reps: int, gpu_ok: 
                 back = np.asarray(jax.jit(lambda x, p: T.intt(x, p))(jnp.asarray(ref), gpu)) if direction == "forward" \
                     else None
                 rec["exact"] = bool(np.array_equal(ref, got) and (back is None or np.array_equal(back, inputs[1])))
-                rec["gpu_us"] = _median_us(lambda x, fg=fg: fg(x, gpu), inputs, reps)
+                rec["gpu_us"] = _median_us(lambda x, fg=fg: fg(x, gpu), inputs, reps, rec)
+                rec["median_ms"] = rec["gpu_us"] / 1e3
                 _kernels(rec, "gpu", lambda fg=fg: fg(inputs[2], gpu))
                 if rec.get("gpu_kernel_us"):
                     rec["kernel_over_floor"] = rec["gpu_kernel_us"] / floor_us
