@@ -244,5 +244,5 @@ def test_kernel_set_values():
     assert repr(MATRIX) == "MATRIX"
     with pytest.raises(ValueError, match="unknown kernel set"):
         KernelSet("tensor")
-    with pytest.raises(ValueError, match="VECTOR, NATIVE, MATRIX or AUTO"):
+    with pytest.raises(ValueError, match="VECTOR, NATIVE, GPU, MATRIX or AUTO"):
         as_kernel_set(3)
