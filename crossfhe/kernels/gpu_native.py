@@ -10,8 +10,9 @@ Building: ``nvcc`` (``$NVCC``, else the one on ``PATH``, else ``/usr/local/cuda/
 ``sm_$CROSSFHE_CUDA_ARCH`` (default 90: the H100 and H200; PTX for the same architecture is embedded too) into one
 shared library in ``$CROSSFHE_NATIVE_CACHE``, under a name that hashes the source, the flags, nvcc's version and
 jaxlib's version, written to a temporary file that is renamed into place. The handler is registered for the CUDA
-platform as :data:`TARGET`. Without nvcc, or without a CUDA device, :func:`library` is None and :func:`status` says
-why.
+platform as :data:`TARGET`. Without nvcc, or without a CUDA device, :func:`available` is False and :func:`status`
+says why. The kernel reads a GPU-set plan's twiddles, which are in the textbook order
+(:data:`crossfhe.ring.ntt.NATURAL_FROM`).
 
 On a CPU, :func:`emulate` runs the same kernels and schedule with one thread per block (built with the host's C++
 compiler and ``gpu_emulate.h``): the tests' check that the CUDA source computes the transform exactly.
