@@ -22,6 +22,8 @@ from crossfhe.ring import ntt as T
 # the emulation is built with the host's C++ compiler (CI has one): a failed build fails the tests, never skips them
 needs_emulation = pytest.mark.skipif(shutil.which(native.cxx_compiler()) is None,
                                      reason=f"no C++ compiler ({native.cxx_compiler()}) for the emulation")
+# the custom call itself needs a CUDA device and nvcc: it runs in benchmarks/gpu_session.sh on a lent GPU; on CPUs the
+# emulation tests above check the same source
 needs_device = pytest.mark.skipif(not gpu_native.available(), reason=f"no GPU kernels here: {gpu_native.status()}")
 
 

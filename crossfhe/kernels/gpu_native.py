@@ -193,7 +193,8 @@ def _load_emulation() -> tuple[ctypes.CDLL | None, str]:
         return None, f"build failed: {e}"
 
 
-EMULATION = native.Native(_load_emulation, needs="the CPU emulation of the GPU kernels", instead="no emulation")
+EMULATION = native.Native(_load_emulation, needs="the CPU emulation of the GPU kernels",
+                          instead="a C++ compiler ($CXX) to build it")
 
 
 def emulate(x, plan, *, inverse: bool, variant: int = 0) -> np.ndarray:
