@@ -73,9 +73,7 @@ def _compile(cmd_prefix: list[str], target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         out = os.path.join(tmp, "lib.so")
-        proc = subprocess.run([*cmd_prefix, "-o", out], capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise OSError(f"{cmd_prefix[0]} failed ({proc.returncode}): {proc.stderr.strip()[:1200]}")
+        native.run_compiler([*cmd_prefix, "-o", out])
         os.replace(out, target)
 
 

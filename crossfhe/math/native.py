@@ -62,7 +62,8 @@ def cpu_fingerprint() -> str:
     return "\n".join(sorted(set(keep)))
 
 
-def _run(cmd: list[str]) -> None:
+def run_compiler(cmd: list[str]) -> None:
+    """Run one compiler or linker command; OSError with its message where it fails."""
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise OSError(f"{cmd[0]} failed ({proc.returncode}): {proc.stderr.strip()[:800]}")
@@ -82,10 +83,10 @@ def build(sources: Sequence[Path], target: Path, *, flags: Sequence[str] = FLAGS
                 cmd = [cxx, "-std=c++17", "-isystem", jax.ffi.include_dir(), *flags, *WARNINGS, "-c", str(src)]
             else:
                 cmd = [cc, "-std=gnu11", *flags, *WARNINGS, "-c", str(src)]
-            _run(cmd + ["-o", obj])
+            run_compiler(cmd + ["-o", obj])
             objects.append(obj)
         out = os.path.join(tmp, "lib.so")
-        _run([cxx, "-shared", *flags, "-o", out, *objects, "-lm", "-lpthread"])
+        run_compiler([cxx, "-shared", *flags, "-o", out, *objects, "-lm", "-lpthread"])
         os.replace(out, target)
 
 
