@@ -69,7 +69,7 @@ BATCHES = (1, 8, 16, 32, 64)
 BATCHES_OF = {"P8": (1, 8), "P10": (1,)}
 NO_DEDUP = ("P10",)
 QUICK_BATCHES = (1, 8)
-PRODUCTS = {"auto": None, "ntt": "NTTProduct", "fft": "FFTProduct", "native": "NativeProduct"}
+PRODUCTS = {"auto": None, "ntt": "NTTProduct", "fft": "FFTProduct", "native": "NativeProduct", "gpu": "GPUProduct"}
 """--kernel's choices and the external-product kernel each names (crossfhe.core.blind_rotation)."""
 PEER_OF = {"P2": "1_1", "P4": "2_2", "P6": "3_3", "P2_128": "1_1", "P4_128": "2_2", "P6_128": "3_3"}
 PFAIL_128 = "2m128"
@@ -105,10 +105,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", default="auto", choices=tuple(PRODUCTS),
                    help="the blind rotation's external-product kernel, the server key's product (default auto: the "
                         "FFT where the parameters take it, else the NTT; the FFT is the native CPU kernel on the "
-                        "NATIVE kernel set with grouped key bits; fft: always the XLA FFT)")
-    p.add_argument("--kernels", default="auto", choices=("auto", "vector", "native", "matrix"),
+                        "NATIVE kernel set with grouped key bits; fft: always the XLA FFT; gpu: the GPU set's "
+                        "CUDA blind rotation, its default there)")
+    p.add_argument("--kernels", default="auto", choices=("auto", "vector", "native", "matrix", "gpu"),
                    help="the kernel set of the parameters (default auto: NATIVE on a CPU with the native build, "
-                        "else VECTOR)")
+                        "else VECTOR; gpu: the CUDA kernels, on a CUDA device with nvcc)")
     return p
 
 

@@ -6,6 +6,7 @@ terms."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import jax
@@ -14,10 +15,12 @@ import numpy as np
 import pytest
 
 from crossfhe import testing
+from crossfhe.errors import ParameterError
 from crossfhe.kernels import GPU, as_kernel_set, gpu_native
 from crossfhe.math import native
 from crossfhe.math.primes import ntt_primes
 from crossfhe.ring import ntt as T
+from crossfhe.tfhe import ops as tfhe
 
 # the emulation is built with the host's C++ compiler (CI has one): a failed build fails the tests, never skips them
 needs_emulation = pytest.mark.skipif(shutil.which(native.cxx_compiler()) is None,
@@ -128,7 +131,7 @@ def test_a_gpu_set_circuit_exports_for_cuda_with_its_kernel(monkeypatch):
     monkeypatch.setattr(gpu_native.GPU, "require", lambda what: None)
     gpu = fhe.compile(lambda x: (x * x).rotate(1) + x, fhe.CKKSVector(8),
                       params=testing.INSECURE_CKKS_N10.with_kernels(GPU), cache=False, keys=vector.keys)
-    assert gpu.scheme.custom_calls(gpu.params) == (gpu_native.TARGET,)
+    assert gpu.scheme.custom_calls(gpu.params) == gpu_native.targets() == (gpu_native.TARGET, gpu_native.ROTATE_TARGET)
     assert gpu.scheme.build_id(gpu.params) == f"gpu-abi{gpu_native.ABI_VERSION}"
     leaves, treedef = gpu._runtime(gpu.keys.public)
     text = gpu._lower_exported((), leaves, treedef, "cuda").mlir_module()
@@ -152,3 +155,138 @@ def test_contexts_on_the_gpu_set_refuse_before_any_key_where_it_cannot_run(monke
         assert made == []
     finally:
         native.reset_all()
+
+
+# --------------------------------------------------------------------------------------------------
+# The blind rotation in one kernel (GPUProduct)
+# --------------------------------------------------------------------------------------------------
+
+
+@needs_emulation
+def test_the_cuda_source_declares_the_abi_python_loads():
+    # a mismatch makes the device build refuse to load (it did once: the source said 1, Python 2)
+    assert gpu_native.abi_version_of_source() == gpu_native.ABI_VERSION
+
+
+def _rotation_case(n, comps, k1, levels, base_log, steps, per, batch, seed):
+    from crossfhe.core.blind_rotation import GPUProduct, NTTProduct
+    from crossfhe.math.decompose import Gadget, RNSGadgetPlan
+    from crossfhe.math.modular import ModulusTable
+    from crossfhe.math.rns import RNSBasis
+
+    moduli = tuple(ntt_primes(31, 4096, 2))
+    gplan = RNSGadgetPlan.create(RNSBasis(moduli), Gadget(base_log, levels))
+    t = ModulusTable.create(moduli)
+    ntt_product = NTTProduct(T.NTTPlan.create(n, moduli), gplan, (t.q, t.barrett_mu, t.bits, t.mont_qinv, t.mont_r2))
+    rng = np.random.default_rng(seed)
+    q = np.asarray(moduli, dtype=np.uint64).reshape(-1, 1)
+    acc = (rng.integers(0, 2**62, (batch, comps, k1, len(moduli), n), dtype=np.uint64) % q).astype(np.uint32)
+    acc[0, 0, 0] = (q - 1).astype(np.uint32)  # the top residues: digits at the rounding's edge
+    keys = (rng.integers(0, 2**62, (steps, per, k1 * levels, k1, len(moduli), n), dtype=np.uint64) % q)
+    exps = rng.integers(0, 2 * comps * n, (batch, steps, per)).astype(np.int32)
+    exps[0, 0] = 0  # X^0: no rotation; and the largest exponent
+    exps[-1, -1, -1] = 2 * comps * n - 1
+    return acc, exps, keys.astype(np.uint32), ntt_product, GPUProduct.create(T.NTTPlan.create(n, moduli, GPU), gplan)
+
+
+# one component (P4's shape at N 2^11, and small rings), the extended accumulator (2 and 4 components: P6's shape),
+# two gadget digits, k = 2, and a grouping of 3 key bits (T = 7)
+@needs_emulation
+@pytest.mark.parametrize("n,comps,k1,levels,base_log,per", [
+    (64, 1, 2, 1, 23, 3), (256, 2, 2, 2, 16, 3), (128, 4, 2, 2, 16, 3), (128, 1, 3, 2, 12, 3), (64, 2, 2, 1, 20, 7),
+    (2048, 1, 2, 1, 23, 3)])
+def test_emulated_blind_rotation_gives_the_group_steps_words(n, comps, k1, levels, base_log, per):
+    from crossfhe.core.blind_rotation import blind_rotate
+
+    acc, exps, keys, ntt_product, gpu = _rotation_case(n, comps, k1, levels, base_log, 3 if n < 2048 else 2, per,
+                                                       2 if n < 2048 else 1, seed=n + comps)
+    want = np.asarray(blind_rotate(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys), ntt_product))
+    got = gpu_native.emulate_blind_rotate(acc, exps, keys, gpu.tables(), levels=levels, base_log=base_log,
+                                          frac_words=gpu.gplan.frac_words)
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_emulation
+def test_emulated_blind_rotation_refuses_what_it_cannot_take():
+    acc, exps, keys, _, gpu = _rotation_case(64, 1, 2, 1, 23, 2, 3, 1, seed=5)
+    kw = dict(levels=1, base_log=23, frac_words=gpu.gplan.frac_words)
+    with pytest.raises(ValueError, match="do not match the accumulator"):
+        gpu_native.emulate_blind_rotate(acc, exps[:, :1], keys, gpu.tables(), **kw)
+    with pytest.raises(ValueError, match="takes acc"):
+        gpu_native.emulate_blind_rotate(acc[0], exps, keys, gpu.tables(), **kw)
+    big = np.zeros((1, 8, 2, 2, 2048), np.uint32)  # 8 components at N 2^11 (P7): more than a block's shared memory
+    with pytest.raises(ValueError, match="shared memory"):
+        gpu_native.emulate_blind_rotate(big, np.zeros((1, 1, 3), np.int32), np.zeros((1, 3, 2, 2, 2, 2048), np.uint32),
+                                        gpu.tables(), **kw)
+
+
+@needs_emulation
+@pytest.mark.parametrize("params", [testing.INSECURE_TFHE_P4_G2, testing.INSECURE_TFHE_P4_EXT_G3],
+                         ids=["grouped", "extended-grouped"])
+def test_a_bootstrap_through_the_emulated_rotation_gives_the_ntt_products_words(params, monkeypatch):
+    """The whole bootstrap program (key switch, first step, the rotation's custom call, extraction) with the custom
+    call replaced by its CPU emulation: the NTT product's words, and the table applied."""
+    from crossfhe.core.blind_rotation import GPUProduct
+    from crossfhe.tfhe import keys as K
+
+    def emulated(acc, exps, keys, tables, *, levels, base_log, frac_words, threads=1024):
+        def host(a, e, k, *tabs):
+            named = dict(zip(sorted(tables), tabs, strict=True))
+            return gpu_native.emulate_blind_rotate(a, e, k, named, levels=levels, base_log=base_log,
+                                                   frac_words=frac_words)
+        return jax.pure_callback(host, jax.ShapeDtypeStruct(acc.shape, jnp.uint32), acc, exps, keys,
+                                 *[tables[k] for k in sorted(tables)])
+
+    monkeypatch.setattr(gpu_native, "blind_rotate", emulated)
+    ck, sk = tfhe.keygen(params, b"gpu-rotation".ljust(32, b"\0"), product=tfhe.NTTProduct)
+    t = K.Tables(params)
+    gpu_plan = T.NTTPlan.create(params.poly_size, params.moduli, GPU)
+    prepared = dataclasses.replace(sk.prepared, product=GPUProduct.create(gpu_plan, t.gplan))
+    gsk = dataclasses.replace(sk, prepared=prepared)
+    m = np.arange(16) % 2**params.message_bits
+    ct = tfhe.encrypt(ck, m, key=b"gpu-rotation-ct".ljust(32, b"\0"))
+    f = lambda v: (5 * v + 3) % 2**params.message_bits  # noqa: E731
+    want, got = tfhe.pbs(sk, ct, f), tfhe.pbs(gsk, ct, f)
+    np.testing.assert_array_equal(np.asarray(got.a), np.asarray(want.a))
+    np.testing.assert_array_equal(np.asarray(got.b), np.asarray(want.b))
+    np.testing.assert_array_equal(tfhe.decrypt(ck, got), f(m))
+
+
+def test_the_gpu_rotation_is_chosen_by_the_parameters_and_refused_in_words():
+    from crossfhe.tfhe import keys as K
+    from crossfhe.tfhe import presets
+
+    for name in ("P4", "P4_128", "P6_128", "P2_128"):  # grouped key bits, N 2^11, at most 4 components
+        assert K.product_for(presets.PRESETS[name].with_kernels(GPU)) is tfhe.GPUProduct
+    for name in ("P2", "P7", "P10"):  # one bit a step (P2, P10), or 8 components of the extended accumulator (P7)
+        assert not K.gpu_rotation_fits(presets.PRESETS[name])
+        assert K.product_for(presets.PRESETS[name].with_kernels(GPU)) is not tfhe.GPUProduct
+    with pytest.raises(ParameterError, match="GPU blind rotation cannot run here: the kernel set is"):
+        K.product_for(presets.P4_128, tfhe.GPUProduct)
+    with pytest.raises(ParameterError, match="GPU blind rotation cannot run here: P7 need"):
+        K.product_for(presets.P7.with_kernels(GPU), tfhe.GPUProduct)
+
+
+@needs_device
+def test_device_bootstrap_through_the_cuda_rotation_gives_the_ntt_words():
+    """On the device: P4_128 and INSECURE_TFHE_P4_EXT_G3 on the GPU set default to the one-kernel rotation, whose
+    words equal the NTT product's (the XLA group steps) eagerly and under a user's jit, with the table applied."""
+    for params in (presets_p4_128(), testing.INSECURE_TFHE_P4_EXT_G3.with_kernels(GPU)):
+        ck, sk = tfhe.keygen(params, b"gpu-rotation".ljust(32, b"\0"))
+        assert sk.product is tfhe.GPUProduct
+        ntt = tfhe.prepare(sk, product=tfhe.NTTProduct)
+        m = np.arange(8) % 2**params.message_bits
+        ct = tfhe.encrypt(ck, m, key=b"gpu-rotation-ct".ljust(32, b"\0"))
+        f = lambda v, bits=params.message_bits: (3 * v + 1) % 2**bits  # noqa: E731
+        want, got = tfhe.pbs(ntt, ct, f), tfhe.pbs(sk, ct, f)
+        np.testing.assert_array_equal(np.asarray(got.a), np.asarray(want.a))
+        np.testing.assert_array_equal(np.asarray(got.b), np.asarray(want.b))
+        np.testing.assert_array_equal(tfhe.decrypt(ck, got), f(m))
+        jitted = jax.jit(lambda s, c, f=f: tfhe.pbs(s, c, f))(sk, ct)
+        np.testing.assert_array_equal(np.asarray(jitted.b), np.asarray(want.b))
+
+
+def presets_p4_128():
+    from crossfhe.tfhe import presets
+
+    return presets.P4_128.with_kernels(GPU)

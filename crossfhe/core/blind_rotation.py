@@ -19,6 +19,8 @@ arguments):
 * :class:`NativeProduct`: the FFT product's steps, all of them in one custom call of the native CPU kernel
   (:mod:`crossfhe.kernels.cpu_native`; grouped keys only); keys float64 in its layout
   (:func:`crossfhe.core.fourier.native_key`).
+* :class:`GPUProduct`: the NTT product's steps, all of them in one CUDA kernel (:mod:`crossfhe.kernels.gpu_native`,
+  one block per accumulator; grouped keys, the approximate gadget only); the NTT product's keys, the same words.
 
 The choice is made once, where a server key is prepared (:func:`crossfhe.tfhe.keys.prepare`); nothing here
 looks at devices, tracers or backends. The type of the value is the route; under ``jax.jit`` it is part of the
@@ -32,13 +34,16 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from crossfhe.core import fourier as F
 from crossfhe.core import ggsw as G
 from crossfhe.core.fourier import FourierPlan, NativeTables
-from crossfhe.kernels import cpu_native
+from crossfhe.kernels import cpu_native, gpu_native
 from crossfhe.math.decompose import RNSGadgetPlan
-from crossfhe.ring.ntt import NTTPlan
+from crossfhe.math.modular import shoup_precompute
+from crossfhe.math.primes import minimal_root_of_unity, powers_mod
+from crossfhe.ring.ntt import NTTPlan, bit_reverse
 
 
 @jax.tree_util.register_dataclass
@@ -127,7 +132,61 @@ class NativeProduct:
         )
 
 
-PRODUCTS = (NTTProduct, FFTProduct, NativeProduct)
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class GPUProduct:
+    """The NTT product's steps in one custom call of the GPU kernel set (:func:`crossfhe.kernels.gpu_native.
+    blind_rotate`; grouped keys, the approximate gadget): ``plan`` a GPU-set NTT plan (textbook-order twiddles),
+    ``gplan`` the gadget's, ``pw``, ``pws`` uint32 ``[L, 2N]`` the powers psi^i of each limb's root and their Shoup
+    companions, ``root_exp`` int32 ``[N]`` the odd exponent 2 brv(s) + 1 of the point that the transform's stage index s
+    evaluates at (so that X^e is a pointwise product in the evaluation domain). Words: :class:`NTTProduct`'s (exact
+    arithmetic, every value canonical). Keys: the NTT product's, uint32 ``[G, T, (k+1) l, k+1, L, N]``. Make with
+    :meth:`create` (on the host, once per parameter set)."""
+
+    plan: NTTPlan
+    gplan: RNSGadgetPlan
+    pw: jax.Array
+    pws: jax.Array
+    root_exp: jax.Array
+
+    FUSED: ClassVar[bool] = True
+    X64: ClassVar[bool] = False
+
+    @classmethod
+    def create(cls, plan: NTTPlan, gplan: RNSGadgetPlan) -> GPUProduct:
+        n = plan.n
+        pw = np.stack([powers_mod(minimal_root_of_unity(2 * n, q), 2 * n, q) for q in plan.moduli]).astype(np.uint32)
+        pws = shoup_precompute(pw, np.asarray(plan.moduli, dtype=np.uint64).reshape(-1, 1))
+        root_exp = (2 * bit_reverse(np.arange(n, dtype=np.int64), n.bit_length() - 1) + 1).astype(np.int32)
+        return cls(plan, gplan, pw, pws, root_exp)
+
+    @staticmethod
+    def fits(n: int, limbs: int, k1: int, comps: int, gplan: RNSGadgetPlan) -> bool:
+        """Whether the kernel takes accumulators ``[comps, k1, limbs, n]`` with this gadget (approximate case)."""
+        return not gplan.exact and gpu_native.rotation_fits(n, limbs, k1, comps, gplan.gadget.levels)
+
+    def enter(self, acc):
+        return acc
+
+    def leave(self, x):
+        return x
+
+    def tables(self) -> dict:
+        p, g = self.plan.expanded(), self.gplan
+        return dict(q=jnp.asarray(p.q).reshape(-1), w=p.w, ws=p.w_shoup, wi=p.wi, wis=p.wi_shoup, last=p.inv_last,
+                    lasts=p.inv_last_shoup, hat_inv=jnp.asarray(g.hat_inv).reshape(-1),
+                    hat_invs=jnp.asarray(g.hat_inv_shoup).reshape(-1), words=g.words, pw=self.pw, pws=self.pws,
+                    root_exp=self.root_exp)
+
+    def rotate(self, x, exps, keys):
+        """All steps: x uint32 ``[B, 2^nu, k+1, L, N]``, exps int32 ``[B, G, T]``, keys
+        ``[G, T, (k+1) l, k+1, L, N]``."""
+        g = self.gplan
+        return gpu_native.blind_rotate(x, exps, keys, self.tables(), levels=g.gadget.levels,
+                                       base_log=g.gadget.base_log, frac_words=g.frac_words)
+
+
+PRODUCTS = (NTTProduct, FFTProduct, NativeProduct, GPUProduct)
 """The external-product kernels, by type (a prepared key's route)."""
 
 
@@ -150,4 +209,4 @@ def blind_rotate(acc, exps, keys, product, *, unroll: int = 1):
     return product.leave(x)
 
 
-__all__ = ["FFTProduct", "NTTProduct", "NativeProduct", "PRODUCTS", "blind_rotate"]
+__all__ = ["FFTProduct", "GPUProduct", "NTTProduct", "NativeProduct", "PRODUCTS", "blind_rotate"]

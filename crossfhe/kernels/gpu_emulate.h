@@ -8,6 +8,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __shared__
+#define __launch_bounds__(n)
 
 struct EmulatedDim3 {
   unsigned x = 0, y = 0, z = 0;
@@ -15,8 +16,11 @@ struct EmulatedDim3 {
 
 namespace {
 EmulatedDim3 threadIdx, blockIdx, blockDim;
-uint32_t tile[1 << 14];  // the kernels' dynamic shared memory (at most 8192 words)
+uint32_t tile[1 << 16];  // the kernels' dynamic shared memory (at most 65536 words)
 inline uint32_t __umulhi(uint32_t a, uint32_t b) { return static_cast<uint32_t>((uint64_t{a} * b) >> 32); }
+inline uint64_t __umul64hi(uint64_t a, uint64_t b) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
+}
 inline uint32_t __ldg(const uint32_t* p) { return *p; }
 inline void __syncthreads() {}
 }  // namespace

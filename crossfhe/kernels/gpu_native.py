@@ -36,8 +36,13 @@ from crossfhe.math import native
 
 SOURCE = Path(__file__).with_name("gpu_ntt.cu")
 EMULATE_HEADER = Path(__file__).with_name("gpu_emulate.h")
-ABI_VERSION = 2
+ABI_VERSION = 3
 TARGET = "crossfhe_gpu_ntt"
+ROTATE_TARGET = "crossfhe_gpu_blind_rotate"
+ROTATE_THREADS = (1024, 512)
+"""Threads a block of the blind rotation may have (the first is the default)."""
+MAX_SHARED = 232448
+"""Dynamic shared memory of one block on sm_90, bytes: the rotation keeps a step's digits and sums there."""
 VARIANTS = 6
 """Launch variants of the kernel (``gpu_ntt.cu``: 3 or 4 stages per group in registers, 256, 128 or 512 threads a
 block), all computing the same words; :func:`transform` runs variant 0 unless told (the benchmark times them all)."""
@@ -110,6 +115,7 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
     if lib.cf_gpu_abi_version() != ABI_VERSION:
         return None, f"{target} has ABI {lib.cf_gpu_abi_version()}, expected {ABI_VERSION}"
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.cf_gpu_ntt_ffi), platform="CUDA")
+    jax.ffi.register_ffi_target(ROTATE_TARGET, jax.ffi.pycapsule(lib.cf_gpu_blind_rotate_ffi), platform="CUDA")
     return lib, f"built with {compiler} at {target}"
 
 
@@ -128,7 +134,7 @@ def status() -> str:
 
 def targets() -> tuple[str, ...]:
     """The custom-call targets a program on the GPU set may hold (what ``jax.export`` is told to accept)."""
-    return (TARGET,)
+    return (TARGET, ROTATE_TARGET)
 
 
 def build_id() -> str:
@@ -165,6 +171,53 @@ def transform(x, plan, *, inverse: bool, full: bool = True, variant: int = 0):
     out, _ = call(x, jnp.asarray(plan.q), w, ws, plan.inv_last, plan.inv_last_shoup, inverse=np.int32(inverse),
                   full=np.int32(full), variant=np.int32(variant))
     return out
+
+
+def rotation_shared(n: int, limbs: int, k1: int, comps: int, levels: int) -> int:
+    """Bytes of shared memory the blind rotation's block takes: (L (k+1) l + L 2^nu (k+1)) lines of N + N/32 words."""
+    return limbs * (k1 * levels + comps * k1) * (n + n // 32) * 4
+
+
+def rotation_fits(n: int, limbs: int, k1: int, comps: int, levels: int) -> bool:
+    """Whether :func:`blind_rotate` takes accumulators of this shape (64 <= N <= 4096, a block's shared memory)."""
+    return 64 <= n <= 4096 and limbs <= 8 and rotation_shared(n, limbs, k1, comps, levels) <= MAX_SHARED
+
+
+_ROTATION_TABLES = ("q", "w", "ws", "wi", "wis", "last", "lasts", "hat_inv", "hat_invs", "words", "pw", "pws")
+
+
+def _rotation_check(acc, exps, keys, tables: dict, levels: int) -> None:
+    if acc.ndim != 5 or exps.ndim != 3 or keys.ndim != 6:
+        raise ValueError(f"the GPU blind rotation takes acc [B, 2^nu, k+1, L, N], exps [B, G, T] and keys "
+                         f"[G, T, (k+1) l, k+1, L, N]; got {acc.shape}, {exps.shape}, {keys.shape}")
+    b, comps, k1, limbs, n = acc.shape
+    if exps.shape[0] != b or keys.shape[:2] != exps.shape[1:] or keys.shape[2:] != (k1 * levels, k1, limbs, n):
+        raise ValueError(f"exps {exps.shape} or keys {keys.shape} do not match the accumulator {acc.shape} with "
+                         f"{levels} gadget digits")
+    if not rotation_fits(n, limbs, k1, comps, levels):
+        raise ValueError(f"the GPU blind rotation takes N in [64, 4096] and at most {MAX_SHARED} bytes of shared "
+                         f"memory; accumulators [{comps}, {k1}, {limbs}, {n}] with {levels} digits need "
+                         f"{rotation_shared(n, limbs, k1, comps, levels)}")
+    missing = set(_ROTATION_TABLES + ("root_exp",)) - set(tables)
+    if missing:
+        raise ValueError(f"the GPU blind rotation's tables lack {sorted(missing)}")
+
+
+def blind_rotate(acc, exps, keys, tables: dict, *, levels: int, base_log: int, frac_words: int,
+                 threads: int = ROTATE_THREADS[0]):
+    """Every step of the grouped blind rotation after the first, one custom call on the GPU (``gpu_ntt.cu``: one
+    block per accumulator runs them all; :func:`crossfhe.core.ggsw.group_step`'s words). acc uint32
+    ``[B, 2^nu, k+1, L, N]`` (residues, coefficient domain), exps int32 ``[B, G, T]`` in [0, 2^(nu+1) N), keys uint32
+    ``[G, T, (k+1) l, k+1, L, N]`` (NTT domain, slot order). ``tables``:
+    :class:`crossfhe.core.blind_rotation.GPUProduct`'s (the NTT's textbook-order twiddles, the gadget's CRT words,
+    the powers of psi and the slots' root exponents). RuntimeError when the kernel is missing."""
+    GPU.require("the GPU kernel set's blind rotation")
+    _rotation_check(acc, exps, keys, tables, levels)
+    if threads not in ROTATE_THREADS:
+        raise ValueError(f"threads must be one of {ROTATE_THREADS}, got {threads}")
+    call = jax.ffi.ffi_call(ROTATE_TARGET, jax.ShapeDtypeStruct(acc.shape, U32), vmap_method="sequential")
+    return call(acc, exps, keys, *[tables[k] for k in _ROTATION_TABLES], tables["root_exp"], levels=np.int32(levels),
+                base_log=np.int32(base_log), frac_words=np.int32(frac_words), threads=np.int32(threads))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -213,3 +266,32 @@ def emulate(x, plan, *, inverse: bool, variant: int = 0) -> np.ndarray:
                            ctypes.c_int64(x.size // plan.n), ctypes.c_int(plan.log_n), ctypes.c_int(plan.limbs),
                            *[t.ctypes.data_as(ptr) for t in tables], ctypes.c_int(int(inverse)), ctypes.c_int(variant))
     return out
+
+
+def emulate_blind_rotate(acc, exps, keys, tables: dict, *, levels: int, base_log: int, frac_words: int) -> np.ndarray:
+    """:func:`blind_rotate` computed by ``gpu_ntt.cu``'s kernel on the CPU, one thread per block (NumPy in and out)."""
+    lib = EMULATION.require("emulating the GPU blind rotation")
+    acc = np.ascontiguousarray(np.asarray(acc), dtype=np.uint32)
+    exps = np.ascontiguousarray(np.asarray(exps), dtype=np.int32)
+    keys = np.ascontiguousarray(np.asarray(keys), dtype=np.uint32)
+    _rotation_check(acc, exps, keys, tables, levels)
+    arrays = [np.ascontiguousarray(np.asarray(tables[k]), dtype=np.uint32) for k in _ROTATION_TABLES]
+    root_exp = np.ascontiguousarray(np.asarray(tables["root_exp"]), dtype=np.int32)
+    ptr = ctypes.c_void_p
+    table_ptrs = (ptr * len(arrays))(*[a.ctypes.data for a in arrays])
+    shape = np.array(list(acc.shape) + [exps.shape[1], exps.shape[2], keys.shape[2], arrays[9].shape[-1]],
+                     dtype=np.int64)
+    out = np.zeros_like(acc)
+    rc = lib.cf_gpu_blind_rotate_emulate(acc.ctypes.data_as(ptr), out.ctypes.data_as(ptr), exps.ctypes.data_as(ptr),
+                                         keys.ctypes.data_as(ptr), table_ptrs, root_exp.ctypes.data_as(ptr),
+                                         shape.ctypes.data_as(ptr), ctypes.c_int(levels), ctypes.c_int(base_log),
+                                         ctypes.c_int(frac_words))
+    if rc != 0:
+        raise ValueError(f"the emulated blind rotation refused its arguments (code {rc})")
+    return out
+
+
+def abi_version_of_source() -> int:
+    """The ABI the CUDA source declares, read from its CPU emulation build (tests: it must equal :data:`ABI_VERSION`,
+    or the device build would be refused when it loads)."""
+    return int(EMULATION.require("reading the GPU kernels' ABI").cf_gpu_abi_version())

@@ -81,6 +81,17 @@ __device__ __forceinline__ void store4(uint32_t* p, const uint32_t v[4]) {
 #endif
 }
 
+// One limb's modulus and tables as a transform reads them: twiddles w, ws [N] (textbook order) and, for the inverse,
+// last, lasts [2]. A tile of one limb passes it as its own table-of-line (every line the same limb).
+struct LimbTables {
+  const uint32_t* w;
+  const uint32_t* ws;
+  const uint32_t* last;
+  const uint32_t* lasts;
+  uint32_t q;
+  __device__ __forceinline__ const LimbTables& of(int) const { return *this; }
+};
+
 struct Tables {
   const uint32_t* q;      // [L]
   const uint32_t* w;      // [L, N]
@@ -112,11 +123,9 @@ struct ColumnLines {
 // inverse: Gentleman-Sande in decreasing order, whole-transform stage 0 folding in N^-1. The butterfly of stage s on
 // natural index j (its upper element) takes twiddle j >> (log_n - s) of that stage. kLineFastest: consecutive threads
 // take consecutive lines (columns: no bank conflicts), else consecutive groups of one line.
-template <int R, bool kLineFastest, bool kInverse, class Lines>
+template <int R, bool kLineFastest, bool kInverse, class Lines, class TabOf>
 __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of, int lines, int log_len, int u,
-                                             int s_base, int log_n, const uint32_t* w,
-                                             const uint32_t* ws, const uint32_t* last, const uint32_t* lasts,
-                                             uint32_t q) {
+                                             int s_base, int log_n, const TabOf& tab_of) {
   constexpr int kSize = 1 << R;
   const int log_dmin = log_len - u - R;
   const int log_groups = log_len - R;  // groups per line
@@ -131,6 +140,8 @@ __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of,
       gid = g & ((1 << log_groups) - 1);
     }
     const int j0 = ((gid >> log_dmin) << (log_len - u)) + (gid & ((1 << log_dmin) - 1));
+    const LimbTables tb = tab_of.of(line);
+    const uint32_t q = tb.q;
     uint32_t v[kSize];  // addresses are recomputed at the store: kept, 16 of them went to local memory (R = 4)
 #pragma unroll
     for (int m = 0; m < kSize; ++m) v[m] = t[lines_of.addr(line, j0 + (m << log_dmin))];
@@ -146,8 +157,8 @@ __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of,
         for (int p = 0; p < (1 << (R - 1)); ++p) {  // a constant trip count, so that tw stays in registers
           if (p >= (1 << k)) break;
           const int ti = (1 << s) + (lines_of.global(line, j0 + ((p << (R - k)) << log_dmin)) >> (log_n - s));
-          tw[p] = __ldg(w + ti);
-          tws[p] = __ldg(ws + ti);
+          tw[p] = __ldg(tb.w + ti);
+          tws[p] = __ldg(tb.ws + ti);
         }
       }
 #pragma unroll
@@ -162,8 +173,8 @@ __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of,
         } else {
           const uint32_t sum = add_mod(hi, lo, q), dif = sub_mod(hi, lo, q);
           if (s == 0) {
-            v[m] = shoup(sum, __ldg(last), __ldg(lasts), q);
-            v[m | half] = shoup(dif, __ldg(last + 1), __ldg(lasts + 1), q);
+            v[m] = shoup(sum, __ldg(tb.last), __ldg(tb.lasts), q);
+            v[m | half] = shoup(dif, __ldg(tb.last + 1), __ldg(tb.lasts + 1), q);
           } else {
             v[m] = sum;
             v[m | half] = shoup(dif, tw[p], tws[p], q);
@@ -178,26 +189,24 @@ __device__ __forceinline__ void group_stages(uint32_t* t, const Lines& lines_of,
 
 // Every stage of a tile's lines, in groups of kGroup (3 or 4; the last group takes what remains), a barrier after
 // each. The group size is a template argument so that each kernel holds only its own groups' registers.
-template <int kGroup, bool kLineFastest, bool kInverse, class Lines>
+template <int kGroup, bool kLineFastest, bool kInverse, class Lines, class TabOf>
 __device__ void line_stages(uint32_t* t, const Lines& lines_of, int lines, int log_len, int s_base, int log_n,
-                            const uint32_t* w, const uint32_t* ws, const uint32_t* last, const uint32_t* lasts,
-                            uint32_t q) {
+                            const TabOf& tab_of) {
   const int groups = (log_len + kGroup - 1) / kGroup;
   for (int step = 0; step < groups; ++step) {
     const int u = kGroup * (kInverse ? groups - 1 - step : step);
     const int r = log_len - u < kGroup ? log_len - u : kGroup;
     if constexpr (kGroup == 4) {
       if (r == 4) {
-        group_stages<4, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last, lasts,
-                                                q);
+        group_stages<4, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, tab_of);
       }
     }
     if (r == 3) {
-      group_stages<3, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last, lasts, q);
+      group_stages<3, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, tab_of);
     } else if (r == 2) {
-      group_stages<2, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last, lasts, q);
+      group_stages<2, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, tab_of);
     } else if (r == 1) {
-      group_stages<1, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, w, ws, last, lasts, q);
+      group_stages<1, kLineFastest, kInverse>(t, lines_of, lines, log_len, u, s_base, log_n, tab_of);
     }
     __syncthreads();
   }
@@ -232,8 +241,8 @@ __global__ void row_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__
       for (int k = 0; k < 4; ++k) tile[pad(j) + k] = v[k];  // pad(j + k) = pad(j) + k: j is a multiple of 4
     }
     __syncthreads();
-    line_stages<kGroup, false, false>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws, nullptr,
-                                      nullptr, q);
+    line_stages<kGroup, false, false>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n,
+                                      LimbTables{w, ws, nullptr, nullptr, q});
     if (vec) {
       for (int e = 4 * threadIdx.x; e < size; e += 4 * blockDim.x) {
         int c = e / per_c, rr = e - c * per_c;  // position c N1 + base / 32 + rr holds s = base + 32 rr + c
@@ -262,8 +271,8 @@ __global__ void row_pass(const uint32_t* __restrict__ in, uint32_t* __restrict__
       }
     }
     __syncthreads();
-    line_stages<kGroup, false, true>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n, w, ws,
-                                     tab.last + 2 * limb, tab.lasts + 2 * limb, q);
+    line_stages<kGroup, false, true>(tile, RowLines{log_nb, base >> log_nb}, rows, log_nb, s0, log_n,
+                                     LimbTables{w, ws, tab.last + 2 * limb, tab.lasts + 2 * limb, q});
     for (int j = 4 * threadIdx.x; j < size; j += 4 * blockDim.x) {
       uint32_t v[4];
       for (int k = 0; k < 4; ++k) v[k] = tile[pad(j) + k];
@@ -295,11 +304,11 @@ __global__ void column_pass(const uint32_t* __restrict__ in, uint32_t* __restric
   }
   __syncthreads();
   if (inverse) {
-    line_stages<kGroup, true, true>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n, w, ws,
-                                    tab.last + 2 * limb, tab.lasts + 2 * limb, q);
+    line_stages<kGroup, true, true>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n,
+                                    LimbTables{w, ws, tab.last + 2 * limb, tab.lasts + 2 * limb, q});
   } else {
-    line_stages<kGroup, true, false>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n, w, ws, nullptr,
-                                     nullptr, q);
+    line_stages<kGroup, true, false>(tile, ColumnLines{log_nb, lo0}, kColumns, log_na, 0, log_n,
+                                     LimbTables{w, ws, nullptr, nullptr, q});
   }
   for (int e = 4 * threadIdx.x; e < size; e += 4 * blockDim.x) {
     int h = e / kColumns, c = e % kColumns;
@@ -339,6 +348,239 @@ int schedule(int log_n, int64_t polys, int inverse, Pass passes[2]) {
   return 2;
 }
 
+
+// ------------------------------------------------------------------------------------------------------------------
+// The grouped blind rotation (crossfhe.core.ggsw.group_step, every step after the first) in one kernel
+// ------------------------------------------------------------------------------------------------------------------
+//
+// One block per accumulator of the batch runs every step: ACC <- ACC + sum_t (X^(e_t) ACC_t - ACC_t), ACC_t = GGSW_t
+// [x] ACC, ACC uint32 [C = 2^nu, K1 = k + 1, L, N] in the coefficient domain (residues), the GGSWs of step g read from
+// keys [G, T, R = K1 l, K1, L, N] (NTT domain, slot order). Per step and source component j: the l signed digits of
+// each of ACC_j's K1 polynomials (crossfhe.math.decompose.gadget_digits_rns, approximate case: the fixed-point CRT
+// sum, rounded, balanced digits) as residues in shared memory, their forward NTTs there (stage order: stage index s
+// is slot position (s mod 32) N/32 + s / 32), then per slot the T products sum_r ev_r GGSW_t[r] and their rotations
+// in the evaluation domain: X^e is the pointwise product with psi^(E_s e mod 2N), E_s the odd exponent of slot s's
+// root (a table), and for nu > 0 the component move of crossfhe.core.ggsw.rotate_components. The difference D is
+// summed over t and j in shared memory, one inverse NTT per step, and added to ACC. Exact modular arithmetic
+// throughout, every value canonical: the words of the XLA group step. Shared memory: (L R + L C K1) lines of
+// N + N/32 words.
+struct RotationArgs {
+  const uint32_t* acc_in;  // [B, C, K1, L, N]
+  uint32_t* acc;           // [B, C, K1, L, N]: the result (also the running accumulator)
+  const int32_t* exps;     // [B, G, T] in [0, 2 C N)
+  const uint32_t* keys;    // [G, T, R, K1, L, N]
+  const uint32_t* q;       // [L]
+  const uint32_t* w;       // [L, N] forward twiddles (textbook order) and their Shoup companions
+  const uint32_t* ws;
+  const uint32_t* wi;      // [L, N] inverse twiddles and companions
+  const uint32_t* wis;
+  const uint32_t* last;    // [L, 2]: N^-1, psi^-1 N^-1 and companions
+  const uint32_t* lasts;
+  const uint32_t* hat_inv;   // [L]: (Q / q_i)^-1 mod q_i and companions
+  const uint32_t* hat_invs;
+  const uint32_t* words;     // [L, W]: floor(B^l 2^(32 F) / q_i) mod 2^(32 W)
+  const uint32_t* pw;        // [L, 2N]: psi^i mod q_i and companions
+  const uint32_t* pws;
+  const int32_t* root_exp;   // [N]: E_s by stage index s
+  int log_n, limbs, k1, comps, log_comps, levels, base_log, n_words, frac_words, steps, per;
+};
+
+// Per-line tables of a tile whose lines are grouped by limb (`per_limb` consecutive lines each).
+struct LinesByLimb {
+  const uint32_t* q;
+  const uint32_t* w;
+  const uint32_t* ws;
+  const uint32_t* last;
+  const uint32_t* lasts;
+  int n, per_limb;
+  __device__ __forceinline__ LimbTables of(int line) const {
+    const int limb = line / per_limb;
+    return LimbTables{w + static_cast<long>(limb) * n, ws + static_cast<long>(limb) * n,
+                      last ? last + 2 * limb : nullptr, lasts ? lasts + 2 * limb : nullptr, q[limb]};
+  }
+};
+
+// Lines of whole polynomials (natural index jl), each N + N/32 words of shared memory.
+struct PolyLines {
+  int log_n;
+  __device__ __forceinline__ int addr(int line, int jl) const { return pad((line << log_n) + jl); }
+  __device__ __forceinline__ int global(int, int jl) const { return jl; }
+};
+
+constexpr int kMaxWords = 8;
+constexpr int kMaxLimbs = 8;
+
+// x mod q for any 64-bit x, q < 2^31, mu = floor(2^64 / q): the quotient estimate hi64(x mu) is floor(x / q) or one
+// less, so one subtraction finishes.
+__device__ __forceinline__ uint32_t barrett64(uint64_t x, uint64_t mu, uint32_t q) {
+  const uint64_t r = x - __umul64hi(x, mu) * q;
+  return static_cast<uint32_t>(r >= q ? r - q : r);
+}
+
+// Bits [pos, pos + width) (width <= 30) of the little-endian words e[0 .. nw), zero above.
+__device__ __forceinline__ uint32_t word_bits(const uint32_t* e, int nw, int pos, int width) {
+  const int wd = pos >> 5, o = pos & 31;
+  uint32_t v = wd < nw ? e[wd] >> o : 0u;
+  if (o + width > 32 && wd + 1 < nw) v |= e[wd + 1] << (32 - o);
+  return v & ((1u << width) - 1u);
+}
+
+// The l signed digits (MSB first) of the coefficient whose residues are x[0 .. L), as residues of limb `limb` into
+// ev lines (limb R + c l + j) at natural index jn.
+__device__ __forceinline__ void digits_of(const RotationArgs& a, const uint32_t* x, int c, int jn, uint32_t* ev,
+                                          int rows) {
+  uint32_t e[kMaxWords];
+  for (int w = 0; w < a.n_words; ++w) e[w] = 0;
+  for (int i = 0; i < a.limbs; ++i) {
+    const uint32_t y = shoup(x[i], a.hat_inv[i], a.hat_invs[i], a.q[i]);
+    uint64_t carry = 0;
+    for (int w = 0; w < a.n_words; ++w) {
+      const uint64_t t = static_cast<uint64_t>(e[w]) + static_cast<uint64_t>(y) * a.words[i * a.n_words + w] + carry;
+      e[w] = static_cast<uint32_t>(t);
+      carry = t >> 32;
+    }
+  }
+  const uint32_t* top = e + a.frac_words;
+  const int nw = a.n_words - a.frac_words, k = a.base_log;
+  const uint32_t b = 1u << k, half = 1u << (k - 1);
+  uint32_t carry = e[a.frac_words - 1] >> 31;  // the rounding bit
+  const int stride_line = 1 << a.log_n;
+  for (int j = 0; j < a.levels; ++j) {  // j counted from the least significant digit
+    const uint32_t t = word_bits(top, nw, j * k, k) + carry;
+    const bool neg = t >= half;
+    const int32_t d = static_cast<int32_t>(t - (neg ? b : 0u));
+    carry = neg ? 1u : 0u;
+    const int row = c * a.levels + (a.levels - 1 - j);
+    for (int i = 0; i < a.limbs; ++i) {
+      const uint32_t m = d < 0 ? static_cast<uint32_t>(-d) : static_cast<uint32_t>(d);
+      ev[pad(((i * rows + row) * stride_line) + jn)] = (d < 0 && m != 0) ? a.q[i] - m : m;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(1024) blind_rotation(RotationArgs a) {
+  extern __shared__ uint32_t tile[];
+  const int n = 1 << a.log_n, n1 = n >> 5, L = a.limbs, K1 = a.k1, C = a.comps;
+  const int R = K1 * a.levels, outs = C * K1;
+  uint32_t* ev = tile;                                  // lines [L][R]
+  uint32_t* dd = tile + pad((L * R) << a.log_n);        // lines [L][C K1]
+  const long comp_words = static_cast<long>(K1) * L * n;
+  const long acc_words = C * comp_words;
+  const long b = blockIdx.x;
+  uint32_t* acc = a.acc + b * acc_words;
+  const uint32_t* acc_in = a.acc_in + b * acc_words;
+  const long key_words = static_cast<long>(R) * K1 * L * n;  // one GGSW
+  const LinesByLimb fwd{a.q, a.w, a.ws, nullptr, nullptr, n, R};
+  const LinesByLimb inv{a.q, a.wi, a.wis, a.last, a.lasts, n, outs};
+  __shared__ uint64_t mus[kMaxLimbs];  // floor(2^64 / q_i)
+  if (threadIdx.x == 0)
+    for (int l = 0; l < L; ++l) mus[l] = ~uint64_t{0} / a.q[l];
+  for (long i = threadIdx.x; i < acc_words; i += blockDim.x) acc[i] = acc_in[i];
+  __syncthreads();
+  for (int g = 0; g < a.steps; ++g) {
+    const int32_t* ex = a.exps + (b * a.steps + g) * a.per;
+    const uint32_t* key = a.keys + static_cast<long>(g) * a.per * key_words;
+    for (int i = threadIdx.x; i < ((L * outs) << a.log_n); i += blockDim.x) dd[pad(i)] = 0;
+    for (int j = 0; j < C; ++j) {
+      const uint32_t* src = acc + j * comp_words;
+      for (int i = threadIdx.x; i < K1 * n; i += blockDim.x) {
+        const int c = i >> a.log_n, jn = i & (n - 1);
+        uint32_t x[kMaxLimbs];
+        for (int l = 0; l < L; ++l) x[l] = src[(c * L + l) * static_cast<long>(n) + jn];
+        digits_of(a, x, c, jn, ev, R);
+      }
+      __syncthreads();
+      line_stages<3, false, false>(ev, PolyLines{a.log_n}, L * R, a.log_n, 0, a.log_n, fwd);
+      // per (limb, output component, slot p): the T products and their rotations into D
+      for (int i = threadIdx.x; i < L * K1 * n; i += blockDim.x) {
+        const int p = i & (n - 1), rest = i >> a.log_n, co = rest % K1, limb = rest / K1;
+        const int s = ((p % n1) << 5) + p / n1;
+        const uint32_t q = a.q[limb];
+        const uint64_t mu = mus[limb];
+        const uint32_t* pwl = a.pw + static_cast<long>(limb) * 2 * n;
+        const uint32_t* pwsl = a.pws + static_cast<long>(limb) * 2 * n;
+        const int es = a.root_exp[s];
+        uint32_t* dl = dd + pad((limb * outs) << a.log_n);  // lines start at padded offsets
+        for (int t = 0; t < a.per; ++t) {
+          const uint32_t* kt = key + t * key_words + (static_cast<long>(co) * L + limb) * n + p;
+          uint32_t prod = 0;
+          for (int r0 = 0; r0 < R; r0 += 4) {  // at most 4 products of residues below 2^31 in 64 bits, then reduce
+            uint64_t sum = 0;
+            for (int r = r0; r < R && r < r0 + 4; ++r)
+              sum += static_cast<uint64_t>(ev[pad(((limb * R + r) << a.log_n) + s)]) *
+                     __ldg(kt + static_cast<long>(r) * K1 * L * n);
+            prod = add_mod(prod, barrett64(sum, mu, q), q);
+          }
+          const int e = ex[t], lo = e & (C - 1), hi = e >> a.log_comps;
+          const int dst = (j + lo) & (C - 1), power = hi + (dst < lo ? 1 : 0);
+          const int idx = static_cast<int>((static_cast<long>(es) * power) & (2 * n - 1));
+          const uint32_t rot = shoup(prod, pwl[idx], pwsl[idx], q);
+          const int at_dst = pad(((dst * K1 + co) << a.log_n) + s), at_src = pad(((j * K1 + co) << a.log_n) + s);
+          dl[at_dst] = add_mod(dl[at_dst], rot, q);
+          dl[at_src] = sub_mod(dl[at_src], prod, q);
+        }
+      }
+      __syncthreads();
+    }
+    line_stages<3, false, true>(dd, PolyLines{a.log_n}, L * outs, a.log_n, 0, a.log_n, inv);
+    for (long i = threadIdx.x; i < acc_words; i += blockDim.x) {
+      const int jn = static_cast<int>(i & (n - 1));
+      const long rest = i >> a.log_n;
+      const int limb = static_cast<int>(rest % L), cc = static_cast<int>(rest / L);  // cc = component K1 + k
+      acc[i] = add_mod(acc[i], dd[pad(((limb * outs + cc) << a.log_n) + jn)], a.q[limb]);
+    }
+    __syncthreads();
+  }
+}
+
+// Shared memory of the rotation kernel, bytes.
+size_t rotation_shared(int log_n, int limbs, int k1, int comps, int levels) {
+  const long lines = static_cast<long>(limbs) * (k1 * levels + comps * k1);
+  return static_cast<size_t>(lines << log_n) / 32 * 33 * sizeof(uint32_t);
+}
+
+// The rotation's launch: checks every shape in the user's terms, then one kernel of `blocks` blocks.
+struct RotationShape {
+  int64_t batch, comps, k1, limbs, n, steps, per, rows, words;
+};
+
+const char* rotation_check(const RotationShape& s, int64_t exps_count, int64_t keys_count, int64_t levels,
+                           int64_t base_log, int64_t frac_words, int64_t table_counts[9]) {
+  if (s.n < 64 || s.n > 4096 || (s.n & (s.n - 1)) != 0) return "N must be a power of two in [64, 4096]";
+  if (s.comps < 1 || (s.comps & (s.comps - 1)) != 0) return "the accumulator's components must be a power of two";
+  if (s.limbs < 1 || s.limbs > kMaxLimbs) return "1 to 8 limbs";
+  if (levels < 1 || base_log < 2 || base_log > 30 || s.rows != s.k1 * levels) return "the gadget does not match the keys";
+  if (s.words < 2 || s.words > kMaxWords || frac_words < 1 || frac_words >= s.words) return "bad gadget word table";
+  if (exps_count != s.batch * s.steps * s.per) return "exps must be [batch, steps, patterns]";
+  if (keys_count != s.steps * s.per * s.rows * s.k1 * s.limbs * s.n) return "keys must be [steps, patterns, rows, k+1, L, N]";
+  const int64_t want[9] = {s.limbs, s.limbs * s.n, s.limbs * 2, s.limbs, s.limbs * s.words, s.limbs * 2 * s.n, s.n,
+                           s.limbs * s.n, s.limbs * 2 * s.n};
+  for (int i = 0; i < 9; ++i)
+    if (table_counts[i] != want[i]) return "the tables do not match the accumulator's limbs and N";
+  return nullptr;
+}
+
+int log2_of(int64_t v) {
+  int k = 0;
+  while ((int64_t{1} << k) < v) ++k;
+  return k;
+}
+
+RotationArgs rotation_args(const RotationShape& s, int levels, int base_log, int frac_words) {
+  RotationArgs a{};
+  a.log_n = log2_of(s.n);
+  a.limbs = static_cast<int>(s.limbs);
+  a.k1 = static_cast<int>(s.k1);
+  a.comps = static_cast<int>(s.comps);
+  a.log_comps = log2_of(s.comps);
+  a.levels = levels;
+  a.base_log = base_log;
+  a.n_words = static_cast<int>(s.words);
+  a.frac_words = frac_words;
+  a.steps = static_cast<int>(s.steps);
+  a.per = static_cast<int>(s.per);
+  return a;
+}
 }  // namespace
 
 #ifndef CROSSFHE_GPU_EMULATE
@@ -422,7 +664,99 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_gpu_ntt_ffi, NttImpl,
                                   .Ret<ffi::Buffer<ffi::U32>>()   // out
                                   .Ret<ffi::Buffer<ffi::U32>>());  // scratch (the pass between the two launches)
 
-extern "C" int cf_gpu_abi_version(void) { return 1; }
+namespace {
+
+constexpr size_t kMaxShared = 232448;  // the dynamic shared memory a block may have on sm_90 (227 KB)
+
+ffi::Error RotateImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> acc, ffi::Buffer<ffi::S32> exps,
+                      ffi::Buffer<ffi::U32> keys, ffi::Buffer<ffi::U32> q, ffi::Buffer<ffi::U32> w,
+                      ffi::Buffer<ffi::U32> ws, ffi::Buffer<ffi::U32> wi, ffi::Buffer<ffi::U32> wis,
+                      ffi::Buffer<ffi::U32> last, ffi::Buffer<ffi::U32> lasts, ffi::Buffer<ffi::U32> hat_inv,
+                      ffi::Buffer<ffi::U32> hat_invs, ffi::Buffer<ffi::U32> words, ffi::Buffer<ffi::U32> pw,
+                      ffi::Buffer<ffi::U32> pws, ffi::Buffer<ffi::S32> root_exp, int32_t levels, int32_t base_log,
+                      int32_t frac_words, int32_t threads, ffi::ResultBuffer<ffi::U32> out) {
+  auto ad = acc.dimensions(), ed = exps.dimensions(), kd = keys.dimensions(), wd = words.dimensions();
+  if (ad.size() != 5 || ed.size() != 3 || kd.size() != 6 || wd.size() != 2)
+    return ffi::Error::InvalidArgument(
+        "crossfhe GPU blind rotation: acc [B, C, k+1, L, N], exps [B, G, T], keys [G, T, R, k+1, L, N], words [L, W]");
+  RotationShape sh{ad[0], ad[1], ad[2], ad[3], ad[4], ed[1], ed[2], kd[2], wd[1]};
+  int64_t counts[9] = {static_cast<int64_t>(q.element_count()),     static_cast<int64_t>(w.element_count()),
+                       static_cast<int64_t>(last.element_count()),  static_cast<int64_t>(hat_inv.element_count()),
+                       static_cast<int64_t>(words.element_count()), static_cast<int64_t>(pw.element_count()),
+                       static_cast<int64_t>(root_exp.element_count()), static_cast<int64_t>(wi.element_count()),
+                       static_cast<int64_t>(pws.element_count())};
+  if (ed[0] != sh.batch || kd[0] != sh.steps || kd[1] != sh.per || kd[3] != sh.k1 || kd[4] != sh.limbs ||
+      kd[5] != sh.n || ws.element_count() != w.element_count() || wis.element_count() != wi.element_count() ||
+      lasts.element_count() != last.element_count() || hat_invs.element_count() != hat_inv.element_count())
+    return ffi::Error::InvalidArgument("crossfhe GPU blind rotation: exps or keys do not match the accumulator");
+  if (const char* why = rotation_check(sh, static_cast<int64_t>(exps.element_count()),
+                                       static_cast<int64_t>(keys.element_count()), levels, base_log, frac_words,
+                                       counts))
+    return ffi::Error::InvalidArgument(std::string("crossfhe GPU blind rotation: ") + why);
+  if (threads != 512 && threads != 1024)
+    return ffi::Error::InvalidArgument("crossfhe GPU blind rotation: 512 or 1024 threads a block");
+  const size_t shared = rotation_shared(log2_of(sh.n), static_cast<int>(sh.limbs), static_cast<int>(sh.k1),
+                                        static_cast<int>(sh.comps), levels);
+  if (shared > kMaxShared)
+    return ffi::Error::InvalidArgument("crossfhe GPU blind rotation: the accumulator needs more shared memory than a "
+                                       "block has (at most 227 KB)");
+  if (sh.batch == 0) return ffi::Error::Success();
+  RotationArgs a = rotation_args(sh, levels, base_log, frac_words);
+  a.acc_in = acc.typed_data();
+  a.acc = out->typed_data();
+  a.exps = exps.typed_data();
+  a.keys = keys.typed_data();
+  a.q = q.typed_data();
+  a.w = w.typed_data();
+  a.ws = ws.typed_data();
+  a.wi = wi.typed_data();
+  a.wis = wis.typed_data();
+  a.last = last.typed_data();
+  a.lasts = lasts.typed_data();
+  a.hat_inv = hat_inv.typed_data();
+  a.hat_invs = hat_invs.typed_data();
+  a.words = words.typed_data();
+  a.pw = pw.typed_data();
+  a.pws = pws.typed_data();
+  a.root_exp = root_exp.typed_data();
+  cudaError_t err = cudaFuncSetAttribute(blind_rotation, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared));
+  if (err == cudaSuccess) {
+    blind_rotation<<<static_cast<unsigned>(sh.batch), threads, shared, stream>>>(a);
+    err = cudaGetLastError();
+  }
+  if (err != cudaSuccess)
+    return ffi::Error::Internal(std::string("crossfhe GPU blind rotation: launch failed: ") + cudaGetErrorString(err));
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_gpu_blind_rotate_ffi, RotateImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // acc
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // exps
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // keys
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // q
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // w
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // w_shoup
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // wi
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // wi_shoup
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // inv_last
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // inv_last_shoup
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // hat_inv
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // hat_inv_shoup
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // words
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // psi powers
+                                  .Arg<ffi::Buffer<ffi::U32>>()  // their companions
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // root exponents
+                                  .Attr<int32_t>("levels")
+                                  .Attr<int32_t>("base_log")
+                                  .Attr<int32_t>("frac_words")
+                                  .Attr<int32_t>("threads")
+                                  .Ret<ffi::Buffer<ffi::U32>>());
+
 
 #else
 
@@ -459,4 +793,48 @@ extern "C" void cf_gpu_ntt_emulate(const uint32_t* x, uint32_t* out, uint32_t* s
   }
 }
 
+// The rotation kernel on the CPU, one thread per block. Returns 0, or -1 with the reason in `why` (128 bytes).
+extern "C" int cf_gpu_blind_rotate_emulate(const uint32_t* acc_in, uint32_t* acc, const int32_t* exps,
+                                           const uint32_t* keys, const uint32_t* const* tables,
+                                           const int32_t* root_exp, const int64_t* shape, int levels, int base_log,
+                                           int frac_words) {
+  RotationShape sh{shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], shape[6], shape[7], shape[8]};
+  int64_t counts[9] = {sh.limbs, sh.limbs * sh.n, sh.limbs * 2, sh.limbs, sh.limbs * sh.words, sh.limbs * 2 * sh.n,
+                       sh.n, sh.limbs * sh.n, sh.limbs * 2 * sh.n};
+  if (rotation_check(sh, sh.batch * sh.steps * sh.per, sh.steps * sh.per * sh.rows * sh.k1 * sh.limbs * sh.n, levels,
+                     base_log, frac_words, counts))
+    return -1;
+  if (rotation_shared(log2_of(sh.n), static_cast<int>(sh.limbs), static_cast<int>(sh.k1), static_cast<int>(sh.comps),
+                      levels) > sizeof(tile))
+    return -2;
+  RotationArgs a = rotation_args(sh, levels, base_log, frac_words);
+  a.acc_in = acc_in;
+  a.acc = acc;
+  a.exps = exps;
+  a.keys = keys;
+  a.q = tables[0];
+  a.w = tables[1];
+  a.ws = tables[2];
+  a.wi = tables[3];
+  a.wis = tables[4];
+  a.last = tables[5];
+  a.lasts = tables[6];
+  a.hat_inv = tables[7];
+  a.hat_invs = tables[8];
+  a.words = tables[9];
+  a.pw = tables[10];
+  a.pws = tables[11];
+  a.root_exp = root_exp;
+  blockDim.x = 1;
+  threadIdx.x = 0;
+  for (int64_t b = 0; b < sh.batch; ++b) {
+    blockIdx.x = static_cast<unsigned>(b);
+    blind_rotation(a);
+  }
+  return 0;
+}
+
 #endif
+
+// The operands and attributes of the custom calls (crossfhe.kernels.gpu_native.ABI_VERSION); both builds export it.
+extern "C" int cf_gpu_abi_version(void) { return 3; }

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from crossfhe.core import ggsw as G
-from crossfhe.core.blind_rotation import FFTProduct, NativeProduct, NTTProduct, blind_rotate
+from crossfhe.core.blind_rotation import FFTProduct, GPUProduct, NativeProduct, NTTProduct, blind_rotate
 from crossfhe.core.fourier import NativeTables
 from crossfhe.core.keys import check_key_ids
 from crossfhe.core.lwe import LWECiphertext
@@ -397,7 +397,9 @@ def program_key_shapes(params: Params, product=None) -> PreparedKey:
     t = Tables(params)
     first = t.ntt_product
     rest, made = None, first
-    if product is not NTTProduct:
+    if product is GPUProduct:
+        made = t.gpu_product
+    elif product is not NTTProduct:
         fplan = jax.tree_util.tree_map(jnp.asarray, fourier_plan(params))
         if product is NativeProduct:
             blk = cpu_native.BLOCK

@@ -5,9 +5,10 @@ or of its groups' indicators) and the key-switching key, what is saved and sent,
 the forms the kernels read, made once from the key on the host (:func:`prepare`) and carried as pytree leaves:
 a key passed to ``jax.jit`` as an argument brings them along. The external-product kernel of the blind rotation is
 part of it, a value (:mod:`crossfhe.core.blind_rotation`: :class:`~crossfhe.core.blind_rotation.NTTProduct`,
-:class:`~crossfhe.core.blind_rotation.FFTProduct` or :class:`~crossfhe.core.blind_rotation.NativeProduct`), chosen
-once where the key is prepared (:func:`product_for`). Nothing is cached on a key after it is made: another
-product is another key (``prepare(sk, product=...)``, sharing the arrays).
+:class:`~crossfhe.core.blind_rotation.FFTProduct`, :class:`~crossfhe.core.blind_rotation.NativeProduct` or
+:class:`~crossfhe.core.blind_rotation.GPUProduct`), chosen once where the key is prepared (:func:`product_for`).
+Nothing is cached on a key after it is made: another product is another key (``prepare(sk, product=...)``, sharing
+the arrays).
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ import numpy as np
 
 from crossfhe.core import fourier as F
 from crossfhe.core import ggsw as G
-from crossfhe.core.blind_rotation import PRODUCTS, FFTProduct, NativeProduct, NTTProduct
+from crossfhe.core.blind_rotation import PRODUCTS, FFTProduct, GPUProduct, NativeProduct, NTTProduct
 from crossfhe.core.fourier import FourierPlan, ggsw_to_fourier
 from crossfhe.core.keys import SecretHolder, check_key_ids, key_id
 from crossfhe.core.lwe import LWECiphertext
 from crossfhe.errors import BasisMismatchError, ParameterError
-from crossfhe.kernels import MATRIX, NATIVE, KernelSet, cpu_native
+from crossfhe.kernels import MATRIX, NATIVE, KernelSet, cpu_native, gpu_native
 from crossfhe.math import random as crandom
 from crossfhe.math.decompose import Gadget, RNSGadgetPlan
 from crossfhe.math.modular import ModulusTable, add_mod, barrett_mul, sub_mod
@@ -99,7 +100,7 @@ class PreparedKey:
     ksk: jax.Array
     ksk_bytes: jax.Array | None
     rest: jax.Array | None
-    product: NTTProduct | FFTProduct | NativeProduct
+    product: NTTProduct | FFTProduct | NativeProduct | GPUProduct
     first: NTTProduct
     ms_plan: RNSGadgetPlan
     kernels: KernelSet = _static()
@@ -164,7 +165,8 @@ class ServerKey:
 
     @property
     def product(self) -> type:
-        """The blind rotation's external-product kernel: ``NTTProduct``, ``FFTProduct`` or ``NativeProduct``."""
+        """The blind rotation's external-product kernel: ``NTTProduct``, ``FFTProduct``, ``NativeProduct`` or
+        ``GPUProduct``."""
         return type(self.prepared.product)
 
     @property
@@ -241,6 +243,26 @@ class Tables:
     def ntt_product(self) -> NTTProduct:
         return NTTProduct(self.plan, self.gplan, self.mac)
 
+    @property
+    def gpu_product(self) -> GPUProduct:
+        made = self.__dict__.get("_gpu_product")
+        if made is None:
+            with jax.ensure_compile_time_eval():
+                made = to_device(GPUProduct.create(self.plan, self.gplan))
+            self._gpu_product = made
+        return made
+
+
+def gpu_rotation_fits(params: Params) -> bool:
+    """Whether the GPU kernel set's blind rotation (:class:`~crossfhe.core.blind_rotation.GPUProduct`) takes keys of
+    ``params``: grouped key bits, the approximate gadget (B^l < Q), and a step's digits and sums in a block's shared
+    memory (:func:`crossfhe.kernels.gpu_native.rotation_fits`: N <= 4096, at most 4 components of the extended
+    accumulator at N 2048 with l = 2)."""
+    comps = params.acc_size // params.poly_size
+    return (params.grouping > 1 and not params.pbs_gadget.is_exact_for(params.big_q)
+            and gpu_native.rotation_fits(params.poly_size, len(params.moduli), params.glwe_dim + 1, comps,
+                                         params.pbs_gadget.levels))
+
 
 def keygen(params: Params, seed=None, *, product=None, progress=None):
     """(ClientKey, ServerKey) for ``params``. ``seed``: None (os.urandom), 32 bytes, or a ChaChaKey: the
@@ -270,23 +292,32 @@ def fourier_plan(params: Params) -> FourierPlan:
 
 
 def product_for(params: Params, product=None) -> type:
-    """The external-product kernel a key of ``params`` is prepared for: ``product`` (``NTTProduct``, ``FFTProduct``
-    or ``NativeProduct``, checked against the parameters), or by default ``NTTProduct`` unless ``params.fft_kernel``
-    (the FFT's rounding counted by the noise model: every preset), then ``NativeProduct`` on the ``NATIVE`` kernel
-    set with grouped key bits where the native kernel is built, else ``FFTProduct``. ``FFTProduct`` on parameters
-    without ``fft_kernel`` runs (the noise model then omits its rounding); ``NativeProduct`` elsewhere raises
-    ParameterError saying why. Decided from the parameters and the kernel set alone."""
+    """The external-product kernel a key of ``params`` is prepared for: ``product`` (``NTTProduct``, ``FFTProduct``,
+    ``NativeProduct`` or ``GPUProduct``, checked against the parameters), or by default: ``GPUProduct`` on the ``GPU``
+    kernel set where :func:`gpu_rotation_fits` (exact, so within the FFT's noise budget), else ``NTTProduct`` unless
+    ``params.fft_kernel`` (the FFT's rounding counted by the noise model: every preset), then ``NativeProduct`` on the
+    ``NATIVE`` kernel set with grouped key bits where the native kernel is built, else ``FFTProduct``. ``FFTProduct``
+    on parameters without ``fft_kernel`` runs (the noise model then omits its rounding); ``NativeProduct`` and
+    ``GPUProduct`` elsewhere raise ParameterError saying why. Decided from the parameters and the kernel set alone."""
     kernels = params.kernels.resolve()
     native_ok = kernels.native and params.grouping > 1 and cpu_native.available()
+    gpu_ok = kernels.gpu and gpu_rotation_fits(params)
     if product is None:
+        if gpu_ok:
+            return GPUProduct
         if not params.fft_kernel:
             return NTTProduct
         if kernels.native and params.grouping > 1 and params.kernels.native:  # asked for by name: say why not
             cpu_native.NATIVE.require("the NATIVE kernel set's TFHE blind rotation")
         return NativeProduct if native_ok else FFTProduct
     if product not in PRODUCTS:
-        raise ParameterError(f"product must be one of NTTProduct, FFTProduct, NativeProduct (crossfhe.core."
+        raise ParameterError(f"product must be one of NTTProduct, FFTProduct, NativeProduct, GPUProduct (crossfhe.core."
                              f"blind_rotation), got {product!r}")
+    if product is GPUProduct and not gpu_ok:
+        why = (f"the kernel set is {kernels!r} (params.with_kernels(GPU))" if not kernels.gpu else
+               f"{params.name or 'the parameters'} need grouped key bits, the approximate gadget and a step in one "
+               f"block's shared memory")
+        raise ParameterError(f"the GPU blind rotation cannot run here: {why}; use NTTProduct or FFTProduct")
     if product is NativeProduct and not native_ok:
         why = (f"the kernel set is {kernels!r} (params.with_kernels(NATIVE))" if not kernels.native else
                f"{params.name or 'the parameters'} have grouping {params.grouping}; the native kernel takes grouped "
@@ -315,6 +346,8 @@ def _make_prepared(params: Params, bsk, ksk, product: type, progress) -> Prepare
             by = ksk_bytes(params, ksk) if kernels in (NATIVE, MATRIX) else None
             if product is NTTProduct:
                 return PreparedKey(bsk, ksk, by, None, t.ntt_product, t.ntt_product, t.ms_plan, kernels)
+            if product is GPUProduct:  # the NTT product's keys, as they are
+                return PreparedKey(bsk, ksk, by, None, t.gpu_product, t.ntt_product, t.ms_plan, kernels)
             rest, made = _fourier_keys(params, bsk, product, progress)
     except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError) as e:
         raise ParameterError(

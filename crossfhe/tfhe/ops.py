@@ -2,7 +2,7 @@
 
 * keys (:mod:`crossfhe.tfhe.keys`): :class:`ClientKey`, :class:`ServerKey` and its :class:`PreparedKey`,
   :func:`keygen`, :func:`prepare` (another external-product kernel: ``NTTProduct``, ``FFTProduct``,
-  ``NativeProduct``);
+  ``NativeProduct``, ``GPUProduct``);
 * encryption (:mod:`crossfhe.tfhe.encryption`): :func:`encrypt`, :func:`decrypt`, :func:`phase`, :func:`noise`,
   :func:`encode`, :func:`trivial`;
 * linear operations (:mod:`crossfhe.tfhe.linear`): :func:`add`, :func:`sub`, :func:`negate`,
@@ -18,7 +18,7 @@ the coefficients of the GLWE secret), phase b + <a, s> = m Delta + e, Delta = ro
 every operation works on batches.
 """
 
-from crossfhe.core.blind_rotation import FFTProduct, NativeProduct, NTTProduct
+from crossfhe.core.blind_rotation import FFTProduct, GPUProduct, NativeProduct, NTTProduct
 from crossfhe.tfhe.bootstrap import (
     CPU_BATCH_WORDS,
     PROGRESS_CHUNKS,
@@ -53,6 +53,7 @@ __all__ = [
     "PROGRESS_CHUNKS",
     "ClientKey",
     "FFTProduct",
+    "GPUProduct",
     "NTTProduct",
     "NativeProduct",
     "PreparedKey",
