@@ -58,6 +58,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=8, help="ciphertexts in the batched-throughput run (0: none)")
     p.add_argument("--tfhe", default="P4", help="TFHE presets ('' for none)")
     p.add_argument("--tfhe-batches", default="1,256", help="TFHE batch sizes")
+    p.add_argument("--tfhe-kernels", default="auto", help="kernel set of the TFHE presets (auto, vector, gpu, ...)")
     p.add_argument("--tfhe-unroll", default="1", help="blind-rotation unroll factors tried at batch 1 (pbs(unroll=))")
     p.add_argument("--reps", type=int, default=20, help="timed calls per measurement")
     p.add_argument("--json", type=Path, default=None, help="write the records here")
@@ -255,6 +256,8 @@ def profile_tfhe(args, rate: dict) -> None:
             from crossfhe.testing import INSECURE_TFHE_P4 as prm
         else:
             prm = getattr(TP, name)
+        kset = args.tfhe_kernels or "auto"
+        prm = prm.with_kernels(kset)  # on the GPU set: the CUDA blind rotation (its product)
         t0 = time.perf_counter()
         ck, sk = T.keygen(prm, seed=bytes(32))
         keygen_s = time.perf_counter() - t0
@@ -269,7 +272,7 @@ def profile_tfhe(args, rate: dict) -> None:
         for batch, unroll in runs:
             op = "pbs" if unroll == 1 else f"pbs u{unroll}"
             rec = {"bench": "profile", "scheme": "tfhe", "preset": name, "op": op, "batch": batch, "unroll": unroll,
-                   "keygen_s": keygen_s}
+                   "keygen_s": keygen_s, "kernels": repr(prm.kernels.resolve()), "product": sk.product.__name__}
             try:
                 rec.update(_pbs(args, rate, prm, ck, sk, table, batch, unroll, name))
                 t_bytes = key_bytes / rate["hbm_bytes_per_s"] * 1e3

@@ -14,11 +14,11 @@
 #                                           no-copy checks on the device; everything in $OUT/all.tgz, a table printed
 #   bash benchmarks/gpu_session.sh tfhe     issue 29: batched TFHE bootstrapping throughput (2^-64 and 2^-128 presets)
 #   bash benchmarks/gpu_session.sh taurus   issue 29: the Taurus workloads' batch-1 latency and batched throughput
-#   bash benchmarks/gpu_session.sh fused    issue 46, requirements 1, 2 and 5: the GPU set's CUDA NTT (built with nvcc)
-#                                           exact against VECTOR and timed against its floor (bench_gpu_kernels), the
-#                                           CKKS operations on GPU (traces in traces.tgz; command buffers on and off)
-#                                           and VECTOR against their floors (bench_profile), then the GPU set's tests
-#                                           on the device
+#   bash benchmarks/gpu_session.sh fused    issue 46, requirements 1-3 and 5: the GPU set's tests on the device (the
+#                                           CUDA NTT and TFHE blind rotation exact against the XLA words), TFHE P4_128
+#                                           and P6_128 on GPU (VECTOR's P4_128 beside), the NTT against its floor
+#                                           (bench_gpu_kernels), the CKKS operations and the bootstrap's kernels and
+#                                           copies (bench_profile; traces in logs.tgz)
 #   bash benchmarks/gpu_session.sh workloads  issue 46, requirement 4: HELR iterations and LoLa-MNIST images as one
 #                                           program each (the bootstrap and HMVP have their own stages)
 # Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
@@ -107,26 +107,29 @@ elif [ "$STAGE" = profile ]; then
   cp /tmp/summary.txt "$OUT/summary.txt"
   cat "$OUT/summary.txt"
 elif [ "$STAGE" = fused ]; then
-  # issue 46: the fused NTT first (its exactness and time against the floor), then N16_L21_DNUM3's operations on the
-  # GPU set (HE-Mult+relin, rotate, rescale, HE-Add; batched throughput at 4; traces kept), the same two operations
-  # with XLA's command buffers off (where the eager calls' 0.2-0.5 ms beyond their kernels might go), VECTOR unbatched
-  # for the same process's comparison, then the tests that need the device
+  # issue 46: exactness on the device first (the CUDA NTT and the one-kernel TFHE blind rotation against the XLA
+  # words), then the TFHE targets on the GPU set (P4_128 and P6_128 at batch 1 and batched; VECTOR's P4_128 in the
+  # same call), the NTT against its floor, and the CKKS operations and the bootstrap's kernels and host copies from
+  # traces (bench_profile; traces in logs.tgz)
   { command -v nvcc || ls /usr/local/cuda/bin/nvcc; nvcc --version | tail -2; } 2>&1 | tee -a "$OUT/env.txt"
   rm -rf /tmp/traces
-  step 110 gpu_kernels $PY benchmarks/bench_gpu_kernels.py --reps 20 --json "$OUT/gpu_kernels.json"
-  step 120 profile $PY benchmarks/bench_profile.py --kernels gpu --ops mul,mul_rescale,rotate,rescale,add --batch 4 \
-    --tfhe "" --reps 10 --json "$OUT/profile.json" --traces /tmp/traces/default
-  step 60 profile_nocb env XLA_FLAGS=--xla_gpu_enable_command_buffer= $PY benchmarks/bench_profile.py --kernels gpu \
-    --ops mul,add --batch 0 --tfhe "" --reps 10 --json "$OUT/profile_nocb.json" --traces /tmp/traces/nocb
-  step 90 profile_vector $PY benchmarks/bench_profile.py --kernels vector --ops mul,rotate,rescale,add --batch 0 \
-    --tfhe "" --reps 10 --json "$OUT/profile_vector.json"
-  step 100 gpu_tests $PY -m pytest -q -x -p no:cacheprovider -m "not slow" tests/test_kernels_gpu.py \
-    tests/test_kernel_sets.py -k "gpu"
-  tail -12 "$OUT/gpu_kernels.txt"
-  for f in profile profile_nocb profile_vector; do grep -A6 "^sch " "$OUT/$f.txt" | tail -6; done
+  step 130 gpu_tests $PY -m pytest -q -p no:cacheprovider -m "not slow" tests/test_kernels_gpu.py \
+    tests/test_kernel_sets.py -k "device or gpu and not emulat"
+  step 130 tfhe_gpu $PY benchmarks/bench_tfhe.py --presets P4_128,P6_128 --batches 1,256,1024 --kernels gpu \
+    --no-peer --threads 16 --reps 5 --json "$OUT/tfhe_gpu.json"
+  step 60 tfhe_vector $PY benchmarks/bench_tfhe.py --presets P4_128 --batches 1,256 --kernels vector --no-peer \
+    --threads 16 --reps 5 --json "$OUT/tfhe_vector.json"
+  step 75 gpu_kernels $PY benchmarks/bench_gpu_kernels.py --reps 20 --json "$OUT/gpu_kernels.json"
+  step 130 profile $PY benchmarks/bench_profile.py --kernels gpu --ops mul,rotate,rescale,add --batch 4 \
+    --tfhe P4_128 --tfhe-kernels gpu --tfhe-batches 1,256 --reps 10 --json "$OUT/profile.json" \
+    --traces /tmp/traces/default
   tail -4 "$OUT/gpu_tests.txt"
+  for f in tfhe_gpu tfhe_vector; do grep -E "^P[0-9]|^KS-dedup" "$OUT/$f.txt" | head -8; done
+  tail -12 "$OUT/gpu_kernels.txt"
+  grep -A8 "^sch " "$OUT/profile.txt" | tail -8
   # at most 8 files come back: the steps' logs and the traces in one archive (the JSONs stay for the record)
-  mkdir -p /tmp/logs && mv "$OUT"/gpu_kernels.txt "$OUT"/profile*.txt "$OUT"/gpu_tests.txt /tmp/logs/ 2>/dev/null
+  mkdir -p /tmp/logs && mv "$OUT"/gpu_kernels.txt "$OUT"/profile*.txt "$OUT"/gpu_tests.txt "$OUT"/tfhe_*.txt \
+    /tmp/logs/ 2>/dev/null
   (cd /tmp && tar czf "$OUT/logs.tgz" logs traces 2>/dev/null)
 elif [ "$STAGE" = workloads ]; then
   # issue 46, requirement 4 (targets on the H200: an HELR-1024 iteration at most 100 ms, LoLa-MNIST at most 5 ms an

@@ -41,8 +41,9 @@ TARGET = "crossfhe_gpu_ntt"
 ROTATE_TARGET = "crossfhe_gpu_blind_rotate"
 ROTATE_THREADS = (1024, 512)
 """Threads a block of the blind rotation may have (the first is the default)."""
-MAX_SHARED = 232448
-"""Dynamic shared memory of one block on sm_90, bytes: the rotation keeps a step's digits and sums there."""
+MAX_SHARED = 231424
+"""Dynamic shared memory the rotation may take, bytes (sm_90: 227 KB a block, less 1 KB for its static arrays): it keeps
+a step's digits and sums there."""
 VARIANTS = 6
 """Launch variants of the kernel (``gpu_ntt.cu``: 3 or 4 stages per group in registers, 256, 128 or 512 threads a
 block), all computing the same words; :func:`transform` runs variant 0 unless told (the benchmark times them all)."""

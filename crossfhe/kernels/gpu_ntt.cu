@@ -549,10 +549,12 @@ const char* rotation_check(const RotationShape& s, int64_t exps_count, int64_t k
   if (s.n < 64 || s.n > 4096 || (s.n & (s.n - 1)) != 0) return "N must be a power of two in [64, 4096]";
   if (s.comps < 1 || (s.comps & (s.comps - 1)) != 0) return "the accumulator's components must be a power of two";
   if (s.limbs < 1 || s.limbs > kMaxLimbs) return "1 to 8 limbs";
-  if (levels < 1 || base_log < 2 || base_log > 30 || s.rows != s.k1 * levels) return "the gadget does not match the keys";
+  if (levels < 1 || base_log < 2 || base_log > 30 || s.rows != s.k1 * levels)
+    return "the gadget does not match the keys";
   if (s.words < 2 || s.words > kMaxWords || frac_words < 1 || frac_words >= s.words) return "bad gadget word table";
   if (exps_count != s.batch * s.steps * s.per) return "exps must be [batch, steps, patterns]";
-  if (keys_count != s.steps * s.per * s.rows * s.k1 * s.limbs * s.n) return "keys must be [steps, patterns, rows, k+1, L, N]";
+  if (keys_count != s.steps * s.per * s.rows * s.k1 * s.limbs * s.n)
+    return "keys must be [steps, patterns, rows, k+1, L, N]";
   const int64_t want[9] = {s.limbs, s.limbs * s.n, s.limbs * 2, s.limbs, s.limbs * s.words, s.limbs * 2 * s.n, s.n,
                            s.limbs * s.n, s.limbs * 2 * s.n};
   for (int i = 0; i < 9; ++i)
@@ -666,7 +668,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_gpu_ntt_ffi, NttImpl,
 
 namespace {
 
-constexpr size_t kMaxShared = 232448;  // the dynamic shared memory a block may have on sm_90 (227 KB)
+// Dynamic shared memory the rotation may take: sm_90 gives a block 227 KB, less 1 KB for its static arrays.
+constexpr size_t kMaxShared = 231424;
 
 ffi::Error RotateImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> acc, ffi::Buffer<ffi::S32> exps,
                       ffi::Buffer<ffi::U32> keys, ffi::Buffer<ffi::U32> q, ffi::Buffer<ffi::U32> w,
