@@ -480,7 +480,8 @@ __global__ void __launch_bounds__(1024) blind_rotation(RotationArgs a) {
   for (int g = 0; g < a.steps; ++g) {
     const int32_t* ex = a.exps + (b * a.steps + g) * a.per;
     const uint32_t* key = a.keys + static_cast<long>(g) * a.per * key_words;
-    for (int i = threadIdx.x; i < ((L * outs) << a.log_n); i += blockDim.x) dd[pad(i)] = 0;
+    if (C > 1)  // one component: each slot's sum is written once below
+      for (int i = threadIdx.x; i < ((L * outs) << a.log_n); i += blockDim.x) dd[pad(i)] = 0;
     for (int j = 0; j < C; ++j) {
       const uint32_t* src = acc + j * comp_words;
       for (int i = threadIdx.x; i < K1 * n; i += blockDim.x) {
@@ -501,6 +502,7 @@ __global__ void __launch_bounds__(1024) blind_rotation(RotationArgs a) {
         const uint32_t* pwsl = a.pws + static_cast<long>(limb) * 2 * n;
         const int es = a.root_exp[s];
         uint32_t* dl = dd + pad((limb * outs) << a.log_n);  // lines start at padded offsets
+        uint32_t own = 0;  // one component: sum_t (X^(e_t) P_t - P_t) at this slot, in a register
         for (int t = 0; t < a.per; ++t) {
           const uint32_t* kt = key + t * key_words + (static_cast<long>(co) * L + limb) * n + p;
           uint32_t prod = 0;
@@ -515,10 +517,15 @@ __global__ void __launch_bounds__(1024) blind_rotation(RotationArgs a) {
           const int dst = (j + lo) & (C - 1), power = hi + (dst < lo ? 1 : 0);
           const int idx = static_cast<int>((static_cast<long>(es) * power) & (2 * n - 1));
           const uint32_t rot = shoup(prod, pwl[idx], pwsl[idx], q);
+          if (C == 1) {
+            own = add_mod(own, sub_mod(rot, prod, q), q);
+            continue;
+          }
           const int at_dst = pad(((dst * K1 + co) << a.log_n) + s), at_src = pad(((j * K1 + co) << a.log_n) + s);
           dl[at_dst] = add_mod(dl[at_dst], rot, q);
           dl[at_src] = sub_mod(dl[at_src], prod, q);
         }
+        if (C == 1) dl[pad((co << a.log_n) + s)] = own;
       }
       __syncthreads();
     }
