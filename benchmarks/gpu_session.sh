@@ -15,10 +15,10 @@
 #   bash benchmarks/gpu_session.sh tfhe     issue 29: batched TFHE bootstrapping throughput (2^-64 and 2^-128 presets)
 #   bash benchmarks/gpu_session.sh taurus   issue 29: the Taurus workloads' batch-1 latency and batched throughput
 #   bash benchmarks/gpu_session.sh fused    issue 46, requirements 1-3 and 5: the GPU set's tests on the device (the
-#                                           CUDA NTT and TFHE blind rotation exact against the XLA words), TFHE P4_128
-#                                           and P6_128 on GPU (VECTOR's P4_128 beside), the NTT against its floor
-#                                           (bench_gpu_kernels), the CKKS operations and the bootstrap's kernels and
-#                                           copies (bench_profile; traces in logs.tgz)
+#                                           CUDA NTT and TFHE blind rotation exact against the XLA words), the NTT
+#                                           against its floor and the rotation's launches (bench_gpu_kernels), TFHE
+#                                           P4_128 and P6_128 on GPU, the CKKS operations and the bootstrap's kernels
+#                                           and copies (bench_profile; traces in logs.tgz), VECTOR's P4_128 last
 #   bash benchmarks/gpu_session.sh workloads  issue 46, requirement 4: HELR iterations and LoLa-MNIST images as one
 #                                           program each (the bootstrap and HMVP have their own stages)
 # Uses the device image's python3 and JAX (no registry there); the repository is on PYTHONPATH. Results go
@@ -108,24 +108,24 @@ elif [ "$STAGE" = profile ]; then
   cat "$OUT/summary.txt"
 elif [ "$STAGE" = fused ]; then
   # issue 46: exactness on the device first (the CUDA NTT and the one-kernel TFHE blind rotation against the XLA
-  # words), then the TFHE targets on the GPU set (P4_128 and P6_128 at batch 1 and batched; VECTOR's P4_128 in the
-  # same call), the NTT against its floor, and the CKKS operations and the bootstrap's kernels and host copies from
-  # traces (bench_profile; traces in logs.tgz)
+  # words), the NTT against its floor and the rotation's launches (threads, cluster) alone, then the TFHE targets
+  # end to end on the GPU set (P4_128 and P6_128 at batch 1 and 256), the CKKS operations and the bootstrap's kernels
+  # and host copies from traces (bench_profile; traces in logs.tgz), VECTOR's P4_128 for the same call's ratio
   { command -v nvcc || ls /usr/local/cuda/bin/nvcc; nvcc --version | tail -2; } 2>&1 | tee -a "$OUT/env.txt"
   rm -rf /tmp/traces
   step 130 gpu_tests $PY -m pytest -q -p no:cacheprovider -m "not slow" tests/test_kernels_gpu.py \
     tests/test_kernel_sets.py -k "device or gpu and not emulat"
-  step 130 tfhe_gpu $PY benchmarks/bench_tfhe.py --presets P4_128,P6_128 --batches 1,256,1024 --kernels gpu \
+  step 130 gpu_kernels $PY benchmarks/bench_gpu_kernels.py --reps 20 --json "$OUT/gpu_kernels.json"
+  step 110 tfhe_gpu $PY benchmarks/bench_tfhe.py --presets P4_128,P6_128 --batches 1,256 --kernels gpu \
     --no-peer --threads 16 --reps 5 --json "$OUT/tfhe_gpu.json"
-  step 60 tfhe_vector $PY benchmarks/bench_tfhe.py --presets P4_128 --batches 1,256 --kernels vector --no-peer \
-    --threads 16 --reps 5 --json "$OUT/tfhe_vector.json"
-  step 75 gpu_kernels $PY benchmarks/bench_gpu_kernels.py --reps 20 --json "$OUT/gpu_kernels.json"
-  step 130 profile $PY benchmarks/bench_profile.py --kernels gpu --ops mul,rotate,rescale,add --batch 4 \
+  step 110 profile $PY benchmarks/bench_profile.py --kernels gpu --ops mul,rotate,rescale,add --batch 4 \
     --tfhe P4_128 --tfhe-kernels gpu --tfhe-batches 1,256 --reps 10 --json "$OUT/profile.json" \
     --traces /tmp/traces/default
+  step 50 tfhe_vector $PY benchmarks/bench_tfhe.py --presets P4_128 --batches 1,256 --kernels vector --no-peer \
+    --threads 16 --reps 3 --json "$OUT/tfhe_vector.json"
   tail -4 "$OUT/gpu_tests.txt"
   for f in tfhe_gpu tfhe_vector; do grep -E "^P[0-9]|^KS-dedup" "$OUT/$f.txt" | head -8; done
-  tail -12 "$OUT/gpu_kernels.txt"
+  tail -24 "$OUT/gpu_kernels.txt"
   grep -A8 "^sch " "$OUT/profile.txt" | tail -8
   # at most 8 files come back: the steps' logs and the traces in one archive (the JSONs stay for the record)
   mkdir -p /tmp/logs && mv "$OUT"/gpu_kernels.txt "$OUT"/profile*.txt "$OUT"/gpu_tests.txt "$OUT"/tfhe_*.txt \

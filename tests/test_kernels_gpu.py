@@ -201,9 +201,13 @@ def test_emulated_blind_rotation_gives_the_group_steps_words(n, comps, k1, level
     acc, exps, keys, ntt_product, gpu = _rotation_case(n, comps, k1, levels, base_log, 3 if n < 2048 else 2, per,
                                                        2 if n < 2048 else 1, seed=n + comps)
     want = np.asarray(blind_rotate(jnp.asarray(acc), jnp.asarray(exps), jnp.asarray(keys), ntt_product))
-    got = gpu_native.emulate_blind_rotate(acc, exps, keys, gpu.tables(), levels=levels, base_log=base_log,
-                                          frac_words=gpu.gplan.frac_words)
-    np.testing.assert_array_equal(got, want)
+    # one block per accumulator, and (one component) clusters of 2 and 4 blocks sharing its lines
+    clusters = [m for m in (1, 2, 4) if gpu_native.cluster_fits(m, 2, k1, comps, levels)]
+    assert clusters == ([1, 2, 4] if comps == 1 and k1 == 2 else [1, 2] if comps == 1 else [1])
+    for cluster in clusters:
+        got = gpu_native.emulate_blind_rotate(acc, exps, keys, gpu.tables(), levels=levels, base_log=base_log,
+                                              frac_words=gpu.gplan.frac_words, cluster=cluster)
+        np.testing.assert_array_equal(got, want, err_msg=f"cluster {cluster}")
 
 
 @needs_emulation
@@ -214,6 +218,11 @@ def test_emulated_blind_rotation_refuses_what_it_cannot_take():
         gpu_native.emulate_blind_rotate(acc, exps[:, :1], keys, gpu.tables(), **kw)
     with pytest.raises(ValueError, match="takes acc"):
         gpu_native.emulate_blind_rotate(acc[0], exps, keys, gpu.tables(), **kw)
+    with pytest.raises(ValueError, match="a cluster of 3 blocks cannot share"):
+        gpu_native.emulate_blind_rotate(acc, exps, keys, gpu.tables(), cluster=3, **kw)
+    two = np.zeros((1, 2, 2, 2, 64), np.uint32)  # two components: one block per accumulator only
+    with pytest.raises(ValueError, match="takes one component"):
+        gpu_native.emulate_blind_rotate(two, exps, keys, gpu.tables(), cluster=2, **kw)
     big = np.zeros((1, 8, 2, 2, 2048), np.uint32)  # 8 components at N 2^11 (P7): more than a block's shared memory
     with pytest.raises(ValueError, match="shared memory"):
         gpu_native.emulate_blind_rotate(big, np.zeros((1, 1, 3), np.int32), np.zeros((1, 3, 2, 2, 2, 2048), np.uint32),
@@ -221,19 +230,24 @@ def test_emulated_blind_rotation_refuses_what_it_cannot_take():
 
 
 @needs_emulation
-@pytest.mark.parametrize("params", [testing.INSECURE_TFHE_P4_G2, testing.INSECURE_TFHE_P4_EXT_G3],
-                         ids=["grouped", "extended-grouped"])
-def test_a_bootstrap_through_the_emulated_rotation_gives_the_ntt_products_words(params, monkeypatch):
+@pytest.mark.parametrize("params,cluster", [(testing.INSECURE_TFHE_P4_G2, 4), (testing.INSECURE_TFHE_P4_EXT_G3, 1)],
+                         ids=["grouped-cluster4", "extended-grouped"])
+def test_a_bootstrap_through_the_emulated_rotation_gives_the_ntt_products_words(params, cluster, monkeypatch):
     """The whole bootstrap program (key switch, first step, the rotation's custom call, extraction) with the custom
-    call replaced by its CPU emulation: the NTT product's words, and the table applied."""
+    call replaced by its CPU emulation: the NTT product's words, and the table applied. The product's launch (its
+    cluster) reaches the call."""
     from crossfhe.core.blind_rotation import GPUProduct
     from crossfhe.tfhe import keys as K
 
-    def emulated(acc, exps, keys, tables, *, levels, base_log, frac_words, threads=1024):
+    seen = []
+
+    def emulated(acc, exps, keys, tables, *, levels, base_log, frac_words, threads, cluster):
+        seen.append((threads, cluster))
+
         def host(a, e, k, *tabs):
             named = dict(zip(sorted(tables), tabs, strict=True))
             return gpu_native.emulate_blind_rotate(a, e, k, named, levels=levels, base_log=base_log,
-                                                   frac_words=frac_words)
+                                                   frac_words=frac_words, cluster=cluster)
         return jax.pure_callback(host, jax.ShapeDtypeStruct(acc.shape, jnp.uint32), acc, exps, keys,
                                  *[tables[k] for k in sorted(tables)])
 
@@ -241,7 +255,8 @@ def test_a_bootstrap_through_the_emulated_rotation_gives_the_ntt_products_words(
     ck, sk = tfhe.keygen(params, b"gpu-rotation".ljust(32, b"\0"), product=tfhe.NTTProduct)
     t = K.Tables(params)
     gpu_plan = T.NTTPlan.create(params.poly_size, params.moduli, GPU)
-    prepared = dataclasses.replace(sk.prepared, product=GPUProduct.create(gpu_plan, t.gplan))
+    product = dataclasses.replace(GPUProduct.create(gpu_plan, t.gplan), threads=256, cluster=cluster)
+    prepared = dataclasses.replace(sk.prepared, product=product)
     gsk = dataclasses.replace(sk, prepared=prepared)
     m = np.arange(16) % 2**params.message_bits
     ct = tfhe.encrypt(ck, m, key=b"gpu-rotation-ct".ljust(32, b"\0"))
@@ -250,6 +265,7 @@ def test_a_bootstrap_through_the_emulated_rotation_gives_the_ntt_products_words(
     np.testing.assert_array_equal(np.asarray(got.a), np.asarray(want.a))
     np.testing.assert_array_equal(np.asarray(got.b), np.asarray(want.b))
     np.testing.assert_array_equal(tfhe.decrypt(ck, got), f(m))
+    assert seen == [(256, cluster)]
 
 
 def test_the_gpu_rotation_is_chosen_by_the_parameters_and_refused_in_words():
@@ -284,6 +300,10 @@ def test_device_bootstrap_through_the_cuda_rotation_gives_the_ntt_words():
         np.testing.assert_array_equal(tfhe.decrypt(ck, got), f(m))
         jitted = jax.jit(lambda s, c, f=f: tfhe.pbs(s, c, f))(sk, ct)
         np.testing.assert_array_equal(np.asarray(jitted.b), np.asarray(want.b))
+        if params.acc_size == params.poly_size:  # one component: a cluster of 4 blocks per accumulator, same words
+            four = dataclasses.replace(sk.prepared.product, threads=256, cluster=4)
+            clustered = dataclasses.replace(sk, prepared=dataclasses.replace(sk.prepared, product=four))
+            np.testing.assert_array_equal(np.asarray(tfhe.pbs(clustered, ct, f).a), np.asarray(want.a))
 
 
 def presets_p4_128():

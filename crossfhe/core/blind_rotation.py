@@ -29,7 +29,7 @@ argument's structure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import jax
@@ -140,14 +140,17 @@ class GPUProduct:
     ``gplan`` the gadget's, ``pw``, ``pws`` uint32 ``[L, 2N]`` the powers psi^i of each limb's root and their Shoup
     companions, ``root_exp`` int32 ``[N]`` the odd exponent 2 brv(s) + 1 of the point that the transform's stage index s
     evaluates at (so that X^e is a pointwise product in the evaluation domain). Words: :class:`NTTProduct`'s (exact
-    arithmetic, every value canonical). Keys: the NTT product's, uint32 ``[G, T, (k+1) l, k+1, L, N]``. Make with
-    :meth:`create` (on the host, once per parameter set)."""
+    arithmetic, every value canonical). Keys: the NTT product's, uint32 ``[G, T, (k+1) l, k+1, L, N]``. Static: the
+    launch, ``threads`` a block and ``cluster`` blocks an accumulator (:data:`crossfhe.kernels.gpu_native.
+    ROTATE_CLUSTERS`; the same words for each). Make with :meth:`create` (on the host, once per parameter set)."""
 
     plan: NTTPlan
     gplan: RNSGadgetPlan
     pw: jax.Array
     pws: jax.Array
     root_exp: jax.Array
+    threads: int = field(default=gpu_native.ROTATE_THREADS[0], metadata={"static": True})
+    cluster: int = field(default=1, metadata={"static": True})
 
     FUSED: ClassVar[bool] = True
     X64: ClassVar[bool] = False
@@ -183,7 +186,8 @@ class GPUProduct:
         ``[G, T, (k+1) l, k+1, L, N]``."""
         g = self.gplan
         return gpu_native.blind_rotate(x, exps, keys, self.tables(), levels=g.gadget.levels,
-                                       base_log=g.gadget.base_log, frac_words=g.frac_words)
+                                       base_log=g.gadget.base_log, frac_words=g.frac_words, threads=self.threads,
+                                       cluster=self.cluster)
 
 
 PRODUCTS = (NTTProduct, FFTProduct, NativeProduct, GPUProduct)

@@ -16,7 +16,8 @@ struct EmulatedDim3 {
 
 namespace {
 EmulatedDim3 threadIdx, blockIdx, blockDim;
-uint32_t tile[1 << 16];  // the kernels' dynamic shared memory (at most 65536 words)
+constexpr long kEmuWords = 1 << 18;
+uint32_t tile[kEmuWords];  // the kernels' dynamic shared memory: a block's (NTT), or a cluster's blocks' side by side
 inline uint32_t __umulhi(uint32_t a, uint32_t b) { return static_cast<uint32_t>((uint64_t{a} * b) >> 32); }
 inline uint64_t __umul64hi(uint64_t a, uint64_t b) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);

@@ -39,8 +39,12 @@ EMULATE_HEADER = Path(__file__).with_name("gpu_emulate.h")
 ABI_VERSION = 3
 TARGET = "crossfhe_gpu_ntt"
 ROTATE_TARGET = "crossfhe_gpu_blind_rotate"
-ROTATE_THREADS = (1024, 512)
-"""Threads a block of the blind rotation may have (the first is the default)."""
+ROTATE_THREADS = (512, 1024, 256, 128)
+"""Threads a block of the blind rotation may have (the first is the default: built for at most 512, 128 registers a
+thread, where the 1024-thread build spills at its 64)."""
+ROTATE_CLUSTERS = (1, 2, 4, 8)
+"""Blocks per accumulator of the blind rotation (1, the default: one block does a whole rotation; more: a thread-block
+cluster sharing each step's lines, one-component accumulators only)."""
 MAX_SHARED = 231424
 """Dynamic shared memory the rotation may take, bytes (sm_90: 227 KB a block, less 1 KB for its static arrays): it keeps
 a step's digits and sums there."""
@@ -174,9 +178,10 @@ def transform(x, plan, *, inverse: bool, full: bool = True, variant: int = 0):
     return out
 
 
-def rotation_shared(n: int, limbs: int, k1: int, comps: int, levels: int) -> int:
-    """Bytes of shared memory the blind rotation's block takes: (L (k+1) l + L 2^nu (k+1)) lines of N + N/32 words."""
-    return limbs * (k1 * levels + comps * k1) * (n + n // 32) * 4
+def rotation_shared(n: int, limbs: int, k1: int, comps: int, levels: int, cluster: int = 1) -> int:
+    """Bytes of shared memory one block of the blind rotation takes: its share of the (L (k+1) l + L 2^nu (k+1)) lines
+    of N + N/32 words, with ``cluster`` blocks per accumulator."""
+    return limbs * (k1 * levels + comps * k1) // cluster * (n + n // 32) * 4
 
 
 def rotation_fits(n: int, limbs: int, k1: int, comps: int, levels: int) -> bool:
@@ -187,7 +192,14 @@ def rotation_fits(n: int, limbs: int, k1: int, comps: int, levels: int) -> bool:
 _ROTATION_TABLES = ("q", "w", "ws", "wi", "wis", "last", "lasts", "hat_inv", "hat_invs", "words", "pw", "pws")
 
 
-def _rotation_check(acc, exps, keys, tables: dict, levels: int) -> None:
+def cluster_fits(cluster: int, limbs: int, k1: int, comps: int, levels: int) -> bool:
+    """Whether ``cluster`` blocks can share an accumulator: one component, and they divide the digit lines L (k+1) l
+    and the sum lines L (k+1)."""
+    return cluster == 1 or (cluster in ROTATE_CLUSTERS and comps == 1 and (limbs * k1 * levels) % cluster == 0
+                            and (limbs * k1) % cluster == 0)
+
+
+def _rotation_check(acc, exps, keys, tables: dict, levels: int, cluster: int = 1) -> None:
     if acc.ndim != 5 or exps.ndim != 3 or keys.ndim != 6:
         raise ValueError(f"the GPU blind rotation takes acc [B, 2^nu, k+1, L, N], exps [B, G, T] and keys "
                          f"[G, T, (k+1) l, k+1, L, N]; got {acc.shape}, {exps.shape}, {keys.shape}")
@@ -199,26 +211,33 @@ def _rotation_check(acc, exps, keys, tables: dict, levels: int) -> None:
         raise ValueError(f"the GPU blind rotation takes N in [64, 4096] and at most {MAX_SHARED} bytes of shared "
                          f"memory; accumulators [{comps}, {k1}, {limbs}, {n}] with {levels} digits need "
                          f"{rotation_shared(n, limbs, k1, comps, levels)}")
+    if not cluster_fits(cluster, limbs, k1, comps, levels):
+        raise ValueError(f"a cluster of {cluster} blocks cannot share accumulators [{comps}, {k1}, {limbs}, {n}] with "
+                         f"{levels} digits: it takes one component and must divide {limbs * k1 * levels} digit lines "
+                         f"and {limbs * k1} sum lines ({ROTATE_CLUSTERS})")
     missing = set(_ROTATION_TABLES + ("root_exp",)) - set(tables)
     if missing:
         raise ValueError(f"the GPU blind rotation's tables lack {sorted(missing)}")
 
 
 def blind_rotate(acc, exps, keys, tables: dict, *, levels: int, base_log: int, frac_words: int,
-                 threads: int = ROTATE_THREADS[0]):
+                 threads: int = ROTATE_THREADS[0], cluster: int = 1):
     """Every step of the grouped blind rotation after the first, one custom call on the GPU (``gpu_ntt.cu``: one
     block per accumulator runs them all; :func:`crossfhe.core.ggsw.group_step`'s words). acc uint32
     ``[B, 2^nu, k+1, L, N]`` (residues, coefficient domain), exps int32 ``[B, G, T]`` in [0, 2^(nu+1) N), keys uint32
     ``[G, T, (k+1) l, k+1, L, N]`` (NTT domain, slot order). ``tables``:
     :class:`crossfhe.core.blind_rotation.GPUProduct`'s (the NTT's textbook-order twiddles, the gadget's CRT words,
-    the powers of psi and the slots' root exponents). RuntimeError when the kernel is missing."""
+    the powers of psi and the slots' root exponents). ``threads`` a block, ``cluster`` blocks an accumulator
+    (:data:`ROTATE_CLUSTERS`; more than one: a thread-block cluster, one-component accumulators). The same words for
+    every launch. RuntimeError when the kernel is missing."""
     GPU.require("the GPU kernel set's blind rotation")
-    _rotation_check(acc, exps, keys, tables, levels)
+    _rotation_check(acc, exps, keys, tables, levels, cluster)
     if threads not in ROTATE_THREADS:
         raise ValueError(f"threads must be one of {ROTATE_THREADS}, got {threads}")
     call = jax.ffi.ffi_call(ROTATE_TARGET, jax.ShapeDtypeStruct(acc.shape, U32), vmap_method="sequential")
     return call(acc, exps, keys, *[tables[k] for k in _ROTATION_TABLES], tables["root_exp"], levels=np.int32(levels),
-                base_log=np.int32(base_log), frac_words=np.int32(frac_words), threads=np.int32(threads))
+                base_log=np.int32(base_log), frac_words=np.int32(frac_words), threads=np.int32(threads),
+                cluster=np.int32(cluster))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -269,13 +288,15 @@ def emulate(x, plan, *, inverse: bool, variant: int = 0) -> np.ndarray:
     return out
 
 
-def emulate_blind_rotate(acc, exps, keys, tables: dict, *, levels: int, base_log: int, frac_words: int) -> np.ndarray:
-    """:func:`blind_rotate` computed by ``gpu_ntt.cu``'s kernel on the CPU, one thread per block (NumPy in and out)."""
+def emulate_blind_rotate(acc, exps, keys, tables: dict, *, levels: int, base_log: int, frac_words: int,
+                         cluster: int = 1) -> np.ndarray:
+    """:func:`blind_rotate` computed by ``gpu_ntt.cu``'s kernel on the CPU, one thread per block, the blocks of a
+    cluster phase by phase as its barriers order them (NumPy in and out; clusters of at most 4 blocks)."""
     lib = EMULATION.require("emulating the GPU blind rotation")
     acc = np.ascontiguousarray(np.asarray(acc), dtype=np.uint32)
     exps = np.ascontiguousarray(np.asarray(exps), dtype=np.int32)
     keys = np.ascontiguousarray(np.asarray(keys), dtype=np.uint32)
-    _rotation_check(acc, exps, keys, tables, levels)
+    _rotation_check(acc, exps, keys, tables, levels, cluster)
     arrays = [np.ascontiguousarray(np.asarray(tables[k]), dtype=np.uint32) for k in _ROTATION_TABLES]
     root_exp = np.ascontiguousarray(np.asarray(tables["root_exp"]), dtype=np.int32)
     ptr = ctypes.c_void_p
@@ -286,7 +307,7 @@ def emulate_blind_rotate(acc, exps, keys, tables: dict, *, levels: int, base_log
     rc = lib.cf_gpu_blind_rotate_emulate(acc.ctypes.data_as(ptr), out.ctypes.data_as(ptr), exps.ctypes.data_as(ptr),
                                          keys.ctypes.data_as(ptr), table_ptrs, root_exp.ctypes.data_as(ptr),
                                          shape.ctypes.data_as(ptr), ctypes.c_int(levels), ctypes.c_int(base_log),
-                                         ctypes.c_int(frac_words))
+                                         ctypes.c_int(frac_words), ctypes.c_int(cluster))
     if rc != 0:
         raise ValueError(f"the emulated blind rotation refused its arguments (code {rc})")
     return out

@@ -24,6 +24,7 @@
 #include <string>
 
 #ifndef CROSSFHE_GPU_EMULATE
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "xla/ffi/api/ffi.h"
@@ -383,6 +384,7 @@ struct RotationArgs {
   const uint32_t* pws;
   const int32_t* root_exp;   // [N]: E_s by stage index s
   int log_n, limbs, k1, comps, log_comps, levels, base_log, n_words, frac_words, steps, per;
+  int cluster;  // blocks per accumulator (1, or 2, 4, 8 for one component: a thread-block cluster)
 };
 
 // Per-line tables of a tile whose lines are grouped by limb (`per_limb` consecutive lines each).
@@ -392,9 +394,9 @@ struct LinesByLimb {
   const uint32_t* ws;
   const uint32_t* last;
   const uint32_t* lasts;
-  int n, per_limb;
+  int n, per_limb, first;  // the tile's line 0 is line `first` of the limb-major order
   __device__ __forceinline__ LimbTables of(int line) const {
-    const int limb = line / per_limb;
+    const int limb = (first + line) / per_limb;
     return LimbTables{w + static_cast<long>(limb) * n, ws + static_cast<long>(limb) * n,
                       last ? last + 2 * limb : nullptr, lasts ? lasts + 2 * limb : nullptr, q[limb]};
   }
@@ -425,10 +427,11 @@ __device__ __forceinline__ uint32_t word_bits(const uint32_t* e, int nw, int pos
   return v & ((1u << width) - 1u);
 }
 
-// The l signed digits (MSB first) of the coefficient whose residues are x[0 .. L), as residues of limb `limb` into
-// ev lines (limb R + c l + j) at natural index jn.
-__device__ __forceinline__ void digits_of(const RotationArgs& a, const uint32_t* x, int c, int jn, uint32_t* ev,
-                                          int rows) {
+constexpr int kMaxLevels = 8;
+
+// The l signed digits of the coefficient whose residues are x[0 .. L), MSB first (crossfhe.math.decompose.
+// gadget_digits_rns, approximate case): d[0 .. l).
+__device__ __forceinline__ void digits_of(const RotationArgs& a, const uint32_t* x, int32_t* d) {
   uint32_t e[kMaxWords];
   for (int w = 0; w < a.n_words; ++w) e[w] = 0;
   for (int i = 0; i < a.limbs; ++i) {
@@ -444,111 +447,217 @@ __device__ __forceinline__ void digits_of(const RotationArgs& a, const uint32_t*
   const int nw = a.n_words - a.frac_words, k = a.base_log;
   const uint32_t b = 1u << k, half = 1u << (k - 1);
   uint32_t carry = e[a.frac_words - 1] >> 31;  // the rounding bit
-  const int stride_line = 1 << a.log_n;
   for (int j = 0; j < a.levels; ++j) {  // j counted from the least significant digit
     const uint32_t t = word_bits(top, nw, j * k, k) + carry;
     const bool neg = t >= half;
-    const int32_t d = static_cast<int32_t>(t - (neg ? b : 0u));
+    d[a.levels - 1 - j] = static_cast<int32_t>(t - (neg ? b : 0u));
     carry = neg ? 1u : 0u;
-    const int row = c * a.levels + (a.levels - 1 - j);
-    for (int i = 0; i < a.limbs; ++i) {
-      const uint32_t m = d < 0 ? static_cast<uint32_t>(-d) : static_cast<uint32_t>(d);
-      ev[pad(((i * rows + row) * stride_line) + jn)] = (d < 0 && m != 0) ? a.q[i] - m : m;
-    }
   }
 }
 
-__global__ void __launch_bounds__(1024) blind_rotation(RotationArgs a) {
+// The rotation's layout. Digit lines e = limb R + c l + j (L R of them) and sum lines d = limb C K1 + c' K1 + k
+// (L C K1), both limb-major, N words each in shared memory at padded offsets. With `cluster` blocks per accumulator,
+// block `rank` owns digit lines [rank E, (rank + 1) E) and sum lines [rank D, (rank + 1) D) (E = L R / cluster,
+// D = L C K1 / cluster): its tile holds its E digit lines, then its D sum lines. It reads its siblings' digit lines
+// through the cluster's distributed shared memory.
+struct Layout {
+  int n, n1, log_n, L, K1, C, R, outs, E, D, rank;
+  long comp_words, acc_words, key_words;
+  __device__ Layout(const RotationArgs& a, int rank_) {
+    log_n = a.log_n;
+    n = 1 << log_n;
+    n1 = n >> 5;
+    L = a.limbs;
+    K1 = a.k1;
+    C = a.comps;
+    R = K1 * a.levels;
+    outs = C * K1;
+    E = L * R / a.cluster;
+    D = L * outs / a.cluster;
+    rank = rank_;
+    comp_words = static_cast<long>(K1) * L * n;
+    acc_words = C * comp_words;
+    key_words = static_cast<long>(R) * K1 * L * n;
+  }
+  __device__ __forceinline__ int line(int local) const { return pad(local << log_n); }        // a line's start
+  __device__ __forceinline__ int at(int local, int i) const { return pad((local << log_n) + i); }  // its word i
+};
+
+#ifdef CROSSFHE_GPU_EMULATE
+constexpr long kEmuBlockWords = 1 << 16;  // each emulated block's shared memory (the emulated cluster's blocks side by side)
+#endif
+
+// The shared memory of block `rank` of this block's cluster (its own for rank == own).
+__device__ __forceinline__ uint32_t* tile_of(int rank, int own) {
+#ifdef CROSSFHE_GPU_EMULATE
+  (void)own;
+  return tile + rank * kEmuBlockWords;
+#else
   extern __shared__ uint32_t tile[];
-  const int n = 1 << a.log_n, n1 = n >> 5, L = a.limbs, K1 = a.k1, C = a.comps;
-  const int R = K1 * a.levels, outs = C * K1;
-  uint32_t* ev = tile;                                  // lines [L][R]
-  uint32_t* dd = tile + pad((L * R) << a.log_n);        // lines [L][C K1]
-  const long comp_words = static_cast<long>(K1) * L * n;
-  const long acc_words = C * comp_words;
-  const long b = blockIdx.x;
-  uint32_t* acc = a.acc + b * acc_words;
-  const uint32_t* acc_in = a.acc_in + b * acc_words;
-  const long key_words = static_cast<long>(R) * K1 * L * n;  // one GGSW
-  const LinesByLimb fwd{a.q, a.w, a.ws, nullptr, nullptr, n, R};
-  const LinesByLimb inv{a.q, a.wi, a.wis, a.last, a.lasts, n, outs};
-  __shared__ uint64_t mus[kMaxLimbs];  // floor(2^64 / q_i)
-  if (threadIdx.x == 0)
-    for (int l = 0; l < L; ++l) mus[l] = ~uint64_t{0} / a.q[l];
-  for (long i = threadIdx.x; i < acc_words; i += blockDim.x) acc[i] = acc_in[i];
+  if (rank == own) return tile;
+  return cooperative_groups::this_cluster().map_shared_rank(tile, rank);
+#endif
+}
+
+// The accumulator's words of sum line d (limb d / (C K1), component and k (d mod C K1)): [c' K1 + k, limb, N].
+__device__ __forceinline__ long acc_offset(const Layout& g, int d) {
+  return (static_cast<long>(d % g.outs) * g.L + d / g.outs) * g.n;
+}
+
+// Phase 0: the block's sum lines' words of the accumulator copied to the result (which then holds the running sum).
+__device__ void rotation_start(const RotationArgs& a, long b, int rank) {
+  const Layout g(a, rank);
+  for (long i = threadIdx.x; i < static_cast<long>(g.D) * g.n; i += blockDim.x) {
+    const long off = b * g.acc_words + acc_offset(g, rank * g.D + static_cast<int>(i >> g.log_n)) + (i & (g.n - 1));
+    a.acc[off] = a.acc_in[off];
+  }
+}
+
+// Phase 1 of step s, source component j: the digits of component j of the accumulator on the block's digit lines,
+// then their forward NTTs (stage order). On the first component, the sum lines are zeroed (several components).
+__device__ void rotation_digits(const RotationArgs& a, long b, int rank, int j) {
+  const Layout g(a, rank);
+  uint32_t* own = tile_of(rank, rank);
+  if (j == 0 && g.C > 1)
+    for (int i = threadIdx.x; i < (g.D << g.log_n); i += blockDim.x) own[g.line(g.E) + pad(i)] = 0;  // E N: 32 | it
+  const uint32_t* src = a.acc + b * g.acc_words + j * g.comp_words;
+  const int first = rank * g.E;
+  for (int i = threadIdx.x; i < g.K1 * g.n; i += blockDim.x) {
+    const int c = i >> g.log_n, jn = i & (g.n - 1);
+    bool mine = false;  // does the block own a digit line of component c?
+    for (int limb = 0; limb < g.L && !mine; ++limb) {
+      const int e0 = limb * g.R + c * a.levels;
+      mine = e0 < first + g.E && e0 + a.levels > first;
+    }
+    if (!mine) continue;
+    uint32_t x[kMaxLimbs];
+    for (int l = 0; l < g.L; ++l) x[l] = src[(c * g.L + l) * static_cast<long>(g.n) + jn];
+    int32_t d[kMaxLevels];
+    digits_of(a, x, d);
+    for (int limb = 0; limb < g.L; ++limb) {
+      for (int lev = 0; lev < a.levels; ++lev) {
+        const int e = limb * g.R + c * a.levels + lev - first;
+        if (e < 0 || e >= g.E) continue;
+        const uint32_t m = d[lev] < 0 ? static_cast<uint32_t>(-d[lev]) : static_cast<uint32_t>(d[lev]);
+        own[g.at(e, jn)] = (d[lev] < 0 && m != 0) ? a.q[limb] - m : m;
+      }
+    }
+  }
   __syncthreads();
-  for (int g = 0; g < a.steps; ++g) {
-    const int32_t* ex = a.exps + (b * a.steps + g) * a.per;
-    const uint32_t* key = a.keys + static_cast<long>(g) * a.per * key_words;
-    if (C > 1)  // one component: each slot's sum is written once below
-      for (int i = threadIdx.x; i < ((L * outs) << a.log_n); i += blockDim.x) dd[pad(i)] = 0;
-    for (int j = 0; j < C; ++j) {
-      const uint32_t* src = acc + j * comp_words;
-      for (int i = threadIdx.x; i < K1 * n; i += blockDim.x) {
-        const int c = i >> a.log_n, jn = i & (n - 1);
-        uint32_t x[kMaxLimbs];
-        for (int l = 0; l < L; ++l) x[l] = src[(c * L + l) * static_cast<long>(n) + jn];
-        digits_of(a, x, c, jn, ev, R);
-      }
-      __syncthreads();
-      line_stages<3, false, false>(ev, PolyLines{a.log_n}, L * R, a.log_n, 0, a.log_n, fwd);
-      // per (limb, output component, slot p): the T products and their rotations into D
-      for (int i = threadIdx.x; i < L * K1 * n; i += blockDim.x) {
-        const int p = i & (n - 1), rest = i >> a.log_n, co = rest % K1, limb = rest / K1;
-        const int s = ((p % n1) << 5) + p / n1;
-        const uint32_t q = a.q[limb];
-        const uint64_t mu = mus[limb];
-        const uint32_t* pwl = a.pw + static_cast<long>(limb) * 2 * n;
-        const uint32_t* pwsl = a.pws + static_cast<long>(limb) * 2 * n;
-        const int es = a.root_exp[s];
-        uint32_t* dl = dd + pad((limb * outs) << a.log_n);  // lines start at padded offsets
-        uint32_t own = 0;  // one component: sum_t (X^(e_t) P_t - P_t) at this slot, in a register
-        for (int t = 0; t < a.per; ++t) {
-          const uint32_t* kt = key + t * key_words + (static_cast<long>(co) * L + limb) * n + p;
-          uint32_t prod = 0;
-          for (int r0 = 0; r0 < R; r0 += 4) {  // at most 4 products of residues below 2^31 in 64 bits, then reduce
-            uint64_t sum = 0;
-            for (int r = r0; r < R && r < r0 + 4; ++r)
-              sum += static_cast<uint64_t>(ev[pad(((limb * R + r) << a.log_n) + s)]) *
-                     __ldg(kt + static_cast<long>(r) * K1 * L * n);
-            prod = add_mod(prod, barrett64(sum, mu, q), q);
-          }
-          const int e = ex[t], lo = e & (C - 1), hi = e >> a.log_comps;
-          const int dst = (j + lo) & (C - 1), power = hi + (dst < lo ? 1 : 0);
-          const int idx = static_cast<int>((static_cast<long>(es) * power) & (2 * n - 1));
-          const uint32_t rot = shoup(prod, pwl[idx], pwsl[idx], q);
-          if (C == 1) {
-            own = add_mod(own, sub_mod(rot, prod, q), q);
-            continue;
-          }
-          const int at_dst = pad(((dst * K1 + co) << a.log_n) + s), at_src = pad(((j * K1 + co) << a.log_n) + s);
-          dl[at_dst] = add_mod(dl[at_dst], rot, q);
-          dl[at_src] = sub_mod(dl[at_src], prod, q);
+  line_stages<3, false, false>(own, PolyLines{g.log_n}, g.E, g.log_n, 0, g.log_n,
+                               LinesByLimb{a.q, a.w, a.ws, nullptr, nullptr, g.n, g.R, first});
+}
+
+// Phase 2 of step s, source component j: per slot, the T products sum_r ev_r GGSW_t[r] and their rotations summed
+// into the sum lines. One block per accumulator: every (limb, k) pair, read-modify-write into the destination and
+// source components' lines. A cluster (one component): the block's own sum lines, each slot's sum in a register.
+__device__ void rotation_products(const RotationArgs& a, long b, int rank, int s_step, int j, const uint64_t* mus) {
+  const Layout g(a, rank);
+  uint32_t* own = tile_of(rank, rank);
+  const int32_t* ex = a.exps + (b * a.steps + s_step) * a.per;
+  const uint32_t* key = a.keys + static_cast<long>(s_step) * a.per * g.key_words;
+  const int pairs = a.cluster == 1 ? g.L * g.K1 : g.D;  // (limb, k) pairs this block computes
+  for (int i = threadIdx.x; i < (pairs << g.log_n); i += blockDim.x) {
+    const int p = i & (g.n - 1), pair = i >> g.log_n;
+    // the pair's limb and k: a cluster's block takes its own sum lines (one component: line = limb K1 + k)
+    const int d_line = a.cluster == 1 ? (pair / g.K1) * g.outs + pair % g.K1 : rank * g.D + pair;
+    const int limb = d_line / g.outs, co = d_line % g.K1;
+    const int s = ((p % g.n1) << 5) + p / g.n1;
+    const uint32_t q = a.q[limb];
+    const uint64_t mu = mus[limb];
+    const uint32_t* pwl = a.pw + static_cast<long>(limb) * 2 * g.n;
+    const uint32_t* pwsl = a.pws + static_cast<long>(limb) * 2 * g.n;
+    const int es = a.root_exp[s];
+    uint32_t own_sum = 0;  // one component: sum_t (X^(e_t) P_t - P_t) at this slot
+    for (int t = 0; t < a.per; ++t) {
+      const uint32_t* kt = key + t * g.key_words + (static_cast<long>(co) * g.L + limb) * g.n + p;
+      uint32_t prod = 0;
+      for (int r0 = 0; r0 < g.R; r0 += 4) {  // at most 4 products of residues below 2^31 in 64 bits, then reduce
+        uint64_t sum = 0;
+        for (int r = r0; r < g.R && r < r0 + 4; ++r) {
+          const int e = limb * g.R + r;
+          const uint32_t* ev = tile_of(e / g.E, rank);
+          sum += static_cast<uint64_t>(ev[g.at(e % g.E, s)]) * __ldg(kt + static_cast<long>(r) * g.K1 * g.L * g.n);
         }
-        if (C == 1) dl[pad((co << a.log_n) + s)] = own;
+        prod = add_mod(prod, barrett64(sum, mu, q), q);
       }
-      __syncthreads();
+      const int e = ex[t], lo = e & (g.C - 1), hi = e >> a.log_comps;
+      const int dst = (j + lo) & (g.C - 1), power = hi + (dst < lo ? 1 : 0);
+      const int idx = static_cast<int>((static_cast<long>(es) * power) & (2 * g.n - 1));
+      const uint32_t rot = shoup(prod, pwl[idx], pwsl[idx], q);
+      if (g.C == 1) {
+        own_sum = add_mod(own_sum, sub_mod(rot, prod, q), q);
+        continue;
+      }
+      // several components (one block per accumulator): the sum lines of limb `limb`, components dst and j
+      uint32_t* dl = own + g.line(g.E + limb * g.outs);
+      const int at_dst = pad(((dst * g.K1 + co) << g.log_n) + s), at_src = pad(((j * g.K1 + co) << g.log_n) + s);
+      dl[at_dst] = add_mod(dl[at_dst], rot, q);
+      dl[at_src] = sub_mod(dl[at_src], prod, q);
     }
-    line_stages<3, false, true>(dd, PolyLines{a.log_n}, L * outs, a.log_n, 0, a.log_n, inv);
-    for (long i = threadIdx.x; i < acc_words; i += blockDim.x) {
-      const int jn = static_cast<int>(i & (n - 1));
-      const long rest = i >> a.log_n;
-      const int limb = static_cast<int>(rest % L), cc = static_cast<int>(rest / L);  // cc = component K1 + k
-      acc[i] = add_mod(acc[i], dd[pad(((limb * outs + cc) << a.log_n) + jn)], a.q[limb]);
-    }
+    if (g.C == 1) own[g.at(g.E + d_line - rank * g.D, s)] = own_sum;
+  }
+  __syncthreads();
+}
+
+// Phase 3 of a step: the inverse NTTs of the block's sum lines, added to the accumulator's words.
+__device__ void rotation_finish(const RotationArgs& a, long b, int rank) {
+  const Layout g(a, rank);
+  uint32_t* sums = tile_of(rank, rank) + g.line(g.E);
+  line_stages<3, false, true>(sums, PolyLines{g.log_n}, g.D, g.log_n, 0, g.log_n,
+                              LinesByLimb{a.q, a.wi, a.wis, a.last, a.lasts, g.n, g.outs, rank * g.D});
+  for (long i = threadIdx.x; i < static_cast<long>(g.D) * g.n; i += blockDim.x) {
+    const int local = static_cast<int>(i >> g.log_n), jn = static_cast<int>(i & (g.n - 1));
+    const int d = rank * g.D + local;
+    const long off = b * g.acc_words + acc_offset(g, d) + jn;
+    a.acc[off] = add_mod(a.acc[off], sums[g.at(local, jn)], a.q[d / g.outs]);
+  }
+}
+
+#ifndef CROSSFHE_GPU_EMULATE
+// A barrier over the blocks of an accumulator (the block's own threads when it is alone).
+__device__ __forceinline__ void rotation_barrier(int cluster) {
+  if (cluster > 1) {
+    cooperative_groups::this_cluster().sync();
+  } else {
     __syncthreads();
   }
 }
 
-// Shared memory of the rotation kernel, bytes.
-size_t rotation_shared(int log_n, int limbs, int k1, int comps, int levels) {
-  const long lines = static_cast<long>(limbs) * (k1 * levels + comps * k1);
+// The rotation: `cluster` consecutive blocks per accumulator, the phases in order with a barrier between them (the
+// CPU emulation runs the same phases in the same order, block after block: cf_gpu_blind_rotate_emulate). Built for at
+// most kThreads threads a block: 1024 leaves 64 registers a thread, 512 and fewer 128.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) blind_rotation(RotationArgs a) {
+  __shared__ uint64_t mus[kMaxLimbs];  // floor(2^64 / q_i)
+  const int rank = static_cast<int>(blockIdx.x % a.cluster);
+  const long b = blockIdx.x / a.cluster;
+  if (threadIdx.x == 0)
+    for (int l = 0; l < a.limbs; ++l) mus[l] = ~uint64_t{0} / a.q[l];
+  rotation_start(a, b, rank);
+  rotation_barrier(a.cluster);
+  for (int s = 0; s < a.steps; ++s) {
+    for (int j = 0; j < a.comps; ++j) {
+      rotation_digits(a, b, rank, j);
+      rotation_barrier(a.cluster);  // the siblings' digit lines are read next
+      rotation_products(a, b, rank, s, j, mus);
+      if (a.comps > 1) rotation_barrier(a.cluster);  // the next component's digits overwrite the lines read here
+    }
+    rotation_finish(a, b, rank);
+    rotation_barrier(a.cluster);  // the next step's digits read the whole accumulator
+  }
+}
+#endif
+
+// Shared memory of one block of the rotation kernel, bytes (its share of the digit and sum lines).
+size_t rotation_shared(int log_n, int limbs, int k1, int comps, int levels, int cluster) {
+  const long lines = static_cast<long>(limbs) * (k1 * levels + comps * k1) / cluster;
   return static_cast<size_t>(lines << log_n) / 32 * 33 * sizeof(uint32_t);
 }
 
 // The rotation's launch: checks every shape in the user's terms, then one kernel of `blocks` blocks.
 struct RotationShape {
-  int64_t batch, comps, k1, limbs, n, steps, per, rows, words;
+  int64_t batch, comps, k1, limbs, n, steps, per, rows, words, cluster;
 };
 
 const char* rotation_check(const RotationShape& s, int64_t exps_count, int64_t keys_count, int64_t levels,
@@ -556,7 +665,10 @@ const char* rotation_check(const RotationShape& s, int64_t exps_count, int64_t k
   if (s.n < 64 || s.n > 4096 || (s.n & (s.n - 1)) != 0) return "N must be a power of two in [64, 4096]";
   if (s.comps < 1 || (s.comps & (s.comps - 1)) != 0) return "the accumulator's components must be a power of two";
   if (s.limbs < 1 || s.limbs > kMaxLimbs) return "1 to 8 limbs";
-  if (levels < 1 || base_log < 2 || base_log > 30 || s.rows != s.k1 * levels)
+  if (s.cluster != 1 && s.cluster != 2 && s.cluster != 4 && s.cluster != 8) return "a cluster of 1, 2, 4 or 8 blocks";
+  if (s.cluster > 1 && (s.comps != 1 || (s.limbs * s.rows) % s.cluster || (s.limbs * s.k1) % s.cluster))
+    return "a cluster takes one component, and divides the digit lines L (k+1) l and the sum lines L (k+1)";
+  if (levels < 1 || levels > kMaxLevels || base_log < 2 || base_log > 30 || s.rows != s.k1 * levels)
     return "the gadget does not match the keys";
   if (s.words < 2 || s.words > kMaxWords || frac_words < 1 || frac_words >= s.words) return "bad gadget word table";
   if (exps_count != s.batch * s.steps * s.per) return "exps must be [batch, steps, patterns]";
@@ -588,6 +700,7 @@ RotationArgs rotation_args(const RotationShape& s, int levels, int base_log, int
   a.frac_words = frac_words;
   a.steps = static_cast<int>(s.steps);
   a.per = static_cast<int>(s.per);
+  a.cluster = static_cast<int>(s.cluster);
   return a;
 }
 }  // namespace
@@ -684,12 +797,12 @@ ffi::Error RotateImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> acc, ffi::Buffe
                       ffi::Buffer<ffi::U32> last, ffi::Buffer<ffi::U32> lasts, ffi::Buffer<ffi::U32> hat_inv,
                       ffi::Buffer<ffi::U32> hat_invs, ffi::Buffer<ffi::U32> words, ffi::Buffer<ffi::U32> pw,
                       ffi::Buffer<ffi::U32> pws, ffi::Buffer<ffi::S32> root_exp, int32_t levels, int32_t base_log,
-                      int32_t frac_words, int32_t threads, ffi::ResultBuffer<ffi::U32> out) {
+                      int32_t frac_words, int32_t threads, int32_t cluster, ffi::ResultBuffer<ffi::U32> out) {
   auto ad = acc.dimensions(), ed = exps.dimensions(), kd = keys.dimensions(), wd = words.dimensions();
   if (ad.size() != 5 || ed.size() != 3 || kd.size() != 6 || wd.size() != 2)
     return ffi::Error::InvalidArgument(
         "crossfhe GPU blind rotation: acc [B, C, k+1, L, N], exps [B, G, T], keys [G, T, R, k+1, L, N], words [L, W]");
-  RotationShape sh{ad[0], ad[1], ad[2], ad[3], ad[4], ed[1], ed[2], kd[2], wd[1]};
+  RotationShape sh{ad[0], ad[1], ad[2], ad[3], ad[4], ed[1], ed[2], kd[2], wd[1], cluster};
   int64_t counts[9] = {static_cast<int64_t>(q.element_count()),     static_cast<int64_t>(w.element_count()),
                        static_cast<int64_t>(last.element_count()),  static_cast<int64_t>(hat_inv.element_count()),
                        static_cast<int64_t>(words.element_count()), static_cast<int64_t>(pw.element_count()),
@@ -703,10 +816,10 @@ ffi::Error RotateImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> acc, ffi::Buffe
                                        static_cast<int64_t>(keys.element_count()), levels, base_log, frac_words,
                                        counts))
     return ffi::Error::InvalidArgument(std::string("crossfhe GPU blind rotation: ") + why);
-  if (threads != 512 && threads != 1024)
-    return ffi::Error::InvalidArgument("crossfhe GPU blind rotation: 512 or 1024 threads a block");
+  if (threads != 128 && threads != 256 && threads != 512 && threads != 1024)
+    return ffi::Error::InvalidArgument("crossfhe GPU blind rotation: 128, 256, 512 or 1024 threads a block");
   const size_t shared = rotation_shared(log2_of(sh.n), static_cast<int>(sh.limbs), static_cast<int>(sh.k1),
-                                        static_cast<int>(sh.comps), levels);
+                                        static_cast<int>(sh.comps), levels, cluster);
   if (shared > kMaxShared)
     return ffi::Error::InvalidArgument("crossfhe GPU blind rotation: the accumulator needs more shared memory than a "
                                        "block has (at most 227 KB)");
@@ -729,11 +842,25 @@ ffi::Error RotateImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> acc, ffi::Buffe
   a.pw = pw.typed_data();
   a.pws = pws.typed_data();
   a.root_exp = root_exp.typed_data();
-  cudaError_t err = cudaFuncSetAttribute(blind_rotation, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared));
-  if (err == cudaSuccess) {
-    blind_rotation<<<static_cast<unsigned>(sh.batch), threads, shared, stream>>>(a);
+  auto kernel = threads == 1024 ? blind_rotation<1024> : blind_rotation<512>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+  if (err == cudaSuccess && cluster == 1) {
+    kernel<<<static_cast<unsigned>(sh.batch), threads, shared, stream>>>(a);
     err = cudaGetLastError();
+  } else if (err == cudaSuccess) {  // `cluster` consecutive blocks per accumulator, one thread-block cluster
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(sh.batch * cluster));
+    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.dynamicSmemBytes = shared;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    err = cudaLaunchKernelEx(&config, kernel, a);
   }
   if (err != cudaSuccess)
     return ffi::Error::Internal(std::string("crossfhe GPU blind rotation: launch failed: ") + cudaGetErrorString(err));
@@ -765,6 +892,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(cf_gpu_blind_rotate_ffi, RotateImpl,
                                   .Attr<int32_t>("base_log")
                                   .Attr<int32_t>("frac_words")
                                   .Attr<int32_t>("threads")
+                                  .Attr<int32_t>("cluster")
                                   .Ret<ffi::Buffer<ffi::U32>>());
 
 
@@ -807,15 +935,15 @@ extern "C" void cf_gpu_ntt_emulate(const uint32_t* x, uint32_t* out, uint32_t* s
 extern "C" int cf_gpu_blind_rotate_emulate(const uint32_t* acc_in, uint32_t* acc, const int32_t* exps,
                                            const uint32_t* keys, const uint32_t* const* tables,
                                            const int32_t* root_exp, const int64_t* shape, int levels, int base_log,
-                                           int frac_words) {
-  RotationShape sh{shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], shape[6], shape[7], shape[8]};
+                                           int frac_words, int cluster) {
+  RotationShape sh{shape[0], shape[1], shape[2], shape[3], shape[4], shape[5], shape[6], shape[7], shape[8], cluster};
   int64_t counts[9] = {sh.limbs, sh.limbs * sh.n, sh.limbs * 2, sh.limbs, sh.limbs * sh.words, sh.limbs * 2 * sh.n,
                        sh.n, sh.limbs * sh.n, sh.limbs * 2 * sh.n};
   if (rotation_check(sh, sh.batch * sh.steps * sh.per, sh.steps * sh.per * sh.rows * sh.k1 * sh.limbs * sh.n, levels,
                      base_log, frac_words, counts))
     return -1;
   if (rotation_shared(log2_of(sh.n), static_cast<int>(sh.limbs), static_cast<int>(sh.k1), static_cast<int>(sh.comps),
-                      levels) > sizeof(tile))
+                      levels, cluster) > kEmuBlockWords * sizeof(uint32_t) || cluster * kEmuBlockWords > kEmuWords)
     return -2;
   RotationArgs a = rotation_args(sh, levels, base_log, frac_words);
   a.acc_in = acc_in;
@@ -835,11 +963,20 @@ extern "C" int cf_gpu_blind_rotate_emulate(const uint32_t* acc_in, uint32_t* acc
   a.pw = tables[10];
   a.pws = tables[11];
   a.root_exp = root_exp;
+  uint64_t mus[kMaxLimbs];
+  for (int l = 0; l < a.limbs; ++l) mus[l] = ~uint64_t{0} / a.q[l];
   blockDim.x = 1;
   threadIdx.x = 0;
+  // blind_rotation's phases and barriers, each phase run by every block of the cluster before the next begins
   for (int64_t b = 0; b < sh.batch; ++b) {
-    blockIdx.x = static_cast<unsigned>(b);
-    blind_rotation(a);
+    for (int m = 0; m < cluster; ++m) rotation_start(a, b, m);
+    for (int s = 0; s < a.steps; ++s) {
+      for (int j = 0; j < a.comps; ++j) {
+        for (int m = 0; m < cluster; ++m) rotation_digits(a, b, m, j);
+        for (int m = 0; m < cluster; ++m) rotation_products(a, b, m, s, j, mus);
+      }
+      for (int m = 0; m < cluster; ++m) rotation_finish(a, b, m);
+    }
   }
   return 0;
 }
