@@ -32,7 +32,7 @@ lint: $(STAMP)
 # time (benchmarks/README.md, "Where the default test run's time goes"; 54.8 min on 2026-12-03 on the same machine
 # running 1.26x slower). 34.7 min cold on a 2-core AMD EPYC Zen 4 with AVX-512 IFMA, 2026-12-03 (c634648).
 test: lint
-	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -m "not slow" -q -n 2 --dist loadfile --durations=30
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow -q

@@ -354,17 +354,17 @@ int schedule(int log_n, int64_t polys, int inverse, Pass passes[2]) {
 // The grouped blind rotation (crossfhe.core.ggsw.group_step, every step after the first) in one kernel
 // ------------------------------------------------------------------------------------------------------------------
 //
-// One block per accumulator of the batch runs every step: ACC <- ACC + sum_t (X^(e_t) ACC_t - ACC_t), ACC_t = GGSW_t
-// [x] ACC, ACC uint32 [C = 2^nu, K1 = k + 1, L, N] in the coefficient domain (residues), the GGSWs of step g read from
-// keys [G, T, R = K1 l, K1, L, N] (NTT domain, slot order). Per step and source component j: the l signed digits of
+// One block (or a cluster of `cluster` blocks: Layout) per accumulator of the batch runs every step:
+// ACC <- ACC + sum_t (X^(e_t) ACC_t - ACC_t), ACC_t = GGSW_t [x] ACC, ACC uint32 [C = 2^nu, K1 = k + 1, L, N] in the
+// coefficient domain (residues), the GGSWs of step g read from keys [G, T, R = K1 l, K1, L, N] (NTT domain, slot order). Per step and source component j: the l signed digits of
 // each of ACC_j's K1 polynomials (crossfhe.math.decompose.gadget_digits_rns, approximate case: the fixed-point CRT
 // sum, rounded, balanced digits) as residues in shared memory, their forward NTTs there (stage order: stage index s
 // is slot position (s mod 32) N/32 + s / 32), then per slot the T products sum_r ev_r GGSW_t[r] and their rotations
 // in the evaluation domain: X^e is the pointwise product with psi^(E_s e mod 2N), E_s the odd exponent of slot s's
 // root (a table), and for nu > 0 the component move of crossfhe.core.ggsw.rotate_components. The difference D is
 // summed over t and j in shared memory, one inverse NTT per step, and added to ACC. Exact modular arithmetic
-// throughout, every value canonical: the words of the XLA group step. Shared memory: (L R + L C K1) lines of
-// N + N/32 words.
+// throughout, every value canonical: the words of the XLA group step. Shared memory: (L R + L C K1) / cluster lines of
+// N + N/32 words a block.
 struct RotationArgs {
   const uint32_t* acc_in;  // [B, C, K1, L, N]
   uint32_t* acc;           // [B, C, K1, L, N]: the result (also the running accumulator)
