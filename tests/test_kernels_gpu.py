@@ -218,6 +218,9 @@ def test_emulated_blind_rotation_refuses_what_it_cannot_take():
         gpu_native.emulate_blind_rotate(acc, exps[:, :1], keys, gpu.tables(), **kw)
     with pytest.raises(ValueError, match="takes acc"):
         gpu_native.emulate_blind_rotate(acc[0], exps, keys, gpu.tables(), **kw)
+    # the custom call's operand types (the emulation converts its NumPy inputs; the device call is checked first)
+    with pytest.raises(ValueError, match="int32 exponents: exps is int64"):
+        gpu_native._rotation_check(acc, exps.astype(np.int64), keys, gpu.tables(), 1)
     with pytest.raises(ValueError, match="a cluster of 3 blocks cannot share"):
         gpu_native.emulate_blind_rotate(acc, exps, keys, gpu.tables(), cluster=3, **kw)
     two = np.zeros((1, 2, 2, 2, 64), np.uint32)  # two components: one block per accumulator only

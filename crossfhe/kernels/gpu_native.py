@@ -218,6 +218,12 @@ def _rotation_check(acc, exps, keys, tables: dict, levels: int, cluster: int = 1
     missing = set(_ROTATION_TABLES + ("root_exp",)) - set(tables)
     if missing:
         raise ValueError(f"the GPU blind rotation's tables lack {sorted(missing)}")
+    wrong = [f"{name} is {np.dtype(x.dtype)}" for name, x, want in
+             [("acc", acc, np.uint32), ("exps", exps, np.int32), ("keys", keys, np.uint32),
+              ("root_exp", tables["root_exp"], np.int32)] + [(k, tables[k], np.uint32) for k in _ROTATION_TABLES]
+             if np.dtype(x.dtype) != want]
+    if wrong:
+        raise ValueError(f"the GPU blind rotation takes uint32 words and int32 exponents: {', '.join(wrong)}")
 
 
 def blind_rotate(acc, exps, keys, tables: dict, *, levels: int, base_log: int, frac_words: int,
