@@ -138,6 +138,24 @@ def test_a_gpu_set_circuit_exports_for_cuda_with_its_kernel(monkeypatch):
     assert gpu_native.TARGET in text
 
 
+def test_a_gpu_set_tfhe_circuit_exports_for_cuda_with_the_rotation(monkeypatch):
+    """A TFHE circuit with a lookup on the GPU set (grouped key bits: its keys are prepared for the one-kernel
+    rotation) lowers for CUDA, both custom calls in the program; the keys made on VECTOR serve it (the same key)."""
+    import crossfhe as fhe
+    from crossfhe.api.specs import TFHEInt
+
+    params = testing.INSECURE_TFHE_P4_G2
+    fn = lambda x: (x * 2 + 1).apply(lambda v: (3 * v) % 16)  # noqa: E731
+    vector = fhe.compile(fn, TFHEInt(3), params=params, cache=False)
+    vector.keygen(seed=bytes(32))
+    monkeypatch.setattr(gpu_native.GPU, "require", lambda what: None)
+    gpu = fhe.compile(fn, TFHEInt(3), params=params.with_kernels(GPU), cache=False, keys=vector.keys)
+    assert gpu.scheme.custom_calls(gpu.params) == gpu_native.targets()
+    leaves, treedef = gpu._runtime(gpu.keys.public)
+    text = gpu._lower_exported((), leaves, treedef, "cuda").mlir_module()
+    assert gpu_native.ROTATE_TARGET in text and gpu_native.TARGET in text
+
+
 def test_contexts_on_the_gpu_set_refuse_before_any_key_where_it_cannot_run(monkeypatch):
     """CKKS and BFV contexts (every key needs the transform) refuse the GPU set at once where its kernel cannot be had,
     saying why and what to use; nothing is made first."""
