@@ -302,6 +302,10 @@ def test_the_gpu_rotation_is_chosen_by_the_parameters_and_refused_in_words():
         K.product_for(presets.P4_128, tfhe.GPUProduct)
     with pytest.raises(ParameterError, match="GPU blind rotation cannot run here: P7 need"):
         K.product_for(presets.P7.with_kernels(GPU), tfhe.GPUProduct)
+    # its tables come from a GPU-set plan (textbook-order twiddles), never from another kernel set's
+    vector = K.Tables(presets.P4_128)
+    with pytest.raises(ValueError, match="GPU-set plan"):
+        tfhe.GPUProduct.create(vector.plan, vector.gplan)
 
 
 @needs_device

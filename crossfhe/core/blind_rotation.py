@@ -157,16 +157,12 @@ class GPUProduct:
 
     @classmethod
     def create(cls, plan: NTTPlan, gplan: RNSGadgetPlan) -> GPUProduct:
+        gpu_native.check_natural(plan)
         n = plan.n
         pw = np.stack([powers_mod(minimal_root_of_unity(2 * n, q), 2 * n, q) for q in plan.moduli]).astype(np.uint32)
         pws = shoup_precompute(pw, np.asarray(plan.moduli, dtype=np.uint64).reshape(-1, 1))
         root_exp = (2 * bit_reverse(np.arange(n, dtype=np.int64), n.bit_length() - 1) + 1).astype(np.int32)
         return cls(plan, gplan, pw, pws, root_exp)
-
-    @staticmethod
-    def fits(n: int, limbs: int, k1: int, comps: int, gplan: RNSGadgetPlan) -> bool:
-        """Whether the kernel takes accumulators ``[comps, k1, limbs, n]`` with this gadget (approximate case)."""
-        return not gplan.exact and gpu_native.rotation_fits(n, limbs, k1, comps, gplan.gadget.levels)
 
     def enter(self, acc):
         return acc

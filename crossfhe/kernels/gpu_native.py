@@ -150,7 +150,8 @@ def build_id() -> str:
     return f"gpu-abi{ABI_VERSION}"
 
 
-def _check_natural(plan) -> None:
+def check_natural(plan) -> None:
+    """ValueError unless ``plan`` is a GPU-set plan, whose twiddles the kernels read in the textbook order."""
     if plan.kernels is None or not plan.kernels.natural_twiddles:
         raise ValueError(f"the GPU NTT reads a GPU-set plan's twiddles (textbook order); got a plan on "
                          f"{plan.kernels!r}")
@@ -167,7 +168,7 @@ def transform(x, plan, *, inverse: bool, full: bool = True, variant: int = 0):
     plan = plan.expanded()
     if plan.n < ring_ntt.NATURAL_FROM:
         return ring_ntt.radix2_transform(x, plan, inverse=inverse, full=full)
-    _check_natural(plan)
+    check_natural(plan)
     w, ws = (plan.wi, plan.wi_shoup) if inverse else (plan.w, plan.w_shoup)
     shape = jax.ShapeDtypeStruct(x.shape, U32)
     call = jax.ffi.ffi_call(TARGET, (shape, shape), vmap_method="expand_dims")
@@ -279,7 +280,7 @@ def emulate(x, plan, *, inverse: bool, variant: int = 0) -> np.ndarray:
     (NumPy in and out; N >= 64; ``plan`` on the GPU set, whose twiddles are in the textbook order)."""
     lib = EMULATION.require("emulating the GPU NTT")
     plan = plan.expanded()
-    _check_natural(plan)
+    check_natural(plan)
     x = np.ascontiguousarray(np.asarray(x), dtype=np.uint32)
     if x.shape[-2:] != (plan.limbs, plan.n) or plan.n < 64:
         raise ValueError(f"x of shape {x.shape} does not match the plan's [..., {plan.limbs}, {plan.n}] (N >= 64)")
