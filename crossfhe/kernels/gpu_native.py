@@ -1,21 +1,25 @@
-"""The RNS NTT as a CUDA kernel (``gpu_ntt.cu``), an XLA FFI custom call on the GPU: the transform of the GPU set.
+"""The GPU set's CUDA kernels (``gpu_ntt.cu``), XLA FFI custom calls on the GPU: the RNS NTT, and the TFHE blind
+rotation in one kernel.
 
 ``gpu_ntt.cu`` computes :func:`crossfhe.ring.ntt.ntt` and :func:`~crossfhe.ring.ntt.intt` (the same words: every
 output in [0, q)) in one or two passes over memory per transform, where XLA's radix-2 kernel takes about one pass
 per two stages (its docstring gives the schedule). It is one operation of a compiled program, so it runs under
 ``jax.jit``, ``vmap`` and ``lax.scan``; the :data:`crossfhe.kernels.GPU` kernel set hands its transforms here and runs
-everything else as ``VECTOR`` does.
+everything else as ``VECTOR`` does, except TFHE's grouped blind rotation: its keys are prepared for
+:class:`crossfhe.core.blind_rotation.GPUProduct`, whose every step after the first is one call of :func:`blind_rotate`
+(one block, or a cluster of blocks, per accumulator; the NTT product's words).
 
 Building: ``nvcc`` (``$NVCC``, else the one on ``PATH``, else ``/usr/local/cuda/bin/nvcc``) compiles the source for
 ``sm_$CROSSFHE_CUDA_ARCH`` (default 90: the H100 and H200; PTX for the same architecture is embedded too) into one
 shared library in ``$CROSSFHE_NATIVE_CACHE``, under a name that hashes the source, the flags, nvcc's version and
-jaxlib's version, written to a temporary file that is renamed into place. The handler is registered for the CUDA
-platform as :data:`TARGET`. Without nvcc, or without a CUDA device, :func:`available` is False and :func:`status`
+jaxlib's version, written to a temporary file that is renamed into place. The handlers are registered for the CUDA
+platform as :data:`TARGET` and :data:`ROTATE_TARGET`. Without nvcc, or without a CUDA device, :func:`available` is False and :func:`status`
 says why. The kernel reads a GPU-set plan's twiddles, which are in the textbook order
 (:data:`crossfhe.ring.ntt.NATURAL_FROM`).
 
-On a CPU, :func:`emulate` runs the same kernels and schedule with one thread per block (built with the host's C++
-compiler and ``gpu_emulate.h``): the tests' check that the CUDA source computes the transform exactly.
+On a CPU, :func:`emulate` and :func:`emulate_blind_rotate` run the same kernels and schedule with one thread per
+block (built with the host's C++ compiler and ``gpu_emulate.h``; a cluster's blocks phase by phase): the tests' check
+that the CUDA source computes the transform and the rotation exactly.
 """
 
 from __future__ import annotations
@@ -186,8 +190,10 @@ def rotation_shared(n: int, limbs: int, k1: int, comps: int, levels: int, cluste
 
 
 def rotation_fits(n: int, limbs: int, k1: int, comps: int, levels: int) -> bool:
-    """Whether :func:`blind_rotate` takes accumulators of this shape (64 <= N <= 4096, a block's shared memory)."""
-    return 64 <= n <= 4096 and limbs <= 8 and rotation_shared(n, limbs, k1, comps, levels) <= MAX_SHARED
+    """Whether :func:`blind_rotate` takes accumulators of this shape (64 <= N <= 4096, at most 8 limbs and 8 gadget
+    digits, a block's shared memory)."""
+    return (64 <= n <= 4096 and limbs <= 8 and levels <= 8
+            and rotation_shared(n, limbs, k1, comps, levels) <= MAX_SHARED)
 
 
 _ROTATION_TABLES = ("q", "w", "ws", "wi", "wis", "last", "lasts", "hat_inv", "hat_invs", "words", "pw", "pws")

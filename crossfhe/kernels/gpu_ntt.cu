@@ -1,4 +1,5 @@
-// The negacyclic RNS NTT of crossfhe.ring.ntt as CUDA kernels behind one XLA FFI custom call (the GPU kernel set).
+// The GPU kernel set's CUDA kernels behind XLA FFI custom calls: the negacyclic RNS NTT of crossfhe.ring.ntt (this
+// header), and the TFHE grouped blind rotation in one kernel (its own section below, which reuses the NTT's stages).
 //
 // Function: the forward transform maps coefficients a_0..a_{N-1} (uint32, [0, q)) of each row of x
 // uint32[..., L, N] to the evaluations at the odd powers of psi in slot order, and the inverse maps them back
