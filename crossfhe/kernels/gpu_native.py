@@ -13,8 +13,8 @@ Building: ``nvcc`` (``$NVCC``, else the one on ``PATH``, else ``/usr/local/cuda/
 ``sm_$CROSSFHE_CUDA_ARCH`` (default 90: the H100 and H200; PTX for the same architecture is embedded too) into one
 shared library in ``$CROSSFHE_NATIVE_CACHE``, under a name that hashes the source, the flags, nvcc's version and
 jaxlib's version, written to a temporary file that is renamed into place. The handlers are registered for the CUDA
-platform as :data:`TARGET` and :data:`ROTATE_TARGET`. Without nvcc, or without a CUDA device, :func:`available` is False and :func:`status`
-says why. The kernel reads a GPU-set plan's twiddles, which are in the textbook order
+platform as :data:`TARGET` and :data:`ROTATE_TARGET`. Without nvcc, or without a CUDA device, :func:`available` is
+False and :func:`status` says why. The kernels read a GPU-set plan's twiddles, which are in the textbook order
 (:data:`crossfhe.ring.ntt.NATURAL_FROM`).
 
 On a CPU, :func:`emulate` and :func:`emulate_blind_rotate` run the same kernels and schedule with one thread per
