@@ -121,7 +121,7 @@ elif [ "$STAGE" = fused ]; then
   step 110 profile $PY benchmarks/bench_profile.py --kernels gpu --ops mul,rotate,rescale,add --batch 4 \
     --tfhe P4_128 --tfhe-kernels gpu --tfhe-batches 1,256 --reps 10 --json "$OUT/profile.json" \
     --traces /tmp/traces/default
-  step 50 tfhe_vector $PY benchmarks/bench_tfhe.py --presets P4_128 --batches 1,256 --kernels vector --no-peer \
+  step 70 tfhe_vector $PY benchmarks/bench_tfhe.py --presets P4_128 --batches 1,256 --kernels vector --no-peer \
     --threads 16 --reps 3 --json "$OUT/tfhe_vector.json"
   tail -4 "$OUT/gpu_tests.txt"
   for f in tfhe_gpu tfhe_vector; do grep -E "^P[0-9]|^KS-dedup" "$OUT/$f.txt" | head -8; done
