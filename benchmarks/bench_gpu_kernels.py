@@ -31,6 +31,7 @@ and only VECTOR is timed (a smoke run of the script). Prints JSON records (``--j
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import statistics
@@ -198,8 +199,7 @@ def bench_rotation(name: str, batch: int, rate: float, reps: int, seed: int) -> 
         if not gpu_native.cluster_fits(cluster, 2, k1, comps, levels):
             continue
         try:
-            prod = product.__class__(product.plan, product.gplan, product.pw, product.pws, product.root_exp,
-                                     threads=threads, cluster=cluster)
+            prod = dataclasses.replace(product, threads=threads, cluster=cluster)
             f = jax.jit(lambda a, e, k, p: p.rotate(a, e, k))
             out = np.asarray(f(acc, exps, keys, prod))
             if ref is None:

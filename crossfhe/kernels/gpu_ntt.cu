@@ -357,7 +357,8 @@ int schedule(int log_n, int64_t polys, int inverse, Pass passes[2]) {
 //
 // One block (or a cluster of `cluster` blocks: Layout) per accumulator of the batch runs every step:
 // ACC <- ACC + sum_t (X^(e_t) ACC_t - ACC_t), ACC_t = GGSW_t [x] ACC, ACC uint32 [C = 2^nu, K1 = k + 1, L, N] in the
-// coefficient domain (residues), the GGSWs of step g read from keys [G, T, R = K1 l, K1, L, N] (NTT domain, slot order). Per step and source component j: the l signed digits of
+// coefficient domain (residues), the GGSWs of step g read from keys [G, T, R = K1 l, K1, L, N] (NTT domain, slot
+// order). Per step and source component j: the l signed digits of
 // each of ACC_j's K1 polynomials (crossfhe.math.decompose.gadget_digits_rns, approximate case: the fixed-point CRT
 // sum, rounded, balanced digits) as residues in shared memory, their forward NTTs there (stage order: stage index s
 // is slot position (s mod 32) N/32 + s / 32), then per slot the T products sum_r ev_r GGSW_t[r] and their rotations
@@ -485,7 +486,8 @@ struct Layout {
 };
 
 #ifdef CROSSFHE_GPU_EMULATE
-constexpr long kEmuBlockWords = 1 << 16;  // each emulated block's shared memory (the emulated cluster's blocks side by side)
+// each emulated block's shared memory (the emulated cluster's blocks side by side)
+constexpr long kEmuBlockWords = 1 << 16;
 #endif
 
 // The shared memory of block `rank` of this block's cluster (its own for rank == own).
@@ -688,8 +690,29 @@ int log2_of(int64_t v) {
   return k;
 }
 
-RotationArgs rotation_args(const RotationShape& s, int levels, int base_log, int frac_words) {
+// The kernel's arguments: the shape, the gadget, the operands, and the 12 uint32 tables in the custom call's order
+// (q, w, ws, wi, wis, last, lasts, hat_inv, hat_invs, words, pw, pws).
+RotationArgs rotation_args(const RotationShape& s, int levels, int base_log, int frac_words, const uint32_t* acc_in,
+                           uint32_t* acc, const int32_t* exps, const uint32_t* keys, const uint32_t* const* tables,
+                           const int32_t* root_exp) {
   RotationArgs a{};
+  a.acc_in = acc_in;
+  a.acc = acc;
+  a.exps = exps;
+  a.keys = keys;
+  a.q = tables[0];
+  a.w = tables[1];
+  a.ws = tables[2];
+  a.wi = tables[3];
+  a.wis = tables[4];
+  a.last = tables[5];
+  a.lasts = tables[6];
+  a.hat_inv = tables[7];
+  a.hat_invs = tables[8];
+  a.words = tables[9];
+  a.pw = tables[10];
+  a.pws = tables[11];
+  a.root_exp = root_exp;
   a.log_n = log2_of(s.n);
   a.limbs = static_cast<int>(s.limbs);
   a.k1 = static_cast<int>(s.k1);
@@ -825,24 +848,11 @@ ffi::Error RotateImpl(cudaStream_t stream, ffi::Buffer<ffi::U32> acc, ffi::Buffe
     return ffi::Error::InvalidArgument("crossfhe GPU blind rotation: the accumulator needs more shared memory than a "
                                        "block has (at most 227 KB)");
   if (sh.batch == 0) return ffi::Error::Success();
-  RotationArgs a = rotation_args(sh, levels, base_log, frac_words);
-  a.acc_in = acc.typed_data();
-  a.acc = out->typed_data();
-  a.exps = exps.typed_data();
-  a.keys = keys.typed_data();
-  a.q = q.typed_data();
-  a.w = w.typed_data();
-  a.ws = ws.typed_data();
-  a.wi = wi.typed_data();
-  a.wis = wis.typed_data();
-  a.last = last.typed_data();
-  a.lasts = lasts.typed_data();
-  a.hat_inv = hat_inv.typed_data();
-  a.hat_invs = hat_invs.typed_data();
-  a.words = words.typed_data();
-  a.pw = pw.typed_data();
-  a.pws = pws.typed_data();
-  a.root_exp = root_exp.typed_data();
+  const uint32_t* tables[12] = {q.typed_data(),    w.typed_data(),        ws.typed_data(),       wi.typed_data(),
+                                wis.typed_data(),  last.typed_data(),     lasts.typed_data(),    hat_inv.typed_data(),
+                                hat_invs.typed_data(), words.typed_data(), pw.typed_data(),      pws.typed_data()};
+  RotationArgs a = rotation_args(sh, levels, base_log, frac_words, acc.typed_data(), out->typed_data(),
+                                 exps.typed_data(), keys.typed_data(), tables, root_exp.typed_data());
   auto kernel = threads == 1024 ? blind_rotation<1024> : blind_rotation<512>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
   if (err == cudaSuccess && cluster == 1) {
@@ -946,24 +956,7 @@ extern "C" int cf_gpu_blind_rotate_emulate(const uint32_t* acc_in, uint32_t* acc
   if (rotation_shared(log2_of(sh.n), static_cast<int>(sh.limbs), static_cast<int>(sh.k1), static_cast<int>(sh.comps),
                       levels, cluster) > kEmuBlockWords * sizeof(uint32_t) || cluster * kEmuBlockWords > kEmuWords)
     return -2;
-  RotationArgs a = rotation_args(sh, levels, base_log, frac_words);
-  a.acc_in = acc_in;
-  a.acc = acc;
-  a.exps = exps;
-  a.keys = keys;
-  a.q = tables[0];
-  a.w = tables[1];
-  a.ws = tables[2];
-  a.wi = tables[3];
-  a.wis = tables[4];
-  a.last = tables[5];
-  a.lasts = tables[6];
-  a.hat_inv = tables[7];
-  a.hat_invs = tables[8];
-  a.words = tables[9];
-  a.pw = tables[10];
-  a.pws = tables[11];
-  a.root_exp = root_exp;
+  RotationArgs a = rotation_args(sh, levels, base_log, frac_words, acc_in, acc, exps, keys, tables, root_exp);
   uint64_t mus[kMaxLimbs];
   for (int l = 0; l < a.limbs; ++l) mus[l] = ~uint64_t{0} / a.q[l];
   blockDim.x = 1;
