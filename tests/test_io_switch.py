@@ -124,6 +124,10 @@ def test_loads_checks_params_and_holds_no_secret(setup):
                                                     "levels": sw.GADGET_LEVELS}
 
 
+# slow: 28 s cold in a 2-core run; by default the loaded keys equal the saved ones word for word
+# (test_round_trip_is_word_for_word), and a server switches with keys it loaded (tests/test_serve.py,
+# test_a_switching_function_is_served)
+@pytest.mark.slow
 def test_loaded_keys_switch(setup, loaded):
     """The loaded keys alone (public contexts, as a server holds them) run ReLU through TFHE and back, within
     tests/test_switch.py's bound for the original keys."""

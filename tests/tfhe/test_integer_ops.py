@@ -98,6 +98,10 @@ def test_products(ints):
     assert c.keyswitches >= 10 and c.pbs >= 20
 
 
+# slow: 38 s cold in a 2-core run; the default run compares, selects and takes minima and maxima, signed and
+# unsigned, on the same 8-bit operands of INSECURE_TFHE_P4 through the front end (tests/test_api_integer.py), which
+# calls these functions
+@pytest.mark.slow
 def test_comparisons_selects_minimum_maximum_signed_and_unsigned(ints):
     ck, sk, x, y = ints
     assert np.array_equal(_bit(ck, integer_ops.lt(sk, x, y)), A < B)
@@ -122,6 +126,8 @@ def test_every_comparison_signed_and_unsigned(ints):
         assert np.array_equal(_bit(ck, fun(sk, x, y, signed=True)), ref(_s(A), _s(B))), op
 
 
+# slow: 21 s cold in a 2-core run; the front end's test of the same name runs these views and casts by default
+@pytest.mark.slow
 def test_signed_views_and_casts(ints):
     ck, sk, x, _ = ints
     assert np.array_equal(_bit(ck, integer_ops.is_negative(sk, x)), _s(A) < 0)
