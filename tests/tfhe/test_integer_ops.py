@@ -99,8 +99,8 @@ def test_products(ints):
 
 
 # slow: 38 s cold in a 2-core run; the default run compares, selects and takes minima and maxima, signed and
-# unsigned, on the same 8-bit operands of INSECURE_TFHE_P4 through the front end (tests/test_api_integer.py), which
-# calls these functions
+# unsigned, on the same 8-bit edge pairs of INSECURE_TFHE_P4 through the front end (tests/test_api_integer.py),
+# which calls these functions
 @pytest.mark.slow
 def test_comparisons_selects_minimum_maximum_signed_and_unsigned(ints):
     ck, sk, x, y = ints
