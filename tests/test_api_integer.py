@@ -14,7 +14,7 @@ import pytest
 
 import crossfhe
 from crossfhe import EncryptedInteger, TFHEContext, TFHEInteger, io
-from crossfhe.api import integer_lower
+from crossfhe.api import eager, integer_lower
 from crossfhe.errors import KeyMismatchError, ParameterError, SecretMaterialError, SerializationError
 from crossfhe.io import format as fmt
 from crossfhe.testing import INSECURE_TFHE_P4 as P
@@ -126,6 +126,25 @@ def test_scalars_broadcast_and_decrypt_as_numpy_scalars(ctx, u8):
     _same(ctx.decrypt(m * m - 5), np.array([[1, 2], [3, 4]], dtype=np.int32) ** 2 - 5)
     b = ctx.encrypt([True, False], dtype=bool)
     _same(ctx.decrypt(~b), np.array([False, True]))
+
+
+def test_batch_sizes_share_programs(ctx):
+    """n values run in eager.bucket(n) rows: 17 and 18 values one program (one cache entry), a [3, 4] batch that of
+    12; the padding rows (zero words) change no result."""
+    assert [eager.bucket(n) for n in (0, 1, 15, 16, 17, 18, 31, 33, 100, 104, 1000)] == [
+        0, 1, 15, 16, 18, 18, 32, 36, 104, 104, 1024]
+    a = _rng.integers(0, 256, 18).astype(np.uint8)
+    b = _rng.integers(0, 256, 18).astype(np.uint8)
+    before = len(eager._CACHE)
+    with np.errstate(over="ignore"):
+        for n in (18, 17):
+            x, y = ctx.encrypt(a[:n], dtype=np.uint8), ctx.encrypt(b[:n], dtype=np.uint8)
+            _same(ctx.decrypt(x + y), a[:n] + b[:n], n)
+            _same(ctx.decrypt(x - 7), a[:n] - np.uint8(7), n)
+            assert len(eager._CACHE) == before + 2, n  # x + y and x - 7, made for 18 rows, run 17 as well
+        m = ctx.encrypt(a[:12].reshape(3, 4), dtype=np.uint8)
+        row = ctx.encrypt(b[:4], dtype=np.uint8)
+        _same(ctx.decrypt(m + row), a[:12].reshape(3, 4) + b[:4])  # broadcast, flattened to 12 rows, reshaped
 
 
 def test_jax_jit_takes_the_values(ctx, u8):

@@ -19,6 +19,12 @@ and ``x * 0.5`` share one program; their encodings (:meth:`Scheme.with_constants
 plaintext by its content key), the most recently used first, up to :data:`CONSTANT_BYTES` of encoded words, so a
 constant used again (a mask, a layer's weights) is not encoded again.
 
+Batch sizes share programs. The n values of a call run in one batch axis of :func:`bucket` (n) rows: n up to 16,
+above that n rounded up so that only its four leading bits remain (fewer than n / 8 rows added), the rows beyond n
+zero words (trivial encryptions of zero) that are dropped from the result. The rows are independent (the program
+maps the operation over them), so the n results are the words an n-row program gives: ``x < y`` on 100 values and
+on 104 run one program, and a [3, 4] batch runs the program of 12.
+
 Called while a trace is in progress (operands holding a user's ``jax.jit`` or ``vmap`` tracers), the lowered
 graph's ``interpret`` runs inside the caller's trace instead of a program of its own. Programs are
 :class:`crossfhe.math.xla.Program` s: every table the lowering reads is an argument, never an embedded constant.
@@ -122,6 +128,53 @@ def _batch(word, item: int) -> tuple:
     return tuple(shape[: len(shape) - item])
 
 
+def bucket(n: int) -> int:
+    """The rows an eager program runs for ``n`` values at once: n up to 16, above that n rounded up to a multiple of
+    2^(bit_length(n) - 4), so that only its four leading bits remain (fewer than n / 8 rows added; eight sizes per
+    doubling: 17 and 18 run as 18, 100 to 104 as 104)."""
+    if n <= 16:
+        return n
+    step = 1 << (n.bit_length() - 4)
+    return -(-n // step) * step
+
+
+def _bucketed(scheme, operands, batches: tuple) -> tuple:
+    """(operands, batches, shape) of a call on concrete words: every batched operand broadcast to the call's batch
+    shape, its batch axes flattened into one of :func:`bucket` (n) rows, zero words in the rows past n; ``shape``
+    (the batch shape, n) for :func:`_unbucketed`. Unchanged (shape None) where that is the call already or an
+    operand's words do not match the scheme's ``item_ndims``."""
+    import jax.numpy as jnp
+
+    items = scheme.item_ndims
+    full = batches[0] if len(set(batches)) == 1 else tuple(np.broadcast_shapes(*batches))
+    n = math.prod(full)
+    rows = bucket(n)
+    if (len(full) == 1 and rows == n) or any(len(w) != len(items) for _, w in operands):
+        return operands, batches, None
+    out = []
+    for (attrs, words), b in zip(operands, batches, strict=True):
+        if b:
+            padded = []
+            for w, k in zip(words, items, strict=True):
+                w = jnp.asarray(w)
+                tail = w.shape[w.ndim - k:]
+                w = jnp.broadcast_to(w, full + tail).reshape((n,) + tail)
+                if rows > n:
+                    w = jnp.concatenate([w, jnp.zeros((rows - n,) + tail, w.dtype)])
+                padded.append(w)
+            words = tuple(padded)
+        out.append((attrs, words))
+    return out, tuple((rows,) if b else () for b in batches), (full, n)
+
+
+def _unbucketed(words, shape):
+    """The result words of a bucketed call (:func:`_bucketed`): the first n rows, in the call's batch shape."""
+    if shape is None:
+        return words
+    full, n = shape
+    return jax.tree_util.tree_map(lambda a: a[:n].reshape(full + a.shape[1:]), words)
+
+
 def _graph(scheme, op: str, attrs: dict, inputs: list[dict], consts: dict) -> Graph:
     b = Builder(scheme.name)
     for key, array in consts.items():
@@ -190,6 +243,10 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
         metas.append(eager_key(a))
         batches.append(_batch(w[0], item))
     batches = tuple(batches)
+    nested = xla._top_level is not None and not xla._top_level()
+    shape = None
+    if not nested and any(batches):
+        operands, batches, shape = _bucketed(scheme, operands, batches)
     key = (scheme.name, id(public), op, _masked(attrs, value_attrs) if attrs else (), tuple(metas), batches)
     entry = _CACHE.get(key)
     if entry is None:
@@ -213,7 +270,6 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
         _watch(public)
     if check is not None and entry.by_operation:
         check(entry.lowered)
-    nested = xla._top_level is not None and not xla._top_level()
     if entry.has_values:
         rt, rt_leaves = _with_constants(scheme, entry, key, attrs, consts, params, public)
     else:
@@ -228,7 +284,7 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
                 out = exe(constants, *leaves, *rt_leaves)
         else:
             out = exe(constants, *leaves, *rt_leaves)
-        return entry.out, jax.tree_util.tree_unflatten(out_tree, out)[0]
+        return entry.out, _unbucketed(jax.tree_util.tree_unflatten(out_tree, out)[0], shape)
     lowered = entry.lowered
     inputs = tuple(tuple(w) for _, w in operands)
     if nested or entry.by_operation:
@@ -241,7 +297,7 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
         constants, exe, out_tree = compiled
         with entry.program._scope():
             words = jax.tree_util.tree_unflatten(out_tree, exe(constants, *jax.tree_util.tree_leaves((inputs, rt))))
-    return entry.out, words[0]
+    return entry.out, _unbucketed(words[0], shape)
 
 
 def _compile(scheme, params, lowered: Graph, program, key, inputs, rt):
@@ -287,4 +343,4 @@ def clear() -> None:
     _CONSTANT_BYTES[0] = 0
 
 
-__all__ = ["CONSTANT_BYTES", "EAGER_MARK", "clear", "run"]
+__all__ = ["CONSTANT_BYTES", "EAGER_MARK", "bucket", "clear", "run"]
