@@ -147,6 +147,23 @@ def test_batch_sizes_share_programs(ctx):
         _same(ctx.decrypt(m + row), a[:12].reshape(3, 4) + b[:4])  # broadcast, flattened to 12 rows, reshaped
 
 
+def test_bucketed_words_keep_their_64_bit_type():
+    """The padding and the cut of a bucketed call keep 64-bit words whole with x64 off (a scheme whose words are
+    uint64): 17 rows become 18, the added row zeros, and the cut gives the words back."""
+    class Scheme:
+        item_ndims = (1, 2)
+
+    with jax.enable_x64(True):
+        b = jax.numpy.asarray(np.arange(51, dtype=np.uint64).reshape(17, 3) + (1 << 40))
+        a = jax.numpy.asarray(np.arange(204, dtype=np.uint64).reshape(17, 3, 4) + (1 << 40))
+    operands, batches, shape = eager._bucketed(Scheme, [({}, (b, a))], ((17,),))
+    pb, pa = operands[0][1]
+    assert batches == ((18,),) and shape == ((17,), 17)
+    assert pb.dtype == np.uint64 and pb.shape == (18, 3) and int(pb[0, 0]) == 1 << 40 and not np.asarray(pa[17]).any()
+    back = eager._unbucketed((pb, pa), shape)
+    assert back[0].dtype == np.uint64 and np.array_equal(np.asarray(back[1]), np.asarray(a))
+
+
 def test_jax_jit_takes_the_values(ctx, u8):
     x, y = u8
     out = jax.jit(lambda a, b: (a + b) * 3)(x, y)

@@ -152,18 +152,19 @@ def _bucketed(scheme, operands, batches: tuple) -> tuple:
     if (len(full) == 1 and rows == n) or any(len(w) != len(items) for _, w in operands):
         return operands, batches, None
     out = []
-    for (attrs, words), b in zip(operands, batches, strict=True):
-        if b:
-            padded = []
-            for w, k in zip(words, items, strict=True):
-                w = jnp.asarray(w)
-                tail = w.shape[w.ndim - k:]
-                w = jnp.broadcast_to(w, full + tail).reshape((n,) + tail)
-                if rows > n:
-                    w = jnp.concatenate([w, jnp.zeros((rows - n,) + tail, w.dtype)])
-                padded.append(w)
-            words = tuple(padded)
-        out.append((attrs, words))
+    with jax.enable_x64(True):  # words of 64 bits keep their type (scoped: no global setting)
+        for (attrs, words), b in zip(operands, batches, strict=True):
+            if b:
+                padded = []
+                for w, k in zip(words, items, strict=True):
+                    w = jnp.asarray(w)
+                    tail = w.shape[w.ndim - k:]
+                    w = jnp.broadcast_to(w, full + tail).reshape((n,) + tail)
+                    if rows > n:
+                        w = jnp.concatenate([w, jnp.zeros((rows - n,) + tail, w.dtype)])
+                    padded.append(w)
+                words = tuple(padded)
+            out.append((attrs, words))
     return out, tuple((rows,) if b else () for b in batches), (full, n)
 
 
@@ -172,7 +173,8 @@ def _unbucketed(words, shape):
     if shape is None:
         return words
     full, n = shape
-    return jax.tree_util.tree_map(lambda a: a[:n].reshape(full + a.shape[1:]), words)
+    with jax.enable_x64(True):
+        return jax.tree_util.tree_map(lambda a: a[:n].reshape(full + a.shape[1:]), words)
 
 
 def _graph(scheme, op: str, attrs: dict, inputs: list[dict], consts: dict) -> Graph:
