@@ -128,6 +128,11 @@ def _batch(word, item: int) -> tuple:
     return tuple(shape[: len(shape) - item])
 
 
+def _broadcast(batches: tuple) -> tuple:
+    """The batch shape of a call: its operands' batch shapes broadcast (NumPy's rules)."""
+    return batches[0] if len(set(batches)) == 1 else tuple(np.broadcast_shapes(*batches))
+
+
 def bucket(n: int) -> int:
     """The rows an eager program runs for ``n`` values at once: n up to 16, above that n rounded up to a multiple of
     2^(bit_length(n) - 4), so that only its four leading bits remain (fewer than n / 8 rows added; eight sizes per
@@ -146,7 +151,7 @@ def _bucketed(scheme, operands, batches: tuple) -> tuple:
     import jax.numpy as jnp
 
     items = scheme.item_ndims
-    full = batches[0] if len(set(batches)) == 1 else tuple(np.broadcast_shapes(*batches))
+    full = _broadcast(batches)
     n = math.prod(full)
     rows = bucket(n)
     if (len(full) == 1 and rows == n) or any(len(w) != len(items) for _, w in operands):
@@ -252,7 +257,7 @@ def run(scheme, params, public, op: str, attrs: dict, operands, *, consts: dict 
     key = (scheme.name, id(public), op, _masked(attrs, value_attrs) if attrs else (), tuple(metas), batches)
     entry = _CACHE.get(key)
     if entry is None:
-        batch = batches[0] if len(set(batches)) == 1 else tuple(np.broadcast_shapes(*batches))
+        batch = _broadcast(batches)
         graph = _graph(scheme, op, attrs, [a for a, _ in operands], consts)
         lowered = graph
         try:
